@@ -1,0 +1,36 @@
+//===- DistDialect.td - The dist dialect -------------------*- tablegen -*-===//
+//
+// What sharding inserts: the device mesh, shard layouts, and the collectives.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDC_DIALECT_DIST_IR_DISTDIALECT_TD
+#define SHARDC_DIALECT_DIST_IR_DISTDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def Dist_Dialect : Dialect {
+  let name = "dist";
+  let cppNamespace = "::shardc::dist";
+  let summary = "Device meshes, shard layouts and collectives";
+  let description = [{
+    The `dist` dialect holds what the sharding passes insert into a training
+    step: the device mesh (`dist.mesh`, 1-D or 2-D with named axes), how a
+    parameter, gradient or optimizer state is split over mesh axes
+    (`#dist.shard`), and the collectives that move tensors between ranks:
+    `dist.all_gather`, `dist.reduce_scatter`, `dist.all_reduce`, `dist.free`,
+    and their asynchronous forms (`*_start` returning a `!dist.token`, and
+    `dist.wait`). Each collective names the mesh axes it runs over and the
+    element type on the wire.
+
+    Every rank runs the same program; a collective's operand and result
+    types are those of one rank.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
+}
+
+class Dist_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Dist_Dialect, mnemonic, traits>;
+
+#endif // SHARDC_DIALECT_DIST_IR_DISTDIALECT_TD

@@ -1,0 +1,230 @@
+//===- DistOps.td - Operations of the dist dialect ---------*- tablegen -*-===//
+
+#ifndef SHARDC_DIALECT_DIST_IR_DISTOPS_TD
+#define SHARDC_DIALECT_DIST_IR_DISTOPS_TD
+
+include "shardc/Dialect/Dist/IR/DistDialect.td"
+include "shardc/Dialect/Dist/IR/DistTypes.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def Dist_Tensor : RankedTensorOf<[F32, BF16]>;
+
+//===----------------------------------------------------------------------===//
+// dist.mesh
+//===----------------------------------------------------------------------===//
+
+def Dist_MeshOp : Dist_Op<"mesh", [Symbol]> {
+  let summary = "a device mesh with named axes";
+  let description = [{
+    The ranks of a job arranged as a 1-D or 2-D grid. Rank `r` of a
+    `[R, S]` mesh sits at `(r / S, r % S)`: consecutive ranks share a
+    replicate group's shard axis, as HSDP lays ranks out. Collectives name
+    the axes they run over; the group of a collective over axis `shard` is
+    the ranks that differ only in their `shard` coordinate.
+
+    ```mlir
+    dist.mesh @world axes ["shard"] shape [8]
+    dist.mesh @hsdp axes ["replicate", "shard"] shape [2, 4]
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axes,
+                       DenseI64ArrayAttr:$shape);
+  let assemblyFormat = "$sym_name `axes` $axes `shape` $shape attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The index of axis `name`, or -1.
+    int64_t getAxisIndex(::llvm::StringRef name);
+    /// The number of ranks: the product of the axis sizes.
+    int64_t getNumRanks();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+/// Common parts of every collective: the input, the mesh and axes it runs
+/// over, and the element type on the wire (the result's when absent).
+class Dist_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Dist_Op<mnemonic, !listconcat(traits,
+                                    [DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+  dag commonArgs = (ins Dist_Tensor:$input, FlatSymbolRefAttr:$mesh,
+                        StrArrayAttr:$axes, OptionalAttr<TypeAttr>:$wire);
+  code commonDecls = [{
+    /// The element type sent between ranks.
+    ::mlir::Type getWireType();
+    /// The result tensor type, through the token for the async forms.
+    ::mlir::RankedTensorType getResultTensorType();
+  }];
+}
+
+class Dist_AllGatherBase<string mnemonic, list<Trait> traits = []>
+    : Dist_CollectiveOp<mnemonic, traits> {
+  let arguments = !con(commonArgs, (ins Dist_LayoutAttr:$layout));
+  let extraClassDeclaration = commonDecls;
+}
+
+class Dist_ReduceScatterBase<string mnemonic, list<Trait> traits = []>
+    : Dist_CollectiveOp<mnemonic, traits> {
+  let arguments = !con(commonArgs, (ins Dist_ReductionAttr:$reduction,
+                                        Dist_LayoutAttr:$layout));
+  let extraClassDeclaration = commonDecls;
+}
+
+class Dist_AllReduceBase<string mnemonic, list<Trait> traits = []>
+    : Dist_CollectiveOp<mnemonic, traits> {
+  let arguments = !con(commonArgs, (ins Dist_ReductionAttr:$reduction));
+  let extraClassDeclaration = commonDecls;
+}
+
+def Dist_AllGatherOp : Dist_AllGatherBase<"all_gather"> {
+  let summary = "gathers every rank's shard into the full tensor";
+  let description = [{
+    Each rank contributes its shard of `layout` over the group of `axes`
+    and receives the full tensor. With `dim0` the input is a shard of
+    `ceil(n / N)` rows and the result has `n` rows (uneven and empty shards
+    allowed); with `flat` both are 1-D and the result is N times the input.
+    A `wire` type different from the input's casts before sending (FSDP2's
+    `param_dtype`).
+
+    ```mlir
+    %full = dist.all_gather %shard on @world ["shard"] dim0 wire bf16
+        : tensor<2x16xf32> -> tensor<3x16xbf16>
+    ```
+  }];
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh $axes $layout (`wire` $wire^)? attr-dict `:`
+    type($input) `->` type($result)
+  }];
+}
+
+def Dist_AllGatherStartOp : Dist_AllGatherBase<"all_gather_start"> {
+  let summary = "starts an all-gather; a prefetch when issued early";
+  let description = [{
+    `dist.all_gather` split in two: the transfer starts here and its result
+    is available at the `dist.wait` of the token. An all-gather started
+    before the unit that needs it runs (the previous unit's compute, or the
+    next unit's backward) is a prefetch.
+
+    ```mlir
+    %t = dist.all_gather_start %shard on @world ["shard"] dim0
+        : tensor<2x16xf32> -> !dist.token<tensor<4x16xf32>>
+    ```
+  }];
+  let hasVerifier = 1;
+  let results = (outs Dist_TokenType:$token);
+  let assemblyFormat = [{
+    $input `on` $mesh $axes $layout (`wire` $wire^)? attr-dict `:`
+    type($input) `->` type($token)
+  }];
+}
+
+def Dist_ReduceScatterOp : Dist_ReduceScatterBase<"reduce_scatter"> {
+  let summary = "reduces the full tensor over ranks, each keeping its shard";
+  let description = [{
+    The inverse layout of `dist.all_gather`: the input is the full tensor on
+    each rank, the result this rank's shard of the elementwise reduction
+    (`sum`, or `avg` over the group). A `wire` type different from the input
+    casts before reducing (FSDP2's `reduce_dtype`).
+
+    ```mlir
+    %g = dist.reduce_scatter %full on @world ["shard"] avg flat
+        : tensor<64xf32> -> tensor<16xf32>
+    ```
+  }];
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh $axes $reduction $layout (`wire` $wire^)? attr-dict `:`
+    type($input) `->` type($result)
+  }];
+}
+
+def Dist_ReduceScatterStartOp : Dist_ReduceScatterBase<"reduce_scatter_start"> {
+  let summary = "starts a reduce-scatter";
+  let description = [{
+    ```mlir
+    %t = dist.reduce_scatter_start %full on @world ["shard"] avg flat
+        : tensor<64xf32> -> !dist.token<tensor<16xf32>>
+    ```
+  }];
+  let hasVerifier = 1;
+  let results = (outs Dist_TokenType:$token);
+  let assemblyFormat = [{
+    $input `on` $mesh $axes $reduction $layout (`wire` $wire^)? attr-dict `:`
+    type($input) `->` type($token)
+  }];
+}
+
+def Dist_AllReduceOp : Dist_AllReduceBase<"all_reduce"> {
+  let summary = "reduces a tensor over ranks, every rank keeping the result";
+  let description = [{
+    DDP's gradient all-reduce, and HSDP's all-reduce of gradient shards over
+    the replicate axis.
+
+    ```mlir
+    %g = dist.all_reduce %grad on @hsdp ["replicate"] avg
+        : tensor<16xf32> -> tensor<16xf32>
+    ```
+  }];
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh $axes $reduction (`wire` $wire^)? attr-dict `:`
+    type($input) `->` type($result)
+  }];
+}
+
+def Dist_AllReduceStartOp : Dist_AllReduceBase<"all_reduce_start"> {
+  let summary = "starts an all-reduce";
+  let description = [{
+    ```mlir
+    %t = dist.all_reduce_start %grad on @world ["shard"] avg
+        : tensor<16xf32> -> !dist.token<tensor<16xf32>>
+    ```
+  }];
+  let hasVerifier = 1;
+  let results = (outs Dist_TokenType:$token);
+  let assemblyFormat = [{
+    $input `on` $mesh $axes $reduction (`wire` $wire^)? attr-dict `:`
+    type($input) `->` type($token)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// dist.wait, dist.free
+//===----------------------------------------------------------------------===//
+
+def Dist_WaitOp : Dist_Op<"wait", [
+    TypesMatchWith<"result is the token's result", "token", "result",
+                   "::llvm::cast<::shardc::dist::TokenType>($_self).getResult()">]> {
+  let summary = "waits for a collective and gives its result";
+  let description = [{
+    ```mlir
+    %full = dist.wait %t : !dist.token<tensor<4x16xf32>>
+    ```
+  }];
+  let arguments = (ins Dist_TokenType:$token);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = "$token attr-dict `:` type($token)";
+  let hasVerifier = 1;
+}
+
+def Dist_FreeOp : Dist_Op<"free"> {
+  let summary = "ends the life of a buffer";
+  let description = [{
+    The memory holding `value` returns to the allocator here: after
+    `dist.free` of a gathered parameter only the shard remains. Nothing may
+    read `value` after its free, and a value is freed at most once.
+
+    ```mlir
+    dist.free %full : tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins Dist_Tensor:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+#endif // SHARDC_DIALECT_DIST_IR_DISTOPS_TD

@@ -1,0 +1,23 @@
+//===- TrainAttrs.h - Attributes of the train dialect -----------*- C++ -*-===//
+
+#ifndef SHARDC_DIALECT_TRAIN_IR_TRAINATTRS_H
+#define SHARDC_DIALECT_TRAIN_IR_TRAINATTRS_H
+
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+namespace shardc::train {
+/// Prints `value` with the fewest digits that parse back to it, always as an
+/// MLIR float literal (`0.999`, `1.0e-08`).
+void printShortest(llvm::raw_ostream &os, double value);
+} // namespace shardc::train
+
+#define GET_ATTRDEF_CLASSES
+#include "shardc/Dialect/Train/IR/TrainAttrs.h.inc"
+
+namespace shardc::train {
+/// True for the attributes `train.param` accepts as its initializer.
+bool isInitializer(mlir::Attribute attr);
+} // namespace shardc::train
+
+#endif // SHARDC_DIALECT_TRAIN_IR_TRAINATTRS_H

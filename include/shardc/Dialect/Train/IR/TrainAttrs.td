@@ -1,0 +1,93 @@
+//===- TrainAttrs.td - Attributes of the train dialect -----*- tablegen -*-===//
+
+#ifndef SHARDC_DIALECT_TRAIN_IR_TRAINATTRS_TD
+#define SHARDC_DIALECT_TRAIN_IR_TRAINATTRS_TD
+
+include "shardc/Dialect/Train/IR/TrainDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+
+/// A double-precision hyper-parameter, printed and parsed as a plain number.
+class Train_F64Param<string desc = ""> : APFloatParameter<desc> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
+    double value;
+    if ($_parser.parseFloat(value))
+      return ::mlir::failure();
+    return ::llvm::APFloat(value);
+  }() }];
+  let printer = [{
+    ::shardc::train::printShortest($_printer.getStream(),
+                                   $_self.convertToDouble())
+  }];
+}
+
+class Train_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Train_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def Train_AdamWAttr : Train_Attr<"AdamW", "adamw"> {
+  let summary = "AdamW hyper-parameters, as torch.optim.AdamW";
+  let description = [{
+    The optimizer of a `train.model`. The update of a parameter `p` with
+    gradient `g` at step `t` (1-based) is exactly torch.optim.AdamW's:
+
+    ```
+    p = p - lr * weight_decay * p                // decoupled weight decay
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    m_hat = m / (1 - beta1^t);  v_hat = v / (1 - beta2^t)
+    p = p - lr * m_hat / (sqrt(v_hat) + eps)
+    ```
+
+    ```mlir
+    #train.adamw<lr = 3.0e-04, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08,
+                 weight_decay = 0.1>
+    ```
+  }];
+  let parameters = (ins Train_F64Param<>:$lr, Train_F64Param<>:$beta1,
+                        Train_F64Param<>:$beta2, Train_F64Param<>:$eps,
+                        Train_F64Param<>:$weightDecay);
+  let assemblyFormat = [{
+    `<` `lr` `=` $lr `,` `beta1` `=` $beta1 `,` `beta2` `=` $beta2 `,`
+        `eps` `=` $eps `,` `weight_decay` `=` $weightDecay `>`
+  }];
+  let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Initializers
+//===----------------------------------------------------------------------===//
+
+def Train_ZerosInitAttr : Train_Attr<"ZerosInit", "zeros"> {
+  let summary = "initialize a parameter to 0";
+}
+
+def Train_OnesInitAttr : Train_Attr<"OnesInit", "ones"> {
+  let summary = "initialize a parameter to 1";
+}
+
+def Train_NormalInitAttr : Train_Attr<"NormalInit", "normal"> {
+  let summary = "initialize from N(mean, std^2)";
+  let description = [{
+    `#train.normal<mean = 0.0, std = 0.02>`.
+    The values are a deterministic function of the seed and the parameter's
+    name and element index, so a parameter's full tensor is the same whatever
+    the world size, strategy and layout.
+  }];
+  let parameters = (ins Train_F64Param<> : $mean, Train_F64Param<>:$std);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Train_UniformInitAttr : Train_Attr<"UniformInit", "uniform"> {
+  let summary = "initialize from U(low, high)";
+  let parameters = (ins Train_F64Param<>:$low, Train_F64Param<>:$high);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+#endif // SHARDC_DIALECT_TRAIN_IR_TRAINATTRS_TD

@@ -1,0 +1,20 @@
+//===- TrainOps.h - Operations of the train dialect -------------*- C++ -*-===//
+
+#ifndef SHARDC_DIALECT_TRAIN_IR_TRAINOPS_H
+#define SHARDC_DIALECT_TRAIN_IR_TRAINOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/RegionKindInterface.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "shardc/Dialect/Train/IR/TrainAttrs.h"
+#include "shardc/Dialect/Train/IR/TrainDialect.h"
+
+#define GET_OP_CLASSES
+#include "shardc/Dialect/Train/IR/TrainOps.h.inc"
+
+#endif // SHARDC_DIALECT_TRAIN_IR_TRAINOPS_H

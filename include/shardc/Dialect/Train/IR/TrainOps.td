@@ -1,0 +1,542 @@
+//===- TrainOps.td - Operations of the train dialect -------*- tablegen -*-===//
+
+#ifndef SHARDC_DIALECT_TRAIN_IR_TRAINOPS_TD
+#define SHARDC_DIALECT_TRAIN_IR_TRAINOPS_TD
+
+include "shardc/Dialect/Train/IR/TrainDialect.td"
+include "shardc/Dialect/Train/IR/TrainAttrs.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Train_FloatTensor : RankedTensorOf<[F32, BF16]>;
+def Train_IndexTensor : RankedTensorOf<[I32, I64]>;
+def Train_AnyTensor : RankedTensorOf<[F32, BF16, I32, I64]>;
+def Train_Scalar : 0DTensorOf<[F32]>;
+
+//===----------------------------------------------------------------------===//
+// Structure: model, units, params, inputs
+//===----------------------------------------------------------------------===//
+
+def Train_ModelOp : Train_Op<"model", [
+    Symbol, IsolatedFromAbove, SingleBlock, NoRegionArguments]> {
+  let summary = "one training step of a model";
+  let description = [{
+    The step of a model: parameters, inputs and forward compute in one block,
+    ending in `train.return` of the scalar loss. `batch` is the global batch
+    (summed over data-parallel ranks); `optimizer` is the update applied to
+    every trainable parameter.
+
+    The model verifies that parameter, unit and input names are unique.
+
+    ```mlir
+    train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9,
+        beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+      ...
+      train.return %loss : tensor<f32>
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$batch,
+                       Train_AdamWAttr:$optimizer);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $sym_name `batch` $batch `optimizer` $optimizer attr-dict-with-keyword
+    $body
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The loss returned by the step.
+    ::mlir::Value getLoss();
+    /// The `train.param` declaring `name`, or null.
+    ParamOp lookupParam(::llvm::StringRef name);
+  }];
+}
+
+def Train_ReturnOp : Train_Op<"return", [Terminator, HasParent<"ModelOp">,
+                                          Pure]> {
+  let summary = "ends the step, returning the loss";
+  let arguments = (ins Train_Scalar:$loss);
+  let assemblyFormat = "$loss attr-dict `:` type($loss)";
+}
+
+def Train_UnitOp : Train_Op<"unit", [
+    HasParent<"ModelOp">, SingleBlock]> {
+  let summary = "an FSDP unit: layers whose parameters are gathered together";
+  let description = [{
+    A named group of layers, FSDP's unit of all-gather and free: the
+    parameters it declares are gathered before its forward and its backward
+    and freed after. The region's block arguments are bound to `inputs`;
+    every other value it uses is declared inside it, so a unit's dependence
+    on the rest of the model is explicit. `train.yield` gives the results.
+
+    ```mlir
+    %y = train.unit "h0" (%x) : (tensor<8x16xf32>) -> tensor<8x16xf32> {
+    ^bb0(%a: tensor<8x16xf32>):
+      %w = train.param "h0.w" init(#train.normal<std = 2.0e-02>)
+          : tensor<16x16xf32>
+      %o = train.linear %a, %w : (tensor<8x16xf32>, tensor<16x16xf32>)
+          -> tensor<8x16xf32>
+      train.yield %o : tensor<8x16xf32>
+    }
+    ```
+
+    After `--train-autodiff` a unit also yields the values its backward needs
+    (the activations kept for backward).
+  }];
+  let arguments = (ins StrAttr:$name, Variadic<Train_AnyTensor>:$inputs);
+  let results = (outs Variadic<Train_AnyTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $name `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)
+    $body
+  }];
+  let hasRegionVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [OpBuilder<(ins "::llvm::StringRef":$name,
+                                "::mlir::TypeRange":$resultTypes,
+                                "::mlir::ValueRange":$inputs)>];
+}
+
+def Train_BackwardOp : Train_Op<"backward", [
+    HasParent<"ModelOp">, SingleBlock]> {
+  let summary = "the backward of one unit, produced by --train-autodiff";
+  let description = [{
+    The vector-Jacobian product of unit `unit`. Operands are the cotangents
+    of the unit's results followed by the activations its forward kept;
+    results are the cotangents of the unit's differentiable inputs followed
+    by one gradient per parameter named in `params`, in that order.
+    Parameters are read with `train.param_ref`.
+
+    ```mlir
+    %dx, %gw = train.backward "h0" (%dy, %a) params ["h0.w"]
+        : (tensor<8x16xf32>, tensor<8x16xf32>)
+          -> (tensor<8x16xf32>, tensor<16x16xf32>) {
+    ^bb0(%g: tensor<8x16xf32>, %x: tensor<8x16xf32>):
+      %w = train.param_ref "h0.w" : tensor<16x16xf32>
+      ...
+      train.yield %gx, %gw : tensor<8x16xf32>, tensor<16x16xf32>
+    }
+    ```
+  }];
+  let arguments = (ins StrAttr:$unit, StrArrayAttr:$params,
+                       Variadic<Train_AnyTensor>:$inputs);
+  let results = (outs Variadic<Train_AnyTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $unit `(` $inputs `)` `params` $params attr-dict `:`
+    functional-type($inputs, $results) $body
+  }];
+  let hasRegionVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [OpBuilder<(ins "::llvm::StringRef":$unit,
+                                "::llvm::ArrayRef<::llvm::StringRef>":$params,
+                                "::mlir::TypeRange":$resultTypes,
+                                "::mlir::ValueRange":$inputs)>];
+  let extraClassDeclaration = [{
+    /// The gradients, one per name in `params`.
+    ::mlir::ResultRange getParamGrads() {
+      return getResults().take_back(getParams().size());
+    }
+  }];
+}
+
+def Train_YieldOp : Train_Op<"yield", [
+    Terminator, ParentOneOf<["UnitOp", "BackwardOp"]>, Pure]> {
+  let summary = "the results of a unit or a backward";
+  let arguments = (ins Variadic<Train_AnyTensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+def Train_ParamOp : Train_Op<"param"> {
+  let summary = "declares a parameter and reads its value";
+  let description = [{
+    A parameter of the model: its unique `name` (as in a PyTorch state dict),
+    shape and element type (the result type), initializer (`#train.zeros`,
+    `#train.ones`, `#train.normal<...>`, `#train.uniform<...>`) and whether it
+    is trained (`frozen` parameters get no gradient and no optimizer state).
+    The parameter belongs to the unit that declares it (the root unit when
+    declared in the model body) and may be used only there.
+
+    ```mlir
+    %w = train.param "h0.attn.qkv.weight" init(#train.normal<std = 2.0e-02>)
+        : tensor<192x64xf32>
+    %p = train.param "pos" frozen init(#train.zeros) : tensor<16x64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, UnitAttr:$frozen, AnyAttr:$init);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $name (`frozen` $frozen^)? `init` `(` $init `)` attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    bool isTrainable() { return !getFrozen(); }
+    /// The name of the unit owning this parameter; "" for the root unit.
+    ::llvm::StringRef getUnitName();
+    /// Number of elements.
+    int64_t getNumElements() { return getType().getNumElements(); }
+  }];
+}
+
+def Train_ParamRefOp : Train_Op<"param_ref", [HasParent<"BackwardOp">, Pure]> {
+  let summary = "reads a parameter inside its unit's backward";
+  let description = [{
+    The value of parameter `name` where its declaration is out of reach: in
+    the `train.backward` of the unit that declares it.
+
+    ```mlir
+    %w = train.param_ref "h0.w" : tensor<16x16xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_InputOp : Train_Op<"input", [HasParent<"ModelOp">]> {
+  let summary = "a named batch input";
+  let description = [{
+    One tensor of the global batch fed to each step: token ids, targets,
+    features. The leading dimension is the batch.
+
+    ```mlir
+    %t = train.input "tokens" : tensor<8x64xi32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Train_AnyTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_AdamWOp : Train_Op<"adamw", [HasParent<"ModelOp">]> {
+  let summary = "updates one parameter with AdamW";
+  let description = [{
+    Applies the model's `#train.adamw` to parameter `name` with gradient
+    `grad`, owning the parameter's first and second moments. Inserted by
+    `--train-autodiff`, one per trainable parameter, after the backward.
+
+    ```mlir
+    train.adamw "h0.w", %gw : tensor<16x16xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Train_FloatTensor:$grad);
+  let assemblyFormat = "$name `,` $grad attr-dict `:` type($grad)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Forward compute
+//===----------------------------------------------------------------------===//
+
+class Train_ComputeOp<string mnemonic, list<Trait> traits = []>
+    : Train_Op<mnemonic, !listconcat(traits, [Pure])> {
+  let hasVerifier = 1;
+}
+
+def Train_LinearOp : Train_ComputeOp<"linear"> {
+  let summary = "y = x W^T + b, as nn.Linear";
+  let description = [{
+    `x` is `[..., in]`, `weight` is stored `[out, in]` as in `nn.Linear`,
+    the optional `bias` is `[out]`; the result is `[..., out]`.
+
+    ```mlir
+    %y = train.linear %x, %w, %b
+        : (tensor<8x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
+                       Optional<Train_FloatTensor>:$bias);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Train_MatmulOp : Train_ComputeOp<"matmul"> {
+  let summary = "batched matrix product with optional transposes";
+  let description = [{
+    `lhs` is `[b..., M, K]` (`[b..., K, M]` with `transpose_lhs`), `rhs` is
+    `[b..., K, N]` (`[b..., N, K]` with `transpose_rhs`), both of the same
+    rank, rank >= 2; the result is `[b..., M, N]`.
+
+    ```mlir
+    %c = train.matmul %a, %b {transpose_rhs}
+        : (tensor<8x4xf32>, tensor<3x4xf32>) -> tensor<8x3xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$lhs, Train_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_AddOp : Train_ComputeOp<"add"> {
+  let summary = "elementwise sum, rhs broadcast over leading dimensions";
+  let description = [{
+    The shape of `rhs` is a suffix of the shape of `lhs` (numpy broadcasting
+    over leading dimensions, as a position embedding `[T, C]` added to
+    `[B, T, C]`); the result has the shape of `lhs`.
+
+    ```mlir
+    %s = train.add %a, %b : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$lhs, Train_FloatTensor:$rhs);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_ScaleOp : Train_ComputeOp<"scale", [SameOperandsAndResultType]> {
+  let summary = "multiplies by a constant";
+  let arguments = (ins Train_FloatTensor:$input, F64Attr:$factor);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input `by` $factor attr-dict `:` type($result)";
+}
+
+def Train_GeluOp : Train_ComputeOp<"gelu", [SameOperandsAndResultType]> {
+  let summary = "GELU, tanh approximation (GPT-2's)";
+  let description = [{
+    `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+  }];
+  let arguments = (ins Train_FloatTensor:$input);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Train_ReluOp : Train_ComputeOp<"relu", [SameOperandsAndResultType]> {
+  let summary = "max(x, 0)";
+  let arguments = (ins Train_FloatTensor:$input);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Train_LayerNormOp : Train_ComputeOp<"layernorm"> {
+  let summary = "layer normalization over the last dimension";
+  let description = [{
+    `(x - mean) / sqrt(var + eps) * weight + bias`, statistics over the last
+    dimension `C` (biased variance, as nn.LayerNorm); `weight` and `bias` are
+    `[C]`.
+
+    ```mlir
+    %y = train.layernorm %x, %g, %b {eps = 1.0e-05 : f64}
+        : (tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
+                       Train_FloatTensor:$bias,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$eps);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_EmbeddingOp : Train_ComputeOp<"embedding"> {
+  let summary = "gathers rows of a table";
+  let description = [{
+    `result[i..., :] = table[ids[i...], :]`: `ids` `[...]` of integers in
+    `[0, V)`, `table` `[V, C]`, result `[..., C]`.
+
+    ```mlir
+    %e = train.embedding %ids, %wte
+        : (tensor<2x8xi32>, tensor<64x16xf32>) -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Train_IndexTensor:$ids, Train_FloatTensor:$table);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $ids `,` $table attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_AttentionOp : Train_ComputeOp<"attention"> {
+  let summary = "causal multi-head self-attention on a fused qkv";
+  let description = [{
+    `qkv` is `[B, T, 3C]`: queries, keys and values side by side, each split
+    into `heads` heads of `C / heads`. Per head,
+    `softmax(q k^T / sqrt(C / heads) + causal mask) v`; heads are
+    concatenated into the `[B, T, C]` result (before the output projection).
+
+    ```mlir
+    %y = train.attention %qkv heads 4
+        : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$qkv, I64Attr:$heads);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $qkv `heads` $heads attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_CrossEntropyOp : Train_ComputeOp<"cross_entropy"> {
+  let summary = "softmax cross-entropy, mean over positions";
+  let description = [{
+    `logits` `[..., V]`, integer `targets` `[...]`; the result is the scalar
+    mean over positions of `-log softmax(logits)[target]`.
+
+    ```mlir
+    %l = train.cross_entropy %logits, %t
+        : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$targets);
+  let results = (outs Train_Scalar:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_ReshapeOp : Train_ComputeOp<"reshape"> {
+  let summary = "same elements, another shape";
+  let description = [{
+    A view: the element type and the number of elements are unchanged.
+
+    ```mlir
+    %r = train.reshape %x : tensor<2x8x16xf32> to tensor<16x16xf32>
+    ```
+  }];
+  let arguments = (ins Train_AnyTensor:$input);
+  let results = (outs Train_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+}
+
+def Train_IotaOp : Train_ComputeOp<"iota"> {
+  let summary = "0, 1, ..., n-1";
+  let description = [{
+    A 1-D integer tensor counting from 0: the positions fed to a position
+    embedding.
+
+    ```mlir
+    %pos = train.iota : tensor<8xi32>
+    ```
+  }];
+  let results = (outs 1DTensorOf<[I32, I64]>:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+def Train_SumToOp : Train_ComputeOp<"sum_to"> {
+  let summary = "sums leading dimensions away";
+  let description = [{
+    The result shape is a suffix of the input shape; the leading dimensions
+    are summed. The backward of a broadcast and of a bias.
+
+    ```mlir
+    %s = train.sum_to %x : tensor<2x4x8xf32> to tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Backward compute (produced by --train-autodiff)
+//===----------------------------------------------------------------------===//
+
+def Train_GeluGradOp : Train_ComputeOp<"gelu_grad", [SameOperandsAndResultType]> {
+  let summary = "dx of gelu given dy and x";
+  let arguments = (ins Train_FloatTensor:$grad, Train_FloatTensor:$input);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` type($result)";
+}
+
+def Train_ReluGradOp : Train_ComputeOp<"relu_grad", [SameOperandsAndResultType]> {
+  let summary = "dx of relu given dy and x";
+  let arguments = (ins Train_FloatTensor:$grad, Train_FloatTensor:$input);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` type($result)";
+}
+
+def Train_LayerNormGradOp : Train_ComputeOp<"layernorm_grad"> {
+  let summary = "dx, dweight, dbias of layernorm given dy, x and weight";
+  let description = [{
+    Recomputes the statistics from `input` rather than keeping them.
+
+    ```mlir
+    %dx, %dw, %db = train.layernorm_grad %dy, %x, %w {eps = 1.0e-05 : f64}
+        : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>)
+          -> (tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$grad, Train_FloatTensor:$input,
+                       Train_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$eps);
+  let results = (outs Train_FloatTensor:$input_grad,
+                      Train_FloatTensor:$weight_grad,
+                      Train_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_EmbeddingGradOp : Train_ComputeOp<"embedding_grad"> {
+  let summary = "scatter-adds dy rows into a table-shaped gradient";
+  let description = [{
+    `result[v, :] = sum over i with ids[i] == v of grad[i, :]`.
+
+    ```mlir
+    %dt = train.embedding_grad %dy, %ids
+        : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<64x16xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$grad, Train_IndexTensor:$ids);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $ids attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_AttentionGradOp : Train_ComputeOp<"attention_grad"> {
+  let summary = "dqkv of causal self-attention given dy and qkv";
+  let description = [{
+    Recomputes the attention probabilities from `qkv` (as flash attention's
+    backward does) rather than keeping them.
+
+    ```mlir
+    %dqkv = train.attention_grad %dy, %qkv heads 4
+        : (tensor<2x8x16xf32>, tensor<2x8x48xf32>) -> tensor<2x8x48xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$grad, Train_FloatTensor:$qkv,
+                       I64Attr:$heads);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $qkv `heads` $heads attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_CrossEntropyGradOp : Train_ComputeOp<"cross_entropy_grad"> {
+  let summary = "dlogits of cross_entropy given dloss";
+  let description = [{
+    `(softmax(logits) - onehot(targets)) * grad / positions`.
+
+    ```mlir
+    %dl = train.cross_entropy_grad %g, %logits, %t
+        : (tensor<f32>, tensor<8x10xf32>, tensor<8xi32>) -> tensor<8x10xf32>
+    ```
+  }];
+  let arguments = (ins Train_Scalar:$grad, Train_FloatTensor:$logits,
+                       Train_IndexTensor:$targets);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+#endif // SHARDC_DIALECT_TRAIN_IR_TRAINOPS_TD

@@ -1,0 +1,75 @@
+//===- Passes.td - Passes of the train dialect -------------*- tablegen -*-===//
+
+#ifndef SHARDC_DIALECT_TRAIN_TRANSFORMS_PASSES_TD
+#define SHARDC_DIALECT_TRAIN_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def TrainAutodiffPass : Pass<"train-autodiff", "::shardc::train::ModelOp"> {
+  let summary = "Derive the backward and the AdamW update of a training step";
+  let description = [{
+    Reverse-mode differentiation of a `train.model` whose body is forward
+    only. The pass
+
+    1. finds the active values: those depending on a trainable parameter;
+    2. walks the forward in reverse, applying each op's vector-Jacobian
+       product rule, seeding the loss's cotangent with 1 and summing the
+       contributions of a value used more than once (the tied GPT token
+       embedding and LM head get one gradient);
+    3. emits, for each `train.unit` in reverse order, one `train.backward`
+       region holding that unit's backward: it takes the cotangents of the
+       unit's results and the activations the forward kept (the unit now
+       also yields them), and gives the cotangents of the unit's inputs and
+       one gradient per trainable parameter of the unit. The backward of the
+       root unit stays in the model body;
+    4. appends one `train.adamw` per trainable parameter. Frozen parameters
+       get no gradient and no optimizer state.
+
+    Before:
+
+    ```mlir
+    %h = train.unit "fc0" (%x) : (tensor<8x16xf32>) -> tensor<8x4xf32> {
+    ^bb0(%a: tensor<8x16xf32>):
+      %w = train.param "fc0.w" init(#train.normal<std = 2.0e-02>)
+          : tensor<4x16xf32>
+      %o = train.linear %a, %w : (tensor<8x16xf32>, tensor<4x16xf32>)
+          -> tensor<8x4xf32>
+      train.yield %o : tensor<8x4xf32>
+    }
+    %loss = train.cross_entropy %h, %y
+        : (tensor<8x4xf32>, tensor<8xi32>) -> tensor<f32>
+    train.return %loss : tensor<f32>
+    ```
+
+    After:
+
+    ```mlir
+    %h = train.unit "fc0" (%x) ... { ... train.yield %o : tensor<8x4xf32> }
+    %loss = train.cross_entropy %h, %y ...
+    %one = arith.constant dense<1.0> : tensor<f32>
+    %dh = train.cross_entropy_grad %one, %h, %y ...
+    %gw = train.backward "fc0" (%dh, %x) params ["fc0.w"]
+        : (tensor<8x4xf32>, tensor<8x16xf32>) -> tensor<4x16xf32> {
+    ^bb0(%g: tensor<8x4xf32>, %a: tensor<8x16xf32>):
+      %w = train.param_ref "fc0.w" : tensor<4x16xf32>
+      %dw = train.matmul %g, %a {transpose_lhs} ...
+      train.yield %dw : tensor<4x16xf32>
+    }
+    train.adamw "fc0.w", %gw : tensor<4x16xf32>
+    train.return %loss : tensor<f32>
+    ```
+
+    Rationale: activations a unit's backward needs are yielded by its forward
+    and passed in explicitly, so they are visible (and costed by the ledger)
+    as what the step keeps alive between forward and backward. Parameters are
+    read again inside the backward by name, because under ZeRO-3 a unit's
+    parameters are gathered anew for its backward. Layer-norm and attention
+    recompute their statistics in the backward instead of keeping them.
+
+    Precondition: no `train.backward` or `train.adamw` yet; the pass fails on
+    a model that is already differentiated.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
+#endif // SHARDC_DIALECT_TRAIN_TRANSFORMS_PASSES_TD

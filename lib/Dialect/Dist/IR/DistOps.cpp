@@ -1,0 +1,271 @@
+//===- DistOps.cpp - The dist dialect: mesh, layouts, collectives ---------===//
+
+#include "shardc/Dialect/Dist/IR/DistOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace shardc::dist;
+
+#include "shardc/Dialect/Dist/IR/DistDialect.cpp.inc"
+#include "shardc/Dialect/Dist/IR/DistEnums.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "shardc/Dialect/Dist/IR/DistTypes.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "shardc/Dialect/Dist/IR/DistAttrs.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "shardc/Dialect/Dist/IR/DistOps.cpp.inc"
+
+void DistDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "shardc/Dialect/Dist/IR/DistOps.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "shardc/Dialect/Dist/IR/DistTypes.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "shardc/Dialect/Dist/IR/DistAttrs.cpp.inc"
+      >();
+}
+
+//===--- #dist.shard ------------------------------------------------------===//
+
+LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                Layout, FlatSymbolRefAttr,
+                                ArrayRef<StringAttr> axes) {
+  if (axes.empty())
+    return emitError() << "expected at least one mesh axis";
+  llvm::StringSet<> seen;
+  for (StringAttr axis : axes)
+    if (!seen.insert(axis.getValue()).second)
+      return emitError() << "duplicate mesh axis '" << axis.getValue() << "'";
+  return success();
+}
+
+//===--- dist.mesh --------------------------------------------------------===//
+
+int64_t MeshOp::getAxisIndex(StringRef name) {
+  for (auto [i, axis] : llvm::enumerate(getAxes()))
+    if (cast<StringAttr>(axis).getValue() == name)
+      return i;
+  return -1;
+}
+
+int64_t MeshOp::getNumRanks() {
+  int64_t n = 1;
+  for (int64_t size : getShape())
+    n *= size;
+  return n;
+}
+
+LogicalResult MeshOp::verify() {
+  if (getAxes().empty() || getAxes().size() > 2)
+    return emitOpError() << "expected 1 or 2 axes, got " << getAxes().size();
+  if (getAxes().size() != getShape().size())
+    return emitOpError() << "expected one size per axis, got "
+                         << getShape().size() << " sizes for "
+                         << getAxes().size() << " axes";
+  llvm::StringSet<> seen;
+  for (auto [axis, size] : llvm::zip(getAxes(), getShape())) {
+    StringRef name = cast<StringAttr>(axis).getValue();
+    if (name.empty())
+      return emitOpError() << "expected non-empty axis names";
+    if (!seen.insert(name).second)
+      return emitOpError() << "duplicate axis '" << name << "'";
+    if (size <= 0)
+      return emitOpError() << "expected a positive size for axis '" << name
+                           << "', got " << size;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+namespace {
+std::string formatShape(ArrayRef<int64_t> shape) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(shape, os, "x");
+  return s.empty() ? "scalar" : s;
+}
+
+/// Resolves the mesh and returns the size of the group over `axes`.
+FailureOr<int64_t> groupSize(Operation *op, FlatSymbolRefAttr meshRef,
+                             ArrayAttr axes,
+                             SymbolTableCollection &symbolTable) {
+  auto mesh = symbolTable.lookupNearestSymbolFrom<MeshOp>(op, meshRef);
+  if (!mesh)
+    return op->emitOpError() << "unknown mesh " << meshRef;
+  if (axes.empty())
+    return op->emitOpError() << "expected at least one mesh axis";
+  int64_t n = 1;
+  llvm::StringSet<> seen;
+  for (Attribute a : axes) {
+    StringRef name = cast<StringAttr>(a).getValue();
+    int64_t idx = mesh.getAxisIndex(name);
+    if (idx < 0) {
+      std::string known;
+      llvm::raw_string_ostream os(known);
+      llvm::interleaveComma(mesh.getAxes(), os, [&](Attribute x) {
+        os << "'" << cast<StringAttr>(x).getValue() << "'";
+      });
+      return op->emitOpError() << "unknown axis '" << name << "' of mesh "
+                               << meshRef << " (axes: " << known << ")";
+    }
+    if (!seen.insert(name).second)
+      return op->emitOpError() << "duplicate mesh axis '" << name << "'";
+    n *= mesh.getShape()[idx];
+  }
+  return n;
+}
+
+/// Checks that `shard` is this rank's piece of `full` under `layout` over
+/// `n` ranks.
+LogicalResult verifyShardOf(Operation *op, Layout layout,
+                            RankedTensorType shard, RankedTensorType full,
+                            int64_t n) {
+  ArrayRef<int64_t> s = shard.getShape(), f = full.getShape();
+  if (layout == Layout::flat) {
+    if (s.size() != 1 || f.size() != 1)
+      return op->emitOpError() << "expected 1-D tensors for a flat layout, got "
+                               << formatShape(s) << " and " << formatShape(f);
+    if (f[0] != s[0] * n)
+      return op->emitOpError()
+             << "expected the flat buffer of " << f[0]
+             << " elements to be the shard of " << s[0] << " times " << n
+             << " ranks";
+    return success();
+  }
+  if (s.empty() || s.size() != f.size())
+    return op->emitOpError() << "expected shard and full tensor of equal rank "
+                                ">= 1, got "
+                             << formatShape(s) << " and " << formatShape(f);
+  if (s.drop_front() != f.drop_front())
+    return op->emitOpError() << "expected equal trailing dimensions, got "
+                             << formatShape(s) << " and " << formatShape(f);
+  int64_t rows = llvm::divideCeil(f[0], n);
+  if (s[0] != rows)
+    return op->emitOpError() << "expected a dim0 shard of " << rows
+                             << " rows for " << f[0] << " rows over " << n
+                             << " ranks, got " << s[0];
+  return success();
+}
+
+template <typename OpT>
+RankedTensorType resultTensor(OpT op) {
+  if constexpr (std::is_same_v<OpT, AllGatherStartOp> ||
+                std::is_same_v<OpT, ReduceScatterStartOp> ||
+                std::is_same_v<OpT, AllReduceStartOp>)
+    return op.getToken().getType().getResult();
+  else
+    return op.getResult().getType();
+}
+
+/// A token is waited on exactly once.
+LogicalResult verifyWaitedOnce(Operation *op, Value token) {
+  size_t waits = llvm::count_if(token.getUsers(),
+                                [](Operation *u) { return isa<WaitOp>(u); });
+  if (!token.hasOneUse() || waits != 1)
+    return op->emitOpError() << "expected its token to be waited on exactly "
+                                "once, got "
+                             << waits << " waits and "
+                             << (llvm::range_size(token.getUses()) - waits)
+                             << " other uses";
+  return success();
+}
+
+template <typename OpT>
+LogicalResult verifyCollective(OpT op, SymbolTableCollection &symbolTable) {
+  FailureOr<int64_t> n =
+      groupSize(op, op.getMeshAttr(), op.getAxes(), symbolTable);
+  if (failed(n))
+    return failure();
+  RankedTensorType in = op.getInput().getType(), out = resultTensor(op);
+  if (op.getWire() && !isa<FloatType>(*op.getWire()))
+    return op.emitOpError() << "expected a float wire type, got "
+                            << *op.getWire();
+  if constexpr (std::is_same_v<OpT, AllGatherOp> ||
+                std::is_same_v<OpT, AllGatherStartOp>)
+    return verifyShardOf(op, op.getLayout(), in, out, *n);
+  else if constexpr (std::is_same_v<OpT, ReduceScatterOp> ||
+                     std::is_same_v<OpT, ReduceScatterStartOp>)
+    return verifyShardOf(op, op.getLayout(), out, in, *n);
+  else if (in.getShape() != out.getShape())
+    return op.emitOpError() << "expected the result shape "
+                            << formatShape(in.getShape()) << ", got "
+                            << formatShape(out.getShape());
+  return success();
+}
+} // namespace
+
+#define DIST_COLLECTIVE_METHODS(OpT)                                           \
+  Type OpT::getWireType() {                                                    \
+    return getWire() ? *getWire() : getResultTensorType().getElementType();    \
+  }                                                                            \
+  RankedTensorType OpT::getResultTensorType() { return resultTensor(*this); } \
+  LogicalResult OpT::verifySymbolUses(SymbolTableCollection &symbolTable) {    \
+    return verifyCollective(*this, symbolTable);                               \
+  }
+
+DIST_COLLECTIVE_METHODS(AllGatherOp)
+DIST_COLLECTIVE_METHODS(AllGatherStartOp)
+DIST_COLLECTIVE_METHODS(ReduceScatterOp)
+DIST_COLLECTIVE_METHODS(ReduceScatterStartOp)
+DIST_COLLECTIVE_METHODS(AllReduceOp)
+DIST_COLLECTIVE_METHODS(AllReduceStartOp)
+#undef DIST_COLLECTIVE_METHODS
+
+//===--- dist.wait --------------------------------------------------------===//
+
+LogicalResult WaitOp::verify() {
+  Operation *start = getToken().getDefiningOp();
+  if (!isa_and_nonnull<AllGatherStartOp, ReduceScatterStartOp,
+                       AllReduceStartOp>(start))
+    return emitOpError() << "expected a token from a dist.*_start op";
+  return success();
+}
+
+LogicalResult AllGatherStartOp::verify() {
+  return verifyWaitedOnce(*this, getToken());
+}
+LogicalResult ReduceScatterStartOp::verify() {
+  return verifyWaitedOnce(*this, getToken());
+}
+LogicalResult AllReduceStartOp::verify() {
+  return verifyWaitedOnce(*this, getToken());
+}
+
+//===--- dist.free --------------------------------------------------------===//
+
+LogicalResult FreeOp::verify() {
+  Operation *self = getOperation();
+  for (OpOperand &use : getValue().getUses()) {
+    Operation *user = use.getOwner();
+    if (user == self)
+      continue;
+    // The user's ancestor in the free's block decides the order.
+    Operation *anc = self->getBlock()->findAncestorOpInBlock(*user);
+    if (!anc || anc == self || !self->isBeforeInBlock(anc))
+      continue;
+    InFlightDiagnostic diag =
+        isa<FreeOp>(user)
+            ? user->emitOpError() << "frees a value that is already freed"
+            : user->emitOpError() << "reads a value after its dist.free";
+    diag.attachNote(getLoc()) << "freed here";
+    return diag;
+  }
+  return success();
+}

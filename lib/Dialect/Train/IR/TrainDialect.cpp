@@ -1,0 +1,92 @@
+//===- TrainDialect.cpp - The train dialect and its attributes ------------===//
+
+#include "shardc/Dialect/Train/IR/TrainDialect.h"
+#include "shardc/Dialect/Train/IR/TrainAttrs.h"
+#include "shardc/Dialect/Train/IR/TrainOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cstdlib>
+
+using namespace mlir;
+using namespace shardc::train;
+
+#include "shardc/Dialect/Train/IR/TrainDialect.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "shardc/Dialect/Train/IR/TrainAttrs.cpp.inc"
+
+void TrainDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "shardc/Dialect/Train/IR/TrainOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "shardc/Dialect/Train/IR/TrainAttrs.cpp.inc"
+      >();
+}
+
+bool shardc::train::isInitializer(Attribute attr) {
+  return isa<ZerosInitAttr, OnesInitAttr, NormalInitAttr, UniformInitAttr>(
+      attr);
+}
+
+void shardc::train::printShortest(llvm::raw_ostream &os, double value) {
+  std::string text;
+  for (int precision = 1; precision <= 17; ++precision) {
+    text = llvm::formatv("{0}", llvm::format("%.*g", precision, value)).str();
+    if (std::strtod(text.c_str(), nullptr) == value)
+      break;
+  }
+  // MLIR float literals need a '.' before any exponent.
+  if (text.find_first_of(".ni") == std::string::npos) {
+    size_t e = text.find('e');
+    text.insert(e == std::string::npos ? text.size() : e, ".0");
+  }
+  os << text;
+}
+
+//===--- #train.adamw -----------------------------------------------------===//
+
+LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                APFloat lrF, APFloat beta1F, APFloat beta2F,
+                                APFloat epsF, APFloat weightDecayF) {
+  double lr = lrF.convertToDouble(), beta1 = beta1F.convertToDouble(),
+         beta2 = beta2F.convertToDouble(), eps = epsF.convertToDouble(),
+         weightDecay = weightDecayF.convertToDouble();
+  if (!(lr > 0))
+    return emitError() << "expected lr > 0, got " << lr;
+  if (!(beta1 >= 0 && beta1 < 1))
+    return emitError() << "expected 0 <= beta1 < 1, got " << beta1;
+  if (!(beta2 >= 0 && beta2 < 1))
+    return emitError() << "expected 0 <= beta2 < 1, got " << beta2;
+  if (!(eps > 0))
+    return emitError() << "expected eps > 0, got " << eps;
+  if (!(weightDecay >= 0))
+    return emitError() << "expected weight_decay >= 0, got " << weightDecay;
+  return success();
+}
+
+//===--- initializers -----------------------------------------------------===//
+
+LogicalResult
+NormalInitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       APFloat, APFloat std) {
+  if (!(std.convertToDouble() >= 0))
+    return emitError() << "expected std >= 0, got " << std.convertToDouble();
+  return success();
+}
+
+LogicalResult
+UniformInitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        APFloat low, APFloat high) {
+  if (!(low.convertToDouble() <= high.convertToDouble()))
+    return emitError() << "expected low <= high, got " << low.convertToDouble()
+                       << " > " << high.convertToDouble();
+  return success();
+}

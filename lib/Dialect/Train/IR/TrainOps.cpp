@@ -1,0 +1,585 @@
+//===- TrainOps.cpp - Verifiers and builders of the train dialect ---------===//
+
+#include "shardc/Dialect/Train/IR/TrainOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace shardc::train;
+
+#define GET_OP_CLASSES
+#include "shardc/Dialect/Train/IR/TrainOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Shape helpers shared by the verifiers
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Prints a shape as `2x8x16` (`scalar` for rank 0).
+std::string formatShape(ArrayRef<int64_t> shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(shape, os, "x");
+  return s;
+}
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+Type elementOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+/// Every tensor an op touches has a static shape of positive dimensions.
+LogicalResult verifyStaticShapes(Operation *op) {
+  auto check = [&](Value v, StringRef what, unsigned idx) -> LogicalResult {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type)
+      return success();
+    for (auto [dim, size] : llvm::enumerate(type.getShape()))
+      if (ShapedType::isDynamic(size) || size <= 0)
+        return op->emitOpError()
+               << "expected positive static dimensions, got "
+               << (ShapedType::isDynamic(size) ? std::string("?")
+                                                : std::to_string(size))
+               << " in dimension " << dim << " of " << what << " #" << idx;
+    return success();
+  };
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (failed(check(v, "operand", i)))
+      return failure();
+  for (auto [i, v] : llvm::enumerate(op->getResults()))
+    if (failed(check(v, "result", i)))
+      return failure();
+  return success();
+}
+
+/// All non-scalar floating-point operands and results share one element
+/// type: mixed precision casts are explicit.
+LogicalResult verifySameFloatElementType(Operation *op) {
+  Type expected;
+  auto check = [&](Value v) -> LogicalResult {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || type.getRank() == 0 ||
+        !isa<FloatType>(type.getElementType()))
+      return success();
+    if (!expected) {
+      expected = type.getElementType();
+      return success();
+    }
+    if (type.getElementType() != expected)
+      return op->emitOpError()
+             << "expected element type " << expected << " throughout, got "
+             << type.getElementType();
+    return success();
+  };
+  for (Value v : op->getOperands())
+    if (failed(check(v)))
+      return failure();
+  for (Value v : op->getResults())
+    if (failed(check(v)))
+      return failure();
+  return success();
+}
+
+LogicalResult verifyShapeIs(Operation *op, StringRef what, Value v,
+                            ArrayRef<int64_t> expected) {
+  if (shapeOf(v) != expected)
+    return op->emitOpError() << "expected " << what << " of shape "
+                             << formatShape(expected) << ", got "
+                             << formatShape(shapeOf(v));
+  return success();
+}
+
+/// Common checks of every compute op, then the op's own.
+LogicalResult verifyCompute(Operation *op) {
+  if (failed(verifyStaticShapes(op)))
+    return failure();
+  return verifySameFloatElementType(op);
+}
+
+bool isSuffix(ArrayRef<int64_t> suffix, ArrayRef<int64_t> shape) {
+  return suffix.size() <= shape.size() &&
+         shape.take_back(suffix.size()) == suffix;
+}
+
+SmallVector<int64_t> concat(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  SmallVector<int64_t> r(a);
+  r.append(b.begin(), b.end());
+  return r;
+}
+
+/// The unit that `op` runs in: the enclosing `train.unit` or
+/// `train.backward`, or the model itself for the root unit.
+Operation *enclosingScope(Operation *op) {
+  for (Operation *p = op->getParentOp(); p; p = p->getParentOp())
+    if (isa<UnitOp, BackwardOp, ModelOp>(p))
+      return p;
+  return nullptr;
+}
+
+StringRef scopeName(Operation *scope) {
+  if (auto unit = dyn_cast_or_null<UnitOp>(scope))
+    return unit.getName();
+  if (auto bwd = dyn_cast_or_null<BackwardOp>(scope))
+    return bwd.getUnit();
+  return "";
+}
+
+std::string describeUnit(StringRef name) {
+  return name.empty() ? std::string("the root unit")
+                      : ("unit '" + name + "'").str();
+}
+
+/// A unit or backward region sees the rest of the model only through its
+/// block arguments; `kind` names the op in messages.
+LogicalResult verifyClosedRegion(Operation *op, StringRef name,
+                                 ValueRange inputs, TypeRange resultTypes) {
+  Region &region = op->getRegion(0);
+  Block &block = region.front();
+  if (block.getNumArguments() != inputs.size())
+    return op->emitOpError()
+           << "expected " << inputs.size()
+           << " block arguments to match the inputs, got "
+           << block.getNumArguments();
+  for (auto [i, pair] : llvm::enumerate(
+           llvm::zip(block.getArgumentTypes(), inputs.getTypes())))
+    if (std::get<0>(pair) != std::get<1>(pair))
+      return op->emitOpError() << "expected block argument #" << i
+                               << " of type " << std::get<1>(pair)
+                               << ", got " << std::get<0>(pair);
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield)
+    return op->emitOpError() << "expected the body to end in train.yield";
+  if (yield.getValues().getTypes() != resultTypes)
+    return yield.emitOpError()
+           << "expected " << resultTypes.size()
+           << " values matching the results of " << describeUnit(name)
+           << ", got " << yield.getValues().size()
+           << (yield.getValues().size() == resultTypes.size()
+                   ? " of other types"
+                   : "");
+  WalkResult walk = region.walk([&](Operation *inner) {
+    for (Value operand : inner->getOperands()) {
+      if (region.isAncestor(operand.getParentRegion()))
+        continue;
+      if (auto param = operand.getDefiningOp<ParamOp>()) {
+        inner->emitOpError()
+            << "uses param '" << param.getName() << "' of "
+            << describeUnit(param.getUnitName()) << " inside "
+            << describeUnit(name);
+      } else {
+        inner->emitOpError() << "uses a value defined outside "
+                             << describeUnit(name)
+                             << "; pass it as an input";
+      }
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+} // namespace
+
+//===--- train.model ------------------------------------------------------===//
+
+Value ModelOp::getLoss() {
+  return cast<ReturnOp>(getBody().front().getTerminator()).getLoss();
+}
+
+ParamOp ModelOp::lookupParam(StringRef name) {
+  ParamOp found;
+  walk([&](ParamOp param) {
+    if (param.getName() != name)
+      return WalkResult::advance();
+    found = param;
+    return WalkResult::interrupt();
+  });
+  return found;
+}
+
+LogicalResult ModelOp::verify() {
+  if (getBatch() <= 0)
+    return emitOpError() << "expected batch > 0, got " << getBatch();
+  return success();
+}
+
+LogicalResult ModelOp::verifyRegions() {
+  Block &body = getBody().front();
+  if (body.empty() || !isa<ReturnOp>(body.back()))
+    return emitOpError() << "expected the body to end in train.return";
+
+  // Names are what users, checkpoints and the runtime know things by.
+  llvm::StringMap<Operation *> params, units, inputs;
+  auto unique = [](llvm::StringMap<Operation *> &seen, StringRef kind,
+                   StringRef name, Operation *op) -> LogicalResult {
+    auto [it, inserted] = seen.try_emplace(name, op);
+    if (inserted)
+      return success();
+    InFlightDiagnostic diag = op->emitOpError()
+                              << "duplicate " << kind << " name '" << name
+                              << "'";
+    diag.attachNote(it->second->getLoc()) << "first declared here";
+    return diag;
+  };
+  WalkResult walk = getOperation()->walk<WalkOrder::PreOrder>([&](Operation *op) {
+    LogicalResult ok = success();
+    if (auto param = dyn_cast<ParamOp>(op))
+      ok = unique(params, "param", param.getName(), op);
+    else if (auto unit = dyn_cast<UnitOp>(op))
+      ok = unique(units, "unit", unit.getName(), op);
+    else if (auto input = dyn_cast<InputOp>(op))
+      ok = unique(inputs, "input", input.getName(), op);
+    return failed(ok) ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+//===--- train.unit -------------------------------------------------------===//
+
+void UnitOp::build(OpBuilder &builder, OperationState &state, StringRef name,
+                   TypeRange resultTypes, ValueRange inputs) {
+  state.addAttribute(getNameAttrName(state.name), builder.getStringAttr(name));
+  state.addOperands(inputs);
+  state.addTypes(resultTypes);
+  Region *body = state.addRegion();
+  Block *block = new Block();
+  body->push_back(block);
+  for (Value input : inputs)
+    block->addArgument(input.getType(), input.getLoc());
+}
+
+LogicalResult UnitOp::verifyRegions() {
+  if (getName().empty())
+    return emitOpError() << "expected a non-empty unit name";
+  return verifyClosedRegion(*this, getName(), getInputs(),
+                            getResults().getTypes());
+}
+
+//===--- train.backward ---------------------------------------------------===//
+
+void BackwardOp::build(OpBuilder &builder, OperationState &state,
+                       StringRef unit, ArrayRef<StringRef> params,
+                       TypeRange resultTypes, ValueRange inputs) {
+  state.addAttribute(getUnitAttrName(state.name), builder.getStringAttr(unit));
+  state.addAttribute(getParamsAttrName(state.name),
+                     builder.getStrArrayAttr(params));
+  state.addOperands(inputs);
+  state.addTypes(resultTypes);
+  Region *body = state.addRegion();
+  Block *block = new Block();
+  body->push_back(block);
+  for (Value input : inputs)
+    block->addArgument(input.getType(), input.getLoc());
+}
+
+LogicalResult BackwardOp::verifyRegions() {
+  if (failed(verifyClosedRegion(*this, getUnit(), getInputs(),
+                                getResults().getTypes())))
+    return failure();
+  if (getParams().size() > getNumResults())
+    return emitOpError() << "expected at least " << getParams().size()
+                         << " results for the gradients of 'params', got "
+                         << getNumResults();
+  auto model = (*this)->getParentOfType<ModelOp>();
+  for (auto [nameAttr, grad] : llvm::zip(getParams(), getParamGrads())) {
+    StringRef name = cast<StringAttr>(nameAttr).getValue();
+    ParamOp param = model.lookupParam(name);
+    if (!param)
+      return emitOpError() << "gradient of unknown param '" << name << "'";
+    if (param.getUnitName() != getUnit())
+      return emitOpError() << "gradient of param '" << name << "' of "
+                           << describeUnit(param.getUnitName())
+                           << " in the backward of "
+                           << describeUnit(getUnit());
+    if (grad.getType() != param.getType())
+      return emitOpError() << "expected the gradient of '" << name
+                           << "' of type " << param.getType() << ", got "
+                           << grad.getType();
+  }
+  return success();
+}
+
+//===--- train.param ------------------------------------------------------===//
+
+StringRef ParamOp::getUnitName() { return scopeName(enclosingScope(*this)); }
+
+LogicalResult ParamOp::verify() {
+  if (!isa<UnitOp, ModelOp>((*this)->getParentOp()))
+    return emitOpError()
+           << "expected to be declared in a train.unit or train.model";
+  if (getName().empty())
+    return emitOpError() << "expected a non-empty param name";
+  if (!isInitializer(getInit()))
+    return emitOpError() << "unknown initializer " << getInit();
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  // A param belongs to the unit declaring it: FSDP gathers and frees it
+  // with that unit, so no other unit may read it.
+  Operation *scope = (*this)->getParentOp();
+  for (Operation *user : getResult().getUsers()) {
+    Operation *userScope = enclosingScope(user);
+    if (userScope != scope)
+      return user->emitOpError()
+             << "uses param '" << getName() << "' of "
+             << describeUnit(getUnitName()) << " inside "
+             << describeUnit(scopeName(userScope));
+  }
+  return success();
+}
+
+//===--- train.param_ref --------------------------------------------------===//
+
+LogicalResult ParamRefOp::verify() {
+  auto model = (*this)->getParentOfType<ModelOp>();
+  ParamOp param = model ? model.lookupParam(getName()) : ParamOp();
+  if (!param)
+    return emitOpError() << "unknown param '" << getName() << "'";
+  if (param.getType() != getType())
+    return emitOpError() << "expected type " << param.getType()
+                         << " of param '" << getName() << "', got "
+                         << getType();
+  StringRef unit = (*this)->getParentOfType<BackwardOp>().getUnit();
+  if (param.getUnitName() != unit)
+    return emitOpError() << "reads param '" << getName() << "' of "
+                         << describeUnit(param.getUnitName())
+                         << " in the backward of " << describeUnit(unit);
+  return success();
+}
+
+//===--- train.input ------------------------------------------------------===//
+
+LogicalResult InputOp::verify() {
+  if (getName().empty())
+    return emitOpError() << "expected a non-empty input name";
+  if (getType().getRank() == 0)
+    return emitOpError() << "expected a leading batch dimension";
+  return verifyStaticShapes(*this);
+}
+
+//===--- train.adamw ------------------------------------------------------===//
+
+LogicalResult AdamWOp::verify() {
+  ParamOp param = (*this)->getParentOfType<ModelOp>().lookupParam(getName());
+  if (!param)
+    return emitOpError() << "unknown param '" << getName() << "'";
+  if (!param.isTrainable())
+    return emitOpError() << "updates frozen param '" << getName() << "'";
+  if (param.getType() != getGrad().getType())
+    return emitOpError() << "expected a gradient of type " << param.getType()
+                         << " for param '" << getName() << "', got "
+                         << getGrad().getType();
+  return success();
+}
+
+//===--- train.linear -----------------------------------------------------===//
+
+LogicalResult LinearOp::verify() {
+  if (failed(verifyCompute(*this)))
+    return failure();
+  ArrayRef<int64_t> x = shapeOf(getInput()), w = shapeOf(getWeight());
+  if (x.empty())
+    return emitOpError() << "expected input of rank >= 1";
+  if (w.size() != 2)
+    return emitOpError() << "expected a weight of rank 2 [out, in], got "
+                         << formatShape(w);
+  if (x.back() != w[1])
+    return emitOpError() << "expected input's last dimension " << x.back()
+                         << " to equal the weight's in-features " << w[1];
+  if (getBias() && failed(verifyShapeIs(*this, "bias", getBias(), {w[0]})))
+    return failure();
+  return verifyShapeIs(*this, "result", getResult(),
+                       concat(x.drop_back(), {w[0]}));
+}
+
+//===--- train.matmul -----------------------------------------------------===//
+
+LogicalResult MatmulOp::verify() {
+  if (failed(verifyCompute(*this)))
+    return failure();
+  ArrayRef<int64_t> a = shapeOf(getLhs()), b = shapeOf(getRhs());
+  if (a.size() < 2 || a.size() != b.size())
+    return emitOpError() << "expected operands of equal rank >= 2, got "
+                         << formatShape(a) << " and " << formatShape(b);
+  if (a.drop_back(2) != b.drop_back(2))
+    return emitOpError() << "expected equal batch dimensions, got "
+                         << formatShape(a) << " and " << formatShape(b);
+  size_t r = a.size();
+  int64_t m = getTransposeLhs() ? a[r - 1] : a[r - 2];
+  int64_t ka = getTransposeLhs() ? a[r - 2] : a[r - 1];
+  int64_t kb = getTransposeRhs() ? b[r - 1] : b[r - 2];
+  int64_t n = getTransposeRhs() ? b[r - 2] : b[r - 1];
+  if (ka != kb)
+    return emitOpError() << "expected contracting dimensions to agree, got "
+                         << ka << " and " << kb;
+  return verifyShapeIs(*this, "result", getResult(),
+                       concat(a.drop_back(2), {m, n}));
+}
+
+//===--- train.add --------------------------------------------------------===//
+
+LogicalResult AddOp::verify() {
+  if (failed(verifyCompute(*this)))
+    return failure();
+  if (!isSuffix(shapeOf(getRhs()), shapeOf(getLhs())))
+    return emitOpError() << "expected rhs shape " << formatShape(shapeOf(getRhs()))
+                         << " to be a suffix of lhs shape "
+                         << formatShape(shapeOf(getLhs()));
+  return verifyShapeIs(*this, "result", getResult(), shapeOf(getLhs()));
+}
+
+//===--- elementwise ------------------------------------------------------===//
+
+LogicalResult ScaleOp::verify() { return verifyCompute(*this); }
+LogicalResult GeluOp::verify() { return verifyCompute(*this); }
+LogicalResult ReluOp::verify() { return verifyCompute(*this); }
+LogicalResult GeluGradOp::verify() { return verifyCompute(*this); }
+LogicalResult ReluGradOp::verify() { return verifyCompute(*this); }
+
+//===--- train.layernorm --------------------------------------------------===//
+
+static LogicalResult verifyNormParams(Operation *op, Value input, Value weight,
+                                      double eps) {
+  ArrayRef<int64_t> x = shapeOf(input);
+  if (x.empty())
+    return op->emitOpError() << "expected input of rank >= 1";
+  if (!(eps > 0))
+    return op->emitOpError() << "expected eps > 0, got " << eps;
+  return verifyShapeIs(op, "weight", weight, {x.back()});
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(verifyCompute(*this)) ||
+      failed(verifyNormParams(*this, getInput(), getWeight(),
+                              getEps().convertToDouble())) ||
+      failed(verifyShapeIs(*this, "bias", getBias(), {shapeOf(getInput()).back()})))
+    return failure();
+  return verifyShapeIs(*this, "result", getResult(), shapeOf(getInput()));
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (failed(verifyCompute(*this)) ||
+      failed(verifyNormParams(*this, getInput(), getWeight(),
+                              getEps().convertToDouble())) ||
+      failed(verifyShapeIs(*this, "grad", getGrad(), shapeOf(getInput()))) ||
+      failed(verifyShapeIs(*this, "input_grad", getInputGrad(),
+                           shapeOf(getInput()))) ||
+      failed(verifyShapeIs(*this, "weight_grad", getWeightGrad(),
+                           shapeOf(getWeight()))))
+    return failure();
+  return verifyShapeIs(*this, "bias_grad", getBiasGrad(), shapeOf(getWeight()));
+}
+
+//===--- train.embedding --------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  if (failed(verifyCompute(*this)))
+    return failure();
+  ArrayRef<int64_t> t = shapeOf(getTable());
+  if (t.size() != 2)
+    return emitOpError() << "expected a table of rank 2 [V, C], got "
+                         << formatShape(t);
+  return verifyShapeIs(*this, "result", getResult(),
+                       concat(shapeOf(getIds()), {t[1]}));
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  if (failed(verifyCompute(*this)))
+    return failure();
+  ArrayRef<int64_t> t = shapeOf(getResult());
+  if (t.size() != 2)
+    return emitOpError() << "expected a result of rank 2 [V, C], got "
+                         << formatShape(t);
+  return verifyShapeIs(*this, "grad", getGrad(),
+                       concat(shapeOf(getIds()), {t[1]}));
+}
+
+//===--- train.attention --------------------------------------------------===//
+
+static LogicalResult verifyAttentionShapes(Operation *op, Value qkv,
+                                           Value out, int64_t heads) {
+  ArrayRef<int64_t> s = shapeOf(qkv);
+  if (s.size() != 3)
+    return op->emitOpError() << "expected qkv of rank 3 [B, T, 3C], got "
+                             << formatShape(s);
+  if (s[2] % 3 != 0)
+    return op->emitOpError()
+           << "expected qkv's last dimension to be 3C, got " << s[2];
+  int64_t c = s[2] / 3;
+  if (heads <= 0 || c % heads != 0)
+    return op->emitOpError() << "expected heads to divide " << c << ", got "
+                             << heads;
+  return verifyShapeIs(op, "output", out, {s[0], s[1], c});
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyCompute(*this)))
+    return failure();
+  return verifyAttentionShapes(*this, getQkv(), getResult(), getHeads());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyCompute(*this)) ||
+      failed(verifyAttentionShapes(*this, getQkv(), getGrad(), getHeads())))
+    return failure();
+  return verifyShapeIs(*this, "result", getResult(), shapeOf(getQkv()));
+}
+
+//===--- train.cross_entropy ----------------------------------------------===//
+
+static LogicalResult verifyTargets(Operation *op, Value logits,
+                                   Value targets) {
+  ArrayRef<int64_t> l = shapeOf(logits);
+  if (l.empty())
+    return op->emitOpError() << "expected logits of rank >= 1";
+  return verifyShapeIs(op, "targets", targets, l.drop_back());
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  if (failed(verifyCompute(*this)))
+    return failure();
+  return verifyTargets(*this, getLogits(), getTargets());
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(verifyCompute(*this)) ||
+      failed(verifyTargets(*this, getLogits(), getTargets())))
+    return failure();
+  return verifyShapeIs(*this, "result", getResult(), shapeOf(getLogits()));
+}
+
+//===--- shape ops --------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  if (elementOf(getInput()) != elementOf(getResult()))
+    return emitOpError() << "expected the element type to be kept, got "
+                         << elementOf(getInput()) << " and "
+                         << elementOf(getResult());
+  if (getInput().getType().getNumElements() !=
+      getResult().getType().getNumElements())
+    return emitOpError() << "expected " << getInput().getType().getNumElements()
+                         << " elements in the result, got "
+                         << getResult().getType().getNumElements();
+  return success();
+}
+
+LogicalResult IotaOp::verify() { return verifyStaticShapes(*this); }
+
+LogicalResult SumToOp::verify() {
+  if (failed(verifyCompute(*this)))
+    return failure();
+  if (!isSuffix(shapeOf(getResult()), shapeOf(getInput())))
+    return emitOpError() << "expected result shape "
+                         << formatShape(shapeOf(getResult()))
+                         << " to be a suffix of input shape "
+                         << formatShape(shapeOf(getInput()));
+  return success();
+}

@@ -1,0 +1,23 @@
+//===- InitAll.cpp - Register every shardc dialect and pass ---------------===//
+
+#include "shardc/InitAll.h"
+
+#include "shardc/Dialect/Dist/IR/DistOps.h"
+#include "shardc/Dialect/Train/IR/TrainOps.h"
+#include "shardc/Dialect/Train/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Transforms/Passes.h"
+
+void shardc::registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<train::TrainDialect, dist::DistDialect,
+                  mlir::arith::ArithDialect, mlir::func::FuncDialect>();
+}
+
+void shardc::registerAllPasses() {
+  train::registerTrainPasses();
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerSymbolDCEPass();
+}
