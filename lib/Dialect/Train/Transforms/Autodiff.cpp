@@ -290,6 +290,7 @@ struct TrainAutodiffPass
   void runOnOperation() override;
 
 private:
+  LogicalResult differentiateModel(ModelOp model);
   /// Emits the train.backward of `unit` given the root sweep's cotangents.
   LogicalResult differentiateUnit(UnitOp unit, ReverseSweep &root,
                                   OpBuilder &b);
@@ -416,12 +417,21 @@ LogicalResult TrainAutodiffPass::differentiateUnit(UnitOp unit,
 }
 
 void TrainAutodiffPass::runOnOperation() {
-  ModelOp model = getOperation();
-  Block &body = model.getBody().front();
-  if (!body.getOps<BackwardOp>().empty() || !body.getOps<AdamWOp>().empty()) {
-    model.emitOpError() << "is already differentiated";
+  ModuleOp module = getOperation();
+  auto models = llvm::to_vector(module.getOps<ModelOp>());
+  if (models.empty()) {
+    module.emitError() << "expected a train.model in the input";
     return signalPassFailure();
   }
+  for (ModelOp model : models)
+    if (failed(differentiateModel(model)))
+      return signalPassFailure();
+}
+
+LogicalResult TrainAutodiffPass::differentiateModel(ModelOp model) {
+  Block &body = model.getBody().front();
+  if (!body.getOps<BackwardOp>().empty() || !body.getOps<AdamWOp>().empty())
+    return model.emitOpError() << "is already differentiated";
   Activity act(model);
   activity = &act;
   paramGrads.clear();
@@ -430,10 +440,9 @@ void TrainAutodiffPass::runOnOperation() {
   OpBuilder b(ret);
   ReverseSweep root(b, act, [](Value v) { return v; });
   Value loss = ret.getLoss();
-  if (!act.isActive(loss)) {
-    model.emitOpError() << "has a loss that depends on no trainable param";
-    return signalPassFailure();
-  }
+  if (!act.isActive(loss))
+    return model.emitOpError()
+           << "has a loss that depends on no trainable param";
   root.accumulate(loss, arith::ConstantOp::create(
                             b, loss.getLoc(),
                             DenseElementsAttr::get(tensorType(loss), 1.0f)));
@@ -451,7 +460,7 @@ void TrainAutodiffPass::runOnOperation() {
     } else
       ok = root.differentiate(op);
     if (failed(ok))
-      return signalPassFailure();
+      return failure();
   }
 
   // One update per trainable param, in declaration order.
@@ -459,6 +468,7 @@ void TrainAutodiffPass::runOnOperation() {
     if (Value g = paramGrads.lookup(param.getName()))
       AdamWOp::create(b, param.getLoc(), param.getNameAttr(), g);
   });
+  return success();
 }
 
 } // namespace

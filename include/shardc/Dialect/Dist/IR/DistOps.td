@@ -118,7 +118,7 @@ def Dist_AllGatherStartOp : Dist_AllGatherBase<"all_gather_start"> {
   let results = (outs Dist_TokenType:$token);
   let assemblyFormat = [{
     $input `on` $mesh $axes $layout (`wire` $wire^)? attr-dict `:`
-    type($input) `->` type($token)
+    type($input) `->` qualified(type($token))
   }];
 }
 
@@ -154,7 +154,7 @@ def Dist_ReduceScatterStartOp : Dist_ReduceScatterBase<"reduce_scatter_start"> {
   let results = (outs Dist_TokenType:$token);
   let assemblyFormat = [{
     $input `on` $mesh $axes $reduction $layout (`wire` $wire^)? attr-dict `:`
-    type($input) `->` type($token)
+    type($input) `->` qualified(type($token))
   }];
 }
 
@@ -188,7 +188,7 @@ def Dist_AllReduceStartOp : Dist_AllReduceBase<"all_reduce_start"> {
   let results = (outs Dist_TokenType:$token);
   let assemblyFormat = [{
     $input `on` $mesh $axes $reduction (`wire` $wire^)? attr-dict `:`
-    type($input) `->` type($token)
+    type($input) `->` qualified(type($token))
   }];
 }
 
@@ -207,7 +207,7 @@ def Dist_WaitOp : Dist_Op<"wait", [
   }];
   let arguments = (ins Dist_TokenType:$token);
   let results = (outs Dist_Tensor:$result);
-  let assemblyFormat = "$token attr-dict `:` type($token)";
+  let assemblyFormat = "$token attr-dict `:` qualified(type($token))";
   let hasVerifier = 1;
 }
 

@@ -5,11 +5,11 @@
 
 include "mlir/Pass/PassBase.td"
 
-def TrainAutodiffPass : Pass<"train-autodiff", "::shardc::train::ModelOp"> {
+def TrainAutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
   let summary = "Derive the backward and the AdamW update of a training step";
   let description = [{
-    Reverse-mode differentiation of a `train.model` whose body is forward
-    only. The pass
+    Reverse-mode differentiation of each `train.model` of the module (there
+    must be at least one) whose body is forward only. The pass
 
     1. finds the active values: those depending on a trainable parameter;
     2. walks the forward in reverse, applying each op's vector-Jacobian
@@ -70,6 +70,30 @@ def TrainAutodiffPass : Pass<"train-autodiff", "::shardc::train::ModelOp"> {
     a model that is already differentiated.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
+def TrainSummaryPass : Pass<"train-summary", "::mlir::ModuleOp"> {
+  let summary = "Print each model's parameters, units and op counts";
+  let description = [{
+    An analysis: prints, for each `train.model`, what a user checks first
+    about a model, to stderr (stdout keeps the IR, so the pass can sit in a
+    pipeline). The IR is unchanged.
+
+    ```
+    model @gpt: 124439808 params (124439808 trainable), 497.76 MB as stored, 13 units, batch 8
+      unit                          params     share
+      (root)                      39385344     31.7%
+      transformer.h.0              7087872      5.7%
+      ...
+      ops: 171 forward, 207 backward, 148 update
+        train.linear                 49 forward
+        ...
+    ```
+
+    Forward ops are those of the units and of the root before the loss's
+    cotangent is seeded; backward ops are those of `train.backward` regions
+    and of the root after it; update ops are the `train.adamw`.
+  }];
 }
 
 #endif // SHARDC_DIALECT_TRAIN_TRANSFORMS_PASSES_TD

@@ -1,0 +1,122 @@
+//===- Summary.cpp - Print a model's params, units and op counts ----------===//
+
+#include "shardc/Dialect/Train/Transforms/Passes.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#define DEBUG_TYPE "train-summary"
+
+namespace shardc::train {
+#define GEN_PASS_DEF_TRAINSUMMARYPASS
+#include "shardc/Dialect/Train/Transforms/Passes.h.inc"
+} // namespace shardc::train
+
+using namespace mlir;
+using namespace shardc::train;
+
+namespace {
+
+enum Phase { Forward, Backward, Update, NumPhases };
+const char *const phaseNames[NumPhases] = {"forward", "backward", "update"};
+
+/// Op counts per name and phase, names in order of first appearance.
+using OpCounts = llvm::MapVector<StringRef, std::array<int64_t, NumPhases>>;
+
+int64_t byteWidth(Type elementType) {
+  return (elementType.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+/// `bytes` in decimal units (GB = 10^9 bytes, as the ZeRO paper counts).
+std::string formatBytes(int64_t bytes) {
+  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1000 && unit < 4) {
+    value /= 1000;
+    ++unit;
+  }
+  return llvm::formatv("{0:F2} {1}", value, units[unit]).str();
+}
+
+void printModel(ModelOp model, llvm::raw_ostream &os) {
+  // Parameters per unit, root first.
+  llvm::MapVector<StringRef, int64_t> unitParams;
+  unitParams[""] = 0;
+  int64_t total = 0, trainable = 0, bytes = 0;
+  model.walk([&](Operation *op) {
+    if (auto unit = dyn_cast<UnitOp>(op))
+      unitParams.insert({unit.getName(), 0});
+    auto param = dyn_cast<ParamOp>(op);
+    if (!param)
+      return;
+    int64_t n = param.getNumElements();
+    unitParams[param.getUnitName()] += n;
+    total += n;
+    trainable += param.isTrainable() ? n : 0;
+    bytes += n * byteWidth(param.getType().getElementType());
+  });
+
+  // Ops per phase. The root's backward starts at the loss's seed: the first
+  // root op after the loss that is not part of the forward.
+  OpCounts counts;
+  std::array<int64_t, NumPhases> totals{};
+  auto count = [&](Operation *op, Phase phase) {
+    if (op->hasTrait<OpTrait::IsTerminator>() || isa<ParamOp, ParamRefOp>(op))
+      return;
+    ++counts[op->getName().getStringRef()][phase];
+    ++totals[phase];
+  };
+  Value loss = model.getLoss();
+  bool pastLoss = false;
+  for (Operation &op : model.getBody().front()) {
+    Phase phase = pastLoss ? Backward : Forward;
+    if (isa<AdamWOp>(op))
+      phase = Update;
+    if (isa<UnitOp, BackwardOp>(op)) {
+      Phase inner = isa<UnitOp>(op) ? Forward : Backward;
+      op.walk([&](Operation *nested) {
+        if (nested != &op)
+          count(nested, inner);
+      });
+    } else {
+      count(&op, phase);
+    }
+    if (llvm::is_contained(op.getResults(), loss))
+      pastLoss = true;
+  }
+
+  os << "model @" << model.getSymName() << ": " << total << " params ("
+     << trainable << " trainable), "
+     << formatBytes(bytes) << " as stored, " << unitParams.size() << " units, batch "
+     << model.getBatch() << "\n";
+  os << llvm::format("  %-28s %12s %8s\n", "unit", "params", "share");
+  for (auto &[name, n] : unitParams)
+    os << llvm::format("  %-28s %12lld %7.1f%%\n",
+                       name.empty() ? "(root)" : name.str().c_str(),
+                       static_cast<long long>(n),
+                       total ? 100.0 * n / total : 0.0);
+  os << "  ops: " << totals[Forward] << " forward, " << totals[Backward]
+     << " backward, " << totals[Update] << " update\n";
+  for (auto &[name, perPhase] : counts) {
+    os << llvm::format("    %-26s", name.str().c_str());
+    for (int p = 0; p < NumPhases; ++p)
+      if (perPhase[p])
+        os << llvm::format(" %6lld %s", static_cast<long long>(perPhase[p]),
+                           phaseNames[p]);
+    os << "\n";
+  }
+}
+
+struct TrainSummaryPass
+    : shardc::train::impl::TrainSummaryPassBase<TrainSummaryPass> {
+  void runOnOperation() override {
+    for (ModelOp model : getOperation().getOps<ModelOp>())
+      printModel(model, llvm::errs());
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace

@@ -1,0 +1,58 @@
+// RUN: shardc-opt %s | shardc-opt | FileCheck %s
+// RUN: shardc-opt %s --mlir-print-op-generic | shardc-opt | FileCheck %s
+
+// Meshes, layouts and every collective print and parse back.
+
+// CHECK: dist.mesh @world axes ["shard"] shape [4]
+dist.mesh @world axes ["shard"] shape [4]
+// CHECK: dist.mesh @hsdp axes ["replicate", "shard"] shape [2, 4]
+dist.mesh @hsdp axes ["replicate", "shard"] shape [2, 4]
+
+// CHECK-LABEL: train.model @collectives
+train.model @collectives batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // CHECK: train.param "w" init(#train.zeros) {sharding = #dist.shard<layout = dim0, mesh = @world, axes = ["shard"]>} : tensor<1x16xf32>
+  %shard = train.param "w" init(#train.zeros) {sharding = #dist.shard<layout = dim0, mesh = @world, axes = ["shard"]>} : tensor<1x16xf32>
+  // Uneven dim0: 3 rows over 4 ranks is a padded shard of 1 row.
+  // CHECK: dist.all_gather %{{.*}} on @world ["shard"] dim0 : tensor<1x16xf32> -> tensor<3x16xf32>
+  %full = dist.all_gather %shard on @world ["shard"] dim0 : tensor<1x16xf32> -> tensor<3x16xf32>
+  // Mixed precision: the gather casts to bf16 before sending.
+  // CHECK: dist.all_gather %{{.*}} on @world ["shard"] dim0 wire bf16 : tensor<1x16xf32> -> tensor<3x16xbf16>
+  %lowp = dist.all_gather %shard on @world ["shard"] dim0 wire bf16 : tensor<1x16xf32> -> tensor<3x16xbf16>
+  // CHECK: dist.reduce_scatter %{{.*}} on @world ["shard"] avg dim0 wire f32 : tensor<3x16xbf16> -> tensor<1x16xf32>
+  %g = dist.reduce_scatter %lowp on @world ["shard"] avg dim0 wire f32 : tensor<3x16xbf16> -> tensor<1x16xf32>
+  // CHECK: dist.free %{{.*}} : tensor<3x16xbf16>
+  dist.free %lowp : tensor<3x16xbf16>
+  // CHECK: dist.free %{{.*}} : tensor<3x16xf32>
+  dist.free %full : tensor<3x16xf32>
+
+  // FSDP1's flat parameter: 50 elements padded to 52 over 4 ranks.
+  %flat = train.input "flat" : tensor<13xf32>
+  // CHECK: dist.all_gather %{{.*}} on @world ["shard"] flat : tensor<13xf32> -> tensor<52xf32>
+  %fb = dist.all_gather %flat on @world ["shard"] flat : tensor<13xf32> -> tensor<52xf32>
+  // CHECK: dist.reduce_scatter %{{.*}} on @world ["shard"] sum flat : tensor<52xf32> -> tensor<13xf32>
+  %fs = dist.reduce_scatter %fb on @world ["shard"] sum flat : tensor<52xf32> -> tensor<13xf32>
+
+  // HSDP: shard axis, then the replicate axis; or both axes at once.
+  // CHECK: dist.all_reduce %{{.*}} on @hsdp ["replicate"] avg : tensor<13xf32> -> tensor<13xf32>
+  %ar = dist.all_reduce %fs on @hsdp ["replicate"] avg : tensor<13xf32> -> tensor<13xf32>
+  // CHECK: dist.all_gather %{{.*}} on @hsdp ["replicate", "shard"] flat : tensor<13xf32> -> tensor<104xf32>
+  %both = dist.all_gather %ar on @hsdp ["replicate", "shard"] flat : tensor<13xf32> -> tensor<104xf32>
+
+  // Async forms: a token per collective, waited on once.
+  // CHECK: %[[T0:.*]] = dist.all_gather_start %{{.*}} on @world ["shard"] flat : tensor<13xf32> -> !dist.token<tensor<52xf32>>
+  %t0 = dist.all_gather_start %flat on @world ["shard"] flat : tensor<13xf32> -> !dist.token<tensor<52xf32>>
+  // CHECK: %[[T1:.*]] = dist.reduce_scatter_start %{{.*}} on @world ["shard"] avg flat : tensor<52xf32> -> !dist.token<tensor<13xf32>>
+  %t1 = dist.reduce_scatter_start %fb on @world ["shard"] avg flat : tensor<52xf32> -> !dist.token<tensor<13xf32>>
+  // CHECK: %[[T2:.*]] = dist.all_reduce_start %{{.*}} on @world ["shard"] sum wire bf16 : tensor<13xf32> -> !dist.token<tensor<13xf32>>
+  %t2 = dist.all_reduce_start %fs on @world ["shard"] sum wire bf16 : tensor<13xf32> -> !dist.token<tensor<13xf32>>
+  // CHECK: dist.wait %[[T0]] : !dist.token<tensor<52xf32>>
+  %w0 = dist.wait %t0 : !dist.token<tensor<52xf32>>
+  // CHECK: dist.wait %[[T1]] : !dist.token<tensor<13xf32>>
+  %w1 = dist.wait %t1 : !dist.token<tensor<13xf32>>
+  // CHECK: dist.wait %[[T2]] : !dist.token<tensor<13xf32>>
+  %w2 = dist.wait %t2 : !dist.token<tensor<13xf32>>
+
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}

@@ -1,0 +1,354 @@
+// RUN: shardc-opt %s -split-input-file -verify-diagnostics
+
+// A shape mismatch in linear names both dimensions.
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x16xf32>
+  %w = train.param "w" init(#train.zeros) : tensor<4x8xf32>
+  // expected-error @+1 {{'train.linear' op expected input's last dimension 16 to equal the weight's in-features 8}}
+  %y = train.linear %x, %w : (tensor<2x16xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  %l = train.cross_entropy %y, %x : (tensor<2x4xf32>, tensor<2x16xf32>) -> tensor<f32>
+  train.return %l : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x16xf32>
+  %w = train.param "w" init(#train.zeros) : tensor<4x16xf32>
+  // expected-error @+1 {{'train.linear' op expected result of shape 2x4, got 2x5}}
+  %y = train.linear %x, %w : (tensor<2x16xf32>, tensor<4x16xf32>) -> tensor<2x5xf32>
+  %t = train.input "t" : tensor<2xi32>
+  %l = train.cross_entropy %y, %t : (tensor<2x5xf32>, tensor<2xi32>) -> tensor<f32>
+  train.return %l : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x16xf32>
+  %w = train.param "w" init(#train.zeros) : tensor<4x16xf32>
+  %b = train.param "b" init(#train.zeros) : tensor<5xf32>
+  // expected-error @+1 {{'train.linear' op expected bias of shape 4, got 5}}
+  %y = train.linear %x, %w, %b : (tensor<2x16xf32>, tensor<4x16xf32>, tensor<5xf32>) -> tensor<2x4xf32>
+  %t = train.input "t" : tensor<2xi32>
+  %l = train.cross_entropy %y, %t : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
+  train.return %l : tensor<f32>
+}
+
+// -----
+
+// Mixed element types are rejected: casts are explicit.
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x16xbf16>
+  %w = train.param "w" init(#train.zeros) : tensor<4x16xf32>
+  // expected-error @+1 {{'train.linear' op expected element type 'bf16' throughout, got 'f32'}}
+  %y = train.linear %x, %w : (tensor<2x16xbf16>, tensor<4x16xf32>) -> tensor<2x4xf32>
+  %t = train.input "t" : tensor<2xi32>
+  %l = train.cross_entropy %y, %t : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
+  train.return %l : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-error @+1 {{'train.param' op expected positive static dimensions, got 0 in dimension 1 of result #0}}
+  %w = train.param "w" init(#train.zeros) : tensor<4x0xf32>
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.sum_to %l : tensor<1xf32> to tensor<1xf32>
+  %r = train.reshape %s : tensor<1xf32> to tensor<f32>
+  train.return %r : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-error @+1 {{'train.input' op expected positive static dimensions, got ? in dimension 0 of result #0}}
+  %x = train.input "x" : tensor<?x4xf32>
+  %l = train.input "l" : tensor<1xf32>
+  %r = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %r : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-note @+1 {{first declared here}}
+  %a = train.param "w" init(#train.zeros) : tensor<4xf32>
+  // expected-error @+1 {{'train.param' op duplicate param name 'w'}}
+  %b = train.param "w" init(#train.zeros) : tensor<4xf32>
+  %r = train.sum_to %b : tensor<4xf32> to tensor<4xf32>
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+// The note points at the first declaration.
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-note @+1 {{first declared here}}
+  train.unit "u" () : () -> () {
+    train.yield
+  }
+  // expected-error @+1 {{'train.unit' op duplicate unit name 'u'}}
+  train.unit "u" () : () -> () {
+    train.yield
+  }
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-note @+1 {{first declared here}}
+  %a = train.input "x" : tensor<2xf32>
+  // expected-error @+1 {{'train.input' op duplicate input name 'x'}}
+  %b = train.input "x" : tensor<2xf32>
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+// A root param may not be read inside a unit: FSDP frees it with the root.
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4xf32>
+  %w = train.param "root.w" init(#train.zeros) : tensor<4x4xf32>
+  %y = train.unit "u" (%x) : (tensor<2x4xf32>) -> tensor<2x4xf32> {
+  ^bb0(%a: tensor<2x4xf32>):
+    // expected-error @+1 {{'train.linear' op uses param 'root.w' of the root unit inside unit 'u'}}
+    %o = train.linear %a, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    train.yield %o : tensor<2x4xf32>
+  }
+  %t = train.input "t" : tensor<2xi32>
+  %l = train.cross_entropy %y, %t : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
+  train.return %l : tensor<f32>
+}
+
+// -----
+
+// Activations enter a unit as inputs.
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4xf32>
+  %y = train.unit "u" () : () -> tensor<2x4xf32> {
+    // expected-error @+1 {{'train.gelu' op uses a value defined outside unit 'u'; pass it as an input}}
+    %o = train.gelu %x : tensor<2x4xf32>
+    train.yield %o : tensor<2x4xf32>
+  }
+  %t = train.input "t" : tensor<2xi32>
+  %l = train.cross_entropy %y, %t : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
+  train.return %l : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4xf32>
+  %y = train.unit "u" (%x) : (tensor<2x4xf32>) -> tensor<2x4xf32> {
+  ^bb0(%a: tensor<2x4xf32>):
+    // expected-error @+1 {{'train.yield' op expected 1 values matching the results of unit 'u', got 2}}
+    train.yield %a, %a : tensor<2x4xf32>, tensor<2x4xf32>
+  }
+  %t = train.input "t" : tensor<2xi32>
+  %l = train.cross_entropy %y, %t : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
+  train.return %l : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-error @+1 {{'train.param' op unknown initializer 5 : i64}}
+  %w = train.param "w" init(5) : tensor<4xf32>
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-error @+1 {{expected std >= 0, got -1}}
+  %w = train.param "w" init(#train.normal<mean = 0.0, std = -1.0>) : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{expected 0 <= beta2 < 1, got 1}}
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 1.0, eps = 1.0e-08, weight_decay = 0.0> {
+}
+
+// -----
+
+// expected-error @+1 {{'train.model' op expected batch > 0, got 0}}
+train.model @m batch 0 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+// A step ends in train.return.
+train.model @m batch 1 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-error @+1 {{block with no terminator}}
+  %l = train.input "l" : tensor<1xf32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %q = train.input "q" : tensor<2x8x48xf32>
+  // expected-error @+1 {{'train.attention' op expected heads to divide 16, got 5}}
+  %o = train.attention %q heads 5 : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %q = train.input "q" : tensor<2x8x40xf32>
+  // expected-error @+1 {{'train.attention' op expected qkv's last dimension to be 3C, got 40}}
+  %o = train.attention %q heads 2 : (tensor<2x8x40xf32>) -> tensor<2x8x16xf32>
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x8xf32>
+  %t = train.input "t" : tensor<8xi32>
+  // expected-error @+1 {{'train.cross_entropy' op expected targets of shape 2, got 8}}
+  %l = train.cross_entropy %x, %t : (tensor<2x8xf32>, tensor<8xi32>) -> tensor<f32>
+  train.return %l : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x8xf32>
+  // expected-error @+1 {{'train.reshape' op expected 16 elements in the result, got 15}}
+  %r = train.reshape %x : tensor<2x8xf32> to tensor<3x5xf32>
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x8xf32>
+  %y = train.input "y" : tensor<3x8xf32>
+  // expected-error @+1 {{'train.add' op expected rhs shape 3x8 to be a suffix of lhs shape 2x8}}
+  %r = train.add %x, %y : (tensor<2x8xf32>, tensor<3x8xf32>) -> tensor<2x8xf32>
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x8xf32>
+  %y = train.input "y" : tensor<4x3xf32>
+  // expected-error @+1 {{'train.matmul' op expected contracting dimensions to agree, got 8 and 4}}
+  %r = train.matmul %x, %y : (tensor<2x8xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x8xf32>
+  %g = train.param "g" init(#train.ones) : tensor<4xf32>
+  // expected-error @+1 {{'train.layernorm' op expected weight of shape 8, got 4}}
+  %r = train.layernorm %x, %g, %g : (tensor<2x8xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x8xf32>
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %ids = train.input "ids" : tensor<2x8xi32>
+  %t = train.param "t" init(#train.ones) : tensor<16x4xf32>
+  // expected-error @+1 {{'train.embedding' op expected result of shape 2x8x4, got 2x8x5}}
+  %r = train.embedding %ids, %t : (tensor<2x8xi32>, tensor<16x4xf32>) -> tensor<2x8x5xf32>
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %g = train.input "g" : tensor<4xf32>
+  // expected-error @+1 {{'train.adamw' op unknown param 'nope'}}
+  train.adamw "nope", %g : tensor<4xf32>
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" frozen init(#train.ones) : tensor<4xf32>
+  %g = train.input "g" : tensor<4xf32>
+  // expected-error @+1 {{'train.adamw' op updates frozen param 'w'}}
+  train.adamw "w", %g : tensor<4xf32>
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+// A backward may only read the params of its own unit.
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<4xf32>
+  %y = train.unit "a" (%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%v: tensor<4xf32>):
+    %w = train.param "a.w" init(#train.ones) : tensor<4xf32>
+    %o = train.add %v, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    train.yield %o : tensor<4xf32>
+  }
+  %d = train.backward "b" (%y) params [] : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%g: tensor<4xf32>):
+    // expected-error @+1 {{'train.param_ref' op reads param 'a.w' of unit 'a' in the backward of unit 'b'}}
+    %w = train.param_ref "a.w" : tensor<4xf32>
+    train.yield %w : tensor<4xf32>
+  }
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" init(#train.ones) : tensor<4xf32>
+  %x = train.input "x" : tensor<3xf32>
+  // expected-error @+1 {{'train.backward' op expected the gradient of 'w' of type 'tensor<4xf32>', got 'tensor<3xf32>'}}
+  %d = train.backward "" (%x) params ["w"] : (tensor<3xf32>) -> tensor<3xf32> {
+  ^bb0(%g: tensor<3xf32>):
+    train.yield %g : tensor<3xf32>
+  }
+  %l = train.input "l" : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+// Garbage: the parser reports it.
+train.model batch 2 // expected-error {{custom op 'train.model' expected valid '@'-identifier for symbol name}}
