@@ -25,7 +25,7 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %x = train.input "x" : tensor<4x16xf32>
   // expected-error @+1 {{'dist.all_gather' op unknown axis 'replicate' of mesh @world (axes: 'shard')}}
   %f = dist.all_gather %x on @world ["replicate"] dim0 : tensor<4x16xf32> -> tensor<16x16xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -36,7 +36,7 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %x = train.input "x" : tensor<4x16xf32>
   // expected-error @+1 {{'dist.all_gather' op unknown mesh @nowhere}}
   %f = dist.all_gather %x on @nowhere ["shard"] dim0 : tensor<4x16xf32> -> tensor<16x16xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -46,10 +46,10 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 // A dim0 shard of 3 rows over 2 ranks has ceil(3/2) = 2 rows.
 dist.mesh @world axes ["shard"] shape [2]
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %x = train.input "x" : tensor<1x16xf32>
+  %x = train.param "x" init(#train.zeros) : tensor<1x16xf32>
   // expected-error @+1 {{'dist.all_gather' op expected a dim0 shard of 2 rows for 3 rows over 2 ranks, got 1}}
   %f = dist.all_gather %x on @world ["shard"] dim0 : tensor<1x16xf32> -> tensor<3x16xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -58,10 +58,10 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 dist.mesh @world axes ["shard"] shape [2]
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %x = train.input "x" : tensor<2x16xf32>
+  %x = train.param "x" init(#train.zeros) : tensor<2x16xf32>
   // expected-error @+1 {{'dist.all_gather' op expected equal trailing dimensions, got 2x16 and 4x8}}
   %f = dist.all_gather %x on @world ["shard"] dim0 : tensor<2x16xf32> -> tensor<4x8xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -70,10 +70,10 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 dist.mesh @world axes ["shard"] shape [4]
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %x = train.input "x" : tensor<50xf32>
+  %x = train.param "x" init(#train.zeros) : tensor<50xf32>
   // expected-error @+1 {{'dist.reduce_scatter' op expected the flat buffer of 50 elements to be the shard of 13 times 4 ranks}}
   %f = dist.reduce_scatter %x on @world ["shard"] sum flat : tensor<50xf32> -> tensor<13xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -85,7 +85,7 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %x = train.input "x" : tensor<4x4xf32>
   // expected-error @+1 {{'dist.all_gather' op expected 1-D tensors for a flat layout, got 4x4 and 16x4}}
   %f = dist.all_gather %x on @world ["shard"] flat : tensor<4x4xf32> -> tensor<16x4xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -95,10 +95,10 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 // The group of an HSDP mesh's two axes is 2 x 4 = 8 ranks.
 dist.mesh @hsdp axes ["replicate", "shard"] shape [2, 4]
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %x = train.input "x" : tensor<13xf32>
+  %x = train.param "x" init(#train.zeros) : tensor<13xf32>
   // expected-error @+1 {{'dist.all_gather' op expected the flat buffer of 52 elements to be the shard of 13 times 8 ranks}}
   %f = dist.all_gather %x on @hsdp ["replicate", "shard"] flat : tensor<13xf32> -> tensor<52xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -107,10 +107,10 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 dist.mesh @world axes ["shard"] shape [4]
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %x = train.input "x" : tensor<13xf32>
+  %x = train.param "x" init(#train.zeros) : tensor<13xf32>
   // expected-error @+1 {{'dist.all_reduce' op expected the result shape 13, got 12}}
   %f = dist.all_reduce %x on @world ["shard"] sum : tensor<13xf32> -> tensor<12xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -119,10 +119,10 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 dist.mesh @world axes ["shard"] shape [4]
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %x = train.input "x" : tensor<13xf32>
+  %x = train.param "x" init(#train.zeros) : tensor<13xf32>
   // expected-error @+1 {{'dist.all_reduce' op duplicate mesh axis 'shard'}}
   %f = dist.all_reduce %x on @world ["shard", "shard"] sum : tensor<13xf32> -> tensor<13xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -131,10 +131,10 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 dist.mesh @world axes ["shard"] shape [4]
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %x = train.input "x" : tensor<13xf32>
+  %x = train.param "x" init(#train.zeros) : tensor<13xf32>
   // expected-error @+1 {{'dist.all_reduce' op expected a float wire type, got 'i32'}}
   %f = dist.all_reduce %x on @world ["shard"] sum wire i32 : tensor<13xf32> -> tensor<13xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -144,10 +144,10 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 // Every token is waited on exactly once.
 dist.mesh @world axes ["shard"] shape [4]
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %x = train.input "x" : tensor<13xf32>
+  %x = train.param "x" init(#train.zeros) : tensor<13xf32>
   // expected-error @+1 {{'dist.all_gather_start' op expected its token to be waited on exactly once, got 0 waits and 0 other uses}}
   %t = dist.all_gather_start %x on @world ["shard"] flat : tensor<13xf32> -> !dist.token<tensor<52xf32>>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -156,12 +156,12 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 dist.mesh @world axes ["shard"] shape [4]
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %x = train.input "x" : tensor<52xf32>
+  %x = train.param "x" init(#train.zeros) : tensor<52xf32>
   // expected-error @+1 {{'dist.reduce_scatter_start' op expected its token to be waited on exactly once, got 2 waits and 0 other uses}}
   %t = dist.reduce_scatter_start %x on @world ["shard"] sum flat : tensor<52xf32> -> !dist.token<tensor<13xf32>>
   %a = dist.wait %t : !dist.token<tensor<13xf32>>
   %b = dist.wait %t : !dist.token<tensor<13xf32>>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -171,13 +171,13 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 // Nothing reads a buffer after its free.
 dist.mesh @world axes ["shard"] shape [4]
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %x = train.input "x" : tensor<13xf32>
+  %x = train.param "x" init(#train.zeros) : tensor<13xf32>
   %f = dist.all_gather %x on @world ["shard"] flat : tensor<13xf32> -> tensor<52xf32>
   // expected-note @+1 {{freed here}}
   dist.free %f : tensor<52xf32>
   // expected-error @+1 {{'dist.reduce_scatter' op reads a value after its dist.free}}
   %g = dist.reduce_scatter %f on @world ["shard"] sum flat : tensor<52xf32> -> tensor<13xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -187,7 +187,7 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 // Also inside a later region.
 dist.mesh @world axes ["shard"] shape [4]
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %x = train.input "x" : tensor<13xf32>
+  %x = train.param "x" init(#train.zeros) : tensor<13xf32>
   %f = dist.all_gather %x on @world ["shard"] flat : tensor<13xf32> -> tensor<52xf32>
   // expected-note @+1 {{freed here}}
   dist.free %f : tensor<52xf32>
@@ -197,7 +197,7 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   }
   // expected-error @+1 {{'dist.free' op frees a value that is already freed}}
   dist.free %f : tensor<52xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -206,7 +206,7 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 dist.mesh @world axes ["shard"] shape [4]
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %x = train.input "x" : tensor<13xf32>
+  %x = train.param "x" init(#train.zeros) : tensor<13xf32>
   %f = dist.all_gather %x on @world ["shard"] flat : tensor<13xf32> -> tensor<52xf32>
   // expected-note @+1 {{freed here}}
   dist.free %f : tensor<52xf32>
@@ -215,7 +215,7 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   ^bb0(%a: tensor<52xf32>):
     train.yield %a : tensor<52xf32>
   }
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }

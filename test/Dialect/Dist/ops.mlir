@@ -26,7 +26,7 @@ train.model @collectives batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.
   dist.free %full : tensor<3x16xf32>
 
   // FSDP1's flat parameter: 50 elements padded to 52 over 4 ranks.
-  %flat = train.input "flat" : tensor<13xf32>
+  %flat = train.param "flat" init(#train.zeros) : tensor<13xf32>
   // CHECK: dist.all_gather %{{.*}} on @world ["shard"] flat : tensor<13xf32> -> tensor<52xf32>
   %fb = dist.all_gather %flat on @world ["shard"] flat : tensor<13xf32> -> tensor<52xf32>
   // CHECK: dist.reduce_scatter %{{.*}} on @world ["shard"] sum flat : tensor<52xf32> -> tensor<13xf32>
@@ -52,7 +52,7 @@ train.model @collectives batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.
   // CHECK: dist.wait %[[T2]] : !dist.token<tensor<13xf32>>
   %w2 = dist.wait %t2 : !dist.token<tensor<13xf32>>
 
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }

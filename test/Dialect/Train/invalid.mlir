@@ -53,7 +53,7 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   // expected-error @+1 {{'train.param' op expected positive static dimensions, got 0 in dimension 1 of result #0}}
   %w = train.param "w" init(#train.zeros) : tensor<4x0xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.sum_to %l : tensor<1xf32> to tensor<1xf32>
   %r = train.reshape %s : tensor<1xf32> to tensor<f32>
   train.return %r : tensor<f32>
@@ -64,7 +64,7 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   // expected-error @+1 {{'train.input' op expected positive static dimensions, got ? in dimension 0 of result #0}}
   %x = train.input "x" : tensor<?x4xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %r = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %r : tensor<f32>
 }
@@ -77,7 +77,7 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   // expected-error @+1 {{'train.param' op duplicate param name 'w'}}
   %b = train.param "w" init(#train.zeros) : tensor<4xf32>
   %r = train.sum_to %b : tensor<4xf32> to tensor<4xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -94,7 +94,7 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   train.unit "u" () : () -> () {
     train.yield
   }
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -106,7 +106,7 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %a = train.input "x" : tensor<2xf32>
   // expected-error @+1 {{'train.input' op duplicate input name 'x'}}
   %b = train.input "x" : tensor<2xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -162,7 +162,7 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   // expected-error @+1 {{'train.param' op unknown initializer 5 : i64}}
   %w = train.param "w" init(5) : tensor<4xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -171,7 +171,7 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   // expected-error @+1 {{expected std >= 0, got -1}}
-  %w = train.param "w" init(#train.normal<mean = 0.0, std = -1.0>) : tensor<4xf32>
+  %w = train.param "w" init(#train.normal<std = -1.0>) : tensor<4xf32>
 }
 
 // -----
@@ -182,9 +182,17 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 // -----
 
+// Inputs carry the global batch in their leading dimension.
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-error @+1 {{'train.input' op expected leading dimension 4 (the model's batch), got 3}}
+  %x = train.input "x" : tensor<3x16xf32>
+}
+
+// -----
+
 // expected-error @+1 {{'train.model' op expected batch > 0, got 0}}
 train.model @m batch 0 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -203,7 +211,7 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %q = train.input "q" : tensor<2x8x48xf32>
   // expected-error @+1 {{'train.attention' op expected heads to divide 16, got 5}}
   %o = train.attention %q heads 5 : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -214,7 +222,7 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %q = train.input "q" : tensor<2x8x40xf32>
   // expected-error @+1 {{'train.attention' op expected qkv's last dimension to be 3C, got 40}}
   %o = train.attention %q heads 2 : (tensor<2x8x40xf32>) -> tensor<2x8x16xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -223,9 +231,9 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %x = train.input "x" : tensor<2x8xf32>
-  %t = train.input "t" : tensor<8xi32>
-  // expected-error @+1 {{'train.cross_entropy' op expected targets of shape 2, got 8}}
-  %l = train.cross_entropy %x, %t : (tensor<2x8xf32>, tensor<8xi32>) -> tensor<f32>
+  %t = train.input "t" : tensor<2x4xi32>
+  // expected-error @+1 {{'train.cross_entropy' op expected targets of shape 2, got 2x4}}
+  %l = train.cross_entropy %x, %t : (tensor<2x8xf32>, tensor<2x4xi32>) -> tensor<f32>
   train.return %l : tensor<f32>
 }
 
@@ -235,7 +243,7 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %x = train.input "x" : tensor<2x8xf32>
   // expected-error @+1 {{'train.reshape' op expected 16 elements in the result, got 15}}
   %r = train.reshape %x : tensor<2x8xf32> to tensor<3x5xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -244,10 +252,10 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %x = train.input "x" : tensor<2x8xf32>
-  %y = train.input "y" : tensor<3x8xf32>
+  %y = train.param "y" init(#train.zeros) : tensor<3x8xf32>
   // expected-error @+1 {{'train.add' op expected rhs shape 3x8 to be a suffix of lhs shape 2x8}}
   %r = train.add %x, %y : (tensor<2x8xf32>, tensor<3x8xf32>) -> tensor<2x8xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -256,10 +264,10 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %x = train.input "x" : tensor<2x8xf32>
-  %y = train.input "y" : tensor<4x3xf32>
+  %y = train.param "y" init(#train.zeros) : tensor<4x3xf32>
   // expected-error @+1 {{'train.matmul' op expected contracting dimensions to agree, got 8 and 4}}
   %r = train.matmul %x, %y : (tensor<2x8xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -271,7 +279,7 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %g = train.param "g" init(#train.ones) : tensor<4xf32>
   // expected-error @+1 {{'train.layernorm' op expected weight of shape 8, got 4}}
   %r = train.layernorm %x, %g, %g : (tensor<2x8xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x8xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -283,7 +291,7 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %t = train.param "t" init(#train.ones) : tensor<16x4xf32>
   // expected-error @+1 {{'train.embedding' op expected result of shape 2x8x4, got 2x8x5}}
   %r = train.embedding %ids, %t : (tensor<2x8xi32>, tensor<16x4xf32>) -> tensor<2x8x5xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -291,10 +299,10 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 // -----
 
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %g = train.input "g" : tensor<4xf32>
+  %g = train.param "g" init(#train.zeros) : tensor<4xf32>
   // expected-error @+1 {{'train.adamw' op unknown param 'nope'}}
   train.adamw "nope", %g : tensor<4xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -303,10 +311,10 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %w = train.param "w" frozen init(#train.ones) : tensor<4xf32>
-  %g = train.input "g" : tensor<4xf32>
+  %g = train.param "g" init(#train.zeros) : tensor<4xf32>
   // expected-error @+1 {{'train.adamw' op updates frozen param 'w'}}
   train.adamw "w", %g : tensor<4xf32>
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -315,7 +323,7 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 // A backward may only read the params of its own unit.
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %x = train.input "x" : tensor<4xf32>
+  %x = train.param "x" init(#train.zeros) : tensor<4xf32>
   %y = train.unit "a" (%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%v: tensor<4xf32>):
     %w = train.param "a.w" init(#train.ones) : tensor<4xf32>
@@ -328,7 +336,7 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
     %w = train.param_ref "a.w" : tensor<4xf32>
     train.yield %w : tensor<4xf32>
   }
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
@@ -337,13 +345,13 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %w = train.param "w" init(#train.ones) : tensor<4xf32>
-  %x = train.input "x" : tensor<3xf32>
+  %x = train.param "x" init(#train.zeros) : tensor<3xf32>
   // expected-error @+1 {{'train.backward' op expected the gradient of 'w' of type 'tensor<4xf32>', got 'tensor<3xf32>'}}
   %d = train.backward "" (%x) params ["w"] : (tensor<3xf32>) -> tensor<3xf32> {
   ^bb0(%g: tensor<3xf32>):
     train.yield %g : tensor<3xf32>
   }
-  %l = train.input "l" : tensor<1xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }

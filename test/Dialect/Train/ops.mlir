@@ -8,8 +8,10 @@ train.model @all_ops batch 2 optimizer #train.adamw<lr = 3.0e-04, beta1 = 0.9, b
   // CHECK: train.input "tokens" : tensor<2x8xi32>
   %tok = train.input "tokens" : tensor<2x8xi32>
   %tgt = train.input "targets" : tensor<2x8xi32>
-  // CHECK: train.param "wte" init(#train.normal<mean = 0.0, std = 0.02>) : tensor<64x16xf32>
-  %wte = train.param "wte" init(#train.normal<mean = 0.0, std = 0.02>) : tensor<64x16xf32>
+  // CHECK: train.param "wte" init(#train.normal<std = 0.02>) : tensor<64x16xf32>
+  %wte = train.param "wte" init(#train.normal<std = 0.02>) : tensor<64x16xf32>
+  // CHECK: train.param "shifted" init(#train.normal<mean = 1.0, std = 0.5>) : tensor<4xf32>
+  %shifted = train.param "shifted" init(#train.normal<mean = 1.0, std = 0.5>) : tensor<4xf32>
   // CHECK: train.param "wpe" frozen init(#train.uniform<low = -0.5, high = 0.5>) : tensor<8x16xf32>
   %wpe = train.param "wpe" frozen init(#train.uniform<low = -0.5, high = 0.5>) : tensor<8x16xf32>
   // CHECK: train.embedding %{{.*}}, %{{.*}} : (tensor<2x8xi32>, tensor<64x16xf32>) -> tensor<2x8x16xf32>
@@ -26,7 +28,7 @@ train.model @all_ops batch 2 optimizer #train.adamw<lr = 3.0e-04, beta1 = 0.9, b
     %g = train.param "h.0.ln.weight" init(#train.ones) : tensor<16xf32>
     // CHECK: train.param "h.0.ln.bias" init(#train.zeros)
     %b = train.param "h.0.ln.bias" init(#train.zeros) : tensor<16xf32>
-    %wqkv = train.param "h.0.qkv.weight" init(#train.normal<mean = 0.0, std = 0.02>) : tensor<48x16xf32>
+    %wqkv = train.param "h.0.qkv.weight" init(#train.normal<std = 0.02>) : tensor<48x16xf32>
     // CHECK: train.layernorm %{{.*}}, %{{.*}}, %{{.*}} {eps = 9.9999999999999995E-7 : f64}
     %n = train.layernorm %a, %g, %b {eps = 1.0e-06 : f64} : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
     // CHECK: train.linear %{{.*}}, %{{.*}} : (tensor<2x8x16xf32>, tensor<48x16xf32>) -> tensor<2x8x48xf32>
@@ -61,7 +63,7 @@ train.model @all_ops batch 2 optimizer #train.adamw<lr = 3.0e-04, beta1 = 0.9, b
 // CHECK-LABEL: train.model @backward_ops
 train.model @backward_ops batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %tok = train.input "tokens" : tensor<2x8xi32>
-  %w = train.param "w" init(#train.normal<mean = 0.0, std = 0.02>) : tensor<64x48xbf16>
+  %w = train.param "w" init(#train.normal<std = 0.02>) : tensor<64x48xbf16>
   %x = train.embedding %tok, %w : (tensor<2x8xi32>, tensor<64x48xbf16>) -> tensor<2x8x48xbf16>
   %h:2 = train.unit "u" (%x) : (tensor<2x8x48xbf16>) -> (tensor<2x8x48xbf16>, tensor<2x8x48xbf16>) {
   ^bb0(%a: tensor<2x8x48xbf16>):

@@ -46,7 +46,7 @@
 // CHECK-NOT:   "wpe", %
 train.model @tied batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %tok = train.input "tokens" : tensor<2x4xi32>
-  %wte = train.param "wte" init(#train.normal<mean = 0.0, std = 0.02>) : tensor<16x8xf32>
+  %wte = train.param "wte" init(#train.normal<std = 0.02>) : tensor<16x8xf32>
   %wpe = train.param "wpe" frozen init(#train.zeros) : tensor<4x8xf32>
   %e = train.embedding %tok, %wte : (tensor<2x4xi32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
   %pos = train.iota : tensor<4xi32>
@@ -56,7 +56,7 @@ train.model @tied batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta
   ^bb0(%a: tensor<2x4x8xf32>):
     %g = train.param "h.0.ln.weight" init(#train.ones) : tensor<8xf32>
     %b = train.param "h.0.ln.bias" init(#train.zeros) : tensor<8xf32>
-    %w = train.param "h.0.attn.weight" init(#train.normal<mean = 0.0, std = 0.02>) : tensor<24x8xf32>
+    %w = train.param "h.0.attn.weight" init(#train.normal<std = 0.02>) : tensor<24x8xf32>
     %n = train.layernorm %a, %g, %b : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
     %qkv = train.linear %n, %w : (tensor<2x4x8xf32>, tensor<24x8xf32>) -> tensor<2x4x24xf32>
     %att = train.attention %qkv heads 2 : (tensor<2x4x24xf32>) -> tensor<2x4x8xf32>

@@ -6,6 +6,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace shardc::train;
@@ -57,6 +58,18 @@ LogicalResult verifyStaticShapes(Operation *op) {
   for (auto [i, v] : llvm::enumerate(op->getResults()))
     if (failed(check(v, "result", i)))
       return failure();
+  // Sizes in bytes must fit in 64 bits for every later cost computation.
+  for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults())) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type)
+      continue;
+    int64_t elements = 1;
+    for (int64_t size : type.getShape())
+      if (llvm::MulOverflow(elements, size, elements) ||
+          elements > (int64_t(1) << 60))
+        return op->emitOpError() << "expected fewer than 2^60 elements in "
+                                 << type;
+  }
   return success();
 }
 
@@ -360,7 +373,14 @@ LogicalResult InputOp::verify() {
     return emitOpError() << "expected a non-empty input name";
   if (getType().getRank() == 0)
     return emitOpError() << "expected a leading batch dimension";
-  return verifyStaticShapes(*this);
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  int64_t batch = (*this)->getParentOfType<ModelOp>().getBatch();
+  if (getType().getDimSize(0) != batch)
+    return emitOpError() << "expected leading dimension " << batch
+                         << " (the model's batch), got "
+                         << getType().getDimSize(0);
+  return success();
 }
 
 //===--- train.adamw ------------------------------------------------------===//

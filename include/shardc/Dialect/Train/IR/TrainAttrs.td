@@ -6,8 +6,10 @@
 include "shardc/Dialect/Train/IR/TrainDialect.td"
 include "mlir/IR/AttrTypeBase.td"
 
-/// A double-precision hyper-parameter, printed and parsed as a plain number.
-class Train_F64Param<string desc = ""> : APFloatParameter<desc> {
+/// A double-precision hyper-parameter, printed and parsed as a plain number;
+/// with a default, it may be left out.
+class Train_F64Param<string default = ""> : APFloatParameter<""> {
+  let defaultValue = !if(!empty(default), "", "::llvm::APFloat(" # default # ")");
   let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
     double value;
     if ($_parser.parseFloat(value))
@@ -73,12 +75,12 @@ def Train_OnesInitAttr : Train_Attr<"OnesInit", "ones"> {
 def Train_NormalInitAttr : Train_Attr<"NormalInit", "normal"> {
   let summary = "initialize from N(mean, std^2)";
   let description = [{
-    `#train.normal<mean = 0.0, std = 0.02>`.
+    `#train.normal<std = 0.02>` (mean 0) or `#train.normal<mean = 1.0, std = 0.02>`.
     The values are a deterministic function of the seed and the parameter's
     name and element index, so a parameter's full tensor is the same whatever
     the world size, strategy and layout.
   }];
-  let parameters = (ins Train_F64Param<> : $mean, Train_F64Param<>:$std);
+  let parameters = (ins Train_F64Param<"0.0">:$mean, Train_F64Param<>:$std);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -1,0 +1,507 @@
+//===- shardc-gen.cpp - Generate train IR for MLP and GPT-2 models --------===//
+//
+// Writes a `builtin.module` holding one `train.model` to stdout: an MLP
+// classifier (`mlp`) or a GPT-2 language model with nanoGPT's parameter names
+// and initialization (`gpt`). The first line is a comment summarising the
+// model and its parameter count. Bad arguments exit with code 2 and print
+// nothing to stdout.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardc/Dialect/Train/IR/TrainDialect.h"
+#include "shardc/Dialect/Train/IR/TrainOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+
+using namespace mlir;
+using namespace shardc::train;
+
+namespace {
+
+/// Exit codes: 2 for anything the user got wrong, 1 for a bug in this tool.
+enum ExitCode : int { ExitSuccess = 0, ExitInternalError = 1, ExitUsage = 2 };
+
+/// Sizes end up in i32 token ids, targets and positions, and their products
+/// in int64 element counts.
+constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
+/// Bounds the IR built (about 20 ops a layer) so that a typo cannot exhaust
+/// memory.
+constexpr int64_t kMaxLayers = 10000;
+
+//===----------------------------------------------------------------------===//
+// Command line
+//===----------------------------------------------------------------------===//
+
+llvm::cl::OptionCategory genCategory("shardc-gen options");
+
+llvm::cl::opt<std::string> modelKind(llvm::cl::Positional,
+                                     llvm::cl::desc("<mlp|gpt>"),
+                                     llvm::cl::cat(genCategory));
+
+llvm::cl::opt<std::string>
+    sizesOpt("sizes",
+             llvm::cl::desc("mlp: layer widths, input first and classes last "
+                            "(default 64,256,256,10)"),
+             llvm::cl::value_desc("n,n,..."), llvm::cl::cat(genCategory));
+
+llvm::cl::opt<int64_t>
+    layersOpt("layers", llvm::cl::desc("gpt: transformer blocks (default 2)"),
+              llvm::cl::value_desc("n"), llvm::cl::init(2),
+              llvm::cl::cat(genCategory));
+llvm::cl::opt<int64_t>
+    hiddenOpt("hidden", llvm::cl::desc("gpt: embedding width (default 64)"),
+              llvm::cl::value_desc("n"), llvm::cl::init(64),
+              llvm::cl::cat(genCategory));
+llvm::cl::opt<int64_t> headsOpt(
+    "heads",
+    llvm::cl::desc("gpt: attention heads, dividing --hidden (default 4)"),
+    llvm::cl::value_desc("n"), llvm::cl::init(4), llvm::cl::cat(genCategory));
+llvm::cl::opt<int64_t>
+    vocabOpt("vocab", llvm::cl::desc("gpt: vocabulary size (default 256)"),
+             llvm::cl::value_desc("n"), llvm::cl::init(256),
+             llvm::cl::cat(genCategory));
+llvm::cl::opt<int64_t>
+    seqOpt("seq", llvm::cl::desc("gpt: sequence length (default 32)"),
+           llvm::cl::value_desc("n"), llvm::cl::init(32),
+           llvm::cl::cat(genCategory));
+
+llvm::cl::opt<int64_t>
+    batchOpt("batch",
+             llvm::cl::desc("global batch (default 32 for mlp, 4 for gpt)"),
+             llvm::cl::value_desc("n"), llvm::cl::cat(genCategory));
+llvm::cl::opt<std::string>
+    dtypeOpt("dtype",
+             llvm::cl::desc("element type of params and activations (default "
+                            "f32)"),
+             llvm::cl::value_desc("f32|bf16"), llvm::cl::init("f32"),
+             llvm::cl::cat(genCategory));
+llvm::cl::opt<double>
+    lrOpt("lr",
+          llvm::cl::desc("AdamW learning rate (default 1e-3 for mlp, 6e-4 for "
+                         "gpt)"),
+          llvm::cl::cat(genCategory));
+llvm::cl::opt<double>
+    weightDecayOpt("weight-decay",
+                   llvm::cl::desc("AdamW weight decay (default 0.01 for mlp, "
+                                  "0.1 for gpt)"),
+                   llvm::cl::cat(genCategory));
+
+/// Reports a usage error on stderr; returns the exit code to use.
+int usageError(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "shardc-gen") << message << "\n";
+  return ExitUsage;
+}
+
+std::string flag(const llvm::cl::Option &opt) {
+  return ("--" + opt.ArgStr).str();
+}
+
+/// Checks that a size is in [1, max]; prints the error and returns false
+/// otherwise.
+bool checkSize(const llvm::Twine &what, int64_t value, int64_t max = kMaxSize) {
+  if (value <= 0) {
+    usageError(what + " must be positive, got " + llvm::Twine(value));
+    return false;
+  }
+  if (value > max) {
+    usageError(what + " must be at most " + llvm::Twine(max) + ", got " +
+               llvm::Twine(value));
+    return false;
+  }
+  return true;
+}
+
+/// Parses `--sizes`: at least two positive integers separated by commas.
+std::optional<SmallVector<int64_t>> parseSizes(StringRef text) {
+  SmallVector<StringRef> parts;
+  text.split(parts, ',');
+  SmallVector<int64_t> sizes;
+  for (StringRef part : parts) {
+    int64_t value;
+    if (part.trim().getAsInteger(10, value)) {
+      usageError("--sizes entry '" + part + "' is not an integer (in '" + text +
+                 "')");
+      return std::nullopt;
+    }
+    if (value <= 0 || value > kMaxSize) {
+      usageError("--sizes entry " + llvm::Twine(value) + " must be " +
+                 (value <= 0 ? llvm::Twine("positive")
+                             : "at most " + llvm::Twine(kMaxSize)) +
+                 " (in '" + text + "')");
+      return std::nullopt;
+    }
+    sizes.push_back(value);
+  }
+  if (sizes.size() < 2) {
+    usageError("--sizes needs at least 2 entries (input and output width), "
+               "got '" +
+               text + "'");
+    return std::nullopt;
+  }
+  if (static_cast<int64_t>(sizes.size()) - 1 > kMaxLayers) {
+    usageError("--sizes must have at most " + llvm::Twine(kMaxLayers + 1) +
+               " entries, got " + llvm::Twine(sizes.size()));
+    return std::nullopt;
+  }
+  return sizes;
+}
+
+/// Checks an optimizer hyper-parameter given on the command line.
+bool checkHyperParameter(const llvm::cl::Option &opt, double value,
+                         bool allowZero) {
+  bool ok = std::isfinite(value) && (allowZero ? value >= 0 : value > 0);
+  if (!ok) {
+    std::string got;
+    llvm::raw_string_ostream os(got);
+    printShortest(os, value);
+    usageError(flag(opt) + " must be a finite number " +
+               (allowZero ? ">= 0" : "> 0") + ", got " + got);
+  }
+  return ok;
+}
+
+/// Errors out on an option that the chosen model does not use, rather than
+/// silently ignoring a likely mistake.
+bool rejectUnused(ArrayRef<const llvm::cl::Option *> options, StringRef model) {
+  for (const llvm::cl::Option *opt : options) {
+    if (opt->getNumOccurrences()) {
+      usageError(flag(*opt) + " does not apply to model '" + model + "'");
+      return false;
+    }
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// IR construction
+//===----------------------------------------------------------------------===//
+
+/// Builds the ops of one `train.model`, inferring each result type from the
+/// operands the way the op verifiers check it.
+class ModelBuilder {
+public:
+  ModelBuilder(MLIRContext *context, Type floatType)
+      : context(context), builder(context), loc(builder.getUnknownLoc()),
+        floatType(floatType) {}
+
+  /// Creates the module and the model, leaving the insertion point in the
+  /// model body.
+  OwningOpRef<ModuleOp> beginModel(StringRef name, int64_t batch, double lr,
+                                   double beta1, double beta2, double eps,
+                                   double weightDecay) {
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+    builder.setInsertionPointToEnd(module->getBody());
+    auto optimizer =
+        AdamWAttr::get(context, APFloat(lr), APFloat(beta1), APFloat(beta2),
+                       APFloat(eps), APFloat(weightDecay));
+    auto model = ModelOp::create(builder, loc, name,
+                                 static_cast<uint64_t>(batch), optimizer);
+    builder.setInsertionPointToEnd(&model.getBody().emplaceBlock());
+    return module;
+  }
+
+  RankedTensorType floatTensor(ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, floatType);
+  }
+  RankedTensorType indexTensor(ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, builder.getI32Type());
+  }
+
+  Attribute zeros() { return ZerosInitAttr::get(context); }
+  Attribute ones() { return OnesInitAttr::get(context); }
+  Attribute normal(double std) {
+    return NormalInitAttr::get(context, APFloat(0.0), APFloat(std));
+  }
+  Attribute uniform(double bound) {
+    return UniformInitAttr::get(context, APFloat(-bound), APFloat(bound));
+  }
+
+  Value input(StringRef name, RankedTensorType type) {
+    return InputOp::create(builder, loc, type, name);
+  }
+  Value param(StringRef name, ArrayRef<int64_t> shape, Attribute init) {
+    return ParamOp::create(builder, loc, floatTensor(shape), name,
+                           /*frozen=*/false, init);
+  }
+
+  /// `x W^T + b` with `weight` `[out, in]`; `bias` may be null.
+  Value linear(Value x, Value weight, Value bias) {
+    SmallVector<int64_t> shape(shapeOf(x).drop_back());
+    shape.push_back(shapeOf(weight).front());
+    return LinearOp::create(builder, loc, floatTensor(shape), x, weight, bias);
+  }
+  Value gelu(Value x) { return GeluOp::create(builder, loc, x); }
+  Value add(Value lhs, Value rhs) {
+    return AddOp::create(builder, loc, lhs.getType(), lhs, rhs);
+  }
+  Value layerNorm(Value x, Value weight, Value bias) {
+    // nn.LayerNorm's default eps, as GPT-2 uses.
+    return LayerNormOp::create(builder, loc, x.getType(), x, weight, bias,
+                               APFloat(1e-5));
+  }
+  Value embedding(Value ids, Value table) {
+    SmallVector<int64_t> shape(shapeOf(ids));
+    shape.push_back(shapeOf(table).back());
+    return EmbeddingOp::create(builder, loc, floatTensor(shape), ids, table);
+  }
+  Value iota(int64_t n) { return IotaOp::create(builder, loc, indexTensor(n)); }
+  Value attention(Value qkv, int64_t heads) {
+    SmallVector<int64_t> shape(shapeOf(qkv));
+    shape.back() /= 3;
+    return AttentionOp::create(builder, loc, floatTensor(shape), qkv,
+                               static_cast<uint64_t>(heads));
+  }
+  Value crossEntropy(Value logits, Value targets) {
+    // The loss is an f32 scalar whatever the activations' element type.
+    auto scalar = RankedTensorType::get({}, builder.getF32Type());
+    return CrossEntropyOp::create(builder, loc, scalar, logits, targets);
+  }
+
+  /// Builds `train.unit name (input) -> resultType`, its body given by `body`
+  /// from the unit's block argument to the value yielded.
+  Value unit(StringRef name, Value input, Type resultType,
+             llvm::function_ref<Value(Value)> body) {
+    auto unit = UnitOp::create(builder, loc, name, resultType, input);
+    OpBuilder::InsertionGuard guard(builder);
+    Block &block = unit.getBody().front();
+    builder.setInsertionPointToEnd(&block);
+    Value result = body(block.getArgument(0));
+    YieldOp::create(builder, loc, result);
+    return unit.getResult(0);
+  }
+
+  void finish(Value loss) { ReturnOp::create(builder, loc, loss); }
+
+private:
+  static ArrayRef<int64_t> shapeOf(Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  }
+
+  MLIRContext *context;
+  OpBuilder builder;
+  Location loc;
+  Type floatType;
+};
+
+/// An MLP classifier: Linear layers of widths `sizes`, GELU between them, as
+/// `nn.Sequential` of `nn.Linear` with PyTorch's default initialization.
+OwningOpRef<ModuleOp> buildMlp(ModelBuilder &b, ArrayRef<int64_t> sizes,
+                               int64_t batch, double lr, double weightDecay) {
+  OwningOpRef<ModuleOp> module =
+      b.beginModel("mlp", batch, lr, 0.9, 0.999, 1e-8, weightDecay);
+  Value x = b.input("x", b.floatTensor({batch, sizes.front()}));
+  Value y = b.input("y", b.indexTensor({batch}));
+  size_t numLayers = sizes.size() - 1;
+  for (size_t i = 0; i < numLayers; ++i) {
+    int64_t in = sizes[i], out = sizes[i + 1];
+    std::string name = ("layers." + llvm::Twine(i)).str();
+    x = b.unit(name, x, b.floatTensor({batch, out}), [&](Value a) {
+      // nn.Linear: weight and bias both from U(-1/sqrt(in), 1/sqrt(in)).
+      double bound = 1.0 / std::sqrt(static_cast<double>(in));
+      Value w = b.param(name + ".weight", {out, in}, b.uniform(bound));
+      Value bias = b.param(name + ".bias", {out}, b.uniform(bound));
+      Value h = b.linear(a, w, bias);
+      return i + 1 < numLayers ? b.gelu(h) : h;
+    });
+  }
+  b.finish(b.crossEntropy(x, y));
+  return module;
+}
+
+struct GptConfig {
+  int64_t layers, hidden, heads, vocab, seq, batch;
+};
+
+/// GPT-2 as nanoGPT's `GPT`: parameter names of its state dict, weights
+/// `[out, in]`, N(0, 0.02) weights with the residual projections scaled by
+/// 1/sqrt(2 layers), zero biases, LM head tied to the token embedding.
+OwningOpRef<ModuleOp> buildGpt(ModelBuilder &b, const GptConfig &cfg, double lr,
+                               double weightDecay) {
+  const int64_t batch = cfg.batch, seq = cfg.seq, c = cfg.hidden;
+  const double initStd = 0.02;
+  const double projStd =
+      initStd / std::sqrt(2.0 * static_cast<double>(cfg.layers));
+  OwningOpRef<ModuleOp> module =
+      b.beginModel("gpt", batch, lr, 0.9, 0.95, 1e-8, weightDecay);
+
+  Value tokens = b.input("tokens", b.indexTensor({batch, seq}));
+  Value targets = b.input("targets", b.indexTensor({batch, seq}));
+  Value wte =
+      b.param("transformer.wte.weight", {cfg.vocab, c}, b.normal(initStd));
+  Value wpe = b.param("transformer.wpe.weight", {seq, c}, b.normal(initStd));
+  Value tokEmb = b.embedding(tokens, wte);
+  Value posEmb = b.embedding(b.iota(seq), wpe);
+  Value x = b.add(tokEmb, posEmb);
+
+  for (int64_t i = 0; i < cfg.layers; ++i) {
+    std::string name = ("transformer.h." + llvm::Twine(i)).str();
+    x = b.unit(name, x, x.getType(), [&](Value in) {
+      auto p = [&](StringRef suffix, ArrayRef<int64_t> shape, Attribute init) {
+        return b.param(name + "." + suffix.str(), shape, init);
+      };
+      // Declared first, in the order of nanoGPT's state dict (arguments
+      // would be evaluated in an unspecified order).
+      Value ln1W = p("ln_1.weight", {c}, b.ones());
+      Value ln1B = p("ln_1.bias", {c}, b.zeros());
+      Value attnW = p("attn.c_attn.weight", {3 * c, c}, b.normal(initStd));
+      Value attnB = p("attn.c_attn.bias", {3 * c}, b.zeros());
+      Value attnProjW = p("attn.c_proj.weight", {c, c}, b.normal(projStd));
+      Value attnProjB = p("attn.c_proj.bias", {c}, b.zeros());
+      Value ln2W = p("ln_2.weight", {c}, b.ones());
+      Value ln2B = p("ln_2.bias", {c}, b.zeros());
+      Value fcW = p("mlp.c_fc.weight", {4 * c, c}, b.normal(initStd));
+      Value fcB = p("mlp.c_fc.bias", {4 * c}, b.zeros());
+      Value mlpProjW = p("mlp.c_proj.weight", {c, 4 * c}, b.normal(projStd));
+      Value mlpProjB = p("mlp.c_proj.bias", {c}, b.zeros());
+
+      Value qkv = b.linear(b.layerNorm(in, ln1W, ln1B), attnW, attnB);
+      Value att = b.attention(qkv, cfg.heads);
+      Value x1 = b.add(in, b.linear(att, attnProjW, attnProjB));
+      Value h = b.gelu(b.linear(b.layerNorm(x1, ln2W, ln2B), fcW, fcB));
+      Value mlp = b.linear(h, mlpProjW, mlpProjB);
+      return b.add(x1, mlp);
+    });
+  }
+
+  Value lnfW = b.param("transformer.ln_f.weight", {c}, b.ones());
+  Value lnfB = b.param("transformer.ln_f.bias", {c}, b.zeros());
+  Value lnf = b.layerNorm(x, lnfW, lnfB);
+  // The LM head reads the token embedding: nanoGPT ties the two weights.
+  Value logits = b.linear(lnf, wte, /*bias=*/Value());
+  b.finish(b.crossEntropy(logits, targets));
+  return module;
+}
+
+/// Element count of every `train.param` actually built; nullopt when the sum
+/// does not fit in int64.
+std::optional<int64_t> countParams(ModelOp model) {
+  std::optional<int64_t> total = 0;
+  model.walk([&](ParamOp param) {
+    std::optional<int64_t> n = 1;
+    for (int64_t dim : param.getType().getShape())
+      n = n ? llvm::checkedMul(*n, dim) : std::nullopt;
+    total = total && n ? llvm::checkedAdd(*total, *n) : std::nullopt;
+  });
+  return total;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  llvm::cl::HideUnrelatedOptions(genCategory);
+  // With an error stream, parse errors return false instead of exiting 1.
+  if (!llvm::cl::ParseCommandLineOptions(
+          argc, argv,
+          "shardc-gen: writes the train IR of a model to stdout\n\n"
+          "  shardc-gen mlp [--sizes 64,256,256,10] [--batch 32]\n"
+          "  shardc-gen gpt [--layers 2 --hidden 64 --heads 4 --vocab 256 "
+          "--seq 32 --batch 4]\n",
+          &llvm::errs()))
+    return ExitUsage;
+
+  if (modelKind.empty())
+    return usageError("missing model name: expected 'mlp' or 'gpt'");
+  bool isMlp = modelKind == "mlp";
+  if (!isMlp && modelKind != "gpt")
+    return usageError("unknown model '" + modelKind +
+                      "': expected 'mlp' or 'gpt'");
+
+  MLIRContext context;
+  context.loadDialect<TrainDialect>();
+  Type floatType;
+  if (dtypeOpt == "f32")
+    floatType = Float32Type::get(&context);
+  else if (dtypeOpt == "bf16")
+    floatType = BFloat16Type::get(&context);
+  else
+    return usageError("unknown --dtype '" + dtypeOpt +
+                      "': expected 'f32' or 'bf16'");
+
+  int64_t batch = batchOpt.getNumOccurrences() ? batchOpt : (isMlp ? 32 : 4);
+  double lr = lrOpt.getNumOccurrences() ? lrOpt : (isMlp ? 1e-3 : 6e-4);
+  double weightDecay = weightDecayOpt.getNumOccurrences()
+                           ? weightDecayOpt
+                           : (isMlp ? 0.01 : 0.1);
+  if (!checkSize("--batch", batch) ||
+      !checkHyperParameter(lrOpt, lr, /*allowZero=*/false) ||
+      !checkHyperParameter(weightDecayOpt, weightDecay, /*allowZero=*/true))
+    return ExitUsage;
+
+  ModelBuilder builder(&context, floatType);
+  OwningOpRef<ModuleOp> module;
+  std::string summary;
+  if (isMlp) {
+    if (!rejectUnused({&layersOpt, &hiddenOpt, &headsOpt, &vocabOpt, &seqOpt},
+                      "mlp"))
+      return ExitUsage;
+    std::optional<SmallVector<int64_t>> sizes = parseSizes(
+        sizesOpt.getNumOccurrences() ? StringRef(sizesOpt) : "64,256,256,10");
+    if (!sizes)
+      return ExitUsage;
+    module = buildMlp(builder, *sizes, batch, lr, weightDecay);
+    llvm::raw_string_ostream os(summary);
+    os << "mlp: sizes ";
+    llvm::interleave(*sizes, os, ",");
+    os << ", batch " << batch;
+  } else {
+    if (!rejectUnused({&sizesOpt}, "gpt"))
+      return ExitUsage;
+    GptConfig cfg{layersOpt, hiddenOpt, headsOpt, vocabOpt, seqOpt, batch};
+    if (!checkSize("--layers", cfg.layers, kMaxLayers) ||
+        !checkSize("--hidden", cfg.hidden) ||
+        !checkSize("--heads", cfg.heads) || !checkSize("--vocab", cfg.vocab) ||
+        !checkSize("--seq", cfg.seq))
+      return ExitUsage;
+    if (cfg.hidden % cfg.heads != 0)
+      return usageError("--hidden " + llvm::Twine(cfg.hidden) +
+                        " is not divisible by --heads " +
+                        llvm::Twine(cfg.heads));
+    module = buildGpt(builder, cfg, lr, weightDecay);
+    summary = ("gpt: " + llvm::Twine(cfg.layers) + " layers, hidden " +
+               llvm::Twine(cfg.hidden) + ", " + llvm::Twine(cfg.heads) +
+               " heads, vocab " + llvm::Twine(cfg.vocab) + ", seq " +
+               llvm::Twine(cfg.seq) + ", batch " + llvm::Twine(batch))
+                  .str();
+  }
+
+  auto model = *module->getOps<ModelOp>().begin();
+  std::optional<int64_t> numParams = countParams(model);
+  if (!numParams)
+    return usageError("the model has more than " +
+                      llvm::Twine(std::numeric_limits<int64_t>::max()) +
+                      " parameters");
+
+  // A verifier failure here is a bug in the generator, not in the arguments.
+  if (failed(verify(*module))) {
+    llvm::WithColor::error(llvm::errs(), "shardc-gen")
+        << "generated IR does not verify\n";
+    return ExitInternalError;
+  }
+  // The root unit (the model body) counts as a unit.
+  int64_t numUnits = 1 + llvm::range_size(model.getBody().getOps<UnitOp>());
+
+  llvm::outs() << "// " << summary << ": " << *numParams << " parameters in "
+               << numUnits << " units\n";
+  module->print(llvm::outs());
+  return ExitSuccess;
+}
