@@ -311,9 +311,9 @@ LogicalResult BackwardOp::verifyRegions() {
                            << describeUnit(param.getUnitName())
                            << " in the backward of "
                            << describeUnit(getUnit());
-    if (grad.getType() != param.getType())
+    if (grad.getType() != param.getFullType())
       return emitOpError() << "expected the gradient of '" << name
-                           << "' of type " << param.getType() << ", got "
+                           << "' of type " << param.getFullType() << ", got "
                            << grad.getType();
   }
   return success();
@@ -321,7 +321,17 @@ LogicalResult BackwardOp::verifyRegions() {
 
 //===--- train.param ------------------------------------------------------===//
 
-StringRef ParamOp::getUnitName() { return scopeName(enclosingScope(*this)); }
+StringRef ParamOp::getUnitName() {
+  if (std::optional<StringRef> unit = getUnit())
+    return *unit;
+  return scopeName(enclosingScope(*this));
+}
+
+RankedTensorType ParamOp::getFullType() {
+  if (std::optional<Type> full = getFull())
+    return cast<RankedTensorType>(*full);
+  return getType();
+}
 
 LogicalResult ParamOp::verify() {
   if (!isa<UnitOp, ModelOp>((*this)->getParentOp()))
@@ -333,6 +343,26 @@ LogicalResult ParamOp::verify() {
     return emitOpError() << "unknown initializer " << getInit();
   if (failed(verifyStaticShapes(*this)))
     return failure();
+  if (getSharding().has_value() != getFull().has_value())
+    return emitOpError() << "expected both a sharding and a full type, or "
+                            "neither";
+  if (getFull()) {
+    auto full = dyn_cast<RankedTensorType>(*getFull());
+    if (!full)
+      return emitOpError() << "expected a ranked tensor full type";
+    if (full.getElementType() != getType().getElementType() ||
+        full.getRank() != getType().getRank())
+      return emitOpError() << "expected the storage " << getType()
+                           << " to be a piece of the full " << full;
+  }
+  // A param moved out of its unit is read at the model level only, by the
+  // collectives and units that take it as an input.
+  if (getUnit()) {
+    if (!isa<ModelOp>((*this)->getParentOp()))
+      return emitOpError() << "expected a param of unit '" << *getUnit()
+                           << "' to be declared in the model body";
+    return success();
+  }
   // A param belongs to the unit declaring it: FSDP gathers and frees it
   // with that unit, so no other unit may read it.
   Operation *scope = (*this)->getParentOp();
@@ -354,8 +384,8 @@ LogicalResult ParamRefOp::verify() {
   ParamOp param = model ? model.lookupParam(getName()) : ParamOp();
   if (!param)
     return emitOpError() << "unknown param '" << getName() << "'";
-  if (param.getType() != getType())
-    return emitOpError() << "expected type " << param.getType()
+  if (param.getFullType() != getType())
+    return emitOpError() << "expected type " << param.getFullType()
                          << " of param '" << getName() << "', got "
                          << getType();
   StringRef unit = (*this)->getParentOfType<BackwardOp>().getUnit();
@@ -391,10 +421,12 @@ LogicalResult AdamWOp::verify() {
     return emitOpError() << "unknown param '" << getName() << "'";
   if (!param.isTrainable())
     return emitOpError() << "updates frozen param '" << getName() << "'";
-  if (param.getType() != getGrad().getType())
-    return emitOpError() << "expected a gradient of type " << param.getType()
-                         << " for param '" << getName() << "', got "
-                         << getGrad().getType();
+  // The gradient may be reduced in a wider type than the parameter is
+  // stored in (mixed precision); its shape is the storage's.
+  if (param.getType().getShape() != getGrad().getType().getShape())
+    return emitOpError() << "expected a gradient of the shape of "
+                         << param.getType() << " for param '" << getName()
+                         << "', got " << getGrad().getType();
   return success();
 }
 

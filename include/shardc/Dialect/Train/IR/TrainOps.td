@@ -170,19 +170,42 @@ def Train_ParamOp : Train_Op<"param"> {
         : tensor<192x64xf32>
     %p = train.param "pos" frozen init(#train.zeros) : tensor<16x64xf32>
     ```
+
+    Sharding (`--shardc-shard`) moves a unit's parameters out to the model
+    body, recording the owner in `of unit`, and, where a rank stores only a
+    piece of the parameter, the layout in `sharded(...)` and the full type
+    after `of`: the result is then this rank's storage.
+
+    ```mlir
+    %w = train.param "h0.w" of unit "h0" init(#train.zeros)
+        sharded(#dist.shard<layout = dim0, mesh = @mesh, axes = ["shard"]>)
+        of tensor<3x16xf32> : tensor<2x16xf32>
+    ```
   }];
-  let arguments = (ins StrAttr:$name, UnitAttr:$frozen, AnyAttr:$init);
+  let arguments = (ins StrAttr:$name, UnitAttr:$frozen, AnyAttr:$init,
+                       OptionalAttr<StrAttr>:$unit,
+                       OptionalAttr<AnyAttr>:$sharding,
+                       OptionalAttr<TypeAttr>:$full);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = [{
-    $name (`frozen` $frozen^)? `init` `(` $init `)` attr-dict `:` type($result)
+    $name (`frozen` $frozen^)? (`of` `unit` $unit^)? `init` `(` $init `)`
+    (`sharded` `(` $sharding^ `)` `of` $full)? attr-dict `:` type($result)
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$type, "::llvm::StringRef":$name,
+                   "bool":$frozen, "::mlir::Attribute":$init), [{
+      build($_builder, $_state, type, name, frozen, init,
+            /*unit=*/nullptr, /*sharding=*/nullptr, /*full=*/nullptr);
+    }]>];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     bool isTrainable() { return !getFrozen(); }
     /// The name of the unit owning this parameter; "" for the root unit.
     ::llvm::StringRef getUnitName();
-    /// Number of elements.
-    int64_t getNumElements() { return getType().getNumElements(); }
+    /// The whole parameter's type; the result's unless sharded.
+    ::mlir::RankedTensorType getFullType();
+    /// Number of elements of the whole parameter.
+    int64_t getNumElements() { return getFullType().getNumElements(); }
   }];
 }
 
