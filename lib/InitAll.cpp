@@ -3,6 +3,7 @@
 #include "shardc/InitAll.h"
 
 #include "shardc/Dialect/Dist/IR/DistOps.h"
+#include "shardc/Dialect/Dist/Transforms/Passes.h"
 #include "shardc/Dialect/Train/IR/TrainOps.h"
 #include "shardc/Dialect/Train/Transforms/Passes.h"
 
@@ -17,6 +18,7 @@ void shardc::registerAllDialects(mlir::DialectRegistry &registry) {
 
 void shardc::registerAllPasses() {
   train::registerTrainPasses();
+  dist::registerDistPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();

@@ -214,7 +214,8 @@ public:
         AdamWAttr::get(context, APFloat(lr), APFloat(beta1), APFloat(beta2),
                        APFloat(eps), APFloat(weightDecay));
     auto model = ModelOp::create(builder, loc, name,
-                                 static_cast<uint64_t>(batch), optimizer);
+                                 static_cast<uint64_t>(batch), /*split=*/nullptr,
+                                 optimizer);
     builder.setInsertionPointToEnd(&model.getBody().emplaceBlock());
     return module;
   }

@@ -184,7 +184,7 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 // Inputs carry the global batch in their leading dimension.
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  // expected-error @+1 {{'train.input' op expected leading dimension 4 (the model's batch), got 3}}
+  // expected-error @+1 {{'train.input' op expected leading dimension 4 (the model's batch per rank), got 3}}
   %x = train.input "x" : tensor<3x16xf32>
 }
 

@@ -1,6 +1,7 @@
 //===- DistOps.cpp - The dist dialect: mesh, layouts, collectives ---------===//
 
 #include "shardc/Dialect/Dist/IR/DistOps.h"
+#include "shardc/Dialect/Train/IR/TrainOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -267,5 +268,51 @@ LogicalResult FreeOp::verify() {
     diag.attachNote(getLoc()) << "freed here";
     return diag;
   }
+  return success();
+}
+
+//===--- dist.adamw_shard, dist.set_param ---------------------------------===//
+
+namespace {
+/// The `train.param` named `name` in the model enclosing `op`, or an error.
+FailureOr<shardc::train::ParamOp> lookupParam(Operation *op, StringRef name) {
+  auto model = op->getParentOfType<shardc::train::ModelOp>();
+  shardc::train::ParamOp param = model ? model.lookupParam(name) : nullptr;
+  if (!param)
+    return op->emitOpError() << "unknown param '" << name << "'";
+  return param;
+}
+} // namespace
+
+LogicalResult
+AdamWShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<int64_t> n =
+      groupSize(*this, getMeshAttr(), getAxes(), symbolTable);
+  FailureOr<shardc::train::ParamOp> param = lookupParam(*this, getName());
+  if (failed(n) || failed(param))
+    return failure();
+  if (!param->isTrainable())
+    return emitOpError() << "updates frozen param '" << getName() << "'";
+  RankedTensorType storage = param->getType();
+  if (failed(verifyShardOf(*this, Layout::dim0, getGrad().getType(), storage,
+                           *n)))
+    return failure();
+  if (getResult().getType() !=
+      getGrad().getType().clone(storage.getElementType()))
+    return emitOpError() << "expected the updated shard of type "
+                         << getGrad().getType().clone(
+                                storage.getElementType())
+                         << ", got " << getResult().getType();
+  return success();
+}
+
+LogicalResult SetParamOp::verify() {
+  FailureOr<shardc::train::ParamOp> param = lookupParam(*this, getName());
+  if (failed(param))
+    return failure();
+  if (param->getType() != getValue().getType())
+    return emitOpError() << "expected a value of the storage type "
+                         << param->getType() << " of param '" << getName()
+                         << "', got " << getValue().getType();
   return success();
 }

@@ -220,6 +220,10 @@ ParamOp ModelOp::lookupParam(StringRef name) {
 LogicalResult ModelOp::verify() {
   if (getBatch() <= 0)
     return emitOpError() << "expected batch > 0, got " << getBatch();
+  if (std::optional<int64_t> split = getSplit())
+    if (*split <= 0 || getBatch() % *split != 0)
+      return emitOpError() << "expected a split dividing the batch "
+                           << getBatch() << ", got " << *split;
   return success();
 }
 
@@ -405,10 +409,10 @@ LogicalResult InputOp::verify() {
     return emitOpError() << "expected a leading batch dimension";
   if (failed(verifyStaticShapes(*this)))
     return failure();
-  int64_t batch = (*this)->getParentOfType<ModelOp>().getBatch();
+  int64_t batch = (*this)->getParentOfType<ModelOp>().getLocalBatch();
   if (getType().getDimSize(0) != batch)
     return emitOpError() << "expected leading dimension " << batch
-                         << " (the model's batch), got "
+                         << " (the model's batch per rank), got "
                          << getType().getDimSize(0);
   return success();
 }

@@ -227,4 +227,49 @@ def Dist_FreeOp : Dist_Op<"free"> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Optimizer on shards of replicated parameters (ZeRO-1, ZeRO-2)
+//===----------------------------------------------------------------------===//
+
+def Dist_AdamWShardOp : Dist_Op<"adamw_shard", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "AdamW on this rank's dim0 shard of a replicated parameter";
+  let description = [{
+    ZeRO-1 and ZeRO-2 keep every parameter whole on every rank but split
+    the optimizer: this rank owns the optimizer state (first and second
+    moments, and an fp32 master copy when the parameter is stored in lower
+    precision) of its dim0 shard of parameter `name` over `axes`, updates
+    that shard with the reduce-scattered gradient `grad`, and returns it in
+    the parameter's element type, ready to be all-gathered and written back
+    with `dist.set_param`.
+
+    ```mlir
+    %u = dist.adamw_shard "h0.w", %g on @mesh ["shard"]
+        : tensor<2x16xf32> -> tensor<2x16xbf16>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Dist_Tensor:$grad,
+                       FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = [{
+    $name `,` $grad `on` $mesh $axes attr-dict `:` type($grad) `->`
+    type($result)
+  }];
+}
+
+def Dist_SetParamOp : Dist_Op<"set_param"> {
+  let summary = "writes a whole parameter";
+  let description = [{
+    Replaces the stored value of parameter `name` with `value`, of the
+    parameter's storage type: the all-gathered result of `dist.adamw_shard`.
+
+    ```mlir
+    dist.set_param "h0.w", %full : tensor<4x16xbf16>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Dist_Tensor:$value);
+  let assemblyFormat = "$name `,` $value attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
 #endif // SHARDC_DIALECT_DIST_IR_DISTOPS_TD

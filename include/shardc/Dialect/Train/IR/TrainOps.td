@@ -33,6 +33,9 @@ def Train_ModelOp : Train_Op<"model", [
     (summed over data-parallel ranks); `optimizer` is the update applied to
     every trainable parameter.
 
+    Once sharded, `split N` says that the global batch is divided over N
+    data-parallel ranks: each rank's inputs hold `batch / N` examples.
+
     The model verifies that parameter, unit and input names are unique.
 
     ```mlir
@@ -44,11 +47,12 @@ def Train_ModelOp : Train_Op<"model", [
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$batch,
+                       OptionalAttr<I64Attr>:$split,
                        Train_AdamWAttr:$optimizer);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $sym_name `batch` $batch `optimizer` $optimizer attr-dict-with-keyword
-    $body
+    $sym_name `batch` $batch (`split` $split^)? `optimizer` $optimizer
+    attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
@@ -57,6 +61,8 @@ def Train_ModelOp : Train_Op<"model", [
     ::mlir::Value getLoss();
     /// The `train.param` declaring `name`, or null.
     ParamOp lookupParam(::llvm::StringRef name);
+    /// The examples each rank's inputs hold.
+    int64_t getLocalBatch() { return getBatch() / getSplit().value_or(1); }
   }];
 }
 

@@ -1,0 +1,30 @@
+//===- Passes.h - Sharding passes -------------------------------*- C++ -*-===//
+
+#ifndef SHARDC_DIALECT_DIST_TRANSFORMS_PASSES_H
+#define SHARDC_DIALECT_DIST_TRANSFORMS_PASSES_H
+
+#include "shardc/Dialect/Dist/IR/DistOps.h"
+#include "shardc/Dialect/Train/IR/TrainOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace shardc::dist {
+
+/// What each rank keeps whole and what it shards (the seeds' table).
+enum class Strategy { ddp, zero1, zero2, zero3, hsdp };
+
+/// Element types a step can compute and communicate in.
+enum class DType { f32, bf16 };
+
+/// The options' layout choice (`Layout` is the IR's). FSDP1's `flat` is
+/// not offered yet.
+enum class LayoutOption { dim0 };
+
+#define GEN_PASS_DECL
+#include "shardc/Dialect/Dist/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "shardc/Dialect/Dist/Transforms/Passes.h.inc"
+} // namespace shardc::dist
+
+#endif // SHARDC_DIALECT_DIST_TRANSFORMS_PASSES_H

@@ -1,0 +1,125 @@
+//===- Passes.td - Sharding passes -------------------------*- tablegen -*-===//
+
+#ifndef SHARDC_DIALECT_DIST_TRANSFORMS_PASSES_TD
+#define SHARDC_DIALECT_DIST_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
+  let summary = "Shard a differentiated step by a data-parallel strategy";
+  let description = [{
+    Turns the single-rank step written by `--train-autodiff` into the step
+    every rank of a data-parallel job runs, inserting the collectives of the
+    chosen strategy (the seeds' table; Ψ parameters, N ranks):
+
+    | strategy | params | grads | optimizer | collectives |
+    |---|---|---|---|---|
+    | `ddp` | whole | whole | whole | All-Reduce of each gradient as backward produces it |
+    | `zero1` | whole | whole | 1/N | after backward: Reduce-Scatter, shard update, All-Gather |
+    | `zero2` | whole | 1/N | 1/N | Reduce-Scatter as backward produces each gradient, free the rest |
+    | `zero3` (`fsdp`) | 1/N | 1/N | 1/N | per unit: All-Gather before forward, free after; again before backward; Reduce-Scatter |
+    | `hsdp` | 1/S | 1/S | 1/S | `zero3` over the shard axis, All-Reduce of gradient shards over the replicate axis |
+
+    The pass
+
+    1. adds `dist.mesh @mesh`: `axes ["shard"] shape [N]` for `mesh=N`,
+       `axes ["replicate", "shard"] shape [R, S]` for `mesh=RxS` (HSDP);
+    2. moves each unit's parameters out to the model body (`of unit`), so a
+       unit takes its gathered parameters as inputs, and a backward takes
+       them in place of `train.param_ref`;
+    3. stores parameters in `param-dtype` and, for `zero3`/`hsdp`, as dim0
+       shards (`sharded(...)`, uneven and empty shards allowed), gathered
+       per unit as above; with `reshard-after-forward=false` the forward's
+       gather is kept for the backward (one All-Gather fewer per unit);
+    4. splits the global batch over the data-parallel ranks: every input's
+       leading dimension, and every activation with it, is divided by the
+       number of ranks, and the compute runs in `param-dtype`;
+    5. reduces each gradient (averaging over ranks, in `reduce-dtype` on the
+       wire) and updates what the rank owns; the returned loss is averaged
+       over ranks, so it equals the single-rank loss.
+
+    Before (one unit, one param):
+
+    ```mlir
+    %h:2 = train.unit "fc0" (%x) ... {
+      %w = train.param "fc0.w" init(...) : tensor<4x16xf32>
+      ...
+    }
+    %gw = train.backward "fc0" (%dh, %x) params ["fc0.w"] ... {
+      %w = train.param_ref "fc0.w" : tensor<4x16xf32>
+      ...
+    }
+    train.adamw "fc0.w", %gw : tensor<4x16xf32>
+    ```
+
+    After `--shardc-shard="strategy=zero3 mesh=2"`:
+
+    ```mlir
+    dist.mesh @mesh axes ["shard"] shape [2]
+    %w = train.param "fc0.w" of unit "fc0" init(...)
+        sharded(#dist.shard<layout = dim0, mesh = @mesh, axes = ["shard"]>)
+        of tensor<4x16xf32> : tensor<2x16xf32>
+    %w0 = dist.all_gather %w on @mesh ["shard"] dim0 : ... -> tensor<4x16xf32>
+    %h:2 = train.unit "fc0" (%x, %w0) ... { ... }
+    dist.free %w0 : tensor<4x16xf32>
+    %w1 = dist.all_gather %w on @mesh ["shard"] dim0 : ... -> tensor<4x16xf32>
+    %gw = train.backward "fc0" (%dh, %x, %w1) params ["fc0.w"] ... { ... }
+    dist.free %w1 : tensor<4x16xf32>
+    %gs = dist.reduce_scatter %gw on @mesh ["shard"] avg dim0 : ...
+    dist.free %gw : tensor<4x16xf32>
+    train.adamw "fc0.w", %gs : tensor<2x16xf32>
+    ```
+
+    Errors: an unknown strategy or layout, a mesh that is not `N` or `RxS`
+    with positive sizes, `hsdp` without a 2-D mesh or a 2-D mesh for any
+    other strategy, a global batch or an activation that does not divide over
+    the data-parallel ranks, a model that is not differentiated yet or is
+    sharded already.
+
+    Rationale: parameters move out of their units so that a later pass can
+    start a unit's All-Gather anywhere before the unit (prefetch), which a
+    gather inside the unit's region could not express.
+  }];
+  let options = [
+    Option<"strategy", "strategy", "::shardc::dist::Strategy",
+           "::shardc::dist::Strategy::zero3", "what each rank shards",
+           [{::llvm::cl::values(
+             clEnumValN(::shardc::dist::Strategy::ddp, "ddp",
+                        "DDP: All-Reduce gradients (NO_SHARD)"),
+             clEnumValN(::shardc::dist::Strategy::zero1, "zero1",
+                        "ZeRO-1: shard the optimizer state"),
+             clEnumValN(::shardc::dist::Strategy::zero2, "zero2",
+                        "ZeRO-2: shard gradients and optimizer state (SHARD_GRAD_OP)"),
+             clEnumValN(::shardc::dist::Strategy::zero3, "zero3",
+                        "ZeRO-3: shard everything (FSDP FULL_SHARD)"),
+             clEnumValN(::shardc::dist::Strategy::zero3, "fsdp",
+                        "alias of zero3"),
+             clEnumValN(::shardc::dist::Strategy::hsdp, "hsdp",
+                        "HSDP: zero3 on the shard axis, replicas on the other (HYBRID_SHARD)"))}]>,
+    Option<"mesh", "mesh", "std::string", "\"1\"",
+           "ranks: N, or RxS (replicate x shard) for hsdp">,
+    Option<"reshardAfterForward", "reshard-after-forward", "bool", "true",
+           "zero3/hsdp: free gathered params after a unit's forward and "
+           "gather them again for its backward">,
+    Option<"layout", "layout", "::shardc::dist::LayoutOption",
+           "::shardc::dist::LayoutOption::dim0", "how shards are cut",
+           [{::llvm::cl::values(
+             clEnumValN(::shardc::dist::LayoutOption::dim0, "dim0",
+                        "FSDP2: per-parameter dim-0 shards"))}]>,
+    Option<"paramDType", "param-dtype", "::shardc::dist::DType",
+           "::shardc::dist::DType::f32",
+           "element type parameters are stored, gathered and computed in",
+           [{::llvm::cl::values(
+             clEnumValN(::shardc::dist::DType::f32, "f32", "float32"),
+             clEnumValN(::shardc::dist::DType::bf16, "bf16", "bfloat16"))}]>,
+    Option<"reduceDType", "reduce-dtype", "::shardc::dist::DType",
+           "::shardc::dist::DType::f32",
+           "element type gradients are reduced in",
+           [{::llvm::cl::values(
+             clEnumValN(::shardc::dist::DType::f32, "f32", "float32"),
+             clEnumValN(::shardc::dist::DType::bf16, "bf16", "bfloat16"))}]>,
+  ];
+  let dependentDialects = ["::shardc::dist::DistDialect"];
+}
+
+#endif // SHARDC_DIALECT_DIST_TRANSFORMS_PASSES_TD

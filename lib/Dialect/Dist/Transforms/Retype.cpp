@@ -1,0 +1,146 @@
+//===- Retype.cpp - Recompute result types after inputs change ------------===//
+
+#include "Retype.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "shardc/Dialect/Dist/IR/DistOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace shardc;
+using namespace shardc::train;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+RankedTensorType withShape(RankedTensorType like, ArrayRef<int64_t> shape) {
+  return RankedTensorType::get(shape, like.getElementType());
+}
+
+/// The result types of `op` given its operands' current types; the op's
+/// current result types are the ones before the change.
+FailureOr<SmallVector<Type>> inferResults(Operation *op) {
+  auto same = [&](Value v) -> FailureOr<SmallVector<Type>> {
+    return SmallVector<Type>{v.getType()};
+  };
+  auto one = [](Type t) -> FailureOr<SmallVector<Type>> {
+    return SmallVector<Type>{t};
+  };
+  return TypeSwitch<Operation *, FailureOr<SmallVector<Type>>>(op)
+      .Case<LinearOp>([&](LinearOp op) {
+        RankedTensorType x = typeOf(op.getInput());
+        SmallVector<int64_t> shape(x.getShape().drop_back());
+        shape.push_back(typeOf(op.getWeight()).getDimSize(0));
+        return one(withShape(x, shape));
+      })
+      .Case<MatmulOp>([&](MatmulOp op) {
+        ArrayRef<int64_t> a = typeOf(op.getLhs()).getShape();
+        ArrayRef<int64_t> b = typeOf(op.getRhs()).getShape();
+        size_t r = a.size();
+        SmallVector<int64_t> shape(a.drop_back(2));
+        shape.push_back(op.getTransposeLhs() ? a[r - 1] : a[r - 2]);
+        shape.push_back(op.getTransposeRhs() ? b[r - 2] : b[r - 1]);
+        return one(withShape(typeOf(op.getLhs()), shape));
+      })
+      .Case<AddOp>([&](AddOp op) { return same(op.getLhs()); })
+      .Case<ScaleOp, GeluOp, ReluOp, LayerNormOp>(
+          [&](auto op) { return same(op.getInput()); })
+      .Case<GeluGradOp, ReluGradOp>([&](auto op) { return same(op.getGrad()); })
+      .Case<EmbeddingOp>([&](EmbeddingOp op) {
+        SmallVector<int64_t> shape(typeOf(op.getIds()).getShape());
+        shape.push_back(typeOf(op.getTable()).getDimSize(1));
+        return one(withShape(typeOf(op.getTable()), shape));
+      })
+      .Case<AttentionOp>([&](AttentionOp op) {
+        RankedTensorType qkv = typeOf(op.getQkv());
+        return one(withShape(qkv, {qkv.getDimSize(0), qkv.getDimSize(1),
+                                   qkv.getDimSize(2) / 3}));
+      })
+      .Case<CrossEntropyOp, IotaOp>(
+          [&](Operation *op) { return one(op->getResult(0).getType()); })
+      .Case<ReshapeOp>([&](ReshapeOp op) -> FailureOr<SmallVector<Type>> {
+        // A view: the leading dimension takes up the change in size.
+        RankedTensorType oldResult = op.getResult().getType();
+        RankedTensorType in = typeOf(op.getInput());
+        int64_t oldCount = oldResult.getNumElements();
+        int64_t newCount = in.getNumElements();
+        SmallVector<int64_t> shape(oldResult.getShape());
+        if (shape.empty() || (shape[0] * newCount) % oldCount != 0)
+          return op.emitOpError()
+                 << "cannot follow its input from "
+                 << oldCount << " to " << newCount << " elements";
+        shape[0] = shape[0] * newCount / oldCount;
+        return one(withShape(in, shape));
+      })
+      .Case<SumToOp>([&](SumToOp op) {
+        RankedTensorType in = typeOf(op.getInput());
+        RankedTensorType out = op.getResult().getType();
+        if (out.getRank() == in.getRank())
+          return one(in);
+        return one(withShape(in, out.getShape()));
+      })
+      .Case<LayerNormGradOp>([&](LayerNormGradOp op) {
+        Type w = op.getWeight().getType();
+        return FailureOr<SmallVector<Type>>(
+            SmallVector<Type>{op.getInput().getType(), w, w});
+      })
+      .Case<EmbeddingGradOp>([&](EmbeddingGradOp op) {
+        return one(withShape(typeOf(op.getGrad()),
+                             op.getResult().getType().getShape()));
+      })
+      .Case<AttentionGradOp>([&](AttentionGradOp op) { return same(op.getQkv()); })
+      .Case<CrossEntropyGradOp>(
+          [&](CrossEntropyGradOp op) { return same(op.getLogits()); })
+      .Case<arith::ConstantOp>(
+          [&](arith::ConstantOp op) -> FailureOr<SmallVector<Type>> {
+            // Only the loss's seed: a scalar that keeps its type.
+            auto type = dyn_cast<RankedTensorType>(op.getType());
+            if (type && type.getRank() == 0)
+              return one(type);
+            return op.emitOpError()
+                   << "cannot follow a change of batch or dtype";
+          })
+      .Default([&](Operation *op) -> FailureOr<SmallVector<Type>> {
+        // Declarations, collectives (built with their final types) and ops
+        // without results keep what they have.
+        return SmallVector<Type>(op->getResultTypes());
+      });
+}
+
+LogicalResult retypeBlock(Block &block);
+
+LogicalResult retypeRegionOp(Operation *op) {
+  Block &body = op->getRegion(0).front();
+  for (auto [arg, operand] :
+       llvm::zip(body.getArguments(), op->getOperands()))
+    arg.setType(operand.getType());
+  if (failed(retypeBlock(body)))
+    return failure();
+  for (auto [result, yielded] :
+       llvm::zip(op->getResults(), body.getTerminator()->getOperands()))
+    result.setType(yielded.getType());
+  return success();
+}
+
+LogicalResult retypeBlock(Block &block) {
+  for (Operation &op : block) {
+    if (isa<UnitOp, BackwardOp>(op)) {
+      if (failed(retypeRegionOp(&op)))
+        return failure();
+      continue;
+    }
+    FailureOr<SmallVector<Type>> types = inferResults(&op);
+    if (failed(types))
+      return failure();
+    for (auto [result, type] : llvm::zip(op.getResults(), *types))
+      result.setType(type);
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult shardc::dist::retypeModel(ModelOp model) {
+  return retypeBlock(model.getBody().front());
+}

@@ -1,0 +1,447 @@
+//===- Shard.cpp - Insert the collectives of a data-parallel strategy -----===//
+
+#include "shardc/Dialect/Dist/Transforms/Passes.h"
+
+#include "Retype.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+#define DEBUG_TYPE "shardc-shard"
+
+namespace shardc::dist {
+#define GEN_PASS_DEF_SHARDCSHARDPASS
+#include "shardc/Dialect/Dist/Transforms/Passes.h.inc"
+} // namespace shardc::dist
+
+using namespace mlir;
+using namespace shardc;
+using namespace shardc::dist;
+using train::ModelOp;
+using train::ParamOp;
+
+namespace {
+
+constexpr StringLiteral kMeshName = "mesh";
+constexpr StringLiteral kShardAxis = "shard";
+constexpr StringLiteral kReplicateAxis = "replicate";
+
+const char *strategyName(Strategy s) {
+  switch (s) {
+  case Strategy::ddp:
+    return "ddp";
+  case Strategy::zero1:
+    return "zero1";
+  case Strategy::zero2:
+    return "zero2";
+  case Strategy::zero3:
+    return "zero3";
+  case Strategy::hsdp:
+    return "hsdp";
+  }
+  return "?";
+}
+
+Type elementTypeOf(MLIRContext *ctx, DType d) {
+  return d == DType::bf16 ? Type(BFloat16Type::get(ctx))
+                          : Type(Float32Type::get(ctx));
+}
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// This rank's dim0 shard of `full` over `n` ranks (torch.chunk sizes, padded
+/// to the largest chunk).
+RankedTensorType dim0Shard(RankedTensorType full, int64_t n) {
+  SmallVector<int64_t> shape(full.getShape());
+  shape[0] = llvm::divideCeil(shape[0], n);
+  return full.clone(shape);
+}
+
+/// Everything the pass decides once per run.
+struct Plan {
+  Strategy strategy;
+  SmallVector<int64_t> meshShape; // [N] or [R, S]
+  bool reshardAfterForward;
+  Type paramType, reduceType;
+
+  bool shardsParams() const {
+    return strategy == Strategy::zero3 || strategy == Strategy::hsdp;
+  }
+  bool shardsOptimizer() const { return strategy != Strategy::ddp; }
+  int64_t shardRanks() const { return meshShape.back(); }
+  int64_t dataParallelRanks() const {
+    int64_t n = 1;
+    for (int64_t s : meshShape)
+      n *= s;
+    return n;
+  }
+  SmallVector<StringRef> allAxes() const {
+    if (meshShape.size() == 2)
+      return {kReplicateAxis, kShardAxis};
+    return {kShardAxis};
+  }
+};
+
+/// Parses `N` or `RxS`.
+FailureOr<SmallVector<int64_t>> parseMesh(StringRef text) {
+  SmallVector<StringRef> parts;
+  text.split(parts, 'x');
+  if (parts.empty() || parts.size() > 2)
+    return failure();
+  SmallVector<int64_t> shape;
+  for (StringRef part : parts) {
+    int64_t size;
+    if (part.getAsInteger(10, size) || size <= 0)
+      return failure();
+    shape.push_back(size);
+  }
+  return shape;
+}
+
+class Sharder {
+public:
+  Sharder(ModelOp model, const Plan &plan)
+      : model(model), plan(plan), ctx(model.getContext()),
+        meshRef(FlatSymbolRefAttr::get(ctx, kMeshName)) {}
+
+  LogicalResult run();
+
+private:
+  ArrayAttr axesAttr(ArrayRef<StringRef> axes) {
+    return Builder(ctx).getStrArrayAttr(axes);
+  }
+  ArrayAttr shardAxes() { return axesAttr({kShardAxis}); }
+
+  void hoistParams();
+  void shardStorage();
+  void gatherForUnits(ParamOp param);
+  void gatherForRoot(ParamOp param);
+  LogicalResult splitInputs();
+  Value reduce(Value grad, Operation *firstUpdate,
+               llvm::DenseMap<Operation *, Operation *> &lastAfter);
+  void reduceGradients();
+  void averageLoss();
+
+  Value allGather(OpBuilder &b, Value shard, RankedTensorType full) {
+    return AllGatherOp::create(b, shard.getLoc(), full, shard, meshRef,
+                               shardAxes(), /*wire=*/TypeAttr(),
+                               LayoutAttr::get(ctx, Layout::dim0));
+  }
+
+  ModelOp model;
+  const Plan &plan;
+  MLIRContext *ctx;
+  FlatSymbolRefAttr meshRef;
+};
+
+//===----------------------------------------------------------------------===//
+// Parameters out of their units
+//===----------------------------------------------------------------------===//
+
+/// A unit takes its parameters as inputs and a backward takes them in place
+/// of train.param_ref: the params live in the model body, where collectives
+/// can be placed around the unit.
+void Sharder::hoistParams() {
+  Block &body = model.getBody().front();
+  llvm::StringMap<ParamOp> byName;
+  for (auto unit : llvm::to_vector(body.getOps<train::UnitOp>())) {
+    Block &inner = unit.getBody().front();
+    for (auto param : llvm::to_vector(inner.getOps<ParamOp>())) {
+      OpBuilder b(unit);
+      auto hoisted = cast<ParamOp>(b.clone(*param));
+      hoisted.setUnit(unit.getName());
+      unit->insertOperands(unit->getNumOperands(), {hoisted.getResult()});
+      BlockArgument arg = inner.addArgument(param.getType(), param.getLoc());
+      param.getResult().replaceAllUsesWith(arg);
+      param.erase();
+      byName[hoisted.getName()] = hoisted;
+    }
+  }
+  for (auto bwd : body.getOps<train::BackwardOp>()) {
+    Block &inner = bwd.getBody().front();
+    for (auto ref : llvm::to_vector(inner.getOps<train::ParamRefOp>())) {
+      ParamOp param = byName.lookup(ref.getName());
+      if (!param)
+        param = model.lookupParam(ref.getName());
+      bwd->insertOperands(bwd->getNumOperands(), {param.getResult()});
+      BlockArgument arg = inner.addArgument(ref.getType(), ref.getLoc());
+      ref.getResult().replaceAllUsesWith(arg);
+      ref.erase();
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Storage and gathers
+//===----------------------------------------------------------------------===//
+
+void Sharder::shardStorage() {
+  Block &body = model.getBody().front();
+  for (auto param : llvm::to_vector(body.getOps<ParamOp>())) {
+    RankedTensorType full = param.getType().clone(plan.paramType);
+    if (!plan.shardsParams()) {
+      param.getResult().setType(full);
+      continue;
+    }
+    param.getResult().setType(dim0Shard(full, plan.shardRanks()));
+    param.setShardingAttr(ShardAttr::get(ctx, Layout::dim0, meshRef,
+                                     {StringAttr::get(ctx, kShardAxis)}));
+    param.setFullAttr(TypeAttr::get(full));
+    if (param.getUnit())
+      gatherForUnits(param);
+    else
+      gatherForRoot(param);
+  }
+}
+
+/// zero3: gather before the unit's forward and again before its backward,
+/// freeing each gather after; with reshard-after-forward=false the first
+/// gather serves both.
+void Sharder::gatherForUnits(ParamOp param) {
+  RankedTensorType full = param.getFullType();
+  Value stored = param.getResult();
+  // The unit's forward first, then its backward.
+  SmallVector<OpOperand *> uses;
+  for (OpOperand &use : stored.getUses())
+    uses.push_back(&use);
+  llvm::sort(uses, [](OpOperand *a, OpOperand *b) {
+    return a->getOwner()->isBeforeInBlock(b->getOwner());
+  });
+  Value kept;
+  Operation *keptBy = nullptr;
+  for (OpOperand *use : uses) {
+    Operation *user = use->getOwner();
+    OpBuilder b(user);
+    bool forward = isa<train::UnitOp>(user);
+    Value gathered = (!forward && kept) ? kept : allGather(b, stored, full);
+    use->set(gathered);
+    if (forward && !plan.reshardAfterForward) {
+      kept = gathered;
+      keptBy = user;
+      continue;
+    }
+    kept = nullptr;
+    b.setInsertionPointAfter(user);
+    FreeOp::create(b, user->getLoc(), gathered);
+  }
+  // Kept for a backward that does not read the param.
+  if (kept) {
+    OpBuilder b(ctx);
+    b.setInsertionPointAfter(keptBy);
+    FreeOp::create(b, kept.getLoc(), kept);
+  }
+}
+
+/// The root unit's params: FSDP2 does not reshard the root after forward,
+/// its backward following at once; one gather serves every use.
+void Sharder::gatherForRoot(ParamOp param) {
+  Value stored = param.getResult();
+  if (stored.use_empty())
+    return;
+  SmallVector<Operation *> users(stored.getUsers());
+  Block *block = param->getBlock();
+  auto byPosition = [&](Operation *a, Operation *b) {
+    return block->findAncestorOpInBlock(*a)->isBeforeInBlock(
+        block->findAncestorOpInBlock(*b));
+  };
+  llvm::sort(users, byPosition);
+  OpBuilder b(block->findAncestorOpInBlock(*users.front()));
+  Value gathered =
+      allGather(b, stored, param.getFullType());
+  stored.replaceAllUsesExcept(gathered, gathered.getDefiningOp());
+  b.setInsertionPointAfter(block->findAncestorOpInBlock(*users.back()));
+  FreeOp::create(b, param.getLoc(), gathered);
+}
+
+//===----------------------------------------------------------------------===//
+// The batch
+//===----------------------------------------------------------------------===//
+
+LogicalResult Sharder::splitInputs() {
+  int64_t ranks = plan.dataParallelRanks();
+  model.setSplit(ranks);
+  for (auto input : model.getBody().front().getOps<train::InputOp>()) {
+    RankedTensorType type = input.getType();
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] /= ranks;
+    Type element = isa<FloatType>(type.getElementType())
+                       ? plan.paramType
+                       : type.getElementType();
+    input.getResult().setType(RankedTensorType::get(shape, element));
+  }
+  return retypeModel(model);
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients and the optimizer
+//===----------------------------------------------------------------------===//
+
+/// Reduces `grad` as the strategy says and returns what the optimizer takes.
+/// Reductions issued as gradients appear follow each other after the op
+/// producing them (`lastAfter`), in parameter order; ZeRO-1's go before
+/// `firstUpdate`.
+Value Sharder::reduce(Value grad, Operation *firstUpdate,
+                      llvm::DenseMap<Operation *, Operation *> &lastAfter) {
+  Operation *def = grad.getDefiningOp();
+  Operation *&last = lastAfter.try_emplace(def, def).first->second;
+  OpBuilder b(ctx);
+  b.setInsertionPointAfter(last);
+  RankedTensorType gradType = typeOf(grad);
+  TypeAttr wire = gradType.getElementType() == plan.reduceType
+                      ? TypeAttr()
+                      : TypeAttr::get(plan.reduceType);
+  Location loc = grad.getLoc();
+  auto avg = ReductionAttr::get(ctx, Reduction::avg);
+
+  if (plan.strategy == Strategy::ddp) {
+    auto ar = AllReduceOp::create(b, loc, gradType.clone(plan.reduceType),
+                                  grad, meshRef, shardAxes(), wire, avg);
+    last = ar;
+    return ar;
+  }
+  // Reduce-scatter at once (zero2, zero3, hsdp), freeing the whole
+  // gradient, or after the whole backward (zero1, which keeps whole
+  // gradients until then).
+  RankedTensorType shardType =
+      dim0Shard(gradType, plan.shardRanks()).clone(plan.reduceType);
+  auto dim0 = LayoutAttr::get(ctx, Layout::dim0);
+  if (plan.strategy == Strategy::zero1) {
+    b.setInsertionPoint(firstUpdate);
+    return ReduceScatterOp::create(b, loc, shardType, grad, meshRef,
+                                   shardAxes(), wire, avg, dim0);
+  }
+  Value shard = ReduceScatterOp::create(b, loc, shardType, grad, meshRef,
+                                        shardAxes(), wire, avg, dim0);
+  if (plan.strategy == Strategy::hsdp)
+    shard = AllReduceOp::create(b, loc, shardType, shard, meshRef,
+                                axesAttr({kReplicateAxis}), TypeAttr(), avg);
+  last = FreeOp::create(b, loc, grad);
+  return shard;
+}
+
+void Sharder::reduceGradients() {
+  Block &body = model.getBody().front();
+  auto updates = llvm::to_vector(body.getOps<train::AdamWOp>());
+  if (updates.empty())
+    return;
+  Operation *firstUpdate = updates.front();
+  SmallVector<train::AdamWOp> replaced;
+  llvm::DenseMap<Operation *, Operation *> lastAfter;
+
+  // First the reductions, then the updates: ZeRO-1's reduce-scatters all
+  // come after the backward, before the first update.
+  SmallVector<Value> shards;
+  for (train::AdamWOp update : updates)
+    shards.push_back(reduce(update.getGrad(), firstUpdate, lastAfter));
+
+  for (auto [update, shard] : llvm::zip(updates, shards)) {
+    if (!plan.shardsOptimizer() || plan.shardsParams()) {
+      update.getGradMutable().assign(shard);
+      continue;
+    }
+    // ZeRO-1/2: update this rank's shard, gather it, write the param.
+    ParamOp param = model.lookupParam(update.getName());
+    Location loc = update.getLoc();
+    OpBuilder b(update);
+    RankedTensorType stored = param.getType();
+    auto upd = AdamWShardOp::create(
+        b, loc, typeOf(shard).clone(stored.getElementType()),
+        update.getNameAttr(), shard, meshRef, shardAxes());
+    Value whole = allGather(b, upd, stored);
+    SetParamOp::create(b, loc, update.getNameAttr(), whole);
+    replaced.push_back(update);
+  }
+  // Erased last: the first update anchors ZeRO-1's reduce-scatters.
+  for (train::AdamWOp update : replaced)
+    update.erase();
+}
+
+/// Each rank's loss is the mean over its examples; their mean is the
+/// single-rank loss.
+void Sharder::averageLoss() {
+  auto ret = cast<train::ReturnOp>(model.getBody().front().getTerminator());
+  OpBuilder b(ret);
+  Value loss = ret.getLoss();
+  auto avg = AllReduceOp::create(b, loss.getLoc(), loss.getType(), loss,
+                                 meshRef, axesAttr(plan.allAxes()), TypeAttr(),
+                                 ReductionAttr::get(ctx, Reduction::avg));
+  ret.getLossMutable().assign(avg);
+}
+
+LogicalResult Sharder::run() {
+  hoistParams();
+  shardStorage();
+  if (failed(splitInputs()))
+    return failure();
+  reduceGradients();
+  averageLoss();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+struct ShardcShardPass
+    : shardc::dist::impl::ShardcShardPassBase<ShardcShardPass> {
+  using ShardcShardPassBase::ShardcShardPassBase;
+  void runOnOperation() override;
+};
+
+void ShardcShardPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto fail = [&](const Twine &message) {
+    module.emitError() << message;
+    signalPassFailure();
+  };
+
+  FailureOr<SmallVector<int64_t>> meshShape = parseMesh(mesh);
+  if (failed(meshShape))
+    return fail("invalid mesh '" + mesh +
+                "': expected N, or RxS for hsdp, with positive sizes");
+  const char *name = strategyName(strategy);
+  if (strategy == Strategy::hsdp && meshShape->size() != 2)
+    return fail(Twine("strategy hsdp needs a 2-D mesh RxS (replicate x "
+                      "shard), got mesh=") + mesh);
+  if (strategy != Strategy::hsdp && meshShape->size() != 1)
+    return fail(Twine("strategy ") + name + " needs a 1-D mesh N, got mesh=" +
+                mesh);
+
+  auto models = llvm::to_vector(module.getOps<ModelOp>());
+  if (models.size() != 1)
+    return fail("expected one train.model in the input, got " +
+                Twine(models.size()));
+  ModelOp model = models.front();
+  if (SymbolTable::lookupSymbolIn(module, kMeshName) || model.getSplit())
+    return (void)(model.emitOpError() << "is already sharded"),
+           signalPassFailure();
+  if (model.getBody().getOps<train::AdamWOp>().empty())
+    return (void)(model.emitOpError()
+                  << "has no optimizer step: run --train-autodiff first"),
+           signalPassFailure();
+
+  int64_t ranks = 1;
+  for (int64_t size : *meshShape)
+    ranks *= size;
+  if (model.getBatch() % ranks != 0)
+    return (void)(model.emitOpError()
+                  << "has a global batch of " << model.getBatch()
+                  << " that does not divide over " << ranks
+                  << " data-parallel ranks (mesh=" << mesh << ")"),
+           signalPassFailure();
+
+  Plan plan{strategy, *meshShape, reshardAfterForward,
+            elementTypeOf(&getContext(), paramDType),
+            elementTypeOf(&getContext(), reduceDType)};
+  OpBuilder b(module.getBodyRegion());
+  b.setInsertionPointToStart(module.getBody());
+  MeshOp::create(b, model.getLoc(), kMeshName,
+                 b.getStrArrayAttr(plan.allAxes()),
+                 b.getDenseI64ArrayAttr(plan.meshShape));
+
+  if (failed(Sharder(model, plan).run()))
+    return signalPassFailure();
+}
+
+} // namespace

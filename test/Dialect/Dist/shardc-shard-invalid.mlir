@@ -1,0 +1,39 @@
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=0" 2>&1 | FileCheck %s --check-prefix=MESH0
+// MESH0: error: invalid mesh '0': expected N, or RxS for hsdp, with positive sizes
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2x" 2>&1 | FileCheck %s --check-prefix=MESHBAD
+// MESHBAD: error: invalid mesh '2x': expected N, or RxS for hsdp, with positive sizes
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=4" 2>&1 | FileCheck %s --check-prefix=HSDP1D
+// HSDP1D: error: strategy hsdp needs a 2-D mesh RxS (replicate x shard), got mesh=4
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=2x2" 2>&1 | FileCheck %s --check-prefix=ZERO2D
+// ZERO2D: error: strategy zero2 needs a 1-D mesh N, got mesh=2x2
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero4 mesh=2" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// UNKNOWN: for the --strategy option: Cannot find option named 'zero4'!
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=3" 2>&1 | FileCheck %s --check-prefix=BATCH
+// BATCH: error: 'train.model' op has a global batch of 8 that does not divide over 3 data-parallel ranks (mesh=3)
+// RUN: not shardc-opt %s --shardc-shard="strategy=zero3 mesh=2" 2>&1 | FileCheck %s --check-prefix=NOGRAD
+// NOGRAD: error: 'train.model' op has no optimizer step: run --train-autodiff first
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-shard="strategy=zero3 mesh=2" 2>&1 | FileCheck %s --check-prefix=TWICE
+// TWICE: error: 'train.model' op is already sharded
+// An activation whose leading dimension cannot follow the batch split.
+// RUN: not shardc-opt %S/Inputs/odd-reshape.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=4" 2>&1 | FileCheck %s --check-prefix=RESHAPE
+// RESHAPE: error: 'train.reshape' op cannot follow its input from 8 to 2 elements
+train.model @mlp batch 8 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<8x4xf32>
+  %y = train.input "y" : tensor<8xi32>
+  %h = train.unit "fc0" (%x) : (tensor<8x4xf32>) -> tensor<8x3xf32> {
+  ^bb0(%a: tensor<8x4xf32>):
+    %w = train.param "fc0.weight" init(#train.uniform<low = -0.5, high = 0.5>) : tensor<3x4xf32>
+    %b = train.param "fc0.bias" init(#train.zeros) : tensor<3xf32>
+    %o = train.linear %a, %w, %b : (tensor<8x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<8x3xf32>
+    %g = train.gelu %o : tensor<8x3xf32>
+    train.yield %g : tensor<8x3xf32>
+  }
+  %logits = train.unit "fc1" (%h) : (tensor<8x3xf32>) -> tensor<8x2xf32> {
+  ^bb0(%a: tensor<8x3xf32>):
+    %w = train.param "fc1.weight" init(#train.uniform<low = -0.5, high = 0.5>) : tensor<2x3xf32>
+    %o = train.linear %a, %w : (tensor<8x3xf32>, tensor<2x3xf32>) -> tensor<8x2xf32>
+    train.yield %o : tensor<8x2xf32>
+  }
+  %loss = train.cross_entropy %logits, %y : (tensor<8x2xf32>, tensor<8xi32>) -> tensor<f32>
+  train.return %loss : tensor<f32>
+}

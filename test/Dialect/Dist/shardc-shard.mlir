@@ -1,0 +1,130 @@
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4" | FileCheck %s --check-prefix=ZERO3
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=fsdp mesh=4" | FileCheck %s --check-prefix=ZERO3
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 reshard-after-forward=false" | FileCheck %s --check-prefix=KEEP
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 param-dtype=bf16 reduce-dtype=f32" | FileCheck %s --check-prefix=DDP
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero1 mesh=2" | FileCheck %s --check-prefix=ZERO1
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=2" | FileCheck %s --check-prefix=ZERO2
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=2x2" | FileCheck %s --check-prefix=HSDP
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 param-dtype=bf16 reduce-dtype=f32" | FileCheck %s --check-prefix=MIXED
+// Every strategy's output verifies and parses back.
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=4 param-dtype=bf16 reduce-dtype=bf16" | shardc-opt | FileCheck %s --check-prefix=ROUNDTRIP
+
+// Two units; fc0.weight has 3 rows (uneven over 2 and 4 ranks), fc1.weight
+// 2 rows (empty shards over 4 ranks). The first unit's input is data, so its
+// backward reads no param.
+
+// ZERO3:      dist.mesh @mesh axes ["shard"] shape [4]
+// ZERO3:      train.model @mlp batch 8 split 4
+// The batch of 8 is 2 examples per rank.
+// ZERO3:      train.input "x" : tensor<2x4xf32>
+// ZERO3:      train.input "y" : tensor<2xi32>
+// 3 rows over 4 ranks: shards of ceil(3/4) = 1 row.
+// ZERO3:      %[[W0:.*]] = train.param "fc0.weight" of unit "fc0" {{.*}} sharded(#dist.shard<layout = dim0, mesh = @mesh, axes = ["shard"]>) of tensor<3x4xf32> : tensor<1x4xf32>
+// ZERO3:      %[[B0:.*]] = train.param "fc0.bias" of unit "fc0" {{.*}} of tensor<3xf32> : tensor<1xf32>
+// ZERO3:      %[[G0W:.*]] = dist.all_gather %[[W0]] on @mesh ["shard"] dim0 : tensor<1x4xf32> -> tensor<3x4xf32>
+// ZERO3:      %[[G0B:.*]] = dist.all_gather %[[B0]] on @mesh ["shard"] dim0 : tensor<1xf32> -> tensor<3xf32>
+// ZERO3:      %[[H0:.*]]:2 = train.unit "fc0"(%{{.*}}, %[[G0W]], %[[G0B]])
+// ZERO3:      dist.free %[[G0B]]
+// ZERO3:      dist.free %[[G0W]]
+// 2 rows over 4 ranks: shards of 1 row, the last two ranks' empty.
+// ZERO3:      %[[W1:.*]] = train.param "fc1.weight" of unit "fc1" {{.*}} of tensor<2x3xf32> : tensor<1x3xf32>
+// ZERO3:      %[[G1:.*]] = dist.all_gather %[[W1]] on @mesh ["shard"] dim0 : tensor<1x3xf32> -> tensor<2x3xf32>
+// ZERO3:      train.unit "fc1"(%[[H0]]#0, %[[G1]])
+// ZERO3:      dist.free %[[G1]]
+// Gathered again for the backward, freed after it.
+// ZERO3:      %[[G1B:.*]] = dist.all_gather %[[W1]] on @mesh ["shard"] dim0
+// ZERO3:      %[[BW1:.*]]:2 = train.backward "fc1"(%{{.*}}, %[[H0]]#0, %[[G1B]]) params ["fc1.weight"]
+// ZERO3-NOT:  train.param_ref
+// ZERO3:      %[[RS1:.*]] = dist.reduce_scatter %[[BW1]]#1 on @mesh ["shard"] avg dim0 : tensor<2x3xf32> -> tensor<1x3xf32>
+// ZERO3-NEXT: dist.free %[[BW1]]#1
+// ZERO3-NEXT: dist.free %[[G1B]]
+// ZERO3:      %[[BW0:.*]]:2 = train.backward "fc0"
+// ZERO3:      %[[RS0W:.*]] = dist.reduce_scatter %[[BW0]]#0 on @mesh ["shard"] avg dim0 : tensor<3x4xf32> -> tensor<1x4xf32>
+// ZERO3:      %[[RS0B:.*]] = dist.reduce_scatter %[[BW0]]#1
+// The optimizer updates shards in place.
+// ZERO3:      train.adamw "fc0.weight", %[[RS0W]] : tensor<1x4xf32>
+// ZERO3:      train.adamw "fc0.bias", %[[RS0B]] : tensor<1xf32>
+// ZERO3:      train.adamw "fc1.weight", %[[RS1]] : tensor<1x3xf32>
+// The loss is averaged over ranks.
+// ZERO3:      %[[LOSS:.*]] = dist.all_reduce %{{.*}} on @mesh ["shard"] avg : tensor<f32> -> tensor<f32>
+// ZERO3-NEXT: train.return %[[LOSS]]
+
+// reshard-after-forward=false: the forward's gather serves the backward.
+// KEEP:       %[[G1:.*]] = dist.all_gather %{{.*}} on @mesh ["shard"] dim0 : tensor<1x3xf32> -> tensor<2x3xf32>
+// KEEP:       train.unit "fc1"(%{{.*}}, %[[G1]])
+// KEEP-NOT:   dist.all_gather
+// KEEP:       train.backward "fc1"(%{{.*}}, %{{.*}}, %[[G1]])
+// KEEP:       dist.free %[[G1]]
+// KEEP-NOT:   dist.all_gather
+
+// DDP in bf16: whole bf16 params, gradients all-reduced in f32 as backward
+// produces them.
+// DDP:        train.input "x" : tensor<4x4xbf16>
+// DDP:        train.param "fc0.weight" of unit "fc0" {{.*}} : tensor<3x4xbf16>
+// DDP-NOT:    dist.all_gather
+// DDP:        %[[BW1:.*]]:2 = train.backward "fc1"
+// DDP:        %[[AR1:.*]] = dist.all_reduce %[[BW1]]#1 on @mesh ["shard"] avg wire f32 : tensor<2x3xbf16> -> tensor<2x3xf32>
+// DDP-NEXT:   train.backward "fc0"
+// DDP:        train.adamw "fc1.weight", %[[AR1]] : tensor<2x3xf32>
+
+// ZeRO-1: whole gradients until after the backward, then reduce-scatter,
+// update the shard, gather it back.
+// ZERO1-NOT:  dist.all_gather
+// ZERO1:      train.backward "fc0"
+// ZERO1:      train.yield
+// ZERO1-NEXT: }
+// ZERO1-NEXT: %[[R0:.*]] = dist.reduce_scatter %{{.*}}#0 on @mesh ["shard"] avg dim0 : tensor<3x4xf32> -> tensor<2x4xf32>
+// ZERO1-NEXT: %[[R1:.*]] = dist.reduce_scatter
+// ZERO1-NEXT: %[[R2:.*]] = dist.reduce_scatter
+// ZERO1-NEXT: %[[U0:.*]] = dist.adamw_shard "fc0.weight", %[[R0]] on @mesh ["shard"] : tensor<2x4xf32> -> tensor<2x4xf32>
+// ZERO1-NEXT: %[[A0:.*]] = dist.all_gather %[[U0]] on @mesh ["shard"] dim0 : tensor<2x4xf32> -> tensor<3x4xf32>
+// ZERO1-NEXT: dist.set_param "fc0.weight", %[[A0]] : tensor<3x4xf32>
+// ZERO1-NOT:  train.adamw
+
+// ZeRO-2: reduce-scatter as each gradient appears, free it at once.
+// ZERO2:      %[[BW1:.*]]:2 = train.backward "fc1"
+// ZERO2:      train.yield
+// ZERO2-NEXT: }
+// ZERO2-NEXT: %[[R:.*]] = dist.reduce_scatter %[[BW1]]#1
+// ZERO2-NEXT: dist.free %[[BW1]]#1
+// ZERO2-NEXT: train.backward "fc0"
+// ZERO2:      dist.adamw_shard "fc1.weight", %[[R]]
+
+// Hybrid sharding is zero3 over the shard axis, then an all-reduce of the shard over the
+// replicate axis.
+// HSDP:       dist.mesh @mesh axes ["replicate", "shard"] shape [2, 2]
+// HSDP:       train.model @mlp batch 8 split 4
+// HSDP:       train.param "fc0.weight" {{.*}} of tensor<3x4xf32> : tensor<2x4xf32>
+// HSDP:       %[[R:.*]] = dist.reduce_scatter %{{.*}}#1 on @mesh ["shard"] avg dim0 : tensor<2x3xf32> -> tensor<1x3xf32>
+// HSDP-NEXT:  %[[A:.*]] = dist.all_reduce %[[R]] on @mesh ["replicate"] avg : tensor<1x3xf32> -> tensor<1x3xf32>
+// HSDP:       train.adamw "fc1.weight", %[[A]]
+// HSDP:       dist.all_reduce %{{.*}} on @mesh ["replicate", "shard"] avg : tensor<f32> -> tensor<f32>
+
+// FSDP2's mixed precision: bf16 shards gathered and computed in bf16,
+// gradients reduce-scattered in f32.
+// MIXED:      train.param "fc0.weight" {{.*}} of tensor<3x4xbf16> : tensor<2x4xbf16>
+// MIXED:      dist.all_gather %{{.*}} : tensor<2x4xbf16> -> tensor<3x4xbf16>
+// MIXED:      dist.reduce_scatter %{{.*}} on @mesh ["shard"] avg dim0 wire f32 : tensor<3x4xbf16> -> tensor<2x4xf32>
+// MIXED:      train.adamw "fc0.weight", %{{.*}} : tensor<2x4xf32>
+
+// ROUNDTRIP:  dist.adamw_shard "fc0.weight", %{{.*}} : tensor<1x4xbf16> -> tensor<1x4xbf16>
+train.model @mlp batch 8 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<8x4xf32>
+  %y = train.input "y" : tensor<8xi32>
+  %h = train.unit "fc0" (%x) : (tensor<8x4xf32>) -> tensor<8x3xf32> {
+  ^bb0(%a: tensor<8x4xf32>):
+    %w = train.param "fc0.weight" init(#train.uniform<low = -0.5, high = 0.5>) : tensor<3x4xf32>
+    %b = train.param "fc0.bias" init(#train.zeros) : tensor<3xf32>
+    %o = train.linear %a, %w, %b : (tensor<8x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<8x3xf32>
+    %g = train.gelu %o : tensor<8x3xf32>
+    train.yield %g : tensor<8x3xf32>
+  }
+  %logits = train.unit "fc1" (%h) : (tensor<8x3xf32>) -> tensor<8x2xf32> {
+  ^bb0(%a: tensor<8x3xf32>):
+    %w = train.param "fc1.weight" init(#train.uniform<low = -0.5, high = 0.5>) : tensor<2x3xf32>
+    %o = train.linear %a, %w : (tensor<8x3xf32>, tensor<2x3xf32>) -> tensor<8x2xf32>
+    train.yield %o : tensor<8x2xf32>
+  }
+  %loss = train.cross_entropy %logits, %y : (tensor<8x2xf32>, tensor<8xi32>) -> tensor<f32>
+  train.return %loss : tensor<f32>
+}
