@@ -24,6 +24,7 @@ using train::ParamOp;
 namespace {
 
 constexpr StringLiteral kMeshName = "mesh";
+constexpr StringLiteral kStrategyAttrName = "dist.strategy";
 constexpr StringLiteral kShardAxis = "shard";
 constexpr StringLiteral kReplicateAxis = "replicate";
 
@@ -442,6 +443,9 @@ void ShardcShardPass::runOnOperation() {
 
   if (failed(Sharder(model, plan).run()))
     return signalPassFailure();
+  // What the ledger needs to know of the strategy beyond the IR: whether a
+  // rank holds whole gradients until its optimizer step (ddp, zero1).
+  model->setAttr(kStrategyAttrName, b.getStringAttr(name));
 }
 
 } // namespace

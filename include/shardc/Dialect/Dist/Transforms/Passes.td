@@ -36,7 +36,8 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
        number of ranks, and the compute runs in `param-dtype`;
     5. reduces each gradient (averaging over ranks, in `reduce-dtype` on the
        wire) and updates what the rank owns; the returned loss is averaged
-       over ranks, so it equals the single-rank loss.
+       over ranks, so it equals the single-rank loss;
+    6. records the strategy on the model (`dist.strategy`).
 
     Before (one unit, one param):
 
@@ -120,6 +121,58 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
              clEnumValN(::shardc::dist::DType::bf16, "bf16", "bfloat16"))}]>,
   ];
   let dependentDialects = ["::shardc::dist::DistDialect"];
+}
+
+def ShardcLedgerPass : Pass<"shardc-ledger", "::mlir::ModuleOp"> {
+  let summary = "Per-rank memory and bytes on the wire of a sharded step";
+  let description = [{
+    An analysis of the step each rank runs, from a liveness walk over the IR
+    (the model is never allocated: a 70B-parameter step is costed in
+    milliseconds). Per rank:
+
+    - model state: `params` (the stored parameters: whole, or shards),
+      `optimizer` (first and second moments in f32, and an f32 master copy
+      of what the rank updates when parameters are stored in lower
+      precision), `grads` (the gradients a rank holds for its optimizer:
+      whole for `ddp` and `zero1`, which reduce late or keep them whole, the
+      reduced shard otherwise);
+    - `activations`: bytes live at the end of the forward that the backward
+      reads (what units yield besides their outputs, and the root's);
+    - `gathered`: the peak of gathered parameters in flight;
+    - `comm_buffers`: the peak of staging buffers of collectives that cast
+      to another type on the wire;
+    - `peak`: the most bytes live at any point of the step, every category
+      included: each buffer lives from the op defining it to its last use
+      or `dist.free`; reshapes, unit and backward arguments and results are
+      views of the buffers they name.
+
+    Per step, each collective's bytes sent by a rank, ring algorithms over
+    the group of N ranks of its axes, D the bytes of the whole tensor in the
+    wire type (shards padded): All-Gather and Reduce-Scatter (N-1)/N·D,
+    All-Reduce 2(N-1)/N·D; and their counts.
+
+    `format=text` prints a table, `format=json` an object with `params`,
+    `world`, `strategy`, `per_rank.{params_bytes, grads_bytes,
+    optimizer_bytes, model_state_bytes, activation_bytes, gathered_bytes,
+    comm_buffer_bytes, peak_bytes}`, `comm.{all_gather, reduce_scatter,
+    all_reduce}_{bytes,count}`. The report goes to `output` (stderr when
+    empty, `-` for stdout). With `memory-budget=BYTES`, compilation fails
+    when the peak exceeds it, with a per-unit breakdown.
+
+    Sizes are in bytes; GB below means 10^9 bytes. Mixed-precision Adam
+    (`param-dtype=bf16 reduce-dtype=bf16`) reproduces the ZeRO paper's
+    model state: 16Ψ (ddp), 4Ψ + 12Ψ/N (zero1), 2Ψ + 14Ψ/N (zero2),
+    16Ψ/N (zero3), up to shard padding.
+  }];
+  let options = [
+    Option<"format", "format", "std::string", "\"text\"",
+           "text or json">,
+    Option<"output", "output", "std::string", "\"\"",
+           "where the report goes: a file, - for stdout, stderr when empty">,
+    Option<"memoryBudget", "memory-budget", "int64_t", "0",
+           "fail when the predicted per-rank peak exceeds this many bytes "
+           "(0: no budget)">,
+  ];
 }
 
 #endif // SHARDC_DIALECT_DIST_TRANSFORMS_PASSES_TD

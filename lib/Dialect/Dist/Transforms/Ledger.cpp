@@ -1,0 +1,440 @@
+//===- Ledger.cpp - Per-rank memory and bytes on the wire of a step -------===//
+//
+// A liveness walk over the step one rank runs: every buffer lives from the
+// op defining it to its last use; views (reshapes, region arguments and
+// results, waits) name the buffer they view.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardc/Dialect/Dist/Transforms/Passes.h"
+
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#define DEBUG_TYPE "shardc-ledger"
+
+namespace shardc::dist {
+#define GEN_PASS_DEF_SHARDCLEDGERPASS
+#include "shardc/Dialect/Dist/Transforms/Passes.h.inc"
+} // namespace shardc::dist
+
+using namespace mlir;
+using namespace shardc;
+using namespace shardc::dist;
+using train::ModelOp;
+using train::ParamOp;
+
+namespace {
+
+enum Category { Activations, Grads, Gathered, Comm, NumCategories };
+
+int64_t bytesOf(RankedTensorType type) {
+  return type.getNumElements() *
+         ((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+}
+
+int64_t bytesOf(Value v) {
+  if (auto token = dyn_cast<TokenType>(v.getType()))
+    return bytesOf(token.getResult());
+  if (auto tensor = dyn_cast<RankedTensorType>(v.getType()))
+    return bytesOf(tensor);
+  return 0;
+}
+
+struct Buffer {
+  int64_t bytes;
+  int64_t def, last;
+  Category category;
+};
+
+/// What a rank sends for one collective kind in one step.
+struct Traffic {
+  int64_t bytes = 0, count = 0;
+};
+
+struct Report {
+  std::string model, strategy;
+  int64_t params = 0, world = 1;
+  int64_t paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
+  int64_t activationBytes = 0, gatheredBytes = 0, commBytes = 0, peak = 0;
+  Traffic allGather, reduceScatter, allReduce;
+  int64_t modelState() const {
+    return paramBytes + gradBytes + optimizerBytes;
+  }
+};
+
+class Ledger {
+public:
+  Ledger(ModelOp model) : model(model) {}
+  Report build();
+  /// One line per unit: its stored params, gathered params and kept
+  /// activations.
+  void explainUnits(InFlightDiagnostic &diag);
+
+private:
+  void number(Operation *op);
+  Value root(Value v);
+  void collectBuffers();
+  void markGrads();
+  void countTraffic(Report &report);
+
+  ModelOp model;
+  llvm::DenseMap<Operation *, int64_t> start, end;
+  int64_t positions = 0;
+  llvm::DenseMap<Value, Value> roots;
+  llvm::MapVector<Value, Buffer> buffers;
+  SymbolTableCollection symbols;
+};
+
+void Ledger::number(Operation *op) {
+  start[op] = positions++;
+  for (Region &region : op->getRegions())
+    for (Block &block : region)
+      for (Operation &nested : block)
+        number(&nested);
+  end[op] = positions++;
+}
+
+/// The value owning the buffer `v` views.
+Value Ledger::root(Value v) {
+  if (Value known = roots.lookup(v))
+    return known;
+  Value r = v;
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    Operation *owner = arg.getOwner()->getParentOp();
+    if (isa<train::UnitOp, train::BackwardOp>(owner))
+      r = root(owner->getOperand(arg.getArgNumber()));
+  } else if (Operation *def = v.getDefiningOp()) {
+    if (auto reshape = dyn_cast<train::ReshapeOp>(def))
+      r = root(reshape.getInput());
+    else if (isa<train::UnitOp, train::BackwardOp>(def))
+      r = root(def->getRegion(0).front().getTerminator()->getOperand(
+          cast<OpResult>(v).getResultNumber()));
+    else if (auto wait = dyn_cast<WaitOp>(def))
+      r = root(wait.getToken());
+  }
+  roots[v] = r;
+  return r;
+}
+
+void Ledger::collectBuffers() {
+  model.walk([&](Operation *op) {
+    if (isa<ParamOp>(op) || op == model)
+      return;
+    for (Value result : op->getResults())
+      if (root(result) == result && bytesOf(result) > 0)
+        buffers[result] = {bytesOf(result), end[op], end[op], Activations};
+    for (Value operand : op->getOperands()) {
+      auto it = buffers.find(root(operand));
+      if (it != buffers.end())
+        it->second.last = std::max(it->second.last, start[op]);
+    }
+  });
+  // Gathered parameters: a gather of a stored param, or of an updated shard.
+  model.walk([&](Operation *op) {
+    if (!isa<AllGatherOp, AllGatherStartOp>(op))
+      return;
+    Operation *src = op->getOperand(0).getDefiningOp();
+    if (isa_and_nonnull<ParamOp, AdamWShardOp>(src))
+      buffers[op->getResult(0)].category = Gathered;
+  });
+}
+
+/// Gradients: what the optimizer takes, back through reductions and the
+/// sums that accumulate a param used twice.
+void Ledger::markGrads() {
+  SmallVector<Value> work;
+  model.walk([&](Operation *op) {
+    if (isa<train::AdamWOp, AdamWShardOp>(op))
+      work.push_back(op->getOperand(0));
+    if (auto bwd = dyn_cast<train::BackwardOp>(op))
+      for (Value grad : bwd.getParamGrads())
+        work.push_back(grad);
+  });
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    auto it = buffers.find(root(v));
+    if (it == buffers.end() || it->second.category == Grads)
+      continue;
+    it->second.category = Grads;
+    Operation *def = root(v).getDefiningOp();
+    if (isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp, AllReduceOp,
+                        AllReduceStartOp, train::AddOp>(def))
+      for (Value operand : def->getOperands())
+        work.push_back(operand);
+  }
+}
+
+void Ledger::countTraffic(Report &report) {
+  model.walk([&](Operation *op) {
+    auto account = [&](auto coll, Traffic &traffic, bool gathers,
+                       int64_t factor) {
+      auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, coll.getMeshAttr());
+      if (!mesh)
+        return;
+      int64_t group = 1;
+      for (Attribute axis : coll.getAxes())
+        group *= mesh.getShape()[mesh.getAxisIndex(
+            cast<StringAttr>(axis).getValue())];
+      // D: the whole tensor in the wire type, shards padded.
+      RankedTensorType piece = gathers ? coll.getInput().getType()
+                                       : coll.getResultTensorType();
+      Type wire = coll.getWireType();
+      int64_t wireBytes = (wire.getIntOrFloatBitWidth() + 7) / 8;
+      int64_t d = piece.getNumElements() * wireBytes;
+      if (factor == 2)
+        traffic.bytes += (2 * (group - 1) * d + group / 2) / group;
+      else
+        traffic.bytes += (group - 1) * d;
+      ++traffic.count;
+    };
+    TypeSwitch<Operation *>(op)
+        .Case<AllGatherOp, AllGatherStartOp>(
+            [&](auto c) { account(c, report.allGather, true, 1); })
+        .Case<ReduceScatterOp, ReduceScatterStartOp>(
+            [&](auto c) { account(c, report.reduceScatter, false, 1); })
+        .Case<AllReduceOp, AllReduceStartOp>(
+            [&](auto c) { account(c, report.allReduce, false, 2); });
+  });
+}
+
+Report Ledger::build() {
+  Report report;
+  report.model = model.getSymName().str();
+  auto strategy = model->getAttrOfType<StringAttr>("dist.strategy");
+  report.strategy = strategy ? strategy.getValue().str() : "none";
+  if (auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(
+          model, FlatSymbolRefAttr::get(model.getContext(), "mesh")))
+    report.world = mesh.getNumRanks();
+
+  number(model);
+  collectBuffers();
+  markGrads();
+
+  // Model state.
+  model.walk([&](Operation *op) {
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      report.params += param.getNumElements();
+      report.paramBytes += bytesOf(param.getType());
+      return;
+    }
+    if (!isa<train::AdamWOp, AdamWShardOp>(op))
+      return;
+    StringRef name = isa<train::AdamWOp>(op)
+                         ? cast<train::AdamWOp>(op).getName()
+                         : cast<AdamWShardOp>(op).getName();
+    ParamOp param = model.lookupParam(name);
+    Value grad = op->getOperand(0);
+    int64_t count = cast<RankedTensorType>(grad.getType()).getNumElements();
+    bool master = !param.getType().getElementType().isF32();
+    report.optimizerBytes += count * (8 + (master ? 4 : 0));
+    // The gradient held for the optimizer: zero1 holds it whole, as
+    // backward produced it, until its reduce-scatter.
+    Value held = grad;
+    if (report.strategy == "zero1")
+      if (Operation *def = grad.getDefiningOp<ReduceScatterOp>())
+        held = def->getOperand(0);
+    report.gradBytes += bytesOf(held);
+  });
+
+  // Liveness: a sweep over positions, per category.
+  std::array<std::vector<int64_t>, NumCategories> delta;
+  for (auto &d : delta)
+    d.assign(positions + 2, 0);
+  for (auto &[value, buffer] : buffers) {
+    delta[buffer.category][buffer.def] += buffer.bytes;
+    delta[buffer.category][buffer.last + 1] -= buffer.bytes;
+  }
+  // Casts for the wire stage a copy while the collective runs.
+  model.walk([&](Operation *op) {
+    Type wire;
+    Value input;
+    TypeSwitch<Operation *>(op).Case<AllGatherOp, AllGatherStartOp,
+                                     ReduceScatterOp, ReduceScatterStartOp,
+                                     AllReduceOp, AllReduceStartOp>(
+        [&](auto c) {
+          if (c.getWire())
+            wire = *c.getWire();
+          input = c.getInput();
+        });
+    if (!wire || getElementTypeOrSelf(input.getType()) == wire)
+      return;
+    int64_t bytes = bytesOf(cast<RankedTensorType>(input.getType()).clone(wire));
+    delta[Comm][start[op]] += bytes;
+    delta[Comm][end[op] + 1] -= bytes;
+  });
+
+  // Where the forward ends: the loss.
+  int64_t lossAt = positions;
+  model.walk([&](train::CrossEntropyOp ce) { lossAt = end[ce]; });
+
+  std::array<int64_t, NumCategories> live{};
+  int64_t persistent = report.paramBytes + report.optimizerBytes;
+  int64_t peakTransient = 0;
+  for (int64_t p = 0; p <= positions; ++p) {
+    int64_t total = 0;
+    for (int c = 0; c < NumCategories; ++c) {
+      live[c] += delta[c][p];
+      total += live[c];
+    }
+    peakTransient = std::max(peakTransient, total);
+    report.gatheredBytes = std::max(report.gatheredBytes, live[Gathered]);
+    report.commBytes = std::max(report.commBytes, live[Comm]);
+    if (p == lossAt)
+      report.activationBytes = live[Activations];
+  }
+  report.peak = persistent + peakTransient;
+  countTraffic(report);
+  return report;
+}
+
+void Ledger::explainUnits(InFlightDiagnostic &diag) {
+  llvm::MapVector<StringRef, std::array<int64_t, 3>> units; // params, gathered, kept
+  units[""] = {0, 0, 0};
+  for (Operation &op : model.getBody().front()) {
+    if (auto param = dyn_cast<ParamOp>(op))
+      units[param.getUnitName()][0] += bytesOf(param.getType());
+    auto unit = dyn_cast<train::UnitOp>(op);
+    if (!unit)
+      continue;
+    for (Value input : unit.getInputs())
+      if (isa_and_nonnull<AllGatherOp, WaitOp>(input.getDefiningOp()))
+        units[unit.getName()][1] += bytesOf(input);
+    for (Value result : unit.getResults())
+      if (llvm::any_of(result.getUsers(), [](Operation *u) {
+            return isa<train::BackwardOp>(u);
+          }))
+        units[unit.getName()][2] += bytesOf(result);
+  }
+  for (auto &[name, b] : units)
+    diag.attachNote() << (name.empty() ? std::string("the root unit")
+                                       : ("unit '" + name + "'").str())
+                      << ": params " << b[0] << " bytes, gathered " << b[1]
+                      << " bytes, activations kept for backward " << b[2]
+                      << " bytes";
+}
+
+std::string human(int64_t bytes) {
+  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1000 && u < 4) {
+    v /= 1000;
+    ++u;
+  }
+  return llvm::formatv("{0:F2} {1}", v, units[u]).str();
+}
+
+void printText(const Report &r, llvm::raw_ostream &os) {
+  os << "ledger @" << r.model << ": " << r.strategy << " over " << r.world
+     << " ranks, " << r.params << " params\n";
+  auto row = [&](StringRef name, int64_t bytes) {
+    os << llvm::format("  %-22s %16lld  %s\n", name.str().c_str(),
+                       static_cast<long long>(bytes), human(bytes).c_str());
+  };
+  os << "  per rank                          bytes\n";
+  row("params", r.paramBytes);
+  row("grads", r.gradBytes);
+  row("optimizer", r.optimizerBytes);
+  row("model state", r.modelState());
+  row("activations", r.activationBytes);
+  row("gathered params", r.gatheredBytes);
+  row("comm buffers", r.commBytes);
+  row("peak", r.peak);
+  os << "  per step         count       bytes sent\n";
+  auto comm = [&](StringRef name, const Traffic &t) {
+    os << llvm::format("  %-14s %7lld %16lld  %s\n", name.str().c_str(),
+                       static_cast<long long>(t.count),
+                       static_cast<long long>(t.bytes), human(t.bytes).c_str());
+  };
+  comm("all_gather", r.allGather);
+  comm("reduce_scatter", r.reduceScatter);
+  comm("all_reduce", r.allReduce);
+}
+
+llvm::json::Value toJson(const Report &r) {
+  return llvm::json::Object{
+      {"model", r.model},
+      {"params", r.params},
+      {"world", r.world},
+      {"strategy", r.strategy},
+      {"per_rank",
+       llvm::json::Object{{"params_bytes", r.paramBytes},
+                          {"grads_bytes", r.gradBytes},
+                          {"optimizer_bytes", r.optimizerBytes},
+                          {"model_state_bytes", r.modelState()},
+                          {"activation_bytes", r.activationBytes},
+                          {"gathered_bytes", r.gatheredBytes},
+                          {"comm_buffer_bytes", r.commBytes},
+                          {"peak_bytes", r.peak}}},
+      {"comm",
+       llvm::json::Object{{"all_gather_bytes", r.allGather.bytes},
+                          {"all_gather_count", r.allGather.count},
+                          {"reduce_scatter_bytes", r.reduceScatter.bytes},
+                          {"reduce_scatter_count", r.reduceScatter.count},
+                          {"all_reduce_bytes", r.allReduce.bytes},
+                          {"all_reduce_count", r.allReduce.count}}}};
+}
+
+struct ShardcLedgerPass
+    : shardc::dist::impl::ShardcLedgerPassBase<ShardcLedgerPass> {
+  using ShardcLedgerPassBase::ShardcLedgerPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (format != "text" && format != "json") {
+      module.emitError() << "unknown ledger format '" << format
+                         << "': expected text or json";
+      return signalPassFailure();
+    }
+    auto models = llvm::to_vector(module.getOps<ModelOp>());
+    if (models.empty()) {
+      module.emitError() << "expected a train.model in the input";
+      return signalPassFailure();
+    }
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    for (ModelOp model : models) {
+      Ledger ledger(model);
+      Report report = ledger.build();
+      if (format == "json")
+        os << llvm::formatv("{0:2}", toJson(report)) << "\n";
+      else
+        printText(report, os);
+      if (memoryBudget > 0 && report.peak > memoryBudget) {
+        InFlightDiagnostic diag =
+            model.emitOpError()
+            << "needs a predicted peak of " << report.peak
+            << " bytes per rank, over the memory budget of "
+            << static_cast<int64_t>(memoryBudget)
+            << " bytes";
+        ledger.explainUnits(diag);
+        return signalPassFailure();
+      }
+    }
+    if (output.empty()) {
+      llvm::errs() << text;
+    } else if (output == "-") {
+      llvm::outs() << text;
+    } else {
+      std::string error;
+      auto file = openOutputFile(output, &error);
+      if (!file) {
+        module.emitError() << "cannot write the ledger to '" << output
+                           << "': " << error;
+        return signalPassFailure();
+      }
+      file->os() << text;
+      file->keep();
+    }
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace

@@ -1,0 +1,105 @@
+// The ZeRO paper's model-state figures, mixed-precision Adam (bf16 params
+// and grads; f32 master, m, v): 16Ψ, 4Ψ+12Ψ/N, 2Ψ+14Ψ/N, 16Ψ/N bytes.
+
+// 13B on 16 ranks: ZeRO-1 61.75 GB, ZeRO-2 37.375 GB, ZeRO-3 13 GB.
+// RUN: shardc-opt %S/Inputs/13b.mlir --train-autodiff --shardc-shard="strategy=zero1 mesh=16 param-dtype=bf16 reduce-dtype=bf16" --shardc-ledger="format=json output=-" -o /dev/null | FileCheck %s --check-prefix=Z1-13B
+// Z1-13B:     "params": 13000000000,
+// Z1-13B:       "grads_bytes": 26000000000,
+// Z1-13B:       "model_state_bytes": 61750000000,
+// Z1-13B:       "optimizer_bytes": 9750000000,
+// Z1-13B:       "params_bytes": 26000000000,
+// Z1-13B:     "strategy": "zero1",
+// Z1-13B:     "world": 16
+// RUN: shardc-opt %S/Inputs/13b.mlir --train-autodiff --shardc-shard="strategy=zero2 mesh=16 param-dtype=bf16 reduce-dtype=bf16" --shardc-ledger="format=json output=-" -o /dev/null | FileCheck %s --check-prefix=Z2-13B
+// Z2-13B:       "grads_bytes": 1625000000,
+// Z2-13B:       "model_state_bytes": 37375000000,
+// RUN: shardc-opt %S/Inputs/13b.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=16 param-dtype=bf16 reduce-dtype=bf16" --shardc-ledger="format=json output=-" -o /dev/null | FileCheck %s --check-prefix=Z3-13B
+// Z3-13B:       "grads_bytes": 1625000000,
+// Z3-13B:       "model_state_bytes": 13000000000,
+// Z3-13B:       "optimizer_bytes": 9750000000,
+// Z3-13B:       "params_bytes": 1625000000,
+
+// 7B on 8 ranks: DDP 112 GB, ZeRO-2 26.25 GB, ZeRO-3 14 GB.
+// RUN: shardc-opt %S/Inputs/7b.mlir --train-autodiff --shardc-shard="strategy=ddp mesh=8 param-dtype=bf16 reduce-dtype=bf16" --shardc-ledger="format=json output=-" -o /dev/null | FileCheck %s --check-prefix=DDP-7B
+// RUN: shardc-opt %S/Inputs/7b.mlir --train-autodiff --shardc-shard="strategy=zero2 mesh=8 param-dtype=bf16 reduce-dtype=bf16" --shardc-ledger="format=json output=-" -o /dev/null | FileCheck %s --check-prefix=Z2-7B
+// Z2-7B:        "model_state_bytes": 26250000000,
+// RUN: shardc-opt %S/Inputs/7b.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=8 param-dtype=bf16 reduce-dtype=bf16" --shardc-ledger="format=json output=-" -o /dev/null | FileCheck %s --check-prefix=Z3-7B
+
+// Bytes on the wire for 7B in bf16 on 8 ranks, D = 2Ψ = 14e9 bytes: ZeRO-3
+// gathers for the forward and reduce-scatters once, 7/8 x D each; its only
+// unit reads data, so its backward needs no input gradient, hence no weight
+// and no second gather (FSDP would gather anyway). DDP all-reduces once:
+// 2 x 7/8 x D. The loss's all-reduce adds 2 x 7/8 x 4 = 7 bytes.
+// Z3-7B:        "all_gather_bytes": 12250000000,
+// Z3-7B-NEXT:   "all_gather_count": 1,
+// Z3-7B-NEXT:   "all_reduce_bytes": 7,
+// Z3-7B-NEXT:   "all_reduce_count": 1,
+// Z3-7B-NEXT:   "reduce_scatter_bytes": 12250000000,
+// Z3-7B-NEXT:   "reduce_scatter_count": 1
+// DDP-7B:       "all_reduce_bytes": 24500000007,
+// DDP-7B-NEXT:  "all_reduce_count": 2,
+// DDP-7B:       "model_state_bytes": 112000000000,
+// Z3-7B:        "model_state_bytes": 14000000000,
+
+// The small MLP of shardc-shard.mlir, zero3 over 4 ranks, f32, 2 examples a
+// rank, counted by hand:
+//   params: shards fc0.weight 1x4, fc0.bias 1, fc1.weight 1x3 = 8 floats = 32 B
+//   grads: the same shards = 32 B; optimizer: m and v of them = 64 B
+//   activations at the loss: x 2x4 (32 B), y 2 (8 B), fc0's output and its
+//     pre-gelu 2x3 each (48 B), logits 2x2 (16 B), the loss (4 B) = 108 B
+//   gathered: fc0's weight and bias, 12 + 3 floats = 60 B
+//   all_gather: 3/4 of the padded whole, (4-1) x shard: fc0 48 + 12, fc1 36
+//     twice = 132 B in 4; reduce_scatter: 48 + 12 + 36 = 96 B in 3;
+//     all_reduce: the loss, 2 x 3/4 x 4 = 6 B.
+// RUN: shardc-opt %S/../../tools/shardc-opt/Inputs/mlp.mlir --train-autodiff --shardc-ledger -o /dev/null 2>&1 | FileCheck %s --check-prefix=NONE
+// NONE: ledger @mlp: none over 1 ranks, 864 params
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4" --shardc-ledger -o /dev/null 2>&1 | FileCheck %s --check-prefix=TEXT
+// TEXT:      ledger @mlp: zero3 over 4 ranks, 21 params
+// TEXT-NEXT:   per rank bytes
+// TEXT-NEXT:   params 32 32.00 B
+// TEXT-NEXT:   grads 32 32.00 B
+// TEXT-NEXT:   optimizer 64 64.00 B
+// TEXT-NEXT:   model state 128 128.00 B
+// TEXT-NEXT:   activations 108 108.00 B
+// TEXT-NEXT:   gathered params 60 60.00 B
+// TEXT-NEXT:   comm buffers 0 0.00 B
+// TEXT-NEXT:   peak {{[0-9]+}}
+// TEXT-NEXT:   per step count bytes sent
+// TEXT-NEXT:   all_gather 4 132 132.00 B
+// TEXT-NEXT:   reduce_scatter 3 96 96.00 B
+// TEXT-NEXT:   all_reduce 1 6 6.00 B
+
+// Mixed precision stages an f32 copy of each bf16 gradient for the wire.
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 param-dtype=bf16 reduce-dtype=f32" --shardc-ledger="format=json output=-" -o /dev/null | FileCheck %s --check-prefix=STAGE
+// fc0.weight's whole gradient, 3x4 in f32.
+// STAGE: "comm_buffer_bytes": 48,
+
+// A budget below the peak fails, naming each unit.
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4" --shardc-ledger="memory-budget=100" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET
+// BUDGET: error: 'train.model' op needs a predicted peak of {{[0-9]+}} bytes per rank, over the memory budget of 100 bytes
+// BUDGET: note: the root unit: params 0 bytes, gathered 0 bytes, activations kept for backward 0 bytes
+// BUDGET: note: unit 'fc0': params 20 bytes, gathered 60 bytes, activations kept for backward 48 bytes
+// BUDGET: note: unit 'fc1': params 12 bytes, gathered 24 bytes, activations kept for backward 0 bytes
+// RUN: not shardc-opt %s --train-autodiff --shardc-ledger="format=yaml" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FORMAT
+// FORMAT: error: unknown ledger format 'yaml': expected text or json
+
+train.model @mlp batch 8 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<8x4xf32>
+  %y = train.input "y" : tensor<8xi32>
+  %h = train.unit "fc0" (%x) : (tensor<8x4xf32>) -> tensor<8x3xf32> {
+  ^bb0(%a: tensor<8x4xf32>):
+    %w = train.param "fc0.weight" init(#train.uniform<low = -0.5, high = 0.5>) : tensor<3x4xf32>
+    %b = train.param "fc0.bias" init(#train.zeros) : tensor<3xf32>
+    %o = train.linear %a, %w, %b : (tensor<8x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<8x3xf32>
+    %g = train.gelu %o : tensor<8x3xf32>
+    train.yield %g : tensor<8x3xf32>
+  }
+  %logits = train.unit "fc1" (%h) : (tensor<8x3xf32>) -> tensor<8x2xf32> {
+  ^bb0(%a: tensor<8x3xf32>):
+    %w = train.param "fc1.weight" init(#train.uniform<low = -0.5, high = 0.5>) : tensor<2x3xf32>
+    %o = train.linear %a, %w : (tensor<8x3xf32>, tensor<2x3xf32>) -> tensor<8x2xf32>
+    train.yield %o : tensor<8x2xf32>
+  }
+  %loss = train.cross_entropy %logits, %y : (tensor<8x2xf32>, tensor<8xi32>) -> tensor<f32>
+  train.return %loss : tensor<f32>
+}
