@@ -272,47 +272,43 @@ LogicalResult FreeOp::verify() {
 }
 
 //===--- dist.adamw_shard, dist.set_param ---------------------------------===//
-
-namespace {
-/// The `train.param` named `name` in the model enclosing `op`, or an error.
-FailureOr<shardc::train::ParamOp> lookupParam(Operation *op, StringRef name) {
-  auto model = op->getParentOfType<shardc::train::ModelOp>();
-  shardc::train::ParamOp param = model ? model.lookupParam(name) : nullptr;
-  if (!param)
-    return op->emitOpError() << "unknown param '" << name << "'";
-  return param;
-}
-} // namespace
+// The model resolves the param's name (ParamUserOpInterface).
 
 LogicalResult
 AdamWShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return groupSize(*this, getMeshAttr(), getAxes(), symbolTable);
+}
+
+StringRef AdamWShardOp::getParamName() { return getName(); }
+
+LogicalResult AdamWShardOp::verifyParam(Operation *paramOp) {
+  auto param = cast<shardc::train::ParamOp>(paramOp);
+  if (!param.isTrainable())
+    return emitOpError() << "updates frozen param '" << getName() << "'";
+  SymbolTableCollection symbolTable;
   FailureOr<int64_t> n =
       groupSize(*this, getMeshAttr(), getAxes(), symbolTable);
-  FailureOr<shardc::train::ParamOp> param = lookupParam(*this, getName());
-  if (failed(n) || failed(param))
+  if (failed(n))
     return failure();
-  if (!param->isTrainable())
-    return emitOpError() << "updates frozen param '" << getName() << "'";
-  RankedTensorType storage = param->getType();
+  RankedTensorType storage = param.getType();
   if (failed(verifyShardOf(*this, Layout::dim0, getGrad().getType(), storage,
                            *n)))
     return failure();
-  if (getResult().getType() !=
-      getGrad().getType().clone(storage.getElementType()))
-    return emitOpError() << "expected the updated shard of type "
-                         << getGrad().getType().clone(
-                                storage.getElementType())
+  RankedTensorType updated =
+      getGrad().getType().clone(storage.getElementType());
+  if (getResult().getType() != updated)
+    return emitOpError() << "expected the updated shard of type " << updated
                          << ", got " << getResult().getType();
   return success();
 }
 
-LogicalResult SetParamOp::verify() {
-  FailureOr<shardc::train::ParamOp> param = lookupParam(*this, getName());
-  if (failed(param))
-    return failure();
-  if (param->getType() != getValue().getType())
+StringRef SetParamOp::getParamName() { return getName(); }
+
+LogicalResult SetParamOp::verifyParam(Operation *paramOp) {
+  auto param = cast<shardc::train::ParamOp>(paramOp);
+  if (param.getType() != getValue().getType())
     return emitOpError() << "expected a value of the storage type "
-                         << param->getType() << " of param '" << getName()
+                         << param.getType() << " of param '" << getName()
                          << "', got " << getValue().getType();
   return success();
 }

@@ -218,6 +218,7 @@ Report Ledger::build() {
   markGrads();
 
   // Model state.
+  llvm::StringMap<ParamOp> params = model.getParamsByName();
   model.walk([&](Operation *op) {
     if (auto param = dyn_cast<ParamOp>(op)) {
       report.params += param.getNumElements();
@@ -229,7 +230,7 @@ Report Ledger::build() {
     StringRef name = isa<train::AdamWOp>(op)
                          ? cast<train::AdamWOp>(op).getName()
                          : cast<AdamWShardOp>(op).getName();
-    ParamOp param = model.lookupParam(name);
+    ParamOp param = params.lookup(name);
     Value grad = op->getOperand(0);
     int64_t count = cast<RankedTensorType>(grad.getType()).getNumElements();
     bool master = !param.getType().getElementType().isF32();

@@ -145,7 +145,7 @@ private:
 /// can be placed around the unit.
 void Sharder::hoistParams() {
   Block &body = model.getBody().front();
-  llvm::StringMap<ParamOp> byName;
+  llvm::StringMap<ParamOp> byName = model.getParamsByName();
   for (auto unit : llvm::to_vector(body.getOps<train::UnitOp>())) {
     Block &inner = unit.getBody().front();
     for (auto param : llvm::to_vector(inner.getOps<ParamOp>())) {
@@ -163,8 +163,6 @@ void Sharder::hoistParams() {
     Block &inner = bwd.getBody().front();
     for (auto ref : llvm::to_vector(inner.getOps<train::ParamRefOp>())) {
       ParamOp param = byName.lookup(ref.getName());
-      if (!param)
-        param = model.lookupParam(ref.getName());
       bwd->insertOperands(bwd->getNumOperands(), {param.getResult()});
       BlockArgument arg = inner.addArgument(ref.getType(), ref.getLoc());
       ref.getResult().replaceAllUsesWith(arg);
@@ -329,6 +327,7 @@ void Sharder::reduceGradients() {
   Operation *firstUpdate = updates.front();
   SmallVector<train::AdamWOp> replaced;
   llvm::DenseMap<Operation *, Operation *> lastAfter;
+  llvm::StringMap<ParamOp> params = model.getParamsByName();
 
   // First the reductions, then the updates: ZeRO-1's reduce-scatters all
   // come after the backward, before the first update.
@@ -342,7 +341,7 @@ void Sharder::reduceGradients() {
       continue;
     }
     // ZeRO-1/2: update this rank's shard, gather it, write the param.
-    ParamOp param = model.lookupParam(update.getName());
+    ParamOp param = params.lookup(update.getName());
     Location loc = update.getLoc();
     OpBuilder b(update);
     RankedTensorType stored = param.getType();

@@ -14,6 +14,8 @@ using namespace shardc::train;
 #define GET_OP_CLASSES
 #include "shardc/Dialect/Train/IR/TrainOps.cpp.inc"
 
+#include "shardc/Dialect/Train/IR/TrainInterfaces.cpp.inc"
+
 //===----------------------------------------------------------------------===//
 // Shape helpers shared by the verifiers
 //===----------------------------------------------------------------------===//
@@ -217,6 +219,12 @@ ParamOp ModelOp::lookupParam(StringRef name) {
   return found;
 }
 
+llvm::StringMap<ParamOp> ModelOp::getParamsByName() {
+  llvm::StringMap<ParamOp> params;
+  walk([&](ParamOp param) { params.try_emplace(param.getName(), param); });
+  return params;
+}
+
 LogicalResult ModelOp::verify() {
   if (getBatch() <= 0)
     return emitOpError() << "expected batch > 0, got " << getBatch();
@@ -254,6 +262,33 @@ LogicalResult ModelOp::verifyRegions() {
     else if (auto input = dyn_cast<InputOp>(op))
       ok = unique(inputs, "input", input.getName(), op);
     return failed(ok) ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+
+  // Every name of a param resolves, once, here.
+  auto lookup = [&](Operation *user, StringRef name) -> FailureOr<ParamOp> {
+    auto it = params.find(name);
+    if (it == params.end())
+      return user->emitOpError() << "unknown param '" << name << "'";
+    return cast<ParamOp>(it->second);
+  };
+  walk = getOperation()->walk([&](Operation *op) {
+    if (auto user = dyn_cast<ParamUserOpInterface>(op)) {
+      FailureOr<ParamOp> param = lookup(op, user.getParamName());
+      if (failed(param) || failed(user.verifyParam(*param)))
+        return WalkResult::interrupt();
+    }
+    if (auto bwd = dyn_cast<BackwardOp>(op)) {
+      for (auto [nameAttr, grad] :
+           llvm::zip(bwd.getParams(), bwd.getParamGrads())) {
+        StringRef name = cast<StringAttr>(nameAttr).getValue();
+        FailureOr<ParamOp> param = lookup(op, name);
+        if (failed(param) || failed(bwd.verifyGradient(*param, grad)))
+          return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
   });
   return failure(walk.wasInterrupted());
 }
@@ -304,22 +339,18 @@ LogicalResult BackwardOp::verifyRegions() {
     return emitOpError() << "expected at least " << getParams().size()
                          << " results for the gradients of 'params', got "
                          << getNumResults();
-  auto model = (*this)->getParentOfType<ModelOp>();
-  for (auto [nameAttr, grad] : llvm::zip(getParams(), getParamGrads())) {
-    StringRef name = cast<StringAttr>(nameAttr).getValue();
-    ParamOp param = model.lookupParam(name);
-    if (!param)
-      return emitOpError() << "gradient of unknown param '" << name << "'";
-    if (param.getUnitName() != getUnit())
-      return emitOpError() << "gradient of param '" << name << "' of "
-                           << describeUnit(param.getUnitName())
-                           << " in the backward of "
-                           << describeUnit(getUnit());
-    if (grad.getType() != param.getFullType())
-      return emitOpError() << "expected the gradient of '" << name
-                           << "' of type " << param.getFullType() << ", got "
-                           << grad.getType();
-  }
+  return success();
+}
+
+LogicalResult BackwardOp::verifyGradient(ParamOp param, Value grad) {
+  if (param.getUnitName() != getUnit())
+    return emitOpError() << "gradient of param '" << param.getName()
+                         << "' of " << describeUnit(param.getUnitName())
+                         << " in the backward of " << describeUnit(getUnit());
+  if (grad.getType() != param.getFullType())
+    return emitOpError() << "expected the gradient of '" << param.getName()
+                         << "' of type " << param.getFullType() << ", got "
+                         << grad.getType();
   return success();
 }
 
@@ -383,11 +414,10 @@ LogicalResult ParamOp::verify() {
 
 //===--- train.param_ref --------------------------------------------------===//
 
-LogicalResult ParamRefOp::verify() {
-  auto model = (*this)->getParentOfType<ModelOp>();
-  ParamOp param = model ? model.lookupParam(getName()) : ParamOp();
-  if (!param)
-    return emitOpError() << "unknown param '" << getName() << "'";
+StringRef ParamRefOp::getParamName() { return getName(); }
+
+LogicalResult ParamRefOp::verifyParam(Operation *paramOp) {
+  auto param = cast<ParamOp>(paramOp);
   if (param.getFullType() != getType())
     return emitOpError() << "expected type " << param.getFullType()
                          << " of param '" << getName() << "', got "
@@ -419,10 +449,10 @@ LogicalResult InputOp::verify() {
 
 //===--- train.adamw ------------------------------------------------------===//
 
-LogicalResult AdamWOp::verify() {
-  ParamOp param = (*this)->getParentOfType<ModelOp>().lookupParam(getName());
-  if (!param)
-    return emitOpError() << "unknown param '" << getName() << "'";
+StringRef AdamWOp::getParamName() { return getName(); }
+
+LogicalResult AdamWOp::verifyParam(Operation *paramOp) {
+  auto param = cast<ParamOp>(paramOp);
   if (!param.isTrainable())
     return emitOpError() << "updates frozen param '" << getName() << "'";
   // The gradient may be reduced in a wider type than the parameter is

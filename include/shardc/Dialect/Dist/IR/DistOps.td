@@ -8,6 +8,7 @@ include "shardc/Dialect/Dist/IR/DistTypes.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
+include "shardc/Dialect/Train/IR/TrainInterfaces.td"
 
 def Dist_Tensor : RankedTensorOf<[F32, BF16]>;
 
@@ -232,7 +233,8 @@ def Dist_FreeOp : Dist_Op<"free"> {
 //===----------------------------------------------------------------------===//
 
 def Dist_AdamWShardOp : Dist_Op<"adamw_shard", [
-    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<Train_ParamUserOpInterface>]> {
   let summary = "AdamW on this rank's dim0 shard of a replicated parameter";
   let description = [{
     ZeRO-1 and ZeRO-2 keep every parameter whole on every rank but split
@@ -257,7 +259,8 @@ def Dist_AdamWShardOp : Dist_Op<"adamw_shard", [
   }];
 }
 
-def Dist_SetParamOp : Dist_Op<"set_param"> {
+def Dist_SetParamOp : Dist_Op<"set_param", [
+    DeclareOpInterfaceMethods<Train_ParamUserOpInterface>]> {
   let summary = "writes a whole parameter";
   let description = [{
     Replaces the stored value of parameter `name` with `value`, of the
@@ -269,7 +272,6 @@ def Dist_SetParamOp : Dist_Op<"set_param"> {
   }];
   let arguments = (ins StrAttr:$name, Dist_Tensor:$value);
   let assemblyFormat = "$name `,` $value attr-dict `:` type($value)";
-  let hasVerifier = 1;
 }
 
 #endif // SHARDC_DIALECT_DIST_IR_DISTOPS_TD

@@ -5,6 +5,7 @@
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/StringMap.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/RegionKindInterface.h"
 #include "mlir/IR/SymbolTable.h"
@@ -13,6 +14,8 @@
 
 #include "shardc/Dialect/Train/IR/TrainAttrs.h"
 #include "shardc/Dialect/Train/IR/TrainDialect.h"
+
+#include "shardc/Dialect/Train/IR/TrainInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "shardc/Dialect/Train/IR/TrainOps.h.inc"

@@ -5,6 +5,7 @@
 
 include "shardc/Dialect/Train/IR/TrainDialect.td"
 include "shardc/Dialect/Train/IR/TrainAttrs.td"
+include "shardc/Dialect/Train/IR/TrainInterfaces.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/RegionKindInterface.td"
@@ -59,8 +60,11 @@ def Train_ModelOp : Train_Op<"model", [
   let extraClassDeclaration = [{
     /// The loss returned by the step.
     ::mlir::Value getLoss();
-    /// The `train.param` declaring `name`, or null.
+    /// The `train.param` declaring `name`, or null. A walk: to look up many,
+    /// use getParamsByName().
     ParamOp lookupParam(::llvm::StringRef name);
+    /// Every `train.param` of the model by name.
+    ::llvm::StringMap<ParamOp> getParamsByName();
     /// The examples each rank's inputs hold.
     int64_t getLocalBatch() { return getBatch() / getSplit().value_or(1); }
   }];
@@ -151,6 +155,8 @@ def Train_BackwardOp : Train_Op<"backward", [
     ::mlir::ResultRange getParamGrads() {
       return getResults().take_back(getParams().size());
     }
+    /// Checks `grad`, the gradient of `param` (the model resolves names).
+    ::mlir::LogicalResult verifyGradient(ParamOp param, ::mlir::Value grad);
   }];
 }
 
@@ -215,7 +221,9 @@ def Train_ParamOp : Train_Op<"param"> {
   }];
 }
 
-def Train_ParamRefOp : Train_Op<"param_ref", [HasParent<"BackwardOp">, Pure]> {
+def Train_ParamRefOp : Train_Op<"param_ref", [
+    HasParent<"BackwardOp">, Pure,
+    DeclareOpInterfaceMethods<Train_ParamUserOpInterface>]> {
   let summary = "reads a parameter inside its unit's backward";
   let description = [{
     The value of parameter `name` where its declaration is out of reach: in
@@ -228,7 +236,6 @@ def Train_ParamRefOp : Train_Op<"param_ref", [HasParent<"BackwardOp">, Pure]> {
   let arguments = (ins StrAttr:$name);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
-  let hasVerifier = 1;
 }
 
 def Train_InputOp : Train_Op<"input", [HasParent<"ModelOp">]> {
@@ -247,7 +254,8 @@ def Train_InputOp : Train_Op<"input", [HasParent<"ModelOp">]> {
   let hasVerifier = 1;
 }
 
-def Train_AdamWOp : Train_Op<"adamw", [HasParent<"ModelOp">]> {
+def Train_AdamWOp : Train_Op<"adamw", [
+    HasParent<"ModelOp">, DeclareOpInterfaceMethods<Train_ParamUserOpInterface>]> {
   let summary = "updates one parameter with AdamW";
   let description = [{
     Applies the model's `#train.adamw` to parameter `name` with gradient
@@ -260,7 +268,6 @@ def Train_AdamWOp : Train_Op<"adamw", [HasParent<"ModelOp">]> {
   }];
   let arguments = (ins StrAttr:$name, Train_FloatTensor:$grad);
   let assemblyFormat = "$name `,` $grad attr-dict `:` type($grad)";
-  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
