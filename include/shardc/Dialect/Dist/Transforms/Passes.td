@@ -123,6 +123,58 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
   let dependentDialects = ["::shardc::dist::DistDialect"];
 }
 
+def ShardcSchedulePass : Pass<"shardc-schedule", "::mlir::ModuleOp"> {
+  let summary = "Make collectives asynchronous and place them for overlap";
+  let description = [{
+    Takes the step `--shardc-shard` wrote and decides when each collective
+    starts and where the step waits for it:
+
+    - parameter All-Gathers become `dist.all_gather_start` + `dist.wait`.
+      A unit's forward gathers start `prefetch` units early, while the
+      earlier units compute (forward prefetch); a unit's backward gathers
+      start before the backward `prefetch` units earlier (FSDP's
+      BACKWARD_PRE). The wait sits right before the unit. Parameter
+      declarations move to the top of the step so that a gather can start
+      anywhere;
+    - gradient Reduce-Scatters and All-Reduces start where the gradient
+      appears; the step waits for one after the next unit's backward has
+      been issued (so it overlaps that compute), or before its result is
+      first used if that comes first. The whole gradient is freed after the
+      wait, not before, since the collective reads it until then;
+    - every `dist.free` moves up to right after the last use of its buffer.
+
+    Before (zero3, one unit shown):
+
+    ```mlir
+    %g = dist.all_gather %w on @mesh ["shard"] dim0 : ...
+    %h = train.unit "h.1" (%x, %g) ...
+    dist.free %g
+    ```
+
+    After `--shardc-schedule="prefetch=1"`:
+
+    ```mlir
+    %t = dist.all_gather_start %w on @mesh ["shard"] dim0 : ...
+    %h0 = train.unit "h.0" (...)          // runs while h.1's params arrive
+    %g = dist.wait %t : !dist.token<...>
+    %h = train.unit "h.1" (%h0, %g) ...
+    dist.free %g
+    ```
+
+    The pass then checks that every rank issues the same collectives in the
+    same order: each collective and wait must run unconditionally, in the
+    step's own block, so no rank can skip or reorder one (the hang FSDP and
+    DeepSpeed users meet at run time when ranks take different paths). It
+    fails naming the op otherwise.
+
+    Precondition: a step sharded by `--shardc-shard`, not yet scheduled.
+  }];
+  let options = [
+    Option<"prefetch", "prefetch", "int64_t", "1",
+           "how many units ahead a parameter All-Gather starts (0: none)">,
+  ];
+}
+
 def ShardcLedgerPass : Pass<"shardc-ledger", "::mlir::ModuleOp"> {
   let summary = "Per-rank memory and bytes on the wire of a sharded step";
   let description = [{

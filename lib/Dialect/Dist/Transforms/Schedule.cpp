@@ -1,0 +1,217 @@
+//===- Schedule.cpp - Asynchronous collectives, prefetch, early frees -----===//
+
+#include "shardc/Dialect/Dist/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+
+#define DEBUG_TYPE "shardc-schedule"
+
+namespace shardc::dist {
+#define GEN_PASS_DEF_SHARDCSCHEDULEPASS
+#include "shardc/Dialect/Dist/Transforms/Passes.h.inc"
+} // namespace shardc::dist
+
+using namespace mlir;
+using namespace shardc;
+using namespace shardc::dist;
+using train::ModelOp;
+
+namespace {
+
+bool isCollective(Operation *op) {
+  return isa<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
+             ReduceScatterStartOp, AllReduceOp, AllReduceStartOp, WaitOp>(op);
+}
+
+class Scheduler {
+public:
+  Scheduler(ModelOp model, int64_t prefetch)
+      : model(model), body(model.getBody().front()), prefetch(prefetch) {}
+
+  void run() {
+    hoistParams();
+    for (Operation &op : body) {
+      if (isa<train::UnitOp>(op))
+        forwardUnits.push_back(&op);
+      else if (isa<train::BackwardOp>(op))
+        backwards.push_back(&op);
+    }
+    for (auto gather : llvm::to_vector(body.getOps<AllGatherOp>()))
+      if (gather.getInput().getDefiningOp<train::ParamOp>())
+        scheduleGather(gather);
+    Operation *loss = model.getLoss().getDefiningOp();
+    for (Operation &op : llvm::make_early_inc_range(body))
+      if (isa<ReduceScatterOp, AllReduceOp>(op) && &op != loss)
+        scheduleReduction(&op);
+    for (auto free : llvm::to_vector(body.getOps<FreeOp>()))
+      hoistFree(free);
+  }
+
+private:
+  /// Parameters are state: declared first, they can be gathered anywhere.
+  void hoistParams() {
+    Operation *after = nullptr;
+    for (auto param : llvm::to_vector(body.getOps<train::ParamOp>())) {
+      if (after)
+        param->moveAfter(after);
+      else
+        param->moveBefore(&body.front());
+      after = param;
+    }
+  }
+
+  /// The first op of the block using `v` (through nested regions), or null.
+  Operation *firstUser(Value v) {
+    Operation *first = nullptr;
+    for (Operation *user : v.getUsers()) {
+      Operation *anc = body.findAncestorOpInBlock(*user);
+      if (!first || anc->isBeforeInBlock(first))
+        first = anc;
+    }
+    return first;
+  }
+
+  /// `units[max(0, i - prefetch)]` where `op` is `units[i]`.
+  Operation *ahead(ArrayRef<Operation *> units, Operation *op) {
+    auto it = llvm::find(units, op);
+    if (it == units.end())
+      return op;
+    int64_t i = it - units.begin();
+    return units[std::max<int64_t>(0, i - prefetch)];
+  }
+
+  void scheduleGather(AllGatherOp gather) {
+    Operation *consumer = firstUser(gather.getResult());
+    if (!consumer)
+      return;
+    Operation *anchor = isa<train::UnitOp>(consumer)
+                            ? ahead(forwardUnits, consumer)
+                        : isa<train::BackwardOp>(consumer)
+                            ? ahead(backwards, consumer)
+                            : consumer;
+    if (gather->isBeforeInBlock(anchor))
+      anchor = gather;
+    OpBuilder b(anchor);
+    auto start = AllGatherStartOp::create(
+        b, gather.getLoc(), TokenType::get(b.getContext(), gather.getType()),
+        gather.getInput(), gather.getMeshAttr(), gather.getAxes(),
+        gather.getWireAttr(), gather.getLayoutAttr());
+    b.setInsertionPoint(consumer);
+    auto wait = WaitOp::create(b, gather.getLoc(), start.getToken());
+    gather.getResult().replaceAllUsesWith(wait.getResult());
+    gather.erase();
+  }
+
+  /// Starts where the gradient appears; waits after the next backward has
+  /// been issued, or before the result's first use if earlier.
+  void scheduleReduction(Operation *op) {
+    Value result = op->getResult(0);
+    Operation *use = firstUser(result);
+    Operation *waitBefore = use;
+    for (Operation *next = op->getNextNode(); next && next != use;
+         next = next->getNextNode())
+      if (isa<train::BackwardOp>(next)) {
+        waitBefore = next->getNextNode();
+        break;
+      }
+    OpBuilder b(op);
+    auto tokenType =
+        TokenType::get(b.getContext(), cast<RankedTensorType>(result.getType()));
+    Operation *start;
+    if (auto rs = dyn_cast<ReduceScatterOp>(op))
+      start = ReduceScatterStartOp::create(
+          b, rs.getLoc(), tokenType, rs.getInput(), rs.getMeshAttr(),
+          rs.getAxes(), rs.getWireAttr(), rs.getReductionAttr(),
+          rs.getLayoutAttr());
+    else {
+      auto ar = cast<AllReduceOp>(op);
+      start = AllReduceStartOp::create(b, ar.getLoc(), tokenType,
+                                       ar.getInput(), ar.getMeshAttr(),
+                                       ar.getAxes(), ar.getWireAttr(),
+                                       ar.getReductionAttr());
+    }
+    b.setInsertionPoint(waitBefore);
+    auto wait = WaitOp::create(b, op->getLoc(), start->getResult(0));
+    result.replaceAllUsesWith(wait.getResult());
+    asyncReads[start] = wait;
+    op->erase();
+  }
+
+  /// Right after the last use of the buffer; an asynchronous collective
+  /// uses its input until its wait.
+  void hoistFree(FreeOp free) {
+    Operation *last = nullptr;
+    for (Operation *user : free.getValue().getUsers()) {
+      if (user == free)
+        continue;
+      Operation *anc = body.findAncestorOpInBlock(*user);
+      if (Operation *wait = asyncReads.lookup(anc))
+        anc = wait;
+      if (!last || last->isBeforeInBlock(anc))
+        last = anc;
+    }
+    if (last)
+      free->moveAfter(last);
+  }
+
+  ModelOp model;
+  Block &body;
+  int64_t prefetch;
+  SmallVector<Operation *> forwardUnits, backwards;
+  llvm::DenseMap<Operation *, Operation *> asyncReads; // start -> wait
+};
+
+/// Every rank runs the same straight-line step: a collective nested in a
+/// region could be skipped or reordered by some ranks.
+LogicalResult checkSameOrderOnEveryRank(ModelOp model) {
+  WalkResult walk = model.walk([&](Operation *op) {
+    if (!isCollective(op) || op->getParentOp() == model)
+      return WalkResult::advance();
+    op->emitOpError() << "is nested in '"
+                      << op->getParentOp()->getName().getStringRef()
+                      << "': every rank must issue each collective, in the "
+                         "same order, in the step's own block";
+    return WalkResult::interrupt();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+struct ShardcSchedulePass
+    : shardc::dist::impl::ShardcSchedulePassBase<ShardcSchedulePass> {
+  using ShardcSchedulePassBase::ShardcSchedulePassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (prefetch < 0) {
+      module.emitError() << "expected prefetch >= 0, got "
+                         << static_cast<int64_t>(prefetch);
+      return signalPassFailure();
+    }
+    auto models = llvm::to_vector(module.getOps<ModelOp>());
+    if (models.empty()) {
+      module.emitError() << "expected a train.model in the input";
+      return signalPassFailure();
+    }
+    for (ModelOp model : models) {
+      if (!model.getSplit()) {
+        model.emitOpError() << "is not sharded: run --shardc-shard first";
+        return signalPassFailure();
+      }
+      bool scheduled = false;
+      model.walk([&](Operation *op) {
+        scheduled |= isa<AllGatherStartOp, ReduceScatterStartOp,
+                         AllReduceStartOp>(op);
+      });
+      if (scheduled) {
+        model.emitOpError() << "is already scheduled";
+        return signalPassFailure();
+      }
+      if (failed(checkSameOrderOnEveryRank(model)))
+        return signalPassFailure();
+      Scheduler(model, prefetch).run();
+    }
+  }
+};
+
+} // namespace
