@@ -19,6 +19,7 @@ void shardc::registerAllDialects(mlir::DialectRegistry &registry) {
 void shardc::registerAllPasses() {
   train::registerTrainPasses();
   dist::registerDistPasses();
+  dist::registerShardcPipeline();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();

@@ -10,6 +10,8 @@
 // Z1-13B:       "params_bytes": 26000000000,
 // Z1-13B:     "strategy": "zero1",
 // Z1-13B:     "world": 16
+// The same once scheduled (asynchronous reduce-scatters).
+// RUN: shardc-opt %S/Inputs/13b.mlir --shardc-pipeline="strategy=zero1 mesh=16 param-dtype=bf16 reduce-dtype=bf16 format=json output=-" -o /dev/null | FileCheck %s --check-prefix=Z1-13B
 // RUN: shardc-opt %S/Inputs/13b.mlir --train-autodiff --shardc-shard="strategy=zero2 mesh=16 param-dtype=bf16 reduce-dtype=bf16" --shardc-ledger="format=json output=-" -o /dev/null | FileCheck %s --check-prefix=Z2-13B
 // Z2-13B:       "grads_bytes": 1625000000,
 // Z2-13B:       "model_state_bytes": 37375000000,

@@ -130,10 +130,15 @@ void Ledger::collectBuffers() {
     for (Value result : op->getResults())
       if (root(result) == result && bytesOf(result) > 0)
         buffers[result] = {bytesOf(result), end[op], end[op], Activations};
+    // An asynchronous collective reads its input until its wait.
+    int64_t usedUntil = start[op];
+    if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op))
+      for (Operation *wait : op->getResult(0).getUsers())
+        usedUntil = std::max(usedUntil, start[wait]);
     for (Value operand : op->getOperands()) {
       auto it = buffers.find(root(operand));
       if (it != buffers.end())
-        it->second.last = std::max(it->second.last, start[op]);
+        it->second.last = std::max(it->second.last, usedUntil);
     }
   });
   // Gathered parameters: a gather of a stored param, or of an updated shard.
@@ -238,9 +243,13 @@ Report Ledger::build() {
     // The gradient held for the optimizer: zero1 holds it whole, as
     // backward produced it, until its reduce-scatter.
     Value held = grad;
-    if (report.strategy == "zero1")
-      if (Operation *def = grad.getDefiningOp<ReduceScatterOp>())
+    if (report.strategy == "zero1") {
+      Operation *def = grad.getDefiningOp();
+      if (auto wait = dyn_cast_or_null<WaitOp>(def))
+        def = wait.getToken().getDefiningOp();
+      if (isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp>(def))
         held = def->getOperand(0);
+    }
     report.gradBytes += bytesOf(held);
   });
 

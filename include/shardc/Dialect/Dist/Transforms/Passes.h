@@ -25,6 +25,10 @@ enum class LayoutOption { dim0 };
 
 #define GEN_PASS_REGISTRATION
 #include "shardc/Dialect/Dist/Transforms/Passes.h.inc"
+
+/// Registers `--shardc-pipeline="strategy=... mesh=..."`: train-autodiff,
+/// shardc-shard, shardc-schedule and shardc-ledger with one option string.
+void registerShardcPipeline();
 } // namespace shardc::dist
 
 #endif // SHARDC_DIALECT_DIST_TRANSFORMS_PASSES_H

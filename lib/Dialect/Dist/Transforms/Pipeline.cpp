@@ -1,0 +1,81 @@
+//===- Pipeline.cpp - autodiff, shard, schedule, ledger in one option -----===//
+
+#include "shardc/Dialect/Dist/Transforms/Passes.h"
+#include "shardc/Dialect/Train/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+using namespace shardc;
+using namespace shardc::dist;
+
+namespace {
+struct ShardcPipelineOptions
+    : public PassPipelineOptions<ShardcPipelineOptions> {
+  Option<Strategy> strategy{
+      *this, "strategy", llvm::cl::desc("what each rank shards"),
+      llvm::cl::init(Strategy::zero3),
+      llvm::cl::values(clEnumValN(Strategy::ddp, "ddp", "DDP"),
+                       clEnumValN(Strategy::zero1, "zero1", "ZeRO-1"),
+                       clEnumValN(Strategy::zero2, "zero2", "ZeRO-2"),
+                       clEnumValN(Strategy::zero3, "zero3", "ZeRO-3"),
+                       clEnumValN(Strategy::zero3, "fsdp", "alias of zero3"),
+                       clEnumValN(Strategy::hsdp, "hsdp", "HSDP"))};
+  Option<std::string> mesh{*this, "mesh",
+                           llvm::cl::desc("N, or RxS for hsdp"),
+                           llvm::cl::init("1")};
+  Option<bool> reshardAfterForward{
+      *this, "reshard-after-forward",
+      llvm::cl::desc("zero3/hsdp: gather again for the backward"),
+      llvm::cl::init(true)};
+  Option<DType> paramDType{
+      *this, "param-dtype", llvm::cl::desc("stored, gathered, computed"),
+      llvm::cl::init(DType::f32),
+      llvm::cl::values(clEnumValN(DType::f32, "f32", "float32"),
+                       clEnumValN(DType::bf16, "bf16", "bfloat16"))};
+  Option<DType> reduceDType{
+      *this, "reduce-dtype", llvm::cl::desc("gradients reduced in"),
+      llvm::cl::init(DType::f32),
+      llvm::cl::values(clEnumValN(DType::f32, "f32", "float32"),
+                       clEnumValN(DType::bf16, "bf16", "bfloat16"))};
+  Option<int64_t> prefetch{*this, "prefetch",
+                           llvm::cl::desc("units a gather starts ahead"),
+                           llvm::cl::init(1)};
+  Option<std::string> format{*this, "format",
+                             llvm::cl::desc("ledger: text or json"),
+                             llvm::cl::init("text")};
+  Option<std::string> output{
+      *this, "output",
+      llvm::cl::desc("ledger: a file, - for stdout, stderr when empty"),
+      llvm::cl::init("")};
+  Option<int64_t> memoryBudget{
+      *this, "memory-budget",
+      llvm::cl::desc("fail over this many bytes per rank (0: none)"),
+      llvm::cl::init(0)};
+};
+
+void buildShardcPipeline(OpPassManager &pm,
+                         const ShardcPipelineOptions &options) {
+  pm.addPass(train::createTrainAutodiffPass());
+  ShardcShardPassOptions shard;
+  shard.strategy = options.strategy;
+  shard.mesh = options.mesh;
+  shard.reshardAfterForward = options.reshardAfterForward;
+  shard.paramDType = options.paramDType;
+  shard.reduceDType = options.reduceDType;
+  pm.addPass(createShardcShardPass(shard));
+  pm.addPass(createShardcSchedulePass({options.prefetch}));
+  pm.addPass(createShardcLedgerPass(
+      {options.format, options.output, options.memoryBudget}));
+}
+} // namespace
+
+void shardc::dist::registerShardcPipeline() {
+  PassPipelineRegistration<ShardcPipelineOptions>(
+      "shardc-pipeline",
+      "The whole compiler in one option: train-autodiff, shardc-shard, "
+      "shardc-schedule, shardc-ledger (options: those of the passes)",
+      buildShardcPipeline);
+}
