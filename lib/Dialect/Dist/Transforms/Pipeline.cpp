@@ -14,6 +14,11 @@ using namespace shardc::dist;
 namespace {
 struct ShardcPipelineOptions
     : public PassPipelineOptions<ShardcPipelineOptions> {
+  Option<std::string> wrap{
+      *this, "wrap",
+      llvm::cl::desc("group layers into units first: per-layer or "
+                     "min-params=P (none when empty)"),
+      llvm::cl::init("")};
   Option<Strategy> strategy{
       *this, "strategy", llvm::cl::desc("what each rank shards"),
       llvm::cl::init(Strategy::zero3),
@@ -58,6 +63,8 @@ struct ShardcPipelineOptions
 
 void buildShardcPipeline(OpPassManager &pm,
                          const ShardcPipelineOptions &options) {
+  if (!options.wrap.empty())
+    pm.addPass(train::createShardcWrapPass({options.wrap}));
   pm.addPass(train::createTrainAutodiffPass());
   ShardcShardPassOptions shard;
   shard.strategy = options.strategy;
@@ -75,7 +82,8 @@ void buildShardcPipeline(OpPassManager &pm,
 void shardc::dist::registerShardcPipeline() {
   PassPipelineRegistration<ShardcPipelineOptions>(
       "shardc-pipeline",
-      "The whole compiler in one option: train-autodiff, shardc-shard, "
-      "shardc-schedule, shardc-ledger (options: those of the passes)",
+      "The whole compiler in one option: (shardc-wrap), train-autodiff, "
+      "shardc-shard, shardc-schedule, shardc-ledger (options: those of the "
+      "passes)",
       buildShardcPipeline);
 }

@@ -26,8 +26,9 @@ enum class LayoutOption { dim0 };
 #define GEN_PASS_REGISTRATION
 #include "shardc/Dialect/Dist/Transforms/Passes.h.inc"
 
-/// Registers `--shardc-pipeline="strategy=... mesh=..."`: train-autodiff,
-/// shardc-shard, shardc-schedule and shardc-ledger with one option string.
+/// Registers `--shardc-pipeline="strategy=... mesh=..."`: shardc-wrap (with
+/// `wrap=POLICY`), train-autodiff, shardc-shard, shardc-schedule and
+/// shardc-ledger with one option string.
 void registerShardcPipeline();
 } // namespace shardc::dist
 

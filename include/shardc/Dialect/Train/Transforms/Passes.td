@@ -72,6 +72,55 @@ def TrainAutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def ShardcWrapPass : Pass<"shardc-wrap", "::mlir::ModuleOp"> {
+  let summary = "Group the layers of a model written without units into units";
+  let description = [{
+    FSDP's auto-wrap policies for a `train.model` whose parameters all sit in
+    the root. A layer starts at each op that reads a parameter and takes the
+    parameter-free ops after it (a Linear and its GELU); ops before the
+    first layer stay in the root.
+
+    - `policy=per-layer`: one unit per layer (FSDP wrapping each Linear).
+    - `policy=min-params=P`: consecutive layers are merged until a unit holds
+      at least P parameters (`size_based_auto_wrap_policy`); what is left at
+      the end stays in the root if it holds fewer.
+
+    A parameter read by ops of two layers (a tied embedding and LM head)
+    stays in the root, and so do the ops that read it. Each unit takes the
+    values it uses from outside as inputs and yields those used after it;
+    it is named after the longest common dotted prefix of its parameters'
+    names (`layers.0` for `layers.0.weight` and `layers.0.bias`).
+
+    Before (`policy=per-layer`):
+
+    ```mlir
+    %w0 = train.param "fc0.weight" ... : tensor<8x4xf32>
+    %w1 = train.param "fc1.weight" ... : tensor<2x8xf32>
+    %h = train.linear %x, %w0 ...
+    %g = train.gelu %h ...
+    %o = train.linear %g, %w1 ...
+    ```
+
+    After:
+
+    ```mlir
+    %g = train.unit "fc0" (%x) ... {
+      %w0 = train.param "fc0.weight" ...
+      %h = train.linear %a, %w0 ...
+      %g = train.gelu %h ...
+      train.yield %g ...
+    }
+    %o = train.unit "fc1" (%g) ... { ... }
+    ```
+
+    Precondition: a forward-only model with no units.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", "\"per-layer\"",
+           "per-layer, or min-params=P">,
+  ];
+}
+
 def TrainSummaryPass : Pass<"train-summary", "::mlir::ModuleOp"> {
   let summary = "Print each model's parameters, units and op counts";
   let description = [{
