@@ -71,6 +71,16 @@
 // TEXT-NEXT:   reduce_scatter 3 96 96.00 B
 // TEXT-NEXT:   all_reduce 1 6 6.00 B
 
+// With 2 micro-batches the gathers run per micro-batch, (2-1) x shard bytes
+// each: 2 x (fc0.weight 32 + fc0.bias 8 + fc1.weight 12 twice) = 128 B in 8;
+// the reduce-scatters run once; the rank holds its accumulated gradients
+// whole: 21 floats = 84 B.
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 grad-accum=2 format=json output=-" -o /dev/null | FileCheck %s --check-prefix=ACCUM
+// ACCUM:      "all_gather_bytes": 128,
+// ACCUM-NEXT: "all_gather_count": 8,
+// ACCUM:      "reduce_scatter_count": 3
+// ACCUM:      "grads_bytes": 84,
+
 // Mixed precision stages an f32 copy of each bf16 gradient for the wire.
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 param-dtype=bf16 reduce-dtype=f32" --shardc-ledger="format=json output=-" -o /dev/null | FileCheck %s --check-prefix=STAGE
 // fc0.weight's whole gradient, 3x4 in f32.

@@ -10,6 +10,10 @@
 // UNKNOWN: for the --strategy option: Cannot find option named 'zero4'!
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=3" 2>&1 | FileCheck %s --check-prefix=BATCH
 // BATCH: error: 'train.model' op has a global batch of 8 that does not divide over 3 data-parallel ranks (mesh=3)
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 grad-accum=3" 2>&1 | FileCheck %s --check-prefix=ACCUM
+// ACCUM: error: 'train.model' op has a global batch of 8 that does not divide over 2 data-parallel ranks (mesh=2) times 3 micro-batches
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 grad-accum=0" 2>&1 | FileCheck %s --check-prefix=ACCUM0
+// ACCUM0: error: expected grad-accum >= 1, got 0
 // RUN: not shardc-opt %s --shardc-shard="strategy=zero3 mesh=2" 2>&1 | FileCheck %s --check-prefix=NOGRAD
 // NOGRAD: error: 'train.model' op has no optimizer step: run --train-autodiff first
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-shard="strategy=zero3 mesh=2" 2>&1 | FileCheck %s --check-prefix=TWICE

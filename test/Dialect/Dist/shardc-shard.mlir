@@ -6,6 +6,7 @@
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=2" | FileCheck %s --check-prefix=ZERO2
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=2x2" | FileCheck %s --check-prefix=HSDP
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 param-dtype=bf16 reduce-dtype=f32" | FileCheck %s --check-prefix=MIXED
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 grad-accum=2" | FileCheck %s --check-prefix=ACCUM
 // Every strategy's output verifies and parses back.
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=4 param-dtype=bf16 reduce-dtype=bf16" | shardc-opt | FileCheck %s --check-prefix=ROUNDTRIP
 
@@ -106,6 +107,23 @@
 // MIXED:      dist.all_gather %{{.*}} : tensor<2x4xbf16> -> tensor<3x4xbf16>
 // MIXED:      dist.reduce_scatter %{{.*}} on @mesh ["shard"] avg dim0 wire f32 : tensor<3x4xbf16> -> tensor<2x4xf32>
 // MIXED:      train.adamw "fc0.weight", %{{.*}} : tensor<2x4xf32>
+
+// grad-accum=2: the forward and backward run per micro-batch of 2 of the
+// rank's 4 examples, each loss counting 1/2; the gradients are reduced
+// once, after the loop.
+// ACCUM:      %[[X:.*]] = train.input "x" : tensor<4x4xf32>
+// ACCUM:      %[[Y:.*]] = train.input "y" : tensor<4xi32>
+// ACCUM:      %[[ACC:.*]]:4 = train.microbatches 2(%[[X]], %[[Y]]) : (tensor<4x4xf32>, tensor<4xi32>) -> (tensor<3x4xf32>, tensor<3xf32>, tensor<2x3xf32>, tensor<f32>) {
+// ACCUM-NEXT: ^bb0(%[[XM:.*]]: tensor<2x4xf32>, %[[YM:.*]]: tensor<2xi32>):
+// ACCUM:        dist.all_gather
+// ACCUM:        %[[L:.*]] = train.cross_entropy %{{.*}}, %[[YM]]
+// ACCUM:        %[[SEED:.*]] = arith.constant dense<5.000000e-01> : tensor<f32>
+// ACCUM-NEXT:   train.cross_entropy_grad %[[SEED]]
+// ACCUM-NOT:    dist.reduce_scatter
+// ACCUM:        %[[LS:.*]] = train.scale %[[L]] by 5.000000e-01
+// ACCUM-NEXT:   train.yield %{{.*}}, %{{.*}}, %{{.*}}, %[[LS]]
+// ACCUM:      dist.reduce_scatter %[[ACC]]#0 on @mesh ["shard"] avg dim0 : tensor<3x4xf32> -> tensor<2x4xf32>
+// ACCUM:      dist.all_reduce %[[ACC]]#3
 
 // ROUNDTRIP:  dist.adamw_shard "fc0.weight", %{{.*}} : tensor<1x4xbf16> -> tensor<1x4xbf16>
 train.model @mlp batch 8 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {

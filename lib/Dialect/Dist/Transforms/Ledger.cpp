@@ -108,7 +108,7 @@ Value Ledger::root(Value v) {
   Value r = v;
   if (auto arg = dyn_cast<BlockArgument>(v)) {
     Operation *owner = arg.getOwner()->getParentOp();
-    if (isa<train::UnitOp, train::BackwardOp>(owner))
+    if (isa<train::UnitOp, train::BackwardOp, train::MicrobatchesOp>(owner))
       r = root(owner->getOperand(arg.getArgNumber()));
   } else if (Operation *def = v.getDefiningOp()) {
     if (auto reshape = dyn_cast<train::ReshapeOp>(def))
@@ -127,9 +127,13 @@ void Ledger::collectBuffers() {
   model.walk([&](Operation *op) {
     if (isa<ParamOp>(op) || op == model)
       return;
+    // A micro-batch loop's results are its accumulators, live throughout.
+    int64_t definedAt =
+        isa<train::MicrobatchesOp>(op) ? start[op] : end[op];
     for (Value result : op->getResults())
       if (root(result) == result && bytesOf(result) > 0)
-        buffers[result] = {bytesOf(result), end[op], end[op], Activations};
+        buffers[result] = {bytesOf(result), definedAt, definedAt,
+                           Activations};
     // An asynchronous collective reads its input until its wait.
     int64_t usedUntil = start[op];
     if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op))
@@ -193,11 +197,15 @@ void Ledger::countTraffic(Report &report) {
       Type wire = coll.getWireType();
       int64_t wireBytes = (wire.getIntOrFloatBitWidth() + 7) / 8;
       int64_t d = piece.getNumElements() * wireBytes;
-      if (factor == 2)
-        traffic.bytes += (2 * (group - 1) * d + group / 2) / group;
-      else
-        traffic.bytes += (group - 1) * d;
-      ++traffic.count;
+      // A collective in a micro-batch loop runs once per micro-batch.
+      int64_t runs = 1;
+      for (auto loop = op->getParentOfType<train::MicrobatchesOp>(); loop;
+           loop = loop->getParentOfType<train::MicrobatchesOp>())
+        runs *= loop.getCount();
+      int64_t once = factor == 2 ? (2 * (group - 1) * d + group / 2) / group
+                                 : (group - 1) * d;
+      traffic.bytes += runs * once;
+      traffic.count += runs;
     };
     TypeSwitch<Operation *>(op)
         .Case<AllGatherOp, AllGatherStartOp>(
@@ -243,12 +251,23 @@ Report Ledger::build() {
     // The gradient held for the optimizer: zero1 holds it whole, as
     // backward produced it, until its reduce-scatter.
     Value held = grad;
-    if (report.strategy == "zero1") {
-      Operation *def = grad.getDefiningOp();
+    for (Value v = grad; v;) {
+      Operation *def = v.getDefiningOp();
       if (auto wait = dyn_cast_or_null<WaitOp>(def))
         def = wait.getToken().getDefiningOp();
-      if (isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp>(def))
-        held = def->getOperand(0);
+      // Accumulated over micro-batches: held whole until reduced.
+      if (isa_and_nonnull<train::MicrobatchesOp>(def)) {
+        held = v;
+        break;
+      }
+      if (!isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp,
+                           AllReduceOp, AllReduceStartOp>(def))
+        break;
+      v = def->getOperand(0);
+      // zero1 holds the gradient whole until its reduce-scatter.
+      if (report.strategy == "zero1" &&
+          isa<ReduceScatterOp, ReduceScatterStartOp>(def))
+        held = v;
     }
     report.gradBytes += bytesOf(held);
   });

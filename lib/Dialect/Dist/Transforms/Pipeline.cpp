@@ -45,6 +45,9 @@ struct ShardcPipelineOptions
       llvm::cl::init(DType::f32),
       llvm::cl::values(clEnumValN(DType::f32, "f32", "float32"),
                        clEnumValN(DType::bf16, "bf16", "bfloat16"))};
+  Option<int64_t> gradAccum{*this, "grad-accum",
+                            llvm::cl::desc("micro-batches per step"),
+                            llvm::cl::init(1)};
   Option<int64_t> prefetch{*this, "prefetch",
                            llvm::cl::desc("units a gather starts ahead"),
                            llvm::cl::init(1)};
@@ -72,6 +75,7 @@ void buildShardcPipeline(OpPassManager &pm,
   shard.reshardAfterForward = options.reshardAfterForward;
   shard.paramDType = options.paramDType;
   shard.reduceDType = options.reduceDType;
+  shard.gradAccum = options.gradAccum;
   pm.addPass(createShardcShardPass(shard));
   pm.addPass(createShardcSchedulePass({options.prefetch}));
   pm.addPass(createShardcLedgerPass(

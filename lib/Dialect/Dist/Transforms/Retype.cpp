@@ -112,9 +112,17 @@ LogicalResult retypeBlock(Block &block);
 
 LogicalResult retypeRegionOp(Operation *op) {
   Block &body = op->getRegion(0).front();
+  // A micro-batch loop's arguments are slices of its operands.
+  int64_t slices = 1;
+  if (auto loop = dyn_cast<MicrobatchesOp>(op))
+    slices = loop.getCount();
   for (auto [arg, operand] :
-       llvm::zip(body.getArguments(), op->getOperands()))
-    arg.setType(operand.getType());
+       llvm::zip(body.getArguments(), op->getOperands())) {
+    auto type = cast<RankedTensorType>(operand.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] /= slices;
+    arg.setType(type.clone(shape));
+  }
   if (failed(retypeBlock(body)))
     return failure();
   for (auto [result, yielded] :
@@ -125,7 +133,7 @@ LogicalResult retypeRegionOp(Operation *op) {
 
 LogicalResult retypeBlock(Block &block) {
   for (Operation &op : block) {
-    if (isa<UnitOp, BackwardOp>(op)) {
+    if (isa<UnitOp, BackwardOp, MicrobatchesOp>(op)) {
       if (failed(retypeRegionOp(&op)))
         return failure();
       continue;

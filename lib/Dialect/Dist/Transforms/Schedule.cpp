@@ -31,20 +31,33 @@ public:
 
   void run() {
     hoistParams();
-    for (Operation &op : body) {
+    // Units run in the step's block, or in its micro-batch loop.
+    Block *unitsBlock = &body;
+    for (auto loop : body.getOps<train::MicrobatchesOp>())
+      unitsBlock = &loop.getBody().front();
+    for (Operation &op : *unitsBlock) {
       if (isa<train::UnitOp>(op))
         forwardUnits.push_back(&op);
       else if (isa<train::BackwardOp>(op))
         backwards.push_back(&op);
     }
-    for (auto gather : llvm::to_vector(body.getOps<AllGatherOp>()))
-      if (gather.getInput().getDefiningOp<train::ParamOp>())
-        scheduleGather(gather);
+    SmallVector<Block *> blocks = {&body};
+    if (unitsBlock != &body)
+      blocks.push_back(unitsBlock);
+    SmallVector<AllGatherOp> gathers;
+    for (Block *block : blocks)
+      for (auto gather : block->getOps<AllGatherOp>())
+        if (gather.getInput().getDefiningOp<train::ParamOp>())
+          gathers.push_back(gather);
+    for (AllGatherOp gather : gathers)
+      scheduleGather(gather);
     Operation *loss = model.getLoss().getDefiningOp();
     for (Operation &op : llvm::make_early_inc_range(body))
       if (isa<ReduceScatterOp, AllReduceOp>(op) && &op != loss)
         scheduleReduction(&op);
-    for (auto free : llvm::to_vector(body.getOps<FreeOp>()))
+    SmallVector<FreeOp> frees;
+    model.walk([&](FreeOp free) { frees.push_back(free); });
+    for (FreeOp free : frees)
       hoistFree(free);
   }
 
@@ -61,11 +74,13 @@ private:
     }
   }
 
-  /// The first op of the block using `v` (through nested regions), or null.
-  Operation *firstUser(Value v) {
+  /// The first op of `block` using `v` (through nested regions), or null.
+  Operation *firstUser(Value v, Block &block) {
     Operation *first = nullptr;
     for (Operation *user : v.getUsers()) {
-      Operation *anc = body.findAncestorOpInBlock(*user);
+      Operation *anc = block.findAncestorOpInBlock(*user);
+      if (!anc)
+        continue;
       if (!first || anc->isBeforeInBlock(first))
         first = anc;
     }
@@ -82,7 +97,7 @@ private:
   }
 
   void scheduleGather(AllGatherOp gather) {
-    Operation *consumer = firstUser(gather.getResult());
+    Operation *consumer = firstUser(gather.getResult(), *gather->getBlock());
     if (!consumer)
       return;
     Operation *anchor = isa<train::UnitOp>(consumer)
@@ -107,7 +122,7 @@ private:
   /// been issued, or before the result's first use if earlier.
   void scheduleReduction(Operation *op) {
     Value result = op->getResult(0);
-    Operation *use = firstUser(result);
+    Operation *use = firstUser(result, body);
     Operation *waitBefore = use;
     for (Operation *next = op->getNextNode(); next && next != use;
          next = next->getNextNode())
@@ -142,10 +157,13 @@ private:
   /// uses its input until its wait.
   void hoistFree(FreeOp free) {
     Operation *last = nullptr;
+    Block &block = *free->getBlock();
     for (Operation *user : free.getValue().getUsers()) {
       if (user == free)
         continue;
-      Operation *anc = body.findAncestorOpInBlock(*user);
+      Operation *anc = block.findAncestorOpInBlock(*user);
+      if (!anc)
+        continue;
       if (Operation *wait = asyncReads.lookup(anc))
         anc = wait;
       if (!last || last->isBeforeInBlock(anc))
@@ -162,11 +180,13 @@ private:
   llvm::DenseMap<Operation *, Operation *> asyncReads; // start -> wait
 };
 
-/// Every rank runs the same straight-line step: a collective nested in a
-/// region could be skipped or reordered by some ranks.
+/// Every rank runs the same straight-line step, and the same number of
+/// micro-batches: a collective nested in any other region could be skipped
+/// or reordered by some ranks.
 LogicalResult checkSameOrderOnEveryRank(ModelOp model) {
   WalkResult walk = model.walk([&](Operation *op) {
-    if (!isCollective(op) || op->getParentOp() == model)
+    if (!isCollective(op) ||
+        isa<ModelOp, train::MicrobatchesOp>(op->getParentOp()))
       return WalkResult::advance();
     op->emitOpError() << "is nested in '"
                       << op->getParentOp()->getName().getStringRef()

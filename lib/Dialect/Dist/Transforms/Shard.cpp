@@ -4,7 +4,9 @@
 
 #include "Retype.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -65,6 +67,7 @@ struct Plan {
   SmallVector<int64_t> meshShape; // [N] or [R, S]
   bool reshardAfterForward;
   Type paramType, reduceType;
+  int64_t gradAccum;
 
   bool shardsParams() const {
     return strategy == Strategy::zero3 || strategy == Strategy::hsdp;
@@ -115,6 +118,7 @@ private:
   ArrayAttr shardAxes() { return axesAttr({kShardAxis}); }
 
   void hoistParams();
+  void accumulateMicrobatches();
   void shardStorage();
   void gatherForUnits(ParamOp param);
   void gatherForRoot(ParamOp param);
@@ -169,6 +173,91 @@ void Sharder::hoistParams() {
       ref.erase();
     }
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient accumulation
+//===----------------------------------------------------------------------===//
+
+/// Moves the forward and backward into a train.microbatches loop: params
+/// and inputs stay outside, the loop takes slices of the inputs and yields
+/// the gradients the optimizer takes and the loss, each scaled by 1/K.
+void Sharder::accumulateMicrobatches() {
+  if (plan.gradAccum == 1)
+    return;
+  Block &body = model.getBody().front();
+  Operation *firstDecl = &body.front();
+  for (Operation &op : llvm::make_early_inc_range(body))
+    if (isa<ParamOp, train::InputOp>(op)) {
+      if (&op != firstDecl)
+        op.moveBefore(firstDecl);
+      firstDecl = op.getNextNode();
+      if (!firstDecl)
+        break;
+    }
+  auto updates = llvm::to_vector(body.getOps<train::AdamWOp>());
+  auto ret = cast<train::ReturnOp>(body.getTerminator());
+  SmallVector<Operation *> steps;
+  for (Operation &op : body) {
+    if (isa<ParamOp, train::InputOp>(op))
+      continue;
+    if (&op == updates.front().getOperation())
+      break;
+    steps.push_back(&op);
+  }
+
+  llvm::SetVector<Value> inputs;
+  for (auto input : body.getOps<train::InputOp>())
+    inputs.insert(input.getResult());
+  SmallVector<Value> yields;
+  for (train::AdamWOp update : updates)
+    yields.push_back(update.getGrad());
+  yields.push_back(ret.getLoss());
+
+  OpBuilder b(steps.front());
+  SmallVector<Type> types;
+  for (Value v : yields)
+    types.push_back(v.getType());
+  auto loop = train::MicrobatchesOp::create(
+      b, model.getLoc(), types, b.getI64IntegerAttr(plan.gradAccum),
+      inputs.getArrayRef());
+  Block *inner = new Block();
+  loop.getBody().push_back(inner);
+  for (Value input : inputs) {
+    auto whole = cast<RankedTensorType>(input.getType());
+    SmallVector<int64_t> shape(whole.getShape());
+    shape[0] /= plan.gradAccum;
+    BlockArgument slice = inner->addArgument(whole.clone(shape), input.getLoc());
+    input.replaceUsesWithIf(slice, [&](OpOperand &use) {
+      return llvm::is_contained(steps, body.findAncestorOpInBlock(*use.getOwner()));
+    });
+  }
+  for (Operation *op : steps)
+    op->moveBefore(inner, inner->end());
+
+  // Each micro-batch's loss counts 1/K: seed its cotangent with 1/K.
+  OpBuilder in = OpBuilder::atBlockEnd(inner);
+  double scale = 1.0 / static_cast<double>(plan.gradAccum);
+  loop.walk([&](train::CrossEntropyGradOp grad) {
+    OpBuilder at(grad);
+    auto seedType = cast<RankedTensorType>(grad.getGrad().getType());
+    grad.getGradMutable().assign(arith::ConstantOp::create(
+        at, grad.getLoc(),
+        DenseElementsAttr::get(seedType, static_cast<float>(scale))));
+  });
+  Value loss = train::ScaleOp::create(in, ret.getLoc(), ret.getLoss(),
+                                      in.getF64FloatAttr(scale));
+  SmallVector<Value> yielded(yields.begin(), yields.end() - 1);
+  yielded.push_back(loss);
+  train::YieldOp::create(in, model.getLoc(), yielded);
+  for (auto [update, sum] : llvm::zip(updates, loop.getResults()))
+    update.getGradMutable().assign(sum);
+  ret.getLossMutable().assign(loop.getResults().back());
+  // Seeds the backward no longer uses.
+  loop.walk([&](arith::ConstantOp c) {
+    if (c.use_empty())
+      c.erase();
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -371,6 +460,7 @@ void Sharder::averageLoss() {
 
 LogicalResult Sharder::run() {
   hoistParams();
+  accumulateMicrobatches();
   shardStorage();
   if (failed(splitInputs()))
     return failure();
@@ -424,16 +514,22 @@ void ShardcShardPass::runOnOperation() {
   int64_t ranks = 1;
   for (int64_t size : *meshShape)
     ranks *= size;
-  if (model.getBatch() % ranks != 0)
+  if (gradAccum <= 0)
+    return fail("expected grad-accum >= 1, got " +
+                Twine(static_cast<int64_t>(gradAccum)));
+  if (model.getBatch() % (ranks * gradAccum) != 0)
     return (void)(model.emitOpError()
                   << "has a global batch of " << model.getBatch()
                   << " that does not divide over " << ranks
-                  << " data-parallel ranks (mesh=" << mesh << ")"),
+                  << " data-parallel ranks (mesh=" << mesh << ")"
+                  << (gradAccum > 1 ? " times " + std::to_string(gradAccum) +
+                                          " micro-batches"
+                                    : std::string())),
            signalPassFailure();
 
   Plan plan{strategy, *meshShape, reshardAfterForward,
             elementTypeOf(&getContext(), paramDType),
-            elementTypeOf(&getContext(), reduceDType)};
+            elementTypeOf(&getContext(), reduceDType), gradAccum};
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToStart(module.getBody());
   MeshOp::create(b, model.getLoc(), kMeshName,

@@ -354,6 +354,38 @@ LogicalResult BackwardOp::verifyGradient(ParamOp param, Value grad) {
   return success();
 }
 
+//===--- train.microbatches -----------------------------------------------===//
+
+LogicalResult MicrobatchesOp::verifyRegions() {
+  int64_t count = getCount();
+  if (count <= 0)
+    return emitOpError() << "expected a positive count, got " << count;
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "expected " << getInputs().size()
+                         << " block arguments to match the inputs, got "
+                         << body.getNumArguments();
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip(getInputs(), body.getArguments()))) {
+    auto whole = cast<RankedTensorType>(std::get<0>(pair).getType());
+    if (whole.getRank() == 0 || whole.getDimSize(0) % count != 0)
+      return emitOpError() << "expected input #" << i
+                           << " to split into " << count
+                           << " micro-batches along dimension 0, got "
+                           << whole;
+    SmallVector<int64_t> shape(whole.getShape());
+    shape[0] /= count;
+    Type slice = whole.clone(shape);
+    if (std::get<1>(pair).getType() != slice)
+      return emitOpError() << "expected block argument #" << i << " of type "
+                           << slice << ", got " << std::get<1>(pair).getType();
+  }
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getValues().getTypes() != getResultTypes())
+    return emitOpError() << "expected the body to yield one value per result";
+  return success();
+}
+
 //===--- train.param ------------------------------------------------------===//
 
 StringRef ParamOp::getUnitName() {

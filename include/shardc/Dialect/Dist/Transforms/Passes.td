@@ -34,10 +34,13 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
     4. splits the global batch over the data-parallel ranks: every input's
        leading dimension, and every activation with it, is divided by the
        number of ranks, and the compute runs in `param-dtype`;
-    5. reduces each gradient (averaging over ranks, in `reduce-dtype` on the
+    5. with `grad-accum=K`, wraps the forward and backward in a
+       `train.microbatches K` loop over slices of the rank's batch, scaling
+       the loss by 1/K; the gradients it sums are reduced once, after it;
+    6. reduces each gradient (averaging over ranks, in `reduce-dtype` on the
        wire) and updates what the rank owns; the returned loss is averaged
        over ranks, so it equals the single-rank loss;
-    6. records the strategy on the model (`dist.strategy`).
+    7. records the strategy on the model (`dist.strategy`).
 
     Before (one unit, one param):
 
@@ -74,8 +77,8 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
     Errors: an unknown strategy or layout, a mesh that is not `N` or `RxS`
     with positive sizes, `hsdp` without a 2-D mesh or a 2-D mesh for any
     other strategy, a global batch or an activation that does not divide over
-    the data-parallel ranks, a model that is not differentiated yet or is
-    sharded already.
+    the data-parallel ranks (times `grad-accum`), a model that is not
+    differentiated yet or is sharded already.
 
     Rationale: parameters move out of their units so that a later pass can
     start a unit's All-Gather anywhere before the unit (prefetch), which a
@@ -119,6 +122,10 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
            [{::llvm::cl::values(
              clEnumValN(::shardc::dist::DType::f32, "f32", "float32"),
              clEnumValN(::shardc::dist::DType::bf16, "bf16", "bfloat16"))}]>,
+    Option<"gradAccum", "grad-accum", "int64_t", "1",
+           "micro-batches per step: forward and backward run in a "
+           "train.microbatches loop, the loss scaled by 1/K, and gradient "
+           "collectives run once, after the last (DDP's no_sync)">,
   ];
   let dependentDialects = ["::shardc::dist::DistDialect"];
 }

@@ -78,7 +78,7 @@ def Train_ReturnOp : Train_Op<"return", [Terminator, HasParent<"ModelOp">,
 }
 
 def Train_UnitOp : Train_Op<"unit", [
-    HasParent<"ModelOp">, SingleBlock]> {
+    ParentOneOf<["ModelOp", "MicrobatchesOp"]>, SingleBlock]> {
   let summary = "an FSDP unit: layers whose parameters are gathered together";
   let description = [{
     A named group of layers, FSDP's unit of all-gather and free: the
@@ -116,7 +116,7 @@ def Train_UnitOp : Train_Op<"unit", [
 }
 
 def Train_BackwardOp : Train_Op<"backward", [
-    HasParent<"ModelOp">, SingleBlock]> {
+    ParentOneOf<["ModelOp", "MicrobatchesOp"]>, SingleBlock]> {
   let summary = "the backward of one unit, produced by --train-autodiff";
   let description = [{
     The vector-Jacobian product of unit `unit`. Operands are the cotangents
@@ -160,8 +160,40 @@ def Train_BackwardOp : Train_Op<"backward", [
   }];
 }
 
+def Train_MicrobatchesOp : Train_Op<"microbatches", [
+    HasParent<"ModelOp">, SingleBlock]> {
+  let summary = "runs its body once per micro-batch and sums what it yields";
+  let description = [{
+    Gradient accumulation (DDP's `no_sync`): the body, a forward and
+    backward, runs `count` times; block argument i is the k-th of `count`
+    equal slices along dimension 0 of `inputs[i]`, and each result is the
+    sum over the runs of the value yielded. The body yields gradients of the
+    loss scaled by 1/count and the loss scaled by 1/count, so the results
+    are the gradients and the loss of the whole batch. Collectives on
+    gradients come after it: once per step.
+
+    ```mlir
+    %g, %loss = train.microbatches 2 (%x) : (tensor<8x4xf32>)
+        -> (tensor<3x4xf32>, tensor<f32>) {
+    ^bb0(%xm: tensor<4x4xf32>):
+      ...
+      train.yield %gm, %lm : tensor<3x4xf32>, tensor<f32>
+    }
+    ```
+  }];
+  let arguments = (ins I64Attr:$count, Variadic<Train_AnyTensor>:$inputs);
+  let results = (outs Variadic<Train_AnyTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $count `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)
+    $body
+  }];
+  let hasRegionVerifier = 1;
+}
+
 def Train_YieldOp : Train_Op<"yield", [
-    Terminator, ParentOneOf<["UnitOp", "BackwardOp"]>, Pure]> {
+    Terminator, ParentOneOf<["UnitOp", "BackwardOp", "MicrobatchesOp"]>,
+    Pure]> {
   let summary = "the results of a unit or a backward";
   let arguments = (ins Variadic<Train_AnyTensor>:$values);
   let assemblyFormat = "($values^ `:` type($values))? attr-dict";
