@@ -1,6 +1,6 @@
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-schedule | FileCheck %s
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-schedule="prefetch=0" | FileCheck %s --check-prefix=NOPREFETCH
-// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2" --shardc-schedule | FileCheck %s --check-prefix=DDP
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 bucket-mb=0" --shardc-schedule | FileCheck %s --check-prefix=DDP
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=2x2" --shardc-schedule | shardc-opt | FileCheck %s --check-prefix=HSDP
 
 // Params first; fc1's forward gather starts before fc0 runs (prefetch 1)

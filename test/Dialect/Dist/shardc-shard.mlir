@@ -1,7 +1,12 @@
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4" | FileCheck %s --check-prefix=ZERO3
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=fsdp mesh=4" | FileCheck %s --check-prefix=ZERO3
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 reshard-after-forward=false" | FileCheck %s --check-prefix=KEEP
-// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 param-dtype=bf16 reduce-dtype=f32" | FileCheck %s --check-prefix=DDP
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 param-dtype=bf16 reduce-dtype=f32 bucket-mb=0" | FileCheck %s --check-prefix=DDP
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2" | FileCheck %s --check-prefix=BUCKET
+// Buckets of 1 MiB: the 512x512 f32 weights are 1 MiB each; in the order
+// the backward produces them (layers.2 first), a bucket closes once it
+// holds 1 MiB or more: [w2, b2, w1], [b1, w0], [b0].
+// RUN: shardc-gen mlp --sizes 512,512,512,10 --batch 4 | shardc-opt --train-autodiff --shardc-shard="strategy=ddp mesh=2 bucket-mb=1" | FileCheck %s --check-prefix=BUCKETS
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero1 mesh=2" | FileCheck %s --check-prefix=ZERO1
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=2" | FileCheck %s --check-prefix=ZERO2
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=2x2" | FileCheck %s --check-prefix=HSDP
@@ -67,6 +72,32 @@
 // DDP:        %[[AR1:.*]] = dist.all_reduce %[[BW1]]#1 on @mesh ["shard"] avg wire f32 : tensor<2x3xbf16> -> tensor<2x3xf32>
 // DDP-NEXT:   train.backward "fc0"
 // DDP:        train.adamw "fc1.weight", %[[AR1]] : tensor<2x3xf32>
+
+// One 25 MiB bucket holds all three gradients, in the order the backward
+// produced them, reduced once the last exists.
+// BUCKET:      %[[BW1:.*]]:2 = train.backward "fc1"
+// BUCKET:      %[[BW0:.*]]:2 = train.backward "fc0"
+// BUCKET:      train.yield
+// BUCKET-NEXT: }
+// BUCKET-NEXT: %[[P:.*]] = dist.pack %[[BW1]]#1, %[[BW0]]#0, %[[BW0]]#1 : tensor<2x3xf32>, tensor<3x4xf32>, tensor<3xf32> -> tensor<21xf32>
+// BUCKET-NEXT: %[[R:.*]] = dist.all_reduce %[[P]] on @mesh ["shard"] avg : tensor<21xf32> -> tensor<21xf32>
+// BUCKET-NEXT: %[[U:.*]]:3 = dist.unpack %[[R]] : tensor<21xf32> -> tensor<2x3xf32>, tensor<3x4xf32>, tensor<3xf32>
+// BUCKET-NEXT: train.adamw "fc0.weight", %[[U]]#1
+// BUCKET-NEXT: train.adamw "fc0.bias", %[[U]]#2
+// BUCKET-NEXT: train.adamw "fc1.weight", %[[U]]#0
+
+// BUCKETS:     %[[B2:.*]]:3 = train.backward "layers.2"
+// BUCKETS:     %[[B1:.*]]:3 = train.backward "layers.1"
+// BUCKETS:     train.yield
+// BUCKETS-NEXT: }
+// BUCKETS-NEXT: dist.pack %[[B2]]#1, %[[B2]]#2, %[[B1]]#1 : tensor<10x512xf32>, tensor<10xf32>, tensor<512x512xf32> -> tensor<267274xf32>
+// BUCKETS:     %[[B0:.*]]:2 = train.backward "layers.0"
+// BUCKETS:     train.yield
+// BUCKETS-NEXT: }
+// BUCKETS-NEXT: dist.pack %[[B1]]#2, %[[B0]]#0 : tensor<512xf32>, tensor<512x512xf32> -> tensor<262656xf32>
+// BUCKETS:     dist.pack %[[B0]]#1 : tensor<512xf32> -> tensor<512xf32>
+// BUCKETS:     dist.unpack
+// BUCKETS-NOT: dist.pack
 
 // ZeRO-1: whole gradients until after the backward, then reduce-scatter,
 // update the shard, gather it back.

@@ -271,6 +271,38 @@ LogicalResult FreeOp::verify() {
   return success();
 }
 
+//===--- dist.pack, dist.unpack -------------------------------------------===//
+
+namespace {
+/// The pieces fit the buffer, all of its element type.
+LogicalResult verifyBucket(Operation *op, RankedTensorType buffer,
+                           TypeRange pieces) {
+  if (pieces.empty())
+    return op->emitOpError() << "expected at least one tensor in the bucket";
+  int64_t total = 0;
+  for (Type t : pieces) {
+    auto piece = cast<RankedTensorType>(t);
+    if (piece.getElementType() != buffer.getElementType())
+      return op->emitOpError() << "expected every tensor of element type "
+                               << buffer.getElementType() << ", got "
+                               << piece.getElementType();
+    total += piece.getNumElements();
+  }
+  if (total > buffer.getNumElements())
+    return op->emitOpError() << "expected a buffer of at least " << total
+                             << " elements, got " << buffer.getNumElements();
+  return success();
+}
+} // namespace
+
+LogicalResult PackOp::verify() {
+  return verifyBucket(*this, getResult().getType(), getInputs().getTypes());
+}
+
+LogicalResult UnpackOp::verify() {
+  return verifyBucket(*this, getInput().getType(), getResultTypes());
+}
+
 //===--- dist.adamw_shard, dist.set_param ---------------------------------===//
 // The model resolves the param's name (ParamUserOpInterface).
 

@@ -113,6 +113,8 @@ Value Ledger::root(Value v) {
   } else if (Operation *def = v.getDefiningOp()) {
     if (auto reshape = dyn_cast<train::ReshapeOp>(def))
       r = root(reshape.getInput());
+    else if (auto unpack = dyn_cast<UnpackOp>(def))
+      r = root(unpack.getInput());
     else if (isa<train::UnitOp, train::BackwardOp>(def))
       r = root(def->getRegion(0).front().getTerminator()->getOperand(
           cast<OpResult>(v).getResultNumber()));
@@ -173,8 +175,10 @@ void Ledger::markGrads() {
       continue;
     it->second.category = Grads;
     Operation *def = root(v).getDefiningOp();
+    if (auto wait = dyn_cast_or_null<WaitOp>(def))
+      def = wait.getToken().getDefiningOp();
     if (isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp, AllReduceOp,
-                        AllReduceStartOp, train::AddOp>(def))
+                        AllReduceStartOp, PackOp, train::AddOp>(def))
       for (Value operand : def->getOperands())
         work.push_back(operand);
   }

@@ -45,6 +45,9 @@ struct ShardcPipelineOptions
       llvm::cl::init(DType::f32),
       llvm::cl::values(clEnumValN(DType::f32, "f32", "float32"),
                        clEnumValN(DType::bf16, "bf16", "bfloat16"))};
+  Option<int64_t> bucketMB{*this, "bucket-mb",
+                           llvm::cl::desc("ddp: gradient bucket size in MiB"),
+                           llvm::cl::init(25)};
   Option<int64_t> gradAccum{*this, "grad-accum",
                             llvm::cl::desc("micro-batches per step"),
                             llvm::cl::init(1)};
@@ -76,6 +79,7 @@ void buildShardcPipeline(OpPassManager &pm,
   shard.paramDType = options.paramDType;
   shard.reduceDType = options.reduceDType;
   shard.gradAccum = options.gradAccum;
+  shard.bucketMB = options.bucketMB;
   pm.addPass(createShardcShardPass(shard));
   pm.addPass(createShardcSchedulePass({options.prefetch}));
   pm.addPass(createShardcLedgerPass(

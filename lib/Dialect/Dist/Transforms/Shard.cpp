@@ -68,6 +68,7 @@ struct Plan {
   bool reshardAfterForward;
   Type paramType, reduceType;
   int64_t gradAccum;
+  int64_t bucketBytes; // ddp; 0: a collective per gradient
 
   bool shardsParams() const {
     return strategy == Strategy::zero3 || strategy == Strategy::hsdp;
@@ -125,6 +126,7 @@ private:
   LogicalResult splitInputs();
   Value reduce(Value grad, Operation *firstUpdate,
                llvm::DenseMap<Operation *, Operation *> &lastAfter);
+  void allReduceBuckets(ArrayRef<train::AdamWOp> updates);
   void reduceGradients();
   void averageLoss();
 
@@ -408,11 +410,73 @@ Value Sharder::reduce(Value grad, Operation *firstUpdate,
   return shard;
 }
 
+/// DDP's buckets: gradients in the order the backward produces them, packed
+/// into buffers of up to `bucketBytes`, each all-reduced once its last
+/// gradient exists.
+void Sharder::allReduceBuckets(ArrayRef<train::AdamWOp> updates) {
+  auto producedBefore = [](train::AdamWOp a, train::AdamWOp b) {
+    Value ga = a.getGrad(), gb = b.getGrad();
+    Operation *da = ga.getDefiningOp(), *db = gb.getDefiningOp();
+    if (da != db)
+      return da->isBeforeInBlock(db);
+    return cast<OpResult>(ga).getResultNumber() <
+           cast<OpResult>(gb).getResultNumber();
+  };
+  SmallVector<train::AdamWOp> order(updates);
+  llvm::stable_sort(order, producedBefore);
+
+  // As DDP's compute_bucket_assignment_by_size: a bucket closes once it
+  // holds the cap or more.
+  SmallVector<SmallVector<train::AdamWOp>> buckets(1);
+  int64_t filled = 0;
+  for (train::AdamWOp update : order) {
+    if (filled >= plan.bucketBytes) {
+      buckets.emplace_back();
+      filled = 0;
+    }
+    buckets.back().push_back(update);
+    filled += typeOf(update.getGrad()).getNumElements() *
+              plan.reduceType.getIntOrFloatBitWidth() / 8;
+  }
+
+  auto avg = ReductionAttr::get(ctx, Reduction::avg);
+  llvm::DenseMap<Operation *, Operation *> lastAfter;
+  for (MutableArrayRef<train::AdamWOp> bucket : buckets) {
+    Operation *def = bucket.back().getGrad().getDefiningOp();
+    Operation *&last = lastAfter.try_emplace(def, def).first->second;
+    OpBuilder b(ctx);
+    b.setInsertionPointAfter(last);
+    Location loc = bucket.back().getLoc();
+    SmallVector<Value> grads;
+    int64_t count = 0;
+    for (train::AdamWOp update : bucket) {
+      grads.push_back(update.getGrad());
+      count += typeOf(update.getGrad()).getNumElements();
+    }
+    Type element = typeOf(grads.front()).getElementType();
+    TypeAttr wire =
+        element == plan.reduceType ? TypeAttr() : TypeAttr::get(plan.reduceType);
+    auto flat = RankedTensorType::get({count}, element);
+    Value packed = PackOp::create(b, loc, flat, grads);
+    Value reduced = AllReduceOp::create(b, loc, flat.clone(plan.reduceType),
+                                        packed, meshRef, shardAxes(), wire, avg);
+    SmallVector<Type> pieces;
+    for (Value g : grads)
+      pieces.push_back(typeOf(g).clone(plan.reduceType));
+    auto unpack = UnpackOp::create(b, loc, pieces, reduced);
+    last = unpack;
+    for (auto [update, piece] : llvm::zip(bucket, unpack.getResults()))
+      update.getGradMutable().assign(piece);
+  }
+}
+
 void Sharder::reduceGradients() {
   Block &body = model.getBody().front();
   auto updates = llvm::to_vector(body.getOps<train::AdamWOp>());
   if (updates.empty())
     return;
+  if (plan.strategy == Strategy::ddp && plan.bucketBytes > 0)
+    return allReduceBuckets(updates);
   Operation *firstUpdate = updates.front();
   SmallVector<train::AdamWOp> replaced;
   llvm::DenseMap<Operation *, Operation *> lastAfter;
@@ -517,6 +581,9 @@ void ShardcShardPass::runOnOperation() {
   if (gradAccum <= 0)
     return fail("expected grad-accum >= 1, got " +
                 Twine(static_cast<int64_t>(gradAccum)));
+  if (bucketMB < 0)
+    return fail("expected bucket-mb >= 0, got " +
+                Twine(static_cast<int64_t>(bucketMB)));
   if (model.getBatch() % (ranks * gradAccum) != 0)
     return (void)(model.emitOpError()
                   << "has a global batch of " << model.getBatch()
@@ -529,7 +596,8 @@ void ShardcShardPass::runOnOperation() {
 
   Plan plan{strategy, *meshShape, reshardAfterForward,
             elementTypeOf(&getContext(), paramDType),
-            elementTypeOf(&getContext(), reduceDType), gradAccum};
+            elementTypeOf(&getContext(), reduceDType), gradAccum,
+            bucketMB * (int64_t(1) << 20)};
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToStart(module.getBody());
   MeshOp::create(b, model.getLoc(), kMeshName,

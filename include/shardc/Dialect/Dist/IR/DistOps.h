@@ -10,6 +10,7 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "shardc/Dialect/Train/IR/TrainOps.h"
 
 #include "shardc/Dialect/Dist/IR/DistDialect.h.inc"

@@ -8,6 +8,7 @@ include "shardc/Dialect/Dist/IR/DistTypes.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
 include "shardc/Dialect/Train/IR/TrainInterfaces.td"
 
 def Dist_Tensor : RankedTensorOf<[F32, BF16]>;
@@ -225,6 +226,47 @@ def Dist_FreeOp : Dist_Op<"free"> {
   }];
   let arguments = (ins Dist_Tensor:$value);
   let assemblyFormat = "$value attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Buckets
+//===----------------------------------------------------------------------===//
+
+def Dist_PackOp : Dist_Op<"pack", [Pure]> {
+  let summary = "copies tensors, flattened and in order, into one buffer";
+  let description = [{
+    A bucket (DDP's gradient buckets): the inputs, flattened, one after the
+    other in a 1-D buffer of their element type, zero-padded to the result's
+    size, so that one collective moves them all.
+
+    ```mlir
+    %b = dist.pack %g0, %g1 : tensor<3x4xf32>, tensor<3xf32> -> tensor<15xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Dist_Tensor>:$inputs);
+  let results = (outs 1DTensorOf<[F32, BF16]>:$result);
+  let assemblyFormat = [{
+    $inputs attr-dict `:` type($inputs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_UnpackOp : Dist_Op<"unpack", [Pure]> {
+  let summary = "views the tensors a dist.pack put in a buffer";
+  let description = [{
+    The inverse of `dist.pack`: each result views the next piece of the
+    buffer, in order, with the result's shape.
+
+    ```mlir
+    %g0, %g1 = dist.unpack %b : tensor<15xf32> -> tensor<3x4xf32>, tensor<3xf32>
+    ```
+  }];
+  let arguments = (ins 1DTensorOf<[F32, BF16]>:$input);
+  let results = (outs Variadic<Dist_Tensor>:$results);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` type($results)
+  }];
   let hasVerifier = 1;
 }
 

@@ -14,7 +14,7 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
 
     | strategy | params | grads | optimizer | collectives |
     |---|---|---|---|---|
-    | `ddp` | whole | whole | whole | All-Reduce of each gradient as backward produces it |
+    | `ddp` | whole | whole | whole | All-Reduce of gradient buckets as backward fills them |
     | `zero1` | whole | whole | 1/N | after backward: Reduce-Scatter, shard update, All-Gather |
     | `zero2` | whole | 1/N | 1/N | Reduce-Scatter as backward produces each gradient, free the rest |
     | `zero3` (`fsdp`) | 1/N | 1/N | 1/N | per unit: All-Gather before forward, free after; again before backward; Reduce-Scatter |
@@ -122,6 +122,10 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
            [{::llvm::cl::values(
              clEnumValN(::shardc::dist::DType::f32, "f32", "float32"),
              clEnumValN(::shardc::dist::DType::bf16, "bf16", "bfloat16"))}]>,
+    Option<"bucketMB", "bucket-mb", "int64_t", "25",
+           "ddp: gradients are packed, in the order the backward produces "
+           "them, into buckets of up to this many MiB, one All-Reduce each "
+           "(0: one per gradient)">,
     Option<"gradAccum", "grad-accum", "int64_t", "1",
            "micro-batches per step: forward and backward run in a "
            "train.microbatches loop, the loss scaled by 1/K, and gradient "
