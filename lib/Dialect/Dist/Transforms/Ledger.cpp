@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
+#include "shardc/Support/Bytes.h"
 
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Support/FileUtilities.h"
@@ -353,23 +354,12 @@ void Ledger::explainUnits(InFlightDiagnostic &diag) {
                       << " bytes";
 }
 
-std::string human(int64_t bytes) {
-  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1000 && u < 4) {
-    v /= 1000;
-    ++u;
-  }
-  return llvm::formatv("{0:F2} {1}", v, units[u]).str();
-}
-
 void printText(const Report &r, llvm::raw_ostream &os) {
   os << "ledger @" << r.model << ": " << r.strategy << " over " << r.world
      << " ranks, " << r.params << " params\n";
   auto row = [&](StringRef name, int64_t bytes) {
     os << llvm::format("  %-22s %16lld  %s\n", name.str().c_str(),
-                       static_cast<long long>(bytes), human(bytes).c_str());
+                       static_cast<long long>(bytes), formatBytes(bytes).c_str());
   };
   os << "  per rank                          bytes\n";
   row("params", r.paramBytes);
@@ -384,7 +374,7 @@ void printText(const Report &r, llvm::raw_ostream &os) {
   auto comm = [&](StringRef name, const Traffic &t) {
     os << llvm::format("  %-14s %7lld %16lld  %s\n", name.str().c_str(),
                        static_cast<long long>(t.count),
-                       static_cast<long long>(t.bytes), human(t.bytes).c_str());
+                       static_cast<long long>(t.bytes), formatBytes(t.bytes).c_str());
   };
   comm("all_gather", r.allGather);
   comm("reduce_scatter", r.reduceScatter);
@@ -426,14 +416,12 @@ struct ShardcLedgerPass
                          << "': expected text or json";
       return signalPassFailure();
     }
-    auto models = llvm::to_vector(module.getOps<ModelOp>());
-    if (models.empty()) {
-      module.emitError() << "expected a train.model in the input";
+    FailureOr<SmallVector<ModelOp>> models = train::getModels(module);
+    if (failed(models))
       return signalPassFailure();
-    }
     std::string text;
     llvm::raw_string_ostream os(text);
-    for (ModelOp model : models) {
+    for (ModelOp model : *models) {
       Ledger ledger(model);
       Report report = ledger.build();
       if (format == "json")

@@ -208,12 +208,10 @@ struct ShardcSchedulePass
                          << static_cast<int64_t>(prefetch);
       return signalPassFailure();
     }
-    auto models = llvm::to_vector(module.getOps<ModelOp>());
-    if (models.empty()) {
-      module.emitError() << "expected a train.model in the input";
+    FailureOr<SmallVector<ModelOp>> models = train::getModels(module);
+    if (failed(models))
       return signalPassFailure();
-    }
-    for (ModelOp model : models) {
+    for (ModelOp model : *models) {
       if (!model.getSplit()) {
         model.emitOpError() << "is not sharded: run --shardc-shard first";
         return signalPassFailure();

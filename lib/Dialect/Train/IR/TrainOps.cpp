@@ -204,6 +204,13 @@ LogicalResult verifyClosedRegion(Operation *op, StringRef name,
 
 //===--- train.model ------------------------------------------------------===//
 
+FailureOr<SmallVector<ModelOp>> shardc::train::getModels(ModuleOp module) {
+  auto models = llvm::to_vector(module.getOps<ModelOp>());
+  if (models.empty())
+    return module.emitError() << "expected a train.model in the input";
+  return models;
+}
+
 Value ModelOp::getLoss() {
   return cast<ReturnOp>(getBody().front().getTerminator()).getLoss();
 }
@@ -295,16 +302,21 @@ LogicalResult ModelOp::verifyRegions() {
 
 //===--- train.unit -------------------------------------------------------===//
 
+/// The operands, results and a body whose arguments mirror the operands.
+static void buildClosedRegion(OperationState &state, TypeRange resultTypes,
+                              ValueRange inputs) {
+  state.addOperands(inputs);
+  state.addTypes(resultTypes);
+  Block *block = new Block();
+  state.addRegion()->push_back(block);
+  for (Value input : inputs)
+    block->addArgument(input.getType(), input.getLoc());
+}
+
 void UnitOp::build(OpBuilder &builder, OperationState &state, StringRef name,
                    TypeRange resultTypes, ValueRange inputs) {
   state.addAttribute(getNameAttrName(state.name), builder.getStringAttr(name));
-  state.addOperands(inputs);
-  state.addTypes(resultTypes);
-  Region *body = state.addRegion();
-  Block *block = new Block();
-  body->push_back(block);
-  for (Value input : inputs)
-    block->addArgument(input.getType(), input.getLoc());
+  buildClosedRegion(state, resultTypes, inputs);
 }
 
 LogicalResult UnitOp::verifyRegions() {
@@ -322,13 +334,7 @@ void BackwardOp::build(OpBuilder &builder, OperationState &state,
   state.addAttribute(getUnitAttrName(state.name), builder.getStringAttr(unit));
   state.addAttribute(getParamsAttrName(state.name),
                      builder.getStrArrayAttr(params));
-  state.addOperands(inputs);
-  state.addTypes(resultTypes);
-  Region *body = state.addRegion();
-  Block *block = new Block();
-  body->push_back(block);
-  for (Value input : inputs)
-    block->addArgument(input.getType(), input.getLoc());
+  buildClosedRegion(state, resultTypes, inputs);
 }
 
 LogicalResult BackwardOp::verifyRegions() {

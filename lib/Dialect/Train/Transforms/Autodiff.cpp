@@ -418,12 +418,10 @@ LogicalResult TrainAutodiffPass::differentiateUnit(UnitOp unit,
 
 void TrainAutodiffPass::runOnOperation() {
   ModuleOp module = getOperation();
-  auto models = llvm::to_vector(module.getOps<ModelOp>());
-  if (models.empty()) {
-    module.emitError() << "expected a train.model in the input";
+  FailureOr<SmallVector<ModelOp>> models = getModels(module);
+  if (failed(models))
     return signalPassFailure();
-  }
-  for (ModelOp model : models)
+  for (ModelOp model : *models)
     if (failed(differentiateModel(model)))
       return signalPassFailure();
 }

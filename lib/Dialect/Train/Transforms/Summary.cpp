@@ -1,10 +1,10 @@
 //===- Summary.cpp - Print a model's params, units and op counts ----------===//
 
 #include "shardc/Dialect/Train/Transforms/Passes.h"
+#include "shardc/Support/Bytes.h"
 
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #define DEBUG_TYPE "train-summary"
@@ -27,18 +27,6 @@ using OpCounts = llvm::MapVector<StringRef, std::array<int64_t, NumPhases>>;
 
 int64_t byteWidth(Type elementType) {
   return (elementType.getIntOrFloatBitWidth() + 7) / 8;
-}
-
-/// `bytes` in decimal units (GB = 10^9 bytes, as the ZeRO paper counts).
-std::string formatBytes(int64_t bytes) {
-  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1000 && unit < 4) {
-    value /= 1000;
-    ++unit;
-  }
-  return llvm::formatv("{0:F2} {1}", value, units[unit]).str();
 }
 
 void printModel(ModelOp model, llvm::raw_ostream &os) {
@@ -90,7 +78,7 @@ void printModel(ModelOp model, llvm::raw_ostream &os) {
 
   os << "model @" << model.getSymName() << ": " << total << " params ("
      << trainable << " trainable), "
-     << formatBytes(bytes) << " as stored, " << unitParams.size() << " units, batch "
+     << shardc::formatBytes(bytes) << " as stored, " << unitParams.size() << " units, batch "
      << model.getBatch() << "\n";
   os << llvm::format("  %-28s %12s %8s\n", "unit", "params", "share");
   for (auto &[name, n] : unitParams)

@@ -158,12 +158,10 @@ struct ShardcWrapPass
         return signalPassFailure();
       }
     }
-    auto models = llvm::to_vector(module.getOps<ModelOp>());
-    if (models.empty()) {
-      module.emitError() << "expected a train.model in the input";
+    FailureOr<SmallVector<ModelOp>> models = getModels(module);
+    if (failed(models))
       return signalPassFailure();
-    }
-    for (ModelOp model : models) {
+    for (ModelOp model : *models) {
       Block &body = model.getBody().front();
       if (!body.getOps<UnitOp>().empty() ||
           !body.getOps<BackwardOp>().empty()) {

@@ -4,6 +4,7 @@
 #define SHARDC_DIALECT_TRAIN_IR_TRAINOPS_H
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/StringMap.h"
 #include "mlir/IR/OpDefinition.h"
@@ -19,5 +20,10 @@
 
 #define GET_OP_CLASSES
 #include "shardc/Dialect/Train/IR/TrainOps.h.inc"
+
+namespace shardc::train {
+/// The models of `module`; an error on the module when it holds none.
+mlir::FailureOr<llvm::SmallVector<ModelOp>> getModels(mlir::ModuleOp module);
+} // namespace shardc::train
 
 #endif // SHARDC_DIALECT_TRAIN_IR_TRAINOPS_H
