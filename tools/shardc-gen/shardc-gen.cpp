@@ -438,7 +438,8 @@ int main(int argc, char **argv) {
     return usageError("unknown --dtype '" + dtypeOpt +
                       "': expected 'f32' or 'bf16'");
 
-  int64_t batch = batchOpt.getNumOccurrences() ? batchOpt : (isMlp ? 32 : 4);
+  int64_t batch = batchOpt.getNumOccurrences() ? int64_t(batchOpt)
+                                               : int64_t(isMlp ? 32 : 4);
   double lr = lrOpt.getNumOccurrences() ? lrOpt : (isMlp ? 1e-3 : 6e-4);
   double weightDecay = weightDecayOpt.getNumOccurrences()
                            ? weightDecayOpt

@@ -237,3 +237,8 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   // expected-error @+1 {{failed to parse Dist_ShardAttr parameter 'layout'}}
   %l = train.input "l" {s = #dist.shard<layout = rows, mesh = @world, axes = ["shard"]>} : tensor<1xf32>
 }
+
+// -----
+
+// expected-error @+1 {{'dist.mesh' op expected at most 16777216 ranks, got 33554432}}
+dist.mesh @world axes ["replicate", "shard"] shape [8192, 4096]

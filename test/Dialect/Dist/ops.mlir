@@ -10,6 +10,9 @@ dist.mesh @hsdp axes ["replicate", "shard"] shape [2, 4]
 
 // CHECK-LABEL: train.model @collectives
 train.model @collectives batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  train.unit "u" () : () -> () {
+    train.yield
+  }
   // A param of unit "u" stored as its dim0 shard.
   // CHECK: train.param "w" of unit "u" init(#train.zeros) sharded(#dist.shard<layout = dim0, mesh = @world, axes = ["shard"]>) of tensor<3x16xf32> : tensor<1x16xf32>
   %shard = train.param "w" of unit "u" init(#train.zeros) sharded(#dist.shard<layout = dim0, mesh = @world, axes = ["shard"]>) of tensor<3x16xf32> : tensor<1x16xf32>

@@ -94,6 +94,10 @@
 // BUDGET: note: unit 'fc1': params 12 bytes, gathered 24 bytes, activations kept for backward 0 bytes
 // RUN: not shardc-opt %s --train-autodiff --shardc-ledger="format=yaml" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FORMAT
 // FORMAT: error: unknown ledger format 'yaml': expected text or json
+// RUN: not shardc-opt %s --train-autodiff --shardc-ledger="memory-budget=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGBUDGET
+// NEGBUDGET: error: expected memory-budget >= 0 bytes, got -1
+// RUN: not shardc-opt %s --train-autodiff --shardc-ledger="output=/dev/full" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FULL
+// FULL: error: cannot write the ledger to '/dev/full': No space left on device
 
 train.model @mlp batch 8 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %x = train.input "x" : tensor<8x4xf32>

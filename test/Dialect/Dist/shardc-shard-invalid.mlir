@@ -1,7 +1,12 @@
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=0" 2>&1 | FileCheck %s --check-prefix=MESH0
-// MESH0: error: invalid mesh '0': expected N, or RxS for hsdp, with positive sizes
+// MESH0: error: invalid mesh '0': expected N, or RxS for hsdp, with positive sizes and at most 16777216 ranks
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=4294967296x4294967296" 2>&1 | FileCheck %s --check-prefix=MESHBIG
+// MESHBIG: error: invalid mesh '4294967296x4294967296'
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=65536x65536" 2>&1 | FileCheck %s --check-prefix=MESHBIG2
+// MESHBIG2: error: invalid mesh '65536x65536'
+
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2x" 2>&1 | FileCheck %s --check-prefix=MESHBAD
-// MESHBAD: error: invalid mesh '2x': expected N, or RxS for hsdp, with positive sizes
+// MESHBAD: error: invalid mesh '2x': expected N, or RxS for hsdp
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=4" 2>&1 | FileCheck %s --check-prefix=HSDP1D
 // HSDP1D: error: strategy hsdp needs a 2-D mesh RxS (replicate x shard), got mesh=4
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=2x2" 2>&1 | FileCheck %s --check-prefix=ZERO2D

@@ -360,3 +360,63 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 // Garbage: the parser reports it.
 train.model batch 2 // expected-error {{custom op 'train.model' expected valid '@'-identifier for symbol name}}
+
+// -----
+
+// One optimizer update per param.
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" init(#train.ones) : tensor<4xf32>
+  %g = train.param "g" frozen init(#train.ones) : tensor<4xf32>
+  train.adamw "w", %g : tensor<4xf32>
+  // expected-error @+1 {{'train.adamw' op updates param 'w' a second time}}
+  train.adamw "w", %g : tensor<4xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+// One backward per unit.
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.param "x" frozen init(#train.ones) : tensor<4xf32>
+  %a = train.backward "u" (%x) params [] : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%g: tensor<4xf32>):
+    train.yield %g : tensor<4xf32>
+  }
+  // expected-error @+1 {{'train.backward' op is a second backward of unit 'u'}}
+  %b = train.backward "u" (%x) params [] : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%g: tensor<4xf32>):
+    train.yield %g : tensor<4xf32>
+  }
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-error @+1 {{'train.param' op belongs to unknown unit 'ghost'}}
+  %w = train.param "w" of unit "ghost" init(#train.ones) : tensor<4xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-error @+1 {{'train.param' op expected the storage 'tensor<7x16xf32>' to be a dim0 piece of the full 'tensor<3x16xf32>'}}
+  %w = train.param "w" init(#train.ones) sharded(#train.zeros) of tensor<3x16xf32> : tensor<7x16xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-error @+1 {{'train.param' op expected at most 2^40 elements in 'tensor<1073741824x536870912xf32>'}}
+  %w = train.param "w" init(#train.ones) : tensor<1073741824x536870912xf32>
+}

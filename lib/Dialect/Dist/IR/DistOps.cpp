@@ -87,7 +87,14 @@ LogicalResult MeshOp::verify() {
     if (size <= 0)
       return emitOpError() << "expected a positive size for axis '" << name
                            << "', got " << size;
+    if (size > kMaxRanks)
+      return emitOpError() << "expected at most " << kMaxRanks
+                           << " ranks, got " << size << " on axis '" << name
+                           << "'";
   }
+  if (getNumRanks() > kMaxRanks)
+    return emitOpError() << "expected at most " << kMaxRanks
+                         << " ranks, got " << getNumRanks();
   return success();
 }
 
@@ -143,7 +150,8 @@ LogicalResult verifyShardOf(Operation *op, Layout layout,
     if (s.size() != 1 || f.size() != 1)
       return op->emitOpError() << "expected 1-D tensors for a flat layout, got "
                                << formatShape(s) << " and " << formatShape(f);
-    if (f[0] != s[0] * n)
+    if (ShapedType::isDynamic(f[0]) || ShapedType::isDynamic(s[0]) ||
+        f[0] != s[0] * n)
       return op->emitOpError()
              << "expected the flat buffer of " << f[0]
              << " elements to be the shard of " << s[0] << " times " << n
@@ -312,6 +320,7 @@ AdamWShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 StringRef AdamWShardOp::getParamName() { return getName(); }
+bool AdamWShardOp::isParamUpdate() { return true; }
 
 LogicalResult AdamWShardOp::verifyParam(Operation *paramOp) {
   auto param = cast<shardc::train::ParamOp>(paramOp);

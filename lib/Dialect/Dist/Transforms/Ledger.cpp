@@ -411,6 +411,11 @@ struct ShardcLedgerPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (memoryBudget < 0) {
+      module.emitError() << "expected memory-budget >= 0 bytes, got "
+                         << static_cast<int64_t>(memoryBudget);
+      return signalPassFailure();
+    }
     if (format != "text" && format != "json") {
       module.emitError() << "unknown ledger format '" << format
                          << "': expected text or json";
@@ -452,6 +457,13 @@ struct ShardcLedgerPass
         return signalPassFailure();
       }
       file->os() << text;
+      file->os().flush();
+      if (std::error_code ec = file->os().error()) {
+        file->os().clear_error();
+        module.emitError() << "cannot write the ledger to '" << output
+                           << "': " << ec.message();
+        return signalPassFailure();
+      }
       file->keep();
     }
     markAllAnalysesPreserved();

@@ -88,16 +88,20 @@ struct Plan {
   }
 };
 
-/// Parses `N` or `RxS`.
+/// Parses `N` or `RxS`, at most kMaxRanks ranks in all.
 FailureOr<SmallVector<int64_t>> parseMesh(StringRef text) {
   SmallVector<StringRef> parts;
   text.split(parts, 'x');
   if (parts.empty() || parts.size() > 2)
     return failure();
   SmallVector<int64_t> shape;
+  int64_t ranks = 1;
   for (StringRef part : parts) {
     int64_t size;
-    if (part.getAsInteger(10, size) || size <= 0)
+    if (part.getAsInteger(10, size) || size <= 0 || size > MeshOp::kMaxRanks)
+      return failure();
+    ranks *= size;
+    if (ranks > MeshOp::kMaxRanks)
       return failure();
     shape.push_back(size);
   }
@@ -553,7 +557,8 @@ void ShardcShardPass::runOnOperation() {
   FailureOr<SmallVector<int64_t>> meshShape = parseMesh(mesh);
   if (failed(meshShape))
     return fail("invalid mesh '" + mesh +
-                "': expected N, or RxS for hsdp, with positive sizes");
+                "': expected N, or RxS for hsdp, with positive sizes and at "
+                "most " + Twine(MeshOp::kMaxRanks) + " ranks");
   const char *name = strategyName(strategy);
   if (strategy == Strategy::hsdp && meshShape->size() != 2)
     return fail(Twine("strategy hsdp needs a 2-D mesh RxS (replicate x "

@@ -6,6 +6,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -68,8 +69,8 @@ LogicalResult verifyStaticShapes(Operation *op) {
     int64_t elements = 1;
     for (int64_t size : type.getShape())
       if (llvm::MulOverflow(elements, size, elements) ||
-          elements > (int64_t(1) << 60))
-        return op->emitOpError() << "expected fewer than 2^60 elements in "
+          elements > ModelOp::kMaxElements)
+        return op->emitOpError() << "expected at most 2^40 elements in "
                                  << type;
   }
   return success();
@@ -273,7 +274,22 @@ LogicalResult ModelOp::verifyRegions() {
   if (walk.wasInterrupted())
     return failure();
 
-  // Every name of a param resolves, once, here.
+  int64_t numParams = 0;
+  for (auto &entry : params) {
+    auto param = cast<ParamOp>(entry.second);
+    numParams += param.getNumElements();
+    if (std::optional<StringRef> unit = param.getUnit(); unit &&
+        !units.contains(*unit))
+      return param.emitOpError() << "belongs to unknown unit '" << *unit
+                                 << "'";
+  }
+  if (numParams > kMaxElements)
+    return emitOpError() << "expected at most 2^40 parameters, got "
+                         << numParams;
+
+  // Every name of a param resolves, once, here; a param is updated once and
+  // a unit differentiated once.
+  llvm::StringSet<> updated, differentiated;
   auto lookup = [&](Operation *user, StringRef name) -> FailureOr<ParamOp> {
     auto it = params.find(name);
     if (it == params.end())
@@ -285,8 +301,19 @@ LogicalResult ModelOp::verifyRegions() {
       FailureOr<ParamOp> param = lookup(op, user.getParamName());
       if (failed(param) || failed(user.verifyParam(*param)))
         return WalkResult::interrupt();
+      if (user.isParamUpdate() &&
+          !updated.insert(user.getParamName()).second) {
+        op->emitOpError() << "updates param '" << user.getParamName()
+                          << "' a second time";
+        return WalkResult::interrupt();
+      }
     }
     if (auto bwd = dyn_cast<BackwardOp>(op)) {
+      if (!differentiated.insert(bwd.getUnit()).second) {
+        op->emitOpError() << "is a second backward of "
+                          << describeUnit(bwd.getUnit());
+        return WalkResult::interrupt();
+      }
       for (auto [nameAttr, grad] :
            llvm::zip(bwd.getParams(), bwd.getParamGrads())) {
         StringRef name = cast<StringAttr>(nameAttr).getValue();
@@ -423,10 +450,13 @@ LogicalResult ParamOp::verify() {
     auto full = dyn_cast<RankedTensorType>(*getFull());
     if (!full)
       return emitOpError() << "expected a ranked tensor full type";
+    ArrayRef<int64_t> piece = getType().getShape();
     if (full.getElementType() != getType().getElementType() ||
-        full.getRank() != getType().getRank())
+        full.getRank() != getType().getRank() || full.getRank() == 0 ||
+        piece.drop_front() != full.getShape().drop_front() ||
+        piece[0] > full.getDimSize(0))
       return emitOpError() << "expected the storage " << getType()
-                           << " to be a piece of the full " << full;
+                           << " to be a dim0 piece of the full " << full;
   }
   // A param moved out of its unit is read at the model level only, by the
   // collectives and units that take it as an input.
@@ -488,6 +518,7 @@ LogicalResult InputOp::verify() {
 //===--- train.adamw ------------------------------------------------------===//
 
 StringRef AdamWOp::getParamName() { return getName(); }
+bool AdamWOp::isParamUpdate() { return true; }
 
 LogicalResult AdamWOp::verifyParam(Operation *paramOp) {
   auto param = cast<ParamOp>(paramOp);

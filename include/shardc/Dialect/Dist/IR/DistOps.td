@@ -40,6 +40,9 @@ def Dist_MeshOp : Dist_Op<"mesh", [Symbol]> {
     int64_t getAxisIndex(::llvm::StringRef name);
     /// The number of ranks: the product of the axis sizes.
     int64_t getNumRanks();
+    /// The most ranks a mesh holds (2^24): sizes and their products then fit
+    /// every byte count in 64 bits.
+    static constexpr int64_t kMaxRanks = int64_t(1) << 24;
   }];
 }
 
@@ -276,7 +279,7 @@ def Dist_UnpackOp : Dist_Op<"unpack", [Pure]> {
 
 def Dist_AdamWShardOp : Dist_Op<"adamw_shard", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
-    DeclareOpInterfaceMethods<Train_ParamUserOpInterface>]> {
+    DeclareOpInterfaceMethods<Train_ParamUserOpInterface, ["isParamUpdate"]>]> {
   let summary = "AdamW on this rank's dim0 shard of a replicated parameter";
   let description = [{
     ZeRO-1 and ZeRO-2 keep every parameter whole on every rank but split

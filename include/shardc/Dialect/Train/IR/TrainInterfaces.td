@@ -19,6 +19,10 @@ def Train_ParamUserOpInterface : OpInterface<"ParamUserOpInterface"> {
     InterfaceMethod<"Checks the op against the `train.param` it names.",
                     "::mlir::LogicalResult", "verifyParam",
                     (ins "::mlir::Operation *":$param)>,
+    InterfaceMethod<"Whether the op is the optimizer update of the param: a "
+                    "param has at most one.",
+                    "bool", "isParamUpdate", (ins), [{}],
+                    [{ return false; }]>,
   ];
 }
 

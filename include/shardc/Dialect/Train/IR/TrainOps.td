@@ -65,6 +65,9 @@ def Train_ModelOp : Train_Op<"model", [
     ParamOp lookupParam(::llvm::StringRef name);
     /// Every `train.param` of the model by name.
     ::llvm::StringMap<ParamOp> getParamsByName();
+    /// The most elements a tensor, and the most parameters a model, holds
+    /// (2^40): every byte count of a step then fits in 64 bits.
+    static constexpr int64_t kMaxElements = int64_t(1) << 40;
     /// The examples each rank's inputs hold.
     int64_t getLocalBatch() { return getBatch() / getSplit().value_or(1); }
   }];
@@ -287,7 +290,8 @@ def Train_InputOp : Train_Op<"input", [HasParent<"ModelOp">]> {
 }
 
 def Train_AdamWOp : Train_Op<"adamw", [
-    HasParent<"ModelOp">, DeclareOpInterfaceMethods<Train_ParamUserOpInterface>]> {
+    HasParent<"ModelOp">,
+    DeclareOpInterfaceMethods<Train_ParamUserOpInterface, ["isParamUpdate"]>]> {
   let summary = "updates one parameter with AdamW";
   let description = [{
     Applies the model's `#train.adamw` to parameter `name` with gradient
