@@ -225,7 +225,7 @@ void Ledger::countTraffic(Report &report) {
 Report Ledger::build() {
   Report report;
   report.model = model.getSymName().str();
-  auto strategy = model->getAttrOfType<StringAttr>("dist.strategy");
+  auto strategy = model->getAttrOfType<StringAttr>(kStrategyAttrName);
   report.strategy = strategy ? strategy.getValue().str() : "none";
   if (auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(
           model, FlatSymbolRefAttr::get(model.getContext(), "mesh")))

@@ -26,7 +26,6 @@ using train::ParamOp;
 namespace {
 
 constexpr StringLiteral kMeshName = "mesh";
-constexpr StringLiteral kStrategyAttrName = "dist.strategy";
 constexpr StringLiteral kShardAxis = "shard";
 constexpr StringLiteral kReplicateAxis = "replicate";
 
