@@ -242,3 +242,12 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 // expected-error @+1 {{'dist.mesh' op expected at most 16777216 ranks, got 33554432}}
 dist.mesh @world axes ["replicate", "shard"] shape [8192, 4096]
+
+// -----
+
+// expected-error @+1 {{expected 'dist.strategy' on a train.model to be one of ddp, zero1, zero2, zero3, hsdp, got "zero9"}}
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> attributes {dist.strategy = "zero9"} {
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}

@@ -420,3 +420,15 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   // expected-error @+1 {{'train.param' op expected at most 2^40 elements in 'tensor<1073741824x536870912xf32>'}}
   %w = train.param "w" init(#train.ones) : tensor<1073741824x536870912xf32>
 }
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  // expected-error @+1 {{'train.microbatches' op expected at least one input to split into micro-batches}}
+  %r = train.microbatches 2 () : () -> tensor<f32> {
+    %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+    train.yield %s : tensor<f32>
+  }
+  train.return %r : tensor<f32>
+}

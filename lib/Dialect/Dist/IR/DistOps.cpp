@@ -40,6 +40,23 @@ void DistDialect::initialize() {
       >();
 }
 
+/// `dist.strategy`, which shardc-shard sets on a model for the ledger.
+LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  if (attr.getName() != "dist.strategy")
+    return op->emitError() << "unknown attribute '" << attr.getName()
+                           << "' of the dist dialect";
+  auto name = dyn_cast<StringAttr>(attr.getValue());
+  if (!isa<shardc::train::ModelOp>(op) || !name ||
+      !llvm::is_contained({"ddp", "zero1", "zero2", "zero3", "hsdp"},
+                          name.getValue()))
+    return op->emitError()
+           << "expected 'dist.strategy' on a train.model to be one of ddp, "
+              "zero1, zero2, zero3, hsdp, got "
+           << attr.getValue();
+  return success();
+}
+
 //===--- #dist.shard ------------------------------------------------------===//
 
 LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError,

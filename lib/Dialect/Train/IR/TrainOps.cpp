@@ -393,6 +393,9 @@ LogicalResult MicrobatchesOp::verifyRegions() {
   int64_t count = getCount();
   if (count <= 0)
     return emitOpError() << "expected a positive count, got " << count;
+  if (getInputs().empty())
+    return emitOpError() << "expected at least one input to split into "
+                            "micro-batches";
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
     return emitOpError() << "expected " << getInputs().size()

@@ -28,6 +28,7 @@ def Dist_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
 }
 
 class Dist_Op<string mnemonic, list<Trait> traits = []>
