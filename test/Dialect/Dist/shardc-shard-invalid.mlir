@@ -19,6 +19,10 @@
 // ACCUM: error: 'train.model' op has a global batch of 8 that does not divide over 2 data-parallel ranks (mesh=2) times 3 micro-batches
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 grad-accum=0" 2>&1 | FileCheck %s --check-prefix=ACCUM0
 // ACCUM0: error: expected grad-accum >= 1, got 0
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=4096x4096 grad-accum=1099511627776" 2>&1 | FileCheck %s --check-prefix=ACCUMBIG
+// ACCUMBIG: error: 'train.model' op has a global batch of 8 that does not divide over 16777216 data-parallel ranks
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 bucket-mb=9223372036854775807" 2>&1 | FileCheck %s --check-prefix=BUCKETBIG
+// BUCKETBIG: error: expected 0 <= bucket-mb <= 2^40, got 9223372036854775807
 // RUN: not shardc-opt %s --shardc-shard="strategy=zero3 mesh=2" 2>&1 | FileCheck %s --check-prefix=NOGRAD
 // NOGRAD: error: 'train.model' op has no optimizer step: run --train-autodiff first
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-shard="strategy=zero3 mesh=2" 2>&1 | FileCheck %s --check-prefix=TWICE

@@ -579,16 +579,20 @@ void ShardcShardPass::runOnOperation() {
                   << "has no optimizer step: run --train-autodiff first"),
            signalPassFailure();
 
-  int64_t ranks = 1;
-  for (int64_t size : *meshShape)
-    ranks *= size;
   if (gradAccum <= 0)
     return fail("expected grad-accum >= 1, got " +
                 Twine(static_cast<int64_t>(gradAccum)));
-  if (bucketMB < 0)
-    return fail("expected bucket-mb >= 0, got " +
+  if (bucketMB < 0 || bucketMB > (int64_t(1) << 40))
+    return fail("expected 0 <= bucket-mb <= 2^40, got " +
                 Twine(static_cast<int64_t>(bucketMB)));
-  if (model.getBatch() % (ranks * gradAccum) != 0)
+  Plan plan{strategy, *meshShape, reshardAfterForward,
+            elementTypeOf(&getContext(), paramDType),
+            elementTypeOf(&getContext(), reduceDType), gradAccum,
+            bucketMB * (int64_t(1) << 20)};
+  // Divided in two steps: ranks times micro-batches could overflow.
+  int64_t ranks = plan.dataParallelRanks();
+  if (model.getBatch() % ranks != 0 ||
+      (model.getBatch() / ranks) % gradAccum != 0)
     return (void)(model.emitOpError()
                   << "has a global batch of " << model.getBatch()
                   << " that does not divide over " << ranks
@@ -598,10 +602,6 @@ void ShardcShardPass::runOnOperation() {
                                     : std::string())),
            signalPassFailure();
 
-  Plan plan{strategy, *meshShape, reshardAfterForward,
-            elementTypeOf(&getContext(), paramDType),
-            elementTypeOf(&getContext(), reduceDType), gradAccum,
-            bucketMB * (int64_t(1) << 20)};
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToStart(module.getBody());
   MeshOp::create(b, model.getLoc(), kMeshName,
