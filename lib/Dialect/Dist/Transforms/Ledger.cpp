@@ -1,11 +1,11 @@
 //===- Ledger.cpp - Per-rank memory and bytes on the wire of a step -------===//
 //
-// A liveness walk over the step one rank runs: every buffer lives from the
-// op defining it to its last use; views (reshapes, region arguments and
-// results, waits) name the buffer they view.
+// A sweep over the step's buffers (BufferLiveness), each in a category:
+// activations, gradients, gathered params, communication staging.
 //
 //===----------------------------------------------------------------------===//
 
+#include "shardc/Dialect/Dist/Analysis/BufferLiveness.h"
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
 #include "shardc/Support/Bytes.h"
 
@@ -40,20 +40,6 @@ int64_t bytesOf(RankedTensorType type) {
          ((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
 }
 
-int64_t bytesOf(Value v) {
-  if (auto token = dyn_cast<TokenType>(v.getType()))
-    return bytesOf(token.getResult());
-  if (auto tensor = dyn_cast<RankedTensorType>(v.getType()))
-    return bytesOf(tensor);
-  return 0;
-}
-
-struct Buffer {
-  int64_t bytes;
-  int64_t def, last;
-  Category category;
-};
-
 /// What a rank sends for one collective kind in one step.
 struct Traffic {
   int64_t bytes = 0, count = 0;
@@ -72,89 +58,31 @@ struct Report {
 
 class Ledger {
 public:
-  Ledger(ModelOp model) : model(model) {}
+  Ledger(ModelOp model) : model(model), liveness(model) {}
   Report build();
   /// One line per unit: its stored params, gathered params and kept
   /// activations.
   void explainUnits(InFlightDiagnostic &diag);
 
 private:
-  void number(Operation *op);
-  Value root(Value v);
-  void collectBuffers();
+  void categorize();
   void markGrads();
   void countTraffic(Report &report);
 
   ModelOp model;
-  llvm::DenseMap<Operation *, int64_t> start, end;
-  int64_t positions = 0;
-  llvm::DenseMap<Value, Value> roots;
-  llvm::MapVector<Value, Buffer> buffers;
+  BufferLiveness liveness;
+  llvm::DenseMap<Value, Category> categories;
   SymbolTableCollection symbols;
 };
 
-void Ledger::number(Operation *op) {
-  start[op] = positions++;
-  for (Region &region : op->getRegions())
-    for (Block &block : region)
-      for (Operation &nested : block)
-        number(&nested);
-  end[op] = positions++;
-}
-
-/// The value owning the buffer `v` views.
-Value Ledger::root(Value v) {
-  if (Value known = roots.lookup(v))
-    return known;
-  Value r = v;
-  if (auto arg = dyn_cast<BlockArgument>(v)) {
-    Operation *owner = arg.getOwner()->getParentOp();
-    if (isa<train::UnitOp, train::BackwardOp, train::MicrobatchesOp>(owner))
-      r = root(owner->getOperand(arg.getArgNumber()));
-  } else if (Operation *def = v.getDefiningOp()) {
-    if (auto reshape = dyn_cast<train::ReshapeOp>(def))
-      r = root(reshape.getInput());
-    else if (auto unpack = dyn_cast<UnpackOp>(def))
-      r = root(unpack.getInput());
-    else if (isa<train::UnitOp, train::BackwardOp>(def))
-      r = root(def->getRegion(0).front().getTerminator()->getOperand(
-          cast<OpResult>(v).getResultNumber()));
-    else if (auto wait = dyn_cast<WaitOp>(def))
-      r = root(wait.getToken());
-  }
-  roots[v] = r;
-  return r;
-}
-
-void Ledger::collectBuffers() {
-  model.walk([&](Operation *op) {
-    if (isa<ParamOp>(op) || op == model)
-      return;
-    // A micro-batch loop's results are its accumulators, live throughout.
-    int64_t definedAt =
-        isa<train::MicrobatchesOp>(op) ? start[op] : end[op];
-    for (Value result : op->getResults())
-      if (root(result) == result && bytesOf(result) > 0)
-        buffers[result] = {bytesOf(result), definedAt, definedAt,
-                           Activations};
-    // An asynchronous collective reads its input until its wait.
-    int64_t usedUntil = start[op];
-    if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op))
-      for (Operation *wait : op->getResult(0).getUsers())
-        usedUntil = std::max(usedUntil, start[wait]);
-    for (Value operand : op->getOperands()) {
-      auto it = buffers.find(root(operand));
-      if (it != buffers.end())
-        it->second.last = std::max(it->second.last, usedUntil);
-    }
-  });
-  // Gathered parameters: a gather of a stored param, or of an updated shard.
+/// Gathered parameters: a gather of a stored param, or of an updated shard.
+void Ledger::categorize() {
   model.walk([&](Operation *op) {
     if (!isa<AllGatherOp, AllGatherStartOp>(op))
       return;
     Operation *src = op->getOperand(0).getDefiningOp();
     if (isa_and_nonnull<ParamOp, AdamWShardOp>(src))
-      buffers[op->getResult(0)].category = Gathered;
+      categories[op->getResult(0)] = Gathered;
   });
 }
 
@@ -171,11 +99,11 @@ void Ledger::markGrads() {
   });
   while (!work.empty()) {
     Value v = work.pop_back_val();
-    auto it = buffers.find(root(v));
-    if (it == buffers.end() || it->second.category == Grads)
+    Value root = liveness.getRoot(v);
+    if (!liveness.getBuffers().count(root) || categories.lookup(root) == Grads)
       continue;
-    it->second.category = Grads;
-    Operation *def = root(v).getDefiningOp();
+    categories[root] = Grads;
+    Operation *def = root.getDefiningOp();
     if (auto wait = dyn_cast_or_null<WaitOp>(def))
       def = wait.getToken().getDefiningOp();
     if (isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp, AllReduceOp,
@@ -231,8 +159,7 @@ Report Ledger::build() {
           model, FlatSymbolRefAttr::get(model.getContext(), "mesh")))
     report.world = mesh.getNumRanks();
 
-  number(model);
-  collectBuffers();
+  categorize();
   markGrads();
 
   // Model state.
@@ -274,16 +201,18 @@ Report Ledger::build() {
           isa<ReduceScatterOp, ReduceScatterStartOp>(def))
         held = v;
     }
-    report.gradBytes += bytesOf(held);
+    report.gradBytes += getBufferBytes(held);
   });
 
   // Liveness: a sweep over positions, per category.
+  int64_t positions = liveness.getNumPositions();
   std::array<std::vector<int64_t>, NumCategories> delta;
   for (auto &d : delta)
     d.assign(positions + 2, 0);
-  for (auto &[value, buffer] : buffers) {
-    delta[buffer.category][buffer.def] += buffer.bytes;
-    delta[buffer.category][buffer.last + 1] -= buffer.bytes;
+  for (auto &[value, buffer] : liveness.getBuffers()) {
+    Category category = categories.lookup(value);
+    delta[category][buffer.def] += buffer.bytes;
+    delta[category][buffer.last + 1] -= buffer.bytes;
   }
   // Casts for the wire stage a copy while the collective runs.
   model.walk([&](Operation *op) {
@@ -300,13 +229,14 @@ Report Ledger::build() {
     if (!wire || getElementTypeOrSelf(input.getType()) == wire)
       return;
     int64_t bytes = bytesOf(cast<RankedTensorType>(input.getType()).clone(wire));
-    delta[Comm][start[op]] += bytes;
-    delta[Comm][end[op] + 1] -= bytes;
+    delta[Comm][liveness.getStart(op)] += bytes;
+    delta[Comm][liveness.getEnd(op) + 1] -= bytes;
   });
 
   // Where the forward ends: the loss.
   int64_t lossAt = positions;
-  model.walk([&](train::CrossEntropyOp ce) { lossAt = end[ce]; });
+  model.walk(
+      [&](train::CrossEntropyOp ce) { lossAt = liveness.getEnd(ce); });
 
   std::array<int64_t, NumCategories> live{};
   int64_t persistent = report.paramBytes + report.optimizerBytes;
@@ -339,12 +269,12 @@ void Ledger::explainUnits(InFlightDiagnostic &diag) {
       continue;
     for (Value input : unit.getInputs())
       if (isa_and_nonnull<AllGatherOp, WaitOp>(input.getDefiningOp()))
-        units[unit.getName()][1] += bytesOf(input);
+        units[unit.getName()][1] += getBufferBytes(input);
     for (Value result : unit.getResults())
       if (llvm::any_of(result.getUsers(), [](Operation *u) {
             return isa<train::BackwardOp>(u);
           }))
-        units[unit.getName()][2] += bytesOf(result);
+        units[unit.getName()][2] += getBufferBytes(result);
   }
   for (auto &[name, b] : units)
     diag.attachNote() << (name.empty() ? std::string("the root unit")

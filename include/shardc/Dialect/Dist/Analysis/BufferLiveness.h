@@ -1,0 +1,61 @@
+//===- BufferLiveness.h - Which buffers a step holds, and when --*- C++ -*-===//
+//
+// One rank's step as buffers: every op result that is not a view owns one,
+// live from the op defining it to its last use. Views (reshapes, unpacked
+// bucket slices, region arguments and results, waits) name the buffer they
+// view. The ledger costs these buffers; the emitters allocate and free them,
+// so the prediction and the executable agree by construction.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDC_DIALECT_DIST_ANALYSIS_BUFFERLIVENESS_H
+#define SHARDC_DIALECT_DIST_ANALYSIS_BUFFERLIVENESS_H
+
+#include "shardc/Dialect/Train/IR/TrainOps.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace shardc::dist {
+
+/// Bytes of a tensor, or of the tensor a token completes to.
+int64_t getBufferBytes(mlir::Value value);
+
+class BufferLiveness {
+public:
+  struct Buffer {
+    int64_t bytes;
+    /// Positions (see getStart/getEnd) of the definition and the last use.
+    int64_t def, last;
+    /// The op after which the buffer is dead: its last user, the micro-batch
+    /// loop holding that user when the buffer outlives the loop's
+    /// iterations, or its definition when nothing reads it.
+    mlir::Operation *lastUser;
+  };
+
+  explicit BufferLiveness(train::ModelOp model);
+
+  /// The value owning the buffer `value` views (itself if it owns one).
+  mlir::Value getRoot(mlir::Value value);
+  /// Buffers in definition order; params are not buffers (they persist).
+  const llvm::MapVector<mlir::Value, Buffer> &getBuffers() const {
+    return buffers;
+  }
+  /// Ops are numbered in walk order: an op starts, its regions run, it ends.
+  int64_t getStart(mlir::Operation *op) const { return start.lookup(op); }
+  int64_t getEnd(mlir::Operation *op) const { return end.lookup(op); }
+  int64_t getNumPositions() const { return positions; }
+
+private:
+  void number(mlir::Operation *op);
+  void collect(train::ModelOp model);
+
+  llvm::DenseMap<mlir::Operation *, int64_t> start, end;
+  int64_t positions = 0;
+  llvm::DenseMap<mlir::Value, mlir::Value> roots;
+  llvm::MapVector<mlir::Value, Buffer> buffers;
+};
+
+} // namespace shardc::dist
+
+#endif // SHARDC_DIALECT_DIST_ANALYSIS_BUFFERLIVENESS_H

@@ -1,0 +1,96 @@
+//===- BufferLiveness.cpp - Which buffers a step holds, and when ----------===//
+
+#include "shardc/Dialect/Dist/Analysis/BufferLiveness.h"
+
+#include "shardc/Dialect/Dist/IR/DistOps.h"
+
+using namespace mlir;
+using namespace shardc;
+using namespace shardc::dist;
+
+int64_t dist::getBufferBytes(Value value) {
+  Type type = value.getType();
+  if (auto token = dyn_cast<TokenType>(type))
+    type = token.getResult();
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return 0;
+  return tensor.getNumElements() *
+         ((tensor.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+}
+
+BufferLiveness::BufferLiveness(train::ModelOp model) {
+  number(model);
+  collect(model);
+}
+
+void BufferLiveness::number(Operation *op) {
+  start[op] = positions++;
+  for (Region &region : op->getRegions())
+    for (Block &block : region)
+      for (Operation &nested : block)
+        number(&nested);
+  end[op] = positions++;
+}
+
+Value BufferLiveness::getRoot(Value v) {
+  if (Value known = roots.lookup(v))
+    return known;
+  Value r = v;
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    Operation *owner = arg.getOwner()->getParentOp();
+    if (isa<train::UnitOp, train::BackwardOp, train::MicrobatchesOp>(owner))
+      r = getRoot(owner->getOperand(arg.getArgNumber()));
+  } else if (Operation *def = v.getDefiningOp()) {
+    if (auto reshape = dyn_cast<train::ReshapeOp>(def))
+      r = getRoot(reshape.getInput());
+    else if (auto unpack = dyn_cast<UnpackOp>(def))
+      r = getRoot(unpack.getInput());
+    else if (isa<train::UnitOp, train::BackwardOp>(def))
+      r = getRoot(def->getRegion(0).front().getTerminator()->getOperand(
+          cast<OpResult>(v).getResultNumber()));
+    else if (auto wait = dyn_cast<WaitOp>(def))
+      r = getRoot(wait.getToken());
+  }
+  roots[v] = r;
+  return r;
+}
+
+void BufferLiveness::collect(train::ModelOp model) {
+  model.walk([&](Operation *op) {
+    if (isa<train::ParamOp>(op) || op == model)
+      return;
+    // A micro-batch loop's results are its accumulators, live throughout.
+    int64_t definedAt = isa<train::MicrobatchesOp>(op) ? start[op] : end[op];
+    for (Value result : op->getResults())
+      if (getRoot(result) == result && getBufferBytes(result) > 0)
+        buffers[result] = {getBufferBytes(result), definedAt, definedAt, op};
+    // An asynchronous collective reads its input until its wait.
+    Operation *user = op;
+    if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op))
+      for (Operation *wait : op->getResult(0).getUsers())
+        if (start[wait] > start[user])
+          user = wait;
+    for (Value operand : op->getOperands()) {
+      Value root = getRoot(operand);
+      auto it = buffers.find(root);
+      if (it == buffers.end())
+        continue;
+      // A buffer from outside a micro-batch loop is read by every
+      // iteration: it lives until the loop ends.
+      Operation *definedIn = root.getParentBlock()->getParentOp();
+      Operation *lastUser = user;
+      int64_t usedAt = start[user];
+      for (Operation *p = user->getParentOp(); p && p != model;
+           p = p->getParentOp())
+        if (isa<train::MicrobatchesOp>(p) && !p->isAncestor(definedIn)) {
+          lastUser = p;
+          usedAt = end[p];
+        }
+      if (usedAt >= it->second.last) {
+        it->second.last = usedAt;
+        it->second.lastUser = lastUser;
+      }
+    }
+  });
+}
