@@ -1,0 +1,37 @@
+//===- Ledger.h - Per-rank memory and bytes on the wire of a step -*- C++ -*-===//
+
+#ifndef SHARDC_DIALECT_DIST_ANALYSIS_LEDGER_H
+#define SHARDC_DIALECT_DIST_ANALYSIS_LEDGER_H
+
+#include "shardc/Dialect/Train/IR/TrainOps.h"
+
+#include <string>
+
+namespace shardc::dist {
+
+/// What a rank sends for one collective kind in one step.
+struct LedgerTraffic {
+  int64_t bytes = 0, count = 0;
+};
+
+/// One rank's bytes for one step of a sharded model.
+struct LedgerReport {
+  std::string model, strategy;
+  int64_t params = 0, world = 1;
+  int64_t paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
+  int64_t activationBytes = 0, gatheredBytes = 0, commBytes = 0, peak = 0;
+  LedgerTraffic allGather, reduceScatter, allReduce;
+  int64_t modelState() const {
+    return paramBytes + gradBytes + optimizerBytes;
+  }
+};
+
+LedgerReport computeLedger(train::ModelOp model);
+
+/// Attaches a note per unit: its stored params, gathered params and kept
+/// activations.
+void explainLedgerByUnit(train::ModelOp model, mlir::InFlightDiagnostic &diag);
+
+} // namespace shardc::dist
+
+#endif // SHARDC_DIALECT_DIST_ANALYSIS_LEDGER_H

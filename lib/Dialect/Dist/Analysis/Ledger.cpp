@@ -1,0 +1,266 @@
+//===- Ledger.cpp - Per-rank memory and bytes on the wire of a step -------===//
+//
+// A sweep over the step's buffers (BufferLiveness), each in a category:
+// activations, gradients, gathered params, communication staging.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardc/Dialect/Dist/Analysis/Ledger.h"
+
+#include "shardc/Dialect/Dist/Analysis/BufferLiveness.h"
+#include "shardc/Dialect/Dist/IR/DistOps.h"
+#include "shardc/Dialect/Dist/Transforms/Passes.h"
+
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace shardc;
+using namespace shardc::dist;
+using train::ModelOp;
+using train::ParamOp;
+
+namespace {
+
+enum Category { Activations, Grads, Gathered, Comm, NumCategories };
+
+int64_t bytesOf(RankedTensorType type) {
+  return type.getNumElements() *
+         ((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+}
+
+class Ledger {
+public:
+  Ledger(ModelOp model) : model(model), liveness(model) {}
+  LedgerReport build();
+  /// One line per unit: its stored params, gathered params and kept
+  /// activations.
+  void explainUnits(InFlightDiagnostic &diag);
+
+private:
+  void categorize();
+  void markGrads();
+  void countTraffic(LedgerReport &report);
+
+  ModelOp model;
+  BufferLiveness liveness;
+  llvm::DenseMap<Value, Category> categories;
+  SymbolTableCollection symbols;
+};
+
+/// Gathered parameters: a gather of a stored param, or of an updated shard.
+void Ledger::categorize() {
+  model.walk([&](Operation *op) {
+    if (!isa<AllGatherOp, AllGatherStartOp>(op))
+      return;
+    Operation *src = op->getOperand(0).getDefiningOp();
+    if (isa_and_nonnull<ParamOp, AdamWShardOp>(src))
+      categories[op->getResult(0)] = Gathered;
+  });
+}
+
+/// Gradients: what the optimizer takes, back through reductions and the
+/// sums that accumulate a param used twice.
+void Ledger::markGrads() {
+  SmallVector<Value> work;
+  model.walk([&](Operation *op) {
+    if (isa<train::AdamWOp, AdamWShardOp>(op))
+      work.push_back(op->getOperand(0));
+    if (auto bwd = dyn_cast<train::BackwardOp>(op))
+      for (Value grad : bwd.getParamGrads())
+        work.push_back(grad);
+  });
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    Value root = liveness.getRoot(v);
+    if (!liveness.getBuffers().count(root) || categories.lookup(root) == Grads)
+      continue;
+    categories[root] = Grads;
+    Operation *def = root.getDefiningOp();
+    if (auto wait = dyn_cast_or_null<WaitOp>(def))
+      def = wait.getToken().getDefiningOp();
+    if (isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp, AllReduceOp,
+                        AllReduceStartOp, PackOp, train::AddOp>(def))
+      for (Value operand : def->getOperands())
+        work.push_back(operand);
+  }
+}
+
+void Ledger::countTraffic(LedgerReport &report) {
+  model.walk([&](Operation *op) {
+    auto account = [&](auto coll, LedgerTraffic &traffic, bool gathers,
+                       int64_t factor) {
+      auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, coll.getMeshAttr());
+      if (!mesh)
+        return;
+      int64_t group = 1;
+      for (Attribute axis : coll.getAxes())
+        group *= mesh.getShape()[mesh.getAxisIndex(
+            cast<StringAttr>(axis).getValue())];
+      // D: the whole tensor in the wire type, shards padded.
+      RankedTensorType piece = gathers ? coll.getInput().getType()
+                                       : coll.getResultTensorType();
+      Type wire = coll.getWireType();
+      int64_t wireBytes = (wire.getIntOrFloatBitWidth() + 7) / 8;
+      int64_t d = piece.getNumElements() * wireBytes;
+      // A collective in a micro-batch loop runs once per micro-batch.
+      int64_t runs = 1;
+      for (auto loop = op->getParentOfType<train::MicrobatchesOp>(); loop;
+           loop = loop->getParentOfType<train::MicrobatchesOp>())
+        runs *= loop.getCount();
+      int64_t once = factor == 2 ? (2 * (group - 1) * d + group / 2) / group
+                                 : (group - 1) * d;
+      traffic.bytes += runs * once;
+      traffic.count += runs;
+    };
+    TypeSwitch<Operation *>(op)
+        .Case<AllGatherOp, AllGatherStartOp>(
+            [&](auto c) { account(c, report.allGather, true, 1); })
+        .Case<ReduceScatterOp, ReduceScatterStartOp>(
+            [&](auto c) { account(c, report.reduceScatter, false, 1); })
+        .Case<AllReduceOp, AllReduceStartOp>(
+            [&](auto c) { account(c, report.allReduce, false, 2); });
+  });
+}
+
+LedgerReport Ledger::build() {
+  LedgerReport report;
+  report.model = model.getSymName().str();
+  auto strategy = model->getAttrOfType<StringAttr>(kStrategyAttrName);
+  report.strategy = strategy ? strategy.getValue().str() : "none";
+  if (auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(
+          model, FlatSymbolRefAttr::get(model.getContext(), "mesh")))
+    report.world = mesh.getNumRanks();
+
+  categorize();
+  markGrads();
+
+  // Model state.
+  llvm::StringMap<ParamOp> params = model.getParamsByName();
+  model.walk([&](Operation *op) {
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      report.params += param.getNumElements();
+      report.paramBytes += bytesOf(param.getType());
+      return;
+    }
+    if (!isa<train::AdamWOp, AdamWShardOp>(op))
+      return;
+    StringRef name = isa<train::AdamWOp>(op)
+                         ? cast<train::AdamWOp>(op).getName()
+                         : cast<AdamWShardOp>(op).getName();
+    ParamOp param = params.lookup(name);
+    Value grad = op->getOperand(0);
+    int64_t count = cast<RankedTensorType>(grad.getType()).getNumElements();
+    bool master = !param.getType().getElementType().isF32();
+    report.optimizerBytes += count * (8 + (master ? 4 : 0));
+    // The gradient held for the optimizer: zero1 holds it whole, as
+    // backward produced it, until its reduce-scatter.
+    Value held = grad;
+    for (Value v = grad; v;) {
+      Operation *def = v.getDefiningOp();
+      if (auto wait = dyn_cast_or_null<WaitOp>(def))
+        def = wait.getToken().getDefiningOp();
+      // Accumulated over micro-batches: held whole until reduced.
+      if (isa_and_nonnull<train::MicrobatchesOp>(def)) {
+        held = v;
+        break;
+      }
+      if (!isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp,
+                           AllReduceOp, AllReduceStartOp>(def))
+        break;
+      v = def->getOperand(0);
+      // zero1 holds the gradient whole until its reduce-scatter.
+      if (report.strategy == "zero1" &&
+          isa<ReduceScatterOp, ReduceScatterStartOp>(def))
+        held = v;
+    }
+    report.gradBytes += getBufferBytes(held);
+  });
+
+  // Liveness: a sweep over positions, per category.
+  int64_t positions = liveness.getNumPositions();
+  std::array<std::vector<int64_t>, NumCategories> delta;
+  for (auto &d : delta)
+    d.assign(positions + 2, 0);
+  for (auto &[value, buffer] : liveness.getBuffers()) {
+    Category category = categories.lookup(value);
+    delta[category][buffer.def] += buffer.bytes;
+    delta[category][buffer.last + 1] -= buffer.bytes;
+  }
+  // Casts for the wire stage a copy while the collective runs.
+  model.walk([&](Operation *op) {
+    Type wire;
+    Value input;
+    TypeSwitch<Operation *>(op).Case<AllGatherOp, AllGatherStartOp,
+                                     ReduceScatterOp, ReduceScatterStartOp,
+                                     AllReduceOp, AllReduceStartOp>(
+        [&](auto c) {
+          if (c.getWire())
+            wire = *c.getWire();
+          input = c.getInput();
+        });
+    if (!wire || getElementTypeOrSelf(input.getType()) == wire)
+      return;
+    int64_t bytes = bytesOf(cast<RankedTensorType>(input.getType()).clone(wire));
+    delta[Comm][liveness.getStart(op)] += bytes;
+    delta[Comm][liveness.getEnd(op) + 1] -= bytes;
+  });
+
+  // Where the forward ends: the loss.
+  int64_t lossAt = positions;
+  model.walk(
+      [&](train::CrossEntropyOp ce) { lossAt = liveness.getEnd(ce); });
+
+  std::array<int64_t, NumCategories> live{};
+  int64_t persistent = report.paramBytes + report.optimizerBytes;
+  int64_t peakTransient = 0;
+  for (int64_t p = 0; p <= positions; ++p) {
+    int64_t total = 0;
+    for (int c = 0; c < NumCategories; ++c) {
+      live[c] += delta[c][p];
+      total += live[c];
+    }
+    peakTransient = std::max(peakTransient, total);
+    report.gatheredBytes = std::max(report.gatheredBytes, live[Gathered]);
+    report.commBytes = std::max(report.commBytes, live[Comm]);
+    if (p == lossAt)
+      report.activationBytes = live[Activations];
+  }
+  report.peak = persistent + peakTransient;
+  countTraffic(report);
+  return report;
+}
+
+void Ledger::explainUnits(InFlightDiagnostic &diag) {
+  llvm::MapVector<StringRef, std::array<int64_t, 3>> units; // params, gathered, kept
+  units[""] = {0, 0, 0};
+  for (Operation &op : model.getBody().front()) {
+    if (auto param = dyn_cast<ParamOp>(op))
+      units[param.getUnitName()][0] += bytesOf(param.getType());
+    auto unit = dyn_cast<train::UnitOp>(op);
+    if (!unit)
+      continue;
+    for (Value input : unit.getInputs())
+      if (isa_and_nonnull<AllGatherOp, WaitOp>(input.getDefiningOp()))
+        units[unit.getName()][1] += getBufferBytes(input);
+    for (Value result : unit.getResults())
+      if (llvm::any_of(result.getUsers(), [](Operation *u) {
+            return isa<train::BackwardOp>(u);
+          }))
+        units[unit.getName()][2] += getBufferBytes(result);
+  }
+  for (auto &[name, b] : units)
+    diag.attachNote() << (name.empty() ? std::string("the root unit")
+                                       : ("unit '" + name + "'").str())
+                      << ": params " << b[0] << " bytes, gathered " << b[1]
+                      << " bytes, activations kept for backward " << b[2]
+                      << " bytes";
+}
+
+} // namespace
+
+LedgerReport dist::computeLedger(ModelOp model) { return Ledger(model).build(); }
+
+void dist::explainLedgerByUnit(ModelOp model, InFlightDiagnostic &diag) {
+  Ledger(model).explainUnits(diag);
+}
