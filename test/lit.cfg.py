@@ -21,5 +21,5 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.shardc_tools_dir, append_path=True)
 
 tool_dirs = [config.shardc_tools_dir, config.llvm_tools_dir]
-tools = ["shardc-opt", "shardc-gen"]
+tools = ["shardc-opt", "shardc-gen", "shardc-translate"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

@@ -1,0 +1,716 @@
+//===- HostEmitter.cpp - A sharded step as C++ over MPI -------------------===//
+//
+// The step becomes straight-line C++: units and backwards are inlined, a
+// micro-batch loop becomes a for loop, every value is a pointer. A buffer is
+// allocated where BufferLiveness says it is defined and freed after its last
+// user; a view (reshape, unpacked slice, region argument, wait) is the
+// pointer of the buffer it views, offset where it is a slice.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardc/Target/Cpp/HostEmitter.h"
+
+#include "shardc/Dialect/Dist/Analysis/BufferLiveness.h"
+#include "shardc/Dialect/Dist/Analysis/Ledger.h"
+#include "shardc/Dialect/Dist/IR/DistOps.h"
+#include "shardc/Dialect/Dist/Transforms/Passes.h"
+#include "shardc/Dialect/Train/IR/TrainOps.h"
+#include "shardc/InitAll.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Support/IndentedOstream.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace shardc;
+using namespace shardc::dist;
+using train::ModelOp;
+
+namespace {
+
+/// A value's tensor type; a token's is the tensor it completes to.
+RankedTensorType tensorType(Value v) {
+  if (auto token = dyn_cast<TokenType>(v.getType()))
+    return token.getResult();
+  return cast<RankedTensorType>(v.getType());
+}
+
+int64_t numel(Value v) { return tensorType(v).getNumElements(); }
+
+ArrayRef<int64_t> shapeOf(Value v) { return tensorType(v).getShape(); }
+
+std::string cType(Type elementType) {
+  return elementType.isInteger(32) ? "int32_t" : "float";
+}
+
+/// A double as C++ reads it back exactly.
+std::string literal(double value) { return llvm::formatv("{0:e17}", value); }
+
+std::string literal(const llvm::APFloat &value) {
+  return literal(value.convertToDouble());
+}
+
+class HostEmitter {
+public:
+  HostEmitter(ModelOp model, MeshOp mesh, llvm::raw_ostream &os)
+      : model(model), mesh(mesh), os(os), liveness(model) {}
+
+  LogicalResult emit();
+
+private:
+  LogicalResult checkLowerable();
+  void emitTables();
+  void emitMain();
+  LogicalResult emitBlock(Block &block);
+  LogicalResult emitOp(Operation *op);
+  LogicalResult emitCompute(Operation *op);
+  LogicalResult emitCollective(Operation *op);
+
+  /// The C expression for a value's data.
+  std::string name(Value v) { return names.lookup(v); }
+  /// Declares and allocates the buffer of `v`, `bytes` long (its own size
+  /// unless a collective needs padding).
+  std::string allocate(Value v, int64_t bytes = -1);
+  std::string fresh(StringRef prefix = "v") {
+    return (prefix + Twine(counter++)).str();
+  }
+  uint32_t axesMask(ArrayAttr axes);
+  int64_t groupSize(ArrayAttr axes);
+  int64_t paramIndex(StringRef param) { return paramIndices.lookup(param); }
+  /// For integer inputs: the bound their users (embedding tables, logits)
+  /// put on the values.
+  int64_t integerBound(Value input);
+  std::string where(Operation *op);
+
+  ModelOp model;
+  MeshOp mesh;
+  raw_indented_ostream os;
+  BufferLiveness liveness;
+  llvm::DenseMap<Value, std::string> names, requests;
+  llvm::DenseMap<Operation *, SmallVector<Value>> freesAfter;
+  llvm::StringMap<int64_t> paramIndices;
+  SmallVector<train::ParamOp> params;
+  SmallVector<train::InputOp> inputs;
+  int counter = 0;
+};
+
+std::string HostEmitter::where(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream s(text);
+  s << op->getName() << " at " << op->getLoc();
+  std::string escaped;
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      escaped += '\\';
+    escaped += c;
+  }
+  return escaped;
+}
+
+uint32_t HostEmitter::axesMask(ArrayAttr axes) {
+  uint32_t mask = 0;
+  for (Attribute axis : axes)
+    mask |= 1u << mesh.getAxisIndex(cast<StringAttr>(axis).getValue());
+  return mask;
+}
+
+int64_t HostEmitter::groupSize(ArrayAttr axes) {
+  int64_t size = 1;
+  for (Attribute axis : axes)
+    size *= mesh.getShape()[mesh.getAxisIndex(cast<StringAttr>(axis).getValue())];
+  return size;
+}
+
+std::string HostEmitter::allocate(Value v, int64_t bytes) {
+  std::string n = fresh();
+  std::string type = cType(tensorType(v).getElementType());
+  os << type << " *" << n << " = static_cast<" << type
+     << " *>(shardc_rt_alloc(ctx, "
+     << (bytes >= 0 ? bytes : getBufferBytes(v)) << "));\n";
+  names[v] = n;
+  return n;
+}
+
+LogicalResult HostEmitter::checkLowerable() {
+  auto checkType = [&](Operation *op, Type type) -> LogicalResult {
+    if (auto token = dyn_cast<TokenType>(type))
+      type = token.getResult();
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor)
+      return success();
+    Type element = tensor.getElementType();
+    if (element.isF32() || element.isInteger(32))
+      return success();
+    return op->emitOpError() << "has type " << type
+                             << ": target=host computes in f32 with i32 "
+                                "indices (mixed precision needs target=cuda)";
+  };
+  WalkResult result = model.walk([&](Operation *op) {
+    for (Value v : op->getResults())
+      if (failed(checkType(op, v.getType())))
+        return WalkResult::interrupt();
+    if (auto coll = dyn_cast<AllGatherStartOp>(op);
+        coll && coll.getLayout() != Layout::dim0)
+      return op->emitOpError("flat layout is not lowered to target=host yet"),
+             WalkResult::interrupt();
+    if (auto coll = dyn_cast<AllGatherOp>(op);
+        coll && coll.getLayout() != Layout::dim0)
+      return op->emitOpError("flat layout is not lowered to target=host yet"),
+             WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
+int64_t HostEmitter::integerBound(Value input) {
+  int64_t bound = std::numeric_limits<int64_t>::max();
+  SmallVector<Value> work{input};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<train::UnitOp, train::BackwardOp, train::MicrobatchesOp>(user))
+        work.push_back(user->getRegion(0).getArgument(use.getOperandNumber()));
+      else if (auto reshape = dyn_cast<train::ReshapeOp>(user))
+        work.push_back(reshape.getResult());
+      else if (auto e = dyn_cast<train::EmbeddingOp>(user))
+        bound = std::min(bound, shapeOf(e.getTable())[0]);
+      else if (auto e = dyn_cast<train::EmbeddingGradOp>(user))
+        bound = std::min(bound, shapeOf(e.getResult())[0]);
+      else if (auto ce = dyn_cast<train::CrossEntropyOp>(user))
+        bound = std::min(bound, shapeOf(ce.getLogits()).back());
+      else if (auto ce = dyn_cast<train::CrossEntropyGradOp>(user))
+        bound = std::min(bound, shapeOf(ce.getLogits()).back());
+    }
+  }
+  return bound == std::numeric_limits<int64_t>::max() ? 1 : bound;
+}
+
+void HostEmitter::emitTables() {
+  model.walk([&](Operation *op) {
+    if (auto param = dyn_cast<train::ParamOp>(op)) {
+      paramIndices[param.getName()] = params.size();
+      params.push_back(param);
+    } else if (auto input = dyn_cast<train::InputOp>(op)) {
+      inputs.push_back(input);
+    }
+  });
+  // The part of each param its optimizer updates: ZeRO-1/2 a shard of a
+  // whole param.
+  llvm::StringMap<uint32_t> optimizerAxes;
+  model.walk([&](AdamWShardOp op) {
+    optimizerAxes[op.getName()] = axesMask(op.getAxes());
+  });
+
+  os << "namespace {\n\n";
+  for (auto [i, param] : llvm::enumerate(params)) {
+    os << "const int64_t kParamShape" << i << "[] = {";
+    llvm::interleaveComma(param.getFullType().getShape(), os);
+    os << "};\n";
+  }
+  for (auto [i, input] : llvm::enumerate(inputs)) {
+    // The global batch: this rank's rows times the ranks splitting it.
+    SmallVector<int64_t> global(shapeOf(input.getResult()));
+    global[0] = model.getBatch();
+    os << "const int64_t kInputShape" << i << "[] = {";
+    llvm::interleaveComma(global, os);
+    os << "};\n";
+  }
+  os << "\nconst shardc_rt_param_info kParams[] = {\n";
+  os.indent();
+  for (auto [i, param] : llvm::enumerate(params)) {
+    std::string init = "SHARDC_RT_INIT_ZEROS", a = "0", b = "0";
+    Attribute attr = param.getInit();
+    if (isa<train::OnesInitAttr>(attr)) {
+      init = "SHARDC_RT_INIT_ONES";
+    } else if (auto normal = dyn_cast<train::NormalInitAttr>(attr)) {
+      init = "SHARDC_RT_INIT_NORMAL";
+      a = literal(normal.getMean());
+      b = literal(normal.getStd());
+    } else if (auto uniform = dyn_cast<train::UniformInitAttr>(attr)) {
+      init = "SHARDC_RT_INIT_UNIFORM";
+      a = literal(uniform.getLow());
+      b = literal(uniform.getHigh());
+    }
+    uint32_t stored = 0;
+    if (auto shard = dyn_cast_or_null<ShardAttr>(param.getShardingAttr()))
+      for (StringAttr axis : shard.getAxes())
+        stored |= 1u << mesh.getAxisIndex(axis.getValue());
+    uint32_t optimized = optimizerAxes.lookup(param.getName());
+    if (!optimizerAxes.count(param.getName()))
+      optimized = stored;
+    os << "{\"" << param.getName() << "\", "
+       << param.getFullType().getRank() << ", kParamShape" << i << ", "
+       << init << ", " << a << ", " << b << ", "
+       << (param.getFrozen() ? 1 : 0) << ", {" << stored << "u}, {"
+       << optimized << "u}},\n";
+  }
+  os.unindent();
+  os << "};\n\nconst shardc_rt_input_info kInputs[] = {\n";
+  os.indent();
+  for (auto [i, input] : llvm::enumerate(inputs)) {
+    Type element = cast<RankedTensorType>(input.getType()).getElementType();
+    bool integer = element.isInteger(32);
+    os << "{\"" << input.getName() << "\", "
+       << (integer ? "SHARDC_RT_I32" : "SHARDC_RT_F32") << ", "
+       << shapeOf(input.getResult()).size() << ", kInputShape" << i << ", "
+       << (integer ? integerBound(input.getResult()) : 0) << "},\n";
+  }
+  os.unindent();
+  os << "};\n\n";
+}
+
+void HostEmitter::emitMain() {
+  LedgerReport ledger = computeLedger(model);
+  auto optimizer = model.getOptimizer();
+  auto strategy = model->getAttrOfType<StringAttr>(kStrategyAttrName);
+  os << "} // namespace\n\n";
+  os << "int main(int argc, char **argv) {\n";
+  os.indent();
+  os << "static const char *const axisNames[] = {";
+  llvm::interleaveComma(mesh.getAxes(), os, [&](Attribute axis) {
+    os << "\"" << cast<StringAttr>(axis).getValue() << "\"";
+  });
+  os << "};\nstatic const int64_t meshShape[] = {";
+  llvm::interleaveComma(mesh.getShape(), os);
+  os << "};\n";
+  os << "shardc_rt_model model = {};\n";
+  os << "model.name = \"" << model.getSymName() << "\";\n";
+  os << "model.strategy = \"" << strategy.getValue() << "\";\n";
+  os << "model.mesh_rank = " << mesh.getShape().size() << ";\n";
+  os << "model.axis_names = axisNames;\nmodel.mesh_shape = meshShape;\n";
+  os << "model.params = kParams;\nmodel.num_params = " << params.size()
+     << ";\n";
+  os << "model.inputs = kInputs;\nmodel.num_inputs = " << inputs.size()
+     << ";\n";
+  os << "model.lr = " << literal(optimizer.getLr()) << ";\n";
+  os << "model.beta1 = " << literal(optimizer.getBeta1()) << ";\n";
+  os << "model.beta2 = " << literal(optimizer.getBeta2()) << ";\n";
+  os << "model.eps = " << literal(optimizer.getEps()) << ";\n";
+  os << "model.weight_decay = " << literal(optimizer.getWeightDecay())
+     << ";\n";
+  os << "// What --shardc-ledger predicts per rank, in bytes.\n";
+  os << "model.predicted = {" << ledger.paramBytes << ", "
+     << ledger.gradBytes << ", " << ledger.optimizerBytes << ", "
+     << ledger.modelState() << ", " << ledger.activationBytes << ", "
+     << ledger.peak << ", " << ledger.allGather.bytes << ", "
+     << ledger.reduceScatter.bytes << ", " << ledger.allReduce.bytes
+     << "};\n";
+  os << "model.step = step;\n";
+  os << "return shardc_rt_main(argc, argv, &model);\n";
+  os.unindent();
+  os << "}\n";
+}
+
+LogicalResult HostEmitter::emit() {
+  if (failed(checkLowerable()))
+    return failure();
+  for (auto &[value, buffer] : liveness.getBuffers())
+    freesAfter[buffer.lastUser].push_back(value);
+
+  auto strategy = model->getAttrOfType<StringAttr>(kStrategyAttrName);
+  os << "// Generated by shardc (target=host) from @" << model.getSymName()
+     << ": " << strategy.getValue() << " over mesh [";
+  llvm::interleaveComma(mesh.getShape(), os);
+  os << "]. Do not edit.\n";
+  os << "#include \"shardc_rt/Kernels.h\"\n#include \"shardc_rt/shardc_rt.h\"\n\n";
+  emitTables();
+  os << "void step(shardc_rt_context *ctx, float *loss) {\n";
+  os.indent();
+  if (failed(emitBlock(model.getBody().front())))
+    return failure();
+  os.unindent();
+  os << "}\n\n";
+  emitMain();
+  return success();
+}
+
+LogicalResult HostEmitter::emitBlock(Block &block) {
+  for (Operation &op : block) {
+    if (failed(emitOp(&op)))
+      return failure();
+    for (Value dead : freesAfter.lookup(&op))
+      os << "shardc_rt_free(ctx, " << name(dead) << ");\n";
+  }
+  return success();
+}
+
+/// Inlines a unit or a backward: its arguments are its operands' pointers,
+/// its results the yielded ones.
+static void bindRegion(Operation *op, llvm::DenseMap<Value, std::string> &names) {
+  for (auto [arg, operand] :
+       llvm::zip(op->getRegion(0).getArguments(), op->getOperands()))
+    names[arg] = names.lookup(operand);
+}
+
+LogicalResult HostEmitter::emitOp(Operation *op) {
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](train::ParamOp param) {
+        std::string n = fresh();
+        os << "float *" << n << " = shardc_rt_param(ctx, "
+           << paramIndex(param.getName()) << "); // " << param.getName()
+           << "\n";
+        names[param.getResult()] = n;
+        return success();
+      })
+      .Case([&](train::InputOp input) {
+        std::string n = fresh();
+        std::string type = cType(
+            cast<RankedTensorType>(input.getType()).getElementType());
+        int64_t index = llvm::find(inputs, input) - inputs.begin();
+        os << type << " *" << n << " = static_cast<" << type
+           << " *>(shardc_rt_input(ctx, " << index << ")); // "
+           << input.getName() << "\n";
+        names[input.getResult()] = n;
+        return success();
+      })
+      .Case<train::UnitOp, train::BackwardOp>([&](Operation *region) {
+        StringRef unitName = isa<train::UnitOp>(region)
+                                 ? cast<train::UnitOp>(region).getName()
+                                 : cast<train::BackwardOp>(region).getUnit();
+        os << "// " << region->getName().stripDialect() << " \"" << unitName
+           << "\"\n";
+        bindRegion(region, names);
+        Block &body = region->getRegion(0).front();
+        if (failed(emitBlock(body)))
+          return failure();
+        for (auto [result, yielded] :
+             llvm::zip(region->getResults(), body.getTerminator()->getOperands()))
+          names[result] = name(yielded);
+        return success();
+      })
+      .Case([&](train::MicrobatchesOp loop) {
+        // The results accumulate the yields of every micro-batch.
+        for (Value acc : loop.getResults())
+          allocate(acc);
+        os << "for (int64_t mb = 0; mb < " << loop.getCount() << "; ++mb) {\n";
+        os.indent();
+        Block &body = loop.getBody().front();
+        for (auto [arg, operand] :
+             llvm::zip(body.getArguments(), loop.getInputs()))
+          names[arg] =
+              llvm::formatv("({0} + mb * {1})", name(operand), numel(arg));
+        if (failed(emitBlock(body)))
+          return failure();
+        os.unindent();
+        os << "}\n";
+        return success();
+      })
+      .Case([&](train::YieldOp yield) {
+        if (auto loop = dyn_cast<train::MicrobatchesOp>(yield->getParentOp()))
+          for (auto [acc, value] :
+               llvm::zip(loop.getResults(), yield.getValues()))
+            os << "shardc_rt_accumulate_f32(" << name(acc) << ", "
+               << name(value) << ", " << numel(value) << ");\n";
+        return success();
+      })
+      .Case([&](train::ReturnOp ret) {
+        os << "*loss = " << name(ret.getLoss()) << "[0];\n";
+        return success();
+      })
+      .Case([&](train::AdamWOp adamw) {
+        os << "shardc_rt_adamw(ctx, " << paramIndex(adamw.getName()) << ", "
+           << name(adamw.getGrad()) << "); // " << adamw.getName() << "\n";
+        return success();
+      })
+      .Case([&](AdamWShardOp adamw) {
+        std::string out = allocate(adamw.getResult());
+        os << "shardc_rt_adamw_shard(ctx, " << paramIndex(adamw.getName())
+           << ", " << name(adamw.getGrad()) << ", " << out << "); // "
+           << adamw.getName() << "\n";
+        return success();
+      })
+      .Case([&](SetParamOp set) {
+        os << "shardc_rt_set_param(ctx, " << paramIndex(set.getName()) << ", "
+           << name(set.getValue()) << "); // " << set.getName() << "\n";
+        return success();
+      })
+      .Case([&](FreeOp) { return success(); })
+      .Case([&](PackOp pack) {
+        std::string out = allocate(pack.getResult());
+        int64_t offset = 0;
+        for (Value in : pack.getInputs()) {
+          os << "shardc_rt_copy_f32(" << out << " + " << offset << ", "
+             << name(in) << ", " << numel(in) << ");\n";
+          offset += numel(in);
+        }
+        return success();
+      })
+      .Case([&](UnpackOp unpack) {
+        int64_t offset = 0;
+        for (Value piece : unpack.getResults()) {
+          names[piece] =
+              llvm::formatv("({0} + {1})", name(unpack.getInput()), offset);
+          offset += numel(piece);
+        }
+        return success();
+      })
+      .Case([&](WaitOp wait) {
+        os << "shardc_rt_wait(ctx, " << requests.lookup(wait.getToken())
+           << ");\n";
+        names[wait.getResult()] = name(wait.getToken());
+        return success();
+      })
+      .Case<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
+            ReduceScatterStartOp, AllReduceOp, AllReduceStartOp>(
+          [&](Operation *op) { return emitCollective(op); })
+      .Case([&](arith::ConstantOp constant) {
+        auto dense = dyn_cast<DenseFPElementsAttr>(constant.getValue());
+        if (!dense || !dense.isSplat())
+          return LogicalResult(constant.emitOpError(
+              "only splat f32 constants lower to target=host"));
+        std::string out = allocate(constant.getResult());
+        os << "shardc_rt_fill_f32(" << out << ", "
+           << literal(dense.getSplatValue<APFloat>()) << "f, "
+           << numel(constant.getResult()) << ");\n";
+        return success();
+      })
+      .Default([&](Operation *op) { return emitCompute(op); });
+}
+
+LogicalResult HostEmitter::emitCollective(Operation *op) {
+  Value in = op->getOperand(0), result = op->getResult(0);
+  bool async = isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op);
+  ArrayAttr axes;
+  Type wire;
+  bool average = false;
+  TypeSwitch<Operation *>(op)
+      .Case<AllGatherOp, AllGatherStartOp>([&](auto c) {
+        axes = c.getAxes();
+        wire = c.getWireType();
+      })
+      .Case<ReduceScatterOp, ReduceScatterStartOp, AllReduceOp,
+            AllReduceStartOp>([&](auto c) {
+        axes = c.getAxes();
+        wire = c.getWireType();
+        average = c.getReduction() == Reduction::avg;
+      });
+  if (!wire.isF32())
+    return op->emitOpError() << "sends " << wire
+                             << " on the wire: target=host sends f32 only";
+  uint32_t mask = axesMask(axes);
+  int64_t group = groupSize(axes);
+  std::string out, call;
+  if (isa<AllGatherOp, AllGatherStartOp>(op)) {
+    // Every rank sends its padded shard, so the gathered buffer has room for
+    // the last shards' padding too.
+    int64_t count = numel(in);
+    out = allocate(result, std::max(getBufferBytes(result),
+                                    group * count * 4));
+    call = llvm::formatv("shardc_rt_all_gather_start(ctx, {0}u, {1}, {2}, {3})",
+                         mask, name(in), out, count);
+  } else if (isa<ReduceScatterOp, ReduceScatterStartOp>(op)) {
+    out = allocate(result);
+    call = llvm::formatv(
+        "shardc_rt_reduce_scatter_start(ctx, {0}u, {1}, {2}, {3}, {4}, {5})",
+        mask, name(in), numel(in), out, numel(result), average ? 1 : 0);
+  } else {
+    out = allocate(result);
+    call = llvm::formatv(
+        "shardc_rt_all_reduce_start(ctx, {0}u, {1}, {2}, {3}, {4})", mask,
+        name(in), out, numel(in), average ? 1 : 0);
+  }
+  std::string request = fresh("r");
+  os << "shardc_rt_request *" << request << " = " << call << ";\n";
+  if (async) {
+    requests[result] = request;
+  } else {
+    os << "shardc_rt_wait(ctx, " << request << ");\n";
+  }
+  return success();
+}
+
+LogicalResult HostEmitter::emitCompute(Operation *op) {
+  auto checkIds = [&](StringRef call) {
+    os << "if (int64_t bad = " << call << "; bad >= 0)\n";
+    os << "  shardc_rt_bad_index(ctx, \"" << where(op) << "\", bad);\n";
+  };
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](train::LinearOp o) {
+        std::string y = allocate(o.getResult());
+        int64_t k = shapeOf(o.getWeight())[1], n = shapeOf(o.getWeight())[0];
+        os << "shardc_rt_linear_f32(" << name(o.getInput()) << ", "
+           << name(o.getWeight()) << ", "
+           << (o.getBias() ? name(o.getBias()) : "nullptr") << ", " << y
+           << ", " << numel(o.getInput()) / k << ", " << k << ", " << n
+           << ");\n";
+        return success();
+      })
+      .Case([&](train::MatmulOp o) {
+        std::string c = allocate(o.getResult());
+        ArrayRef<int64_t> lhs = shapeOf(o.getLhs()), res = shapeOf(o.getResult());
+        int64_t m = res[res.size() - 2], n = res.back();
+        int64_t k = o.getTransposeLhs() ? lhs[lhs.size() - 2] : lhs.back();
+        os << "shardc_rt_matmul_f32(" << name(o.getLhs()) << ", "
+           << name(o.getRhs()) << ", " << c << ", "
+           << numel(o.getResult()) / (m * n) << ", " << m << ", " << k << ", "
+           << n << ", " << (o.getTransposeLhs() ? 1 : 0) << ", "
+           << (o.getTransposeRhs() ? 1 : 0) << ");\n";
+        return success();
+      })
+      .Case([&](train::AddOp o) {
+        std::string y = allocate(o.getResult());
+        os << "shardc_rt_add_f32(" << name(o.getLhs()) << ", "
+           << name(o.getRhs()) << ", " << y << ", " << numel(o.getLhs())
+           << ", " << numel(o.getRhs()) << ");\n";
+        return success();
+      })
+      .Case([&](train::ScaleOp o) {
+        std::string y = allocate(o.getResult());
+        os << "shardc_rt_scale_f32(" << name(o.getInput()) << ", " << y
+           << ", " << numel(o.getInput()) << ", "
+           << literal(o.getFactor().convertToDouble()) << ");\n";
+        return success();
+      })
+      .Case<train::GeluOp, train::ReluOp>([&](Operation *o) {
+        std::string y = allocate(o->getResult(0));
+        os << "shardc_rt_" << o->getName().stripDialect() << "_f32("
+           << name(o->getOperand(0)) << ", " << y << ", "
+           << numel(o->getResult(0)) << ");\n";
+        return success();
+      })
+      .Case<train::GeluGradOp, train::ReluGradOp>([&](Operation *o) {
+        std::string dx = allocate(o->getResult(0));
+        os << "shardc_rt_" << o->getName().stripDialect() << "_f32("
+           << name(o->getOperand(0)) << ", " << name(o->getOperand(1)) << ", "
+           << dx << ", " << numel(o->getResult(0)) << ");\n";
+        return success();
+      })
+      .Case([&](train::LayerNormOp o) {
+        std::string y = allocate(o.getResult());
+        int64_t c = shapeOf(o.getInput()).back();
+        os << "shardc_rt_layernorm_f32(" << name(o.getInput()) << ", "
+           << name(o.getWeight()) << ", " << name(o.getBias()) << ", " << y
+           << ", " << numel(o.getInput()) / c << ", " << c << ", "
+           << literal(o.getEps().convertToDouble()) << ");\n";
+        return success();
+      })
+      .Case([&](train::LayerNormGradOp o) {
+        std::string dx = allocate(o.getInputGrad());
+        std::string dw = allocate(o.getWeightGrad());
+        std::string db = allocate(o.getBiasGrad());
+        int64_t c = shapeOf(o.getInput()).back();
+        os << "shardc_rt_layernorm_grad_f32(" << name(o.getGrad()) << ", "
+           << name(o.getInput()) << ", " << name(o.getWeight()) << ", " << dx
+           << ", " << dw << ", " << db << ", " << numel(o.getInput()) / c
+           << ", " << c << ", " << literal(o.getEps().convertToDouble())
+           << ");\n";
+        return success();
+      })
+      .Case([&](train::EmbeddingOp o) {
+        std::string y = allocate(o.getResult());
+        ArrayRef<int64_t> table = shapeOf(o.getTable());
+        checkIds(llvm::formatv("shardc_rt_embedding_f32({0}, {1}, {2}, {3}, "
+                               "{4}, {5})",
+                               name(o.getIds()), name(o.getTable()), y,
+                               numel(o.getIds()), table[0], table[1])
+                     .str());
+        return success();
+      })
+      .Case([&](train::EmbeddingGradOp o) {
+        std::string dt = allocate(o.getResult());
+        ArrayRef<int64_t> table = shapeOf(o.getResult());
+        checkIds(llvm::formatv("shardc_rt_embedding_grad_f32({0}, {1}, {2}, "
+                               "{3}, {4}, {5})",
+                               name(o.getGrad()), name(o.getIds()), dt,
+                               numel(o.getIds()), table[0], table[1])
+                     .str());
+        return success();
+      })
+      .Case([&](train::AttentionOp o) {
+        std::string y = allocate(o.getResult());
+        ArrayRef<int64_t> res = shapeOf(o.getResult());
+        os << "shardc_rt_attention_f32(" << name(o.getQkv()) << ", " << y
+           << ", " << res[0] << ", " << res[1] << ", " << res[2] << ", "
+           << o.getHeads() << ");\n";
+        return success();
+      })
+      .Case([&](train::AttentionGradOp o) {
+        std::string dqkv = allocate(o.getResult());
+        ArrayRef<int64_t> dy = shapeOf(o.getGrad());
+        os << "shardc_rt_attention_grad_f32(" << name(o.getGrad()) << ", "
+           << name(o.getQkv()) << ", " << dqkv << ", " << dy[0] << ", "
+           << dy[1] << ", " << dy[2] << ", " << o.getHeads() << ");\n";
+        return success();
+      })
+      .Case([&](train::CrossEntropyOp o) {
+        std::string l = allocate(o.getResult());
+        int64_t v = shapeOf(o.getLogits()).back();
+        checkIds(llvm::formatv("shardc_rt_cross_entropy_f32({0}, {1}, {2}, "
+                               "{3}, {4})",
+                               name(o.getLogits()), name(o.getTargets()), l,
+                               numel(o.getTargets()), v)
+                     .str());
+        return success();
+      })
+      .Case([&](train::CrossEntropyGradOp o) {
+        std::string d = allocate(o.getResult());
+        int64_t v = shapeOf(o.getLogits()).back();
+        checkIds(llvm::formatv("shardc_rt_cross_entropy_grad_f32({0}, {1}, "
+                               "{2}, {3}, {4}, {5})",
+                               name(o.getGrad()), name(o.getLogits()),
+                               name(o.getTargets()), d, numel(o.getTargets()),
+                               v)
+                     .str());
+        return success();
+      })
+      .Case([&](train::IotaOp o) {
+        std::string y = allocate(o.getResult());
+        os << "shardc_rt_iota_i32(" << y << ", " << numel(o.getResult())
+           << ");\n";
+        return success();
+      })
+      .Case([&](train::SumToOp o) {
+        std::string y = allocate(o.getResult());
+        int64_t inner = numel(o.getResult());
+        os << "shardc_rt_sum_to_f32(" << name(o.getInput()) << ", " << y
+           << ", " << numel(o.getInput()) / inner << ", " << inner << ");\n";
+        return success();
+      })
+      .Case([&](train::ReshapeOp o) {
+        names[o.getResult()] = name(o.getInput());
+        return success();
+      })
+      .Default([&](Operation *o) {
+        return LogicalResult(o->emitOpError("has no lowering to target=host"));
+      });
+}
+
+} // namespace
+
+LogicalResult shardc::emitHostCpp(ModuleOp module, llvm::raw_ostream &os) {
+  FailureOr<SmallVector<ModelOp>> models = train::getModels(module);
+  if (failed(models))
+    return failure();
+  if (models->size() != 1)
+    return module.emitError() << "expected one train.model to emit, found "
+                              << models->size();
+  ModelOp model = models->front();
+  if (!model->getAttrOfType<StringAttr>(kStrategyAttrName))
+    return model.emitOpError(
+        "is not sharded: run --shardc-shard (and --shardc-schedule) first");
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
+      model, FlatSymbolRefAttr::get(model.getContext(), "mesh"));
+  if (!mesh)
+    return model.emitOpError("has no dist.mesh @mesh");
+  return HostEmitter(model, mesh, os).emit();
+}
+
+void shardc::registerToHostCppTranslation() {
+  TranslateFromMLIRRegistration registration(
+      "shardc-to-host-cpp",
+      "emit a sharded training step as C++ calling the shardc runtime (MPI)",
+      [](Operation *op, llvm::raw_ostream &os) {
+        auto module = dyn_cast<ModuleOp>(op);
+        if (!module)
+          return LogicalResult(op->emitError("expected a builtin.module"));
+        return emitHostCpp(module, os);
+      },
+      [](DialectRegistry &registry) { registerAllDialects(registry); });
+}

@@ -1,0 +1,581 @@
+//===- Checkpoint.cpp - Sharded checkpoints that reshard on load ----------===//
+
+#include "shardc_rt/Checkpoint.h"
+
+#include "shardc_rt/Error.h"
+#include "shardc_rt/SafeTensors.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace shardc::rt;
+
+namespace {
+
+const char *const manifestName = "checkpoint.json";
+const char *const manifestFormat = "shardc-checkpoint";
+const char *const shardFormat = "shardc-checkpoint-shard";
+constexpr int64_t manifestVersion = 1;
+
+std::string rankFileName(int rank) {
+  return "rank-" + std::to_string(rank) + ".safetensors";
+}
+
+/// The name of a stored range inside a rank file.
+std::string pieceKey(const std::string &tensor, int64_t begin, int64_t end) {
+  return tensor + "@" + std::to_string(begin) + ":" + std::to_string(end);
+}
+
+std::string rangeText(int64_t begin, int64_t end) {
+  return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+}
+
+/// mkdir -p: every rank may race to create the same directories, so EEXIST
+/// is success; what matters is that a directory is there at the end.
+std::string makeDirectories(const std::string &dir) {
+  if (dir.empty())
+    return "the checkpoint directory name is empty";
+  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
+    std::string prefix = dir.substr(0, slash);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+      return "cannot create directory " + prefix + ": " + strerror(errno);
+    if (slash == std::string::npos)
+      break;
+  }
+  struct stat info;
+  if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+    return dir + " is not a directory";
+  return "";
+}
+
+/// Fails every rank of `comm` when any rank passes ok = false; otherwise
+/// returns on every rank.
+void agree(MPI_Comm comm, bool ok, const std::string &call,
+           const std::string &message) {
+  int comparison = MPI_UNEQUAL;
+  MPI_Comm_compare(comm, MPI_COMM_WORLD, &comparison);
+  if (comparison == MPI_IDENT || comparison == MPI_CONGRUENT) {
+    SHARDC_RT_CHECK_ALL(ok, call, message);
+    return;
+  }
+  // On a sub-communicator checkAll would wait for ranks outside it. Share
+  // the first failed rank's message instead, so that whichever rank's fatal
+  // error ends the job first, the real cause is what gets printed.
+  int rank;
+  MPI_Comm_rank(comm, &rank);
+  int mine = ok ? INT_MAX : rank, first = INT_MAX;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+  if (first == INT_MAX)
+    return;
+  int length = static_cast<int>(message.size());
+  MPI_Bcast(&length, 1, MPI_INT, first, comm);
+  std::string shared = rank == first ? message : std::string(length, ' ');
+  MPI_Bcast(shared.data(), length, MPI_CHAR, first, comm);
+  if (!ok)
+    SHARDC_RT_FAIL(call, message);
+  SHARDC_RT_FAIL(call, "rank " + std::to_string(first) +
+                           " of the communicator failed: " + shared);
+}
+
+/// The splitmix64 finalizer, to turn a clock and a pid into an id.
+uint64_t fmix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+std::string freshId() {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  uint64_t seed = static_cast<uint64_t>(now.tv_sec) * 1000000000ULL +
+                  static_cast<uint64_t>(now.tv_nsec);
+  char buffer[17];
+  snprintf(buffer, sizeof(buffer), "%016llx",
+           static_cast<unsigned long long>(
+               fmix64(seed ^ (static_cast<uint64_t>(getpid()) << 40))));
+  return buffer;
+}
+
+/// Rank-local checks on the pieces to save.
+std::string checkPieces(const std::vector<Piece> &pieces) {
+  std::map<std::string, const Piece *> shapes;
+  std::map<std::string, bool> keys;
+  for (const Piece &piece : pieces) {
+    std::string what = "tensor '" + piece.tensor + "'";
+    int64_t count = numElements(piece.fullShape);
+    if (count < 0)
+      return what + " has a bad shape " + formatShape(piece.fullShape);
+    if (piece.begin < 0 || piece.begin > piece.end || piece.end > count)
+      return what + ": range " + rangeText(piece.begin, piece.end) +
+             " is not within its " + std::to_string(count) + " elements";
+    if (piece.end > piece.begin && !piece.data)
+      return what + ": range " + rangeText(piece.begin, piece.end) +
+             " has no data";
+    auto [it, inserted] = shapes.emplace(piece.tensor, &piece);
+    if (!inserted && it->second->fullShape != piece.fullShape)
+      return what + " has shape " + formatShape(it->second->fullShape) +
+             " in one piece and " + formatShape(piece.fullShape) +
+             " in another";
+    if (piece.write && piece.end > piece.begin &&
+        !keys.emplace(pieceKey(piece.tensor, piece.begin, piece.end), true)
+             .second)
+      return what + ": range " + rangeText(piece.begin, piece.end) +
+             " is written twice by this rank";
+  }
+  return "";
+}
+
+/// This rank's part of checkpoint.json, sent to rank 0:
+/// {"bytes": B, "pieces": [["<tensor>", begin, end, [shape], write], ...]}.
+/// Pieces with write = false come along so that rank 0 sees a tensor that
+/// nobody writes rather than silently leaving it out.
+std::string describePieces(const std::vector<Piece> &pieces, int64_t bytes) {
+  std::string out = "{\"bytes\":" + std::to_string(bytes) + ",\"pieces\":[";
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Piece &piece = pieces[i];
+    out += (i ? ",[" : "[") + jsonQuote(piece.tensor) + "," +
+           std::to_string(piece.begin) + "," + std::to_string(piece.end) + ",[";
+    for (size_t d = 0; d < piece.fullShape.size(); ++d)
+      out += (d ? "," : "") + std::to_string(piece.fullShape[d]);
+    // An empty range stores nothing; it only tells rank 0 the tensor exists.
+    bool stored = piece.write && piece.end > piece.begin;
+    out += std::string("],") + (stored ? "1" : "0") + "]";
+  }
+  return out + "]}";
+}
+
+struct Range {
+  int64_t begin, end;
+};
+
+/// Rank 0: checks the ranks' descriptions against each other and writes
+/// checkpoint.json.
+std::string writeManifest(const std::string &dir, const std::string &id,
+                          const std::vector<std::string> &descriptions,
+                          const std::map<std::string, std::string> &metadata) {
+  struct TensorInfo {
+    std::vector<int64_t> shape;
+    int shapeRank = 0;
+    std::vector<Range> written;
+  };
+  std::map<std::string, TensorInfo> tensors;
+  std::string files;
+  // The descriptions come from describePieces on every rank, so beyond a
+  // parse check their structure is trusted.
+  for (size_t rank = 0; rank < descriptions.size(); ++rank) {
+    JsonValue root;
+    std::string error = parseJson(descriptions[rank], root);
+    int64_t bytes;
+    const JsonValue *pieces = root.get("pieces");
+    if (!error.empty() || !root.get("bytes") ||
+        !root.get("bytes")->getInt64(bytes) || !pieces)
+      return "garbled piece list from rank " + std::to_string(rank) + ": " +
+             error;
+    std::string filePieces;
+    for (const JsonValue &entry : pieces->elements) {
+      const std::string &name = entry.elements[0].text;
+      int64_t begin, end, write;
+      std::vector<int64_t> shape;
+      entry.elements[1].getInt64(begin);
+      entry.elements[2].getInt64(end);
+      for (const JsonValue &dim : entry.elements[3].elements) {
+        shape.push_back(0);
+        dim.getInt64(shape.back());
+      }
+      entry.elements[4].getInt64(write);
+      auto [it, inserted] = tensors.emplace(name, TensorInfo());
+      if (inserted) {
+        it->second.shape = shape;
+        it->second.shapeRank = static_cast<int>(rank);
+      } else if (it->second.shape != shape) {
+        return "tensor '" + name + "' has shape " +
+               formatShape(it->second.shape) + " on rank " +
+               std::to_string(it->second.shapeRank) + " and " +
+               formatShape(shape) + " on rank " + std::to_string(rank);
+      }
+      if (!write)
+        continue;
+      it->second.written.push_back({begin, end});
+      filePieces += std::string(filePieces.empty() ? "" : ", ") + "[" +
+                    jsonQuote(name) + ", " + std::to_string(begin) + ", " +
+                    std::to_string(end) + "]";
+    }
+    files += std::string(rank ? ",\n" : "") + "    {\"name\": " +
+             jsonQuote(rankFileName(static_cast<int>(rank))) +
+             ", \"rank\": " + std::to_string(rank) +
+             ", \"bytes\": " + std::to_string(bytes) + ",\n     \"pieces\": [" +
+             filePieces + "]}";
+  }
+
+  // A range that every holder marked write = false would be lost without a
+  // word; refuse to call such a directory a checkpoint.
+  std::string tensorList;
+  for (auto &[name, info] : tensors) {
+    std::sort(info.written.begin(), info.written.end(),
+              [](Range a, Range b) { return a.begin < b.begin; });
+    int64_t covered = 0, count = numElements(info.shape);
+    for (Range range : info.written) {
+      if (range.begin > covered)
+        break;
+      covered = std::max(covered, range.end);
+    }
+    if (covered < count) {
+      int64_t gapEnd = count;
+      for (Range range : info.written)
+        if (range.begin > covered) {
+          gapEnd = range.begin;
+          break;
+        }
+      return "elements " + rangeText(covered, gapEnd) + " of tensor '" + name +
+             "' are written by no rank (every piece holding them has write "
+             "= false)";
+    }
+    tensorList += std::string(tensorList.empty() ? "" : ",\n") + "    " +
+                  jsonQuote(name) + ": {\"dtype\": \"F32\", \"shape\": [";
+    for (size_t d = 0; d < info.shape.size(); ++d)
+      tensorList += (d ? ", " : "") + std::to_string(info.shape[d]);
+    tensorList += "]}";
+  }
+
+  std::string metadataList;
+  for (const auto &[key, value] : metadata)
+    metadataList += std::string(metadataList.empty() ? "" : ",\n") + "    " +
+                    jsonQuote(key) + ": " + jsonQuote(value);
+
+  std::string text = std::string("{\n  \"format\": ") +
+                     jsonQuote(manifestFormat) +
+                     ",\n  \"version\": " + std::to_string(manifestVersion) +
+                     ",\n  \"id\": " + jsonQuote(id) +
+                     ",\n  \"world\": " + std::to_string(descriptions.size()) +
+                     ",\n  \"metadata\": {\n" + metadataList +
+                     "\n  },\n  \"tensors\": {\n" + tensorList +
+                     "\n  },\n  \"files\": [\n" + files + "\n  ]\n}\n";
+  return tryWriteFileAtomic(dir + "/" + manifestName, text);
+}
+
+} // namespace
+
+void shardc::rt::saveCheckpoint(
+    const std::string &dir, MPI_Comm world, const std::vector<Piece> &pieces,
+    const std::map<std::string, std::string> &metadata) {
+  const std::string call = "checkpoint save";
+  const std::string where = "checkpoint " + dir + ": ";
+  int rank, size;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+
+  // 1. Check the pieces, make the directory, and retire an old
+  // checkpoint.json before any rank file changes under it.
+  std::string error = checkPieces(pieces);
+  if (error.empty())
+    error = makeDirectories(dir);
+  std::string manifestPath = dir + "/" + manifestName;
+  if (error.empty() && rank == 0 && ::unlink(manifestPath.c_str()) != 0 &&
+      errno != ENOENT)
+    error = "cannot remove the old " + manifestPath + ": " + strerror(errno);
+  agree(world, error.empty(), call, where + error);
+
+  char id[17] = {0};
+  if (rank == 0)
+    snprintf(id, sizeof(id), "%s", freshId().c_str());
+  MPI_Bcast(id, sizeof(id), MPI_CHAR, 0, world);
+
+  // 2. Every rank writes its file.
+  std::vector<NamedTensor> tensors;
+  for (const Piece &piece : pieces)
+    if (piece.write && piece.end > piece.begin)
+      tensors.push_back({pieceKey(piece.tensor, piece.begin, piece.end), "F32",
+                         {piece.end - piece.begin}, piece.data});
+  std::string path = dir + "/" + rankFileName(rank);
+  error = tryWriteSafeTensors(path, tensors,
+                              {{"format", shardFormat},
+                               {"id", id},
+                               {"rank", std::to_string(rank)},
+                               {"world", std::to_string(size)}});
+  struct stat info = {};
+  if (error.empty() && ::stat(path.c_str(), &info) != 0)
+    error = path + ": cannot stat after writing: " + strerror(errno);
+  agree(world, error.empty(), call, error);
+
+  // 3. Rank 0 collects what each file holds and commits checkpoint.json.
+  std::string description =
+      describePieces(pieces, static_cast<int64_t>(info.st_size));
+  int length = static_cast<int>(description.size());
+  std::vector<int> lengths(rank == 0 ? size : 0), offsets;
+  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, world);
+  std::string all;
+  if (rank == 0) {
+    int64_t total = 0;
+    for (int l : lengths) {
+      offsets.push_back(static_cast<int>(total));
+      total += l;
+    }
+    // MPI counts are ints; a piece list beyond 2 GiB is not a realistic model.
+    SHARDC_RT_CHECK(total <= INT_MAX, call,
+                    where + "piece lists too large to gather");
+    all.resize(static_cast<size_t>(total));
+  }
+  MPI_Gatherv(description.data(), length, MPI_CHAR, all.data(), lengths.data(),
+              offsets.data(), MPI_CHAR, 0, world);
+  error.clear();
+  if (rank == 0) {
+    std::vector<std::string> descriptions;
+    for (int r = 0; r < size; ++r)
+      descriptions.push_back(all.substr(offsets[r], lengths[r]));
+    error = writeManifest(dir, id, descriptions, metadata);
+  }
+  agree(world, error.empty(), call, where + error);
+}
+
+//===----------------------------------------------------------------------===//
+// Loading
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct ManifestFile {
+  std::string name;
+  int64_t rank = 0;
+  int64_t bytes = 0;
+};
+
+/// Where a stored range lives.
+struct Source {
+  size_t file;
+  int64_t begin, end;
+};
+
+struct Manifest {
+  std::string id;
+  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::vector<ManifestFile> files;
+  /// Per tensor, the stored ranges sorted by begin.
+  std::map<std::string, std::vector<Source>> sources;
+};
+
+std::string readManifest(const std::string &dir, Manifest &manifest) {
+  std::string path = dir + "/" + manifestName;
+  struct stat info;
+  if (::stat(dir.c_str(), &info) != 0)
+    return "checkpoint " + dir + ": cannot open: " + strerror(errno);
+  if (::stat(path.c_str(), &info) != 0 && errno == ENOENT)
+    return "checkpoint " + dir + ": no " + manifestName +
+           ", so not a checkpoint (a save that did not finish leaves none)";
+  MappedFile file;
+  std::string error = MappedFile::tryMap(path, file);
+  if (!error.empty())
+    return error;
+  JsonValue root;
+  error = parseJson(std::string(file.data(), file.size()), root);
+  if (!error.empty())
+    return path + ": not valid JSON: " + error;
+  auto corrupt = [&](const std::string &what) {
+    return path + ": " + what;
+  };
+  const JsonValue *format = root.get("format");
+  int64_t version = 0, world = 0;
+  if (!format || format->text != manifestFormat)
+    return corrupt("\"format\" is not \"" + std::string(manifestFormat) + "\"");
+  if (!root.get("version") || !root.get("version")->getInt64(version) ||
+      version != manifestVersion)
+    return corrupt("unsupported \"version\" (this runtime reads " +
+                   std::to_string(manifestVersion) + ")");
+  const JsonValue *id = root.get("id");
+  if (!id || id->kind != JsonValue::Kind::String)
+    return corrupt("no \"id\" string");
+  manifest.id = id->text;
+  if (!root.get("world") || !root.get("world")->getInt64(world) || world < 1)
+    return corrupt("no positive \"world\"");
+  const JsonValue *metadata = root.get("metadata");
+  if (!metadata || metadata->kind != JsonValue::Kind::Object)
+    return corrupt("no \"metadata\" object");
+  for (const auto &[key, value] : metadata->members) {
+    if (value.kind != JsonValue::Kind::String)
+      return corrupt("metadata '" + key + "' is not a string");
+    manifest.metadata[key] = value.text;
+  }
+  const JsonValue *tensors = root.get("tensors");
+  if (!tensors || tensors->kind != JsonValue::Kind::Object)
+    return corrupt("no \"tensors\" object");
+  for (const auto &[name, value] : tensors->members) {
+    const JsonValue *dtype = value.get("dtype");
+    const JsonValue *shape = value.get("shape");
+    std::vector<int64_t> dims;
+    if (!dtype || dtype->text != "F32" || !shape ||
+        shape->kind != JsonValue::Kind::Array)
+      return corrupt("tensor '" + name + "' is not {\"dtype\": \"F32\", "
+                     "\"shape\": [...]}");
+    for (const JsonValue &dim : shape->elements) {
+      dims.push_back(0);
+      if (!dim.getInt64(dims.back()) || dims.back() < 0)
+        return corrupt("tensor '" + name + "' has a bad shape");
+    }
+    if (numElements(dims) < 0)
+      return corrupt("tensor '" + name + "' has a bad shape");
+    manifest.shapes[name] = dims;
+  }
+  const JsonValue *files = root.get("files");
+  if (!files || files->kind != JsonValue::Kind::Array)
+    return corrupt("no \"files\" list");
+  for (const JsonValue &entry : files->elements) {
+    ManifestFile file;
+    const JsonValue *name = entry.get("name");
+    const JsonValue *pieces = entry.get("pieces");
+    if (!name || name->kind != JsonValue::Kind::String ||
+        name->text.find('/') != std::string::npos || name->text.empty() ||
+        !entry.get("rank") || !entry.get("rank")->getInt64(file.rank) ||
+        !entry.get("bytes") || !entry.get("bytes")->getInt64(file.bytes) ||
+        !pieces || pieces->kind != JsonValue::Kind::Array)
+      return corrupt("a \"files\" entry is not {\"name\", \"rank\", "
+                     "\"bytes\", \"pieces\"}");
+    file.name = name->text;
+    for (const JsonValue &piece : pieces->elements) {
+      Source source{manifest.files.size(), 0, 0};
+      if (piece.kind != JsonValue::Kind::Array || piece.elements.size() != 3 ||
+          piece.elements[0].kind != JsonValue::Kind::String ||
+          !piece.elements[1].getInt64(source.begin) ||
+          !piece.elements[2].getInt64(source.end))
+        return corrupt(file.name + ": a piece is not [tensor, begin, end]");
+      const std::string &tensor = piece.elements[0].text;
+      auto shape = manifest.shapes.find(tensor);
+      if (shape == manifest.shapes.end())
+        return corrupt(file.name + " holds tensor '" + tensor +
+                       "', which \"tensors\" does not list");
+      if (source.begin < 0 || source.begin > source.end ||
+          source.end > numElements(shape->second))
+        return corrupt(file.name + ": range " +
+                       rangeText(source.begin, source.end) + " of tensor '" +
+                       tensor + "' is out of bounds");
+      manifest.sources[tensor].push_back(source);
+    }
+    manifest.files.push_back(std::move(file));
+  }
+  for (auto &[tensor, sources] : manifest.sources)
+    std::sort(sources.begin(), sources.end(),
+              [](const Source &a, const Source &b) {
+                return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+              });
+  return "";
+}
+
+/// Opens rank files on first use, so a rank reads only the files that hold
+/// its ranges, and checks each against checkpoint.json.
+class FileCache {
+public:
+  FileCache(const std::string &dir, const Manifest &manifest)
+      : dir(dir), manifest(manifest) {}
+
+  std::string get(size_t index, const SafeTensorsFile *&out) {
+    auto it = open.find(index);
+    if (it != open.end()) {
+      out = &it->second;
+      return "";
+    }
+    const ManifestFile &entry = manifest.files[index];
+    std::string path = dir + "/" + entry.name;
+    SafeTensorsFile file;
+    std::string error =
+        SafeTensorsFile::tryOpen(path, "checkpoint load", file);
+    if (!error.empty())
+      return error;
+    if (file.fileBytes() != entry.bytes)
+      return path + ": " + std::to_string(file.fileBytes()) +
+             " bytes, checkpoint.json says " + std::to_string(entry.bytes) +
+             ": truncated or replaced";
+    auto meta = file.metadata();
+    if (meta["format"] != shardFormat || meta["id"] != manifest.id ||
+        meta["rank"] != std::to_string(entry.rank))
+      return path + ": belongs to another save (id '" + meta["id"] +
+             "', rank '" + meta["rank"] + "'; checkpoint.json says id '" +
+             manifest.id + "', rank " + std::to_string(entry.rank) + ")";
+    out = &open.emplace(index, std::move(file)).first->second;
+    return "";
+  }
+
+private:
+  const std::string &dir;
+  const Manifest &manifest;
+  std::map<size_t, SafeTensorsFile> open;
+};
+
+} // namespace
+
+std::string
+shardc::rt::tryLoadCheckpoint(const std::string &dir,
+                              const std::vector<Piece> &pieces,
+                              std::map<std::string, std::string> &metadata) {
+  Manifest manifest;
+  std::string error = readManifest(dir, manifest);
+  if (!error.empty())
+    return error;
+  std::string where = "checkpoint " + dir + ": ";
+  FileCache cache(dir, manifest);
+  for (const Piece &piece : pieces) {
+    std::string what = "tensor '" + piece.tensor + "'";
+    auto shape = manifest.shapes.find(piece.tensor);
+    if (shape == manifest.shapes.end())
+      return where + what + " is not in the checkpoint (it holds " +
+             std::to_string(manifest.shapes.size()) + " tensors)";
+    if (shape->second != piece.fullShape)
+      return where + what + " has shape " + formatShape(shape->second) +
+             " in the checkpoint, the model wants " +
+             formatShape(piece.fullShape);
+    int64_t count = numElements(piece.fullShape);
+    if (piece.begin < 0 || piece.begin > piece.end || piece.end > count)
+      return where + what + ": range " + rangeText(piece.begin, piece.end) +
+             " requested of " + std::to_string(count) + " elements";
+    // Walk the stored ranges in order, copying each one's part of what is
+    // still missing; a stored range that starts past that point is a hole.
+    int64_t filled = piece.begin;
+    const auto &sources = manifest.sources[piece.tensor];
+    for (const Source &source : sources) {
+      if (filled == piece.end)
+        break;
+      if (source.end <= filled)
+        continue;
+      if (source.begin > filled)
+        break;
+      const SafeTensorsFile *file = nullptr;
+      error = cache.get(source.file, file);
+      if (!error.empty())
+        return error;
+      std::string key = pieceKey(piece.tensor, source.begin, source.end);
+      error = checkTensor(*file, key, "F32", {source.end - source.begin});
+      if (!error.empty())
+        return error + " (checkpoint.json lists it)";
+      int64_t stop = std::min(piece.end, source.end);
+      memcpy(piece.data + (filled - piece.begin),
+             file->find(key)->data + (filled - source.begin) * 4,
+             static_cast<size_t>(stop - filled) * 4);
+      filled = stop;
+    }
+    if (filled < piece.end) {
+      int64_t gapEnd = piece.end;
+      for (const Source &source : sources)
+        if (source.begin > filled) {
+          gapEnd = std::min(gapEnd, source.begin);
+          break;
+        }
+      return where + "elements " + rangeText(filled, gapEnd) + " of " + what +
+             " are in no file of the checkpoint";
+    }
+  }
+  metadata = manifest.metadata;
+  return "";
+}
+
+std::map<std::string, std::string>
+shardc::rt::loadCheckpoint(const std::string &dir, MPI_Comm world,
+                           const std::vector<Piece> &pieces) {
+  std::map<std::string, std::string> metadata;
+  std::string error = tryLoadCheckpoint(dir, pieces, metadata);
+  agree(world, error.empty(), "checkpoint load", error);
+  return metadata;
+}

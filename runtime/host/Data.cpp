@@ -1,0 +1,266 @@
+//===- Data.cpp - Training data sources -----------------------------------===//
+
+#include "shardc_rt/Data.h"
+
+#include "shardc_rt/Error.h"
+
+#include <cstring>
+#include <limits>
+
+using namespace shardc::rt;
+
+static std::string callFor(const std::string &purpose) {
+  return purpose.empty() ? "--data" : purpose;
+}
+
+//===----------------------------------------------------------------------===//
+// StepData
+//===----------------------------------------------------------------------===//
+
+std::string StepData::tryOpen(const std::string &path,
+                              const std::string &purpose, StepData &out) {
+  return SafeTensorsFile::tryOpen(path, purpose, out.data);
+}
+
+StepData StepData::open(const std::string &path, const std::string &purpose) {
+  StepData result;
+  std::string error = tryOpen(path, purpose, result);
+  if (!error.empty())
+    SHARDC_RT_FAIL(callFor(purpose), error);
+  return result;
+}
+
+namespace {
+/// Where one read lands in the file's tensor.
+struct StepSlice {
+  const TensorView *view = nullptr;
+  int64_t firstElement = 0; ///< Flat index in the [steps, B, ...] tensor.
+  int64_t count = 0;
+  int64_t step = 0; ///< After wrapping.
+};
+} // namespace
+
+/// Checks the tensor for `input` against its global shape and `dtypes`, and
+/// finds rows [rowBegin, rowEnd) of step `step`.
+static std::string locate(const SafeTensorsFile &file, const std::string &input,
+                          const std::vector<int64_t> &globalShape,
+                          const std::vector<std::string> &dtypes,
+                          const char *kind, int64_t step, int64_t rowBegin,
+                          int64_t rowEnd, StepSlice &slice) {
+  std::string what = file.path() + ": tensor '" + input + "'";
+  if (globalShape.empty() || numElements(globalShape) < 0)
+    return what + ": input '" + input + "' has global shape " +
+           formatShape(globalShape) + ", which has no batch dimension";
+  std::vector<int64_t> wanted = globalShape;
+  wanted.insert(wanted.begin(), -1);
+  std::string wantedText = formatShape(globalShape);
+  wantedText = "[steps, " + wantedText.substr(1);
+  const TensorView *view = file.find(input);
+  if (!view) {
+    std::string error = checkTensor(file, input, dtypes[0], wanted);
+    return error + "; input '" + input + "' wants " + wantedText;
+  }
+  bool dtypeOk = false;
+  for (const std::string &dtype : dtypes)
+    dtypeOk |= view->dtype == dtype;
+  if (!dtypeOk) {
+    std::string accepted;
+    for (size_t i = 0; i < dtypes.size(); ++i)
+      accepted += (i ? " or " : "") + dtypes[i];
+    return what + " has dtype " + view->dtype + ", " + kind + " input '" +
+           input + "' wants " + accepted;
+  }
+  if (view->shape.size() != wanted.size() || view->shape[0] < 1 ||
+      !std::equal(globalShape.begin(), globalShape.end(),
+                  view->shape.begin() + 1))
+    return what + " has shape " + formatShape(view->shape) + ", input '" +
+           input + "' wants " + wantedText + " with steps >= 1";
+  int64_t batch = globalShape[0];
+  if (step < 0 || rowBegin < 0 || rowBegin > rowEnd || rowEnd > batch)
+    return what + ": step " + std::to_string(step) + ", rows [" +
+           std::to_string(rowBegin) + ", " + std::to_string(rowEnd) +
+           ") requested of a batch of " + std::to_string(batch);
+  int64_t rowElements = batch == 0 ? 0 : numElements(globalShape) / batch;
+  slice.view = view;
+  slice.step = step % view->shape[0];
+  slice.firstElement = (slice.step * batch + rowBegin) * rowElements;
+  slice.count = (rowEnd - rowBegin) * rowElements;
+  return "";
+}
+
+std::string StepData::tryReadFloats(const std::string &input,
+                                    const std::vector<int64_t> &globalShape,
+                                    int64_t step, int64_t rowBegin,
+                                    int64_t rowEnd, float *out) const {
+  StepSlice slice;
+  std::string error = locate(data, input, globalShape, {"F32"}, "float", step,
+                             rowBegin, rowEnd, slice);
+  if (!error.empty())
+    return error;
+  if (slice.count > 0)
+    memcpy(out, slice.view->data + slice.firstElement * 4,
+           static_cast<size_t>(slice.count) * 4);
+  return "";
+}
+
+std::string StepData::tryReadInts(const std::string &input,
+                                  const std::vector<int64_t> &globalShape,
+                                  int64_t step, int64_t rowBegin,
+                                  int64_t rowEnd, int32_t *out) const {
+  StepSlice slice;
+  std::string error = locate(data, input, globalShape, {"I32", "I64"},
+                             "integer", step, rowBegin, rowEnd, slice);
+  if (!error.empty())
+    return error;
+  if (slice.view->dtype == "I32") {
+    if (slice.count > 0)
+      memcpy(out, slice.view->data + slice.firstElement * 4,
+             static_cast<size_t>(slice.count) * 4);
+    return "";
+  }
+  // I64 is what numpy and torch write by default; accept it, but never wrap a
+  // value silently.
+  const char *base = slice.view->data + slice.firstElement * 8;
+  for (int64_t i = 0; i < slice.count; ++i) {
+    int64_t value;
+    memcpy(&value, base + i * 8, 8);
+    if (value < std::numeric_limits<int32_t>::min() ||
+        value > std::numeric_limits<int32_t>::max())
+      return data.path() + ": tensor '" + input + "' element " +
+             std::to_string(slice.firstElement + i) + " (step " +
+             std::to_string(slice.step) + ") is " + std::to_string(value) +
+             ", outside int32";
+    out[i] = static_cast<int32_t>(value);
+  }
+  return "";
+}
+
+void StepData::readFloats(const std::string &input,
+                          const std::vector<int64_t> &globalShape, int64_t step,
+                          int64_t rowBegin, int64_t rowEnd, float *out) const {
+  std::string error =
+      tryReadFloats(input, globalShape, step, rowBegin, rowEnd, out);
+  if (!error.empty())
+    SHARDC_RT_FAIL(callFor(data.purpose()), error);
+}
+
+void StepData::readInts(const std::string &input,
+                        const std::vector<int64_t> &globalShape, int64_t step,
+                        int64_t rowBegin, int64_t rowEnd, int32_t *out) const {
+  std::string error =
+      tryReadInts(input, globalShape, step, rowBegin, rowEnd, out);
+  if (!error.empty())
+    SHARDC_RT_FAIL(callFor(data.purpose()), error);
+}
+
+//===----------------------------------------------------------------------===//
+// TokenData
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr int64_t headerInts = 256;
+constexpr int64_t headerBytes = headerInts * 4;
+constexpr int32_t tokenMagic = 20240520;
+constexpr int32_t tokenVersion = 1;
+} // namespace
+
+std::string TokenData::tryOpen(const std::string &path, int64_t seqLen,
+                               int64_t vocab, const std::string &purpose,
+                               TokenData &out) {
+  out = TokenData();
+  out.why = purpose;
+  if (seqLen < 1 || vocab < 1 || vocab > 65536)
+    return path + ": sequence length " + std::to_string(seqLen) +
+           " and vocabulary size " + std::to_string(vocab) +
+           " must be >= 1, the vocabulary at most 65536 (uint16 tokens)";
+  std::string error = MappedFile::tryMap(path, out.file);
+  if (!error.empty())
+    return error;
+  int64_t size = out.file.size();
+  if (size < headerBytes)
+    return path + ": the file has " + std::to_string(size) +
+           " bytes, fewer than the " + std::to_string(headerBytes) +
+           "-byte header of an llm.c token file";
+  int32_t header[3];
+  memcpy(header, out.file.data(), sizeof(header));
+  if (header[0] != tokenMagic)
+    return path + ": magic number " + std::to_string(header[0]) +
+           ", an llm.c token file has " + std::to_string(tokenMagic);
+  if (header[1] != tokenVersion)
+    return path + ": version " + std::to_string(header[1]) +
+           ", only version 1 (uint16 tokens) is supported";
+  int64_t count = header[2];
+  if (count < 0 || size - headerBytes != count * 2)
+    return path + ": the header says " + std::to_string(count) +
+           " tokens (" + std::to_string(count * 2) + " bytes), the file has " +
+           std::to_string(size - headerBytes) +
+           " bytes after the header: truncated or corrupt";
+  if (count < seqLen + 1)
+    return path + ": " + std::to_string(count) +
+           " tokens, fewer than one window of sequence length + 1 = " +
+           std::to_string(seqLen + 1);
+  const char *base = out.file.data() + headerBytes;
+  // One pass over the whole file at open: an out-of-range token would
+  // otherwise index past the embedding table many steps into a run.
+  for (int64_t i = 0; i < count; ++i) {
+    uint16_t token;
+    memcpy(&token, base + 2 * i, 2);
+    if (token >= vocab)
+      return path + ": token " + std::to_string(token) + " at position " +
+             std::to_string(i) + " is not below the vocabulary size " +
+             std::to_string(vocab);
+  }
+  out.tokensBase = reinterpret_cast<const uint16_t *>(base);
+  out.count = count;
+  out.length = seqLen;
+  return "";
+}
+
+TokenData TokenData::open(const std::string &path, int64_t seqLen,
+                          int64_t vocab, const std::string &purpose) {
+  TokenData result;
+  std::string error = tryOpen(path, seqLen, vocab, purpose, result);
+  if (!error.empty())
+    SHARDC_RT_FAIL(callFor(purpose), error);
+  return result;
+}
+
+int64_t TokenData::windowStart(int64_t step, int64_t globalBatch,
+                               int64_t row) const {
+  SHARDC_RT_CHECK(step >= 0 && globalBatch >= 1 && row >= 0 &&
+                      row < globalBatch,
+                  callFor(why),
+                  file.path() + ": step " + std::to_string(step) + ", row " +
+                      std::to_string(row) + " of a batch of " +
+                      std::to_string(globalBatch) + " requested");
+  // Reduce each factor first so that no product overflows, whatever the
+  // step count.
+  using Wide = unsigned __int128;
+  Wide modulus = static_cast<Wide>(count - length - 1 > 0 ? count - length - 1
+                                                          : 1);
+  Wide position =
+      (static_cast<Wide>(step) % modulus * (static_cast<Wide>(globalBatch) %
+                                            modulus) +
+       static_cast<Wide>(row)) %
+      modulus;
+  position = position * (static_cast<Wide>(length) % modulus) % modulus;
+  return static_cast<int64_t>(position);
+}
+
+void TokenData::read(int64_t step, int64_t globalBatch, int64_t rowBegin,
+                     int64_t rowEnd, int32_t *tokens, int32_t *targets) const {
+  SHARDC_RT_CHECK(rowBegin >= 0 && rowBegin <= rowEnd && rowEnd <= globalBatch,
+                  callFor(why),
+                  file.path() + ": rows [" + std::to_string(rowBegin) + ", " +
+                      std::to_string(rowEnd) + ") of a batch of " +
+                      std::to_string(globalBatch) + " requested");
+  for (int64_t row = rowBegin; row < rowEnd; ++row) {
+    const uint16_t *window = tokensBase + windowStart(step, globalBatch, row);
+    int32_t *tokenRow = tokens + (row - rowBegin) * length;
+    int32_t *targetRow = targets + (row - rowBegin) * length;
+    for (int64_t t = 0; t < length; ++t) {
+      tokenRow[t] = window[t];
+      targetRow[t] = window[t + 1];
+    }
+  }
+}

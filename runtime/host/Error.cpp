@@ -1,0 +1,69 @@
+//===- Error.cpp - One way for the runtime to fail ------------------------===//
+
+#include "shardc_rt/Error.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace shardc::rt {
+
+int worldRank() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    return 0;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+static int worldSize() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    return 1;
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+static void print(const char *file, int line, const std::string &call,
+                  const std::string &message) {
+  // Runtime sources are reported relative to the repository.
+  const char *shortFile = std::strstr(file, "runtime/");
+  std::fprintf(stderr, "shardc: rank %d: %s: %s (%s:%d)\n", worldRank(),
+               call.c_str(), message.c_str(), shortFile ? shortFile : file,
+               line);
+  std::fflush(stderr);
+}
+
+void fatal(const char *file, int line, const std::string &call,
+           const std::string &message) {
+  print(file, line, call, message);
+  if (worldSize() > 1)
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+void checkAll(bool ok, const char *file, int line, const std::string &call,
+              const std::string &message) {
+  int failed = ok ? 0 : 1, anyFailed = failed;
+  if (worldSize() > 1)
+    MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (!anyFailed)
+    return;
+  if (failed)
+    print(file, line, call, message);
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized)
+    MPI_Finalize();
+  std::exit(1);
+}
+
+} // namespace shardc::rt

@@ -1,0 +1,665 @@
+//===- Kernels.cpp - CPU kernels of every train op ------------------------===//
+//
+// Every matrix product goes through CBLAS gemm (OpenBLAS), attention's too:
+// per batch and head, the scores of a block of query rows are one gemm, the
+// weighted sum of values another, reading q, k and v in place from the fused
+// qkv through BLAS leading dimensions (no copies). Everything else is a
+// simple loop over contiguous memory that allocates nothing, so the time
+// outside GEMMs stays a small share of a step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardc_rt/Kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+using namespace shardc::rt::cpu;
+
+//===----------------------------------------------------------------------===//
+// GEMM
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Nanoseconds spent inside BLAS gemm, summed over threads. An integer so
+/// that threads can add to it with one atomic instruction.
+std::atomic<int64_t> gemmNanoseconds{0};
+
+void blasGemm(CBLAS_TRANSPOSE transA, CBLAS_TRANSPOSE transB, blasint m,
+              blasint n, blasint k, float alpha, const float *a, blasint lda,
+              const float *b, blasint ldb, float beta, float *c, blasint ldc) {
+  cblas_sgemm(CblasRowMajor, transA, transB, m, n, k, alpha, a, lda, b, ldb,
+              beta, c, ldc);
+}
+
+void blasGemm(CBLAS_TRANSPOSE transA, CBLAS_TRANSPOSE transB, blasint m,
+              blasint n, blasint k, double alpha, const double *a, blasint lda,
+              const double *b, blasint ldb, double beta, double *c,
+              blasint ldc) {
+  cblas_dgemm(CblasRowMajor, transA, transB, m, n, k, alpha, a, lda, b, ldb,
+              beta, c, ldc);
+}
+
+/// c[m, n] = alpha op(a) op(b) + beta c, row-major, with op(a) [m, k] and
+/// op(b) [k, n]; lda, ldb, ldc are the row strides of the stored matrices.
+/// Handles the empty cases itself: BLAS rejects a leading dimension of 0, and
+/// k == 0 must still give beta c.
+template <typename T>
+void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
+          const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c,
+          int64_t ldc) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+    return;
+  }
+  // A 32-bit BLAS takes int dimensions. Only a single matrix with more than
+  // 2^31 rows or columns gets here; no tensor that fits in memory with a
+  // useful width does, so this is a limit of the runtime, not a user error.
+  constexpr int64_t maxDim = std::numeric_limits<blasint>::max();
+  if (m > maxDim || n > maxDim || k > maxDim || lda > maxDim || ldb > maxDim ||
+      ldc > maxDim) {
+    std::fprintf(stderr,
+                 "shardc: gemm of [%lld, %lld] x [%lld, %lld] exceeds the "
+                 "BLAS integer range (runtime/host/Kernels.cpp)\n",
+                 static_cast<long long>(m), static_cast<long long>(k),
+                 static_cast<long long>(k), static_cast<long long>(n));
+    std::abort();
+  }
+  auto start = std::chrono::steady_clock::now();
+  blasGemm(transA ? CblasTrans : CblasNoTrans,
+           transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+           static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+           static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+           static_cast<blasint>(ldc));
+  auto stop = std::chrono::steady_clock::now();
+  gemmNanoseconds.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(stop - start)
+          .count(),
+      std::memory_order_relaxed);
+}
+
+/// Mean and 1 / sqrt(var + eps) of one layernorm row, in double: two passes,
+/// so that a row with a large mean loses no precision in its variance.
+struct RowStats {
+  double mean;
+  double rstd;
+};
+
+template <typename T> RowStats rowStats(const T *x, int64_t c, double eps) {
+  double sum = 0;
+  for (int64_t j = 0; j < c; ++j)
+    sum += x[j];
+  double mean = sum / static_cast<double>(c);
+  double squares = 0;
+  for (int64_t j = 0; j < c; ++j) {
+    double centered = x[j] - mean;
+    squares += centered * centered;
+  }
+  double var = squares / static_cast<double>(c);
+  return {mean, 1.0 / std::sqrt(var + eps)};
+}
+
+/// -1 when every id is in [0, v), else the position of the first that is not.
+int64_t firstBadId(const int32_t *ids, int64_t n, int64_t v) {
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= v)
+      return i;
+  return -1;
+}
+
+/// Query rows of one attention gemm. Blocks let the causal mask skip the
+/// scores above the diagonal (the keys of block [r0, r1) are [0, r1)), which
+/// saves about half of the flops and exponentials once t exceeds a block,
+/// and bound the scratch to kRowBlock x t per thread.
+constexpr int64_t kRowBlock = 64;
+
+/// The scratch rows of attention, reused across calls of a thread.
+template <typename T> std::vector<T> &attentionScratch(size_t size) {
+  thread_local std::vector<T> scratch;
+  if (scratch.size() < size)
+    scratch.resize(size);
+  return scratch;
+}
+
+/// Turns the scores of query `row` (cols of them, row-major) into causal
+/// softmax probabilities: keys [0, row] are softmaxed, the rest (the future)
+/// set to 0 so that the gemms over the whole block ignore them.
+template <typename T>
+void causalSoftmaxRow(T *scores, int64_t row, int64_t cols) {
+  int64_t seen = row + 1;
+  T maxScore = scores[0];
+  for (int64_t j = 1; j < seen; ++j)
+    maxScore = std::max(maxScore, scores[j]);
+  T sum = 0;
+  for (int64_t j = 0; j < seen; ++j) {
+    scores[j] = std::exp(scores[j] - maxScore);
+    sum += scores[j];
+  }
+  T inverse = T(1) / sum;
+  for (int64_t j = 0; j < seen; ++j)
+    scores[j] *= inverse;
+  for (int64_t j = seen; j < cols; ++j)
+    scores[j] = 0;
+}
+
+/// Computes into probs[r1 - r0, r1] (row stride r1) the causal softmax
+/// probabilities of query rows [r0, r1) of one head over keys [0, r1).
+/// q and k point at the head's first row, with row stride ld.
+template <typename T>
+void blockProbabilities(const T *q, const T *k, int64_t ld, int64_t d,
+                        int64_t r0, int64_t r1, T *probs) {
+  T alpha = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
+  gemm<T>(false, true, r1 - r0, r1, d, alpha, q + r0 * ld, ld, k, ld, T(0),
+          probs, r1);
+  for (int64_t i = r0; i < r1; ++i)
+    causalSoftmaxRow(probs + (i - r0) * r1, i, r1);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Forward
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+void shardc::rt::cpu::linear(const T *x, const T *w, const T *b, T *y,
+                             int64_t m, int64_t k, int64_t n) {
+  // The bias goes in first and the gemm accumulates onto it: no second pass.
+  if (b)
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(y + i * n, b, n * sizeof(T));
+  gemm<T>(false, true, m, n, k, T(1), x, k, w, k, b ? T(1) : T(0), y, n);
+}
+
+template <typename T>
+void shardc::rt::cpu::matmul(const T *lhs, const T *rhs, T *out, int64_t batch,
+                             int64_t m, int64_t k, int64_t n, bool transposeLhs,
+                             bool transposeRhs) {
+  int64_t lda = transposeLhs ? m : k;
+  int64_t ldb = transposeRhs ? k : n;
+  for (int64_t i = 0; i < batch; ++i)
+    gemm<T>(transposeLhs, transposeRhs, m, n, k, T(1), lhs + i * m * k, lda,
+            rhs + i * k * n, ldb, T(0), out + i * m * n, n);
+}
+
+template <typename T>
+void shardc::rt::cpu::add(const T *lhs, const T *rhs, T *y, int64_t n,
+                          int64_t m) {
+  if (m == 0)
+    return;
+  // Row by row rather than i % m: the inner loop is a plain vector add.
+  for (int64_t base = 0; base < n; base += m)
+    for (int64_t j = 0; j < m; ++j)
+      y[base + j] = lhs[base + j] + rhs[j];
+}
+
+template <typename T>
+void shardc::rt::cpu::scale(const T *x, T *y, int64_t n, double factor) {
+  T f = static_cast<T>(factor);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = x[i] * f;
+}
+
+namespace {
+/// sqrt(2 / pi) and the cubic coefficient of GPT-2's GELU.
+constexpr double kGeluScale = 0.7978845608028654;
+constexpr double kGeluCubic = 0.044715;
+} // namespace
+
+template <typename T> void shardc::rt::cpu::gelu(const T *x, T *y, int64_t n) {
+  // 0.5 (1 + tanh u) is sigmoid(2 u): one exp instead of a tanh, which is
+  // about five times slower in glibc. Where exp overflows, x / inf is the
+  // limit 0; no cancellation anywhere, unlike 1 + tanh u for u << 0.
+  const T s = static_cast<T>(kGeluScale), a = static_cast<T>(kGeluCubic);
+  for (int64_t i = 0; i < n; ++i) {
+    T v = x[i];
+    y[i] = v / (T(1) + std::exp(T(-2) * s * (v + a * v * v * v)));
+  }
+}
+
+template <typename T> void shardc::rt::cpu::relu(const T *x, T *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = x[i] > T(0) ? x[i] : T(0);
+}
+
+template <typename T>
+void shardc::rt::cpu::layerNorm(const T *x, const T *w, const T *b, T *y,
+                                int64_t rows, int64_t c, double eps) {
+  if (c == 0)
+    return;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x + r * c;
+    T *yr = y + r * c;
+    RowStats stats = rowStats(xr, c, eps);
+    T mean = static_cast<T>(stats.mean), rstd = static_cast<T>(stats.rstd);
+    for (int64_t j = 0; j < c; ++j)
+      yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
+  }
+}
+
+template <typename T>
+int64_t shardc::rt::cpu::embedding(const int32_t *ids, const T *table, T *out,
+                                   int64_t n, int64_t v, int64_t c) {
+  // Check every id before writing anything: a bad one leaves out untouched.
+  int64_t bad = firstBadId(ids, n, v);
+  if (bad >= 0)
+    return bad;
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(out + i * c, table + static_cast<int64_t>(ids[i]) * c,
+                c * sizeof(T));
+  return -1;
+}
+
+template <typename T>
+void shardc::rt::cpu::attention(const T *qkv, T *out, int64_t b, int64_t t,
+                                int64_t c, int64_t heads) {
+  if (b == 0 || t == 0 || c == 0)
+    return;
+  int64_t d = c / heads, ld = 3 * c;
+  T *probs = attentionScratch<T>(std::min(t, kRowBlock) * t).data();
+  for (int64_t batch = 0; batch < b; ++batch) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const T *q = qkv + batch * t * ld + h * d;
+      const T *k = q + c, *v = q + 2 * c;
+      T *y = out + batch * t * c + h * d;
+      for (int64_t r0 = 0; r0 < t; r0 += kRowBlock) {
+        int64_t r1 = std::min(t, r0 + kRowBlock);
+        blockProbabilities(q, k, ld, d, r0, r1, probs);
+        // y[r0:r1] = P[r0:r1, 0:r1] v[0:r1].
+        gemm<T>(false, false, r1 - r0, d, r1, T(1), probs, r1, v, ld, T(0),
+                y + r0 * c, c);
+      }
+    }
+  }
+}
+
+template <typename T>
+int64_t shardc::rt::cpu::crossEntropy(const T *logits, const int32_t *targets,
+                                      T *loss, int64_t n, int64_t v) {
+  int64_t bad = firstBadId(targets, n, v);
+  if (bad >= 0)
+    return bad;
+  // -log softmax(l)[t] = log sum_j exp(l_j - max) + max - l_t: subtracting
+  // the max keeps every exponential in (0, 1]; sums are in double so that a
+  // large vocabulary and many rows lose nothing in f32.
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const T *row = logits + i * v;
+    T maxLogit = *std::max_element(row, row + v);
+    double sum = 0;
+    for (int64_t j = 0; j < v; ++j)
+      sum += std::exp(row[j] - maxLogit);
+    total += std::log(sum) + static_cast<double>(maxLogit) -
+             static_cast<double>(row[targets[i]]);
+  }
+  *loss = n == 0 ? T(0) : static_cast<T>(total / static_cast<double>(n));
+  return -1;
+}
+
+void shardc::rt::cpu::iota(int32_t *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = static_cast<int32_t>(i);
+}
+
+template <typename T>
+void shardc::rt::cpu::sumTo(const T *x, T *y, int64_t outer, int64_t inner) {
+  // Row after row, so that the inner loop is a contiguous vector add.
+  std::fill(y, y + inner, T(0));
+  for (int64_t o = 0; o < outer; ++o) {
+    const T *row = x + o * inner;
+    for (int64_t j = 0; j < inner; ++j)
+      y[j] += row[j];
+  }
+}
+
+template <typename T>
+void shardc::rt::cpu::copy(T *dst, const T *src, int64_t n) {
+  if (n > 0)
+    std::memcpy(dst, src, n * sizeof(T));
+}
+
+template <typename T> void shardc::rt::cpu::fill(T *dst, T value, int64_t n) {
+  std::fill(dst, dst + n, value);
+}
+
+template <typename T>
+void shardc::rt::cpu::accumulate(T *dst, const T *src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] += src[i];
+}
+
+//===----------------------------------------------------------------------===//
+// Backward
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+void shardc::rt::cpu::geluGrad(const T *dy, const T *x, T *dx, int64_t n) {
+  // With u = s (x + a x^3) and, as in gelu, 0.5 (1 + tanh u) = sig =
+  // 1 / (1 + e), e = exp(-2 u): gelu = x sig and
+  //   gelu' = sig + 2 x sig (1 - sig) s (1 + 3 a x^2),
+  // with sig (1 - sig) = e sig^2, which keeps its relative precision where
+  // sig is near 1 (1 - sig would cancel). Capping -2 u at 80 keeps e sig
+  // finite in f32 (exp overflows past 88.7); beyond it gelu' < 1e-33.
+  const T s = static_cast<T>(kGeluScale), a = static_cast<T>(kGeluCubic);
+  for (int64_t i = 0; i < n; ++i) {
+    T v = x[i];
+    T e = std::exp(std::min(T(-2) * s * (v + a * v * v * v), T(80)));
+    T sig = T(1) / (T(1) + e);
+    T derivative =
+        sig + T(2) * v * (e * sig * sig) * s * (T(1) + T(3) * a * v * v);
+    dx[i] = dy[i] * derivative;
+  }
+}
+
+template <typename T>
+void shardc::rt::cpu::reluGrad(const T *dy, const T *x, T *dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = x[i] > T(0) ? dy[i] : T(0);
+}
+
+template <typename T>
+void shardc::rt::cpu::layerNormGrad(const T *dy, const T *x, const T *w, T *dx,
+                                    T *dw, T *db, int64_t rows, int64_t c,
+                                    double eps) {
+  std::fill(dw, dw + c, T(0));
+  std::fill(db, db + c, T(0));
+  if (c == 0)
+    return;
+  // With xhat = (x - mean) rstd and g = dy w, the VJP through mean and rstd
+  // is dx = rstd (g - mean(g) - xhat mean(g xhat)).
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x + r * c, *dyr = dy + r * c;
+    T *dxr = dx + r * c;
+    RowStats stats = rowStats(xr, c, eps);
+    T mean = static_cast<T>(stats.mean), rstd = static_cast<T>(stats.rstd);
+    double sumG = 0, sumGXhat = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      T xhat = (xr[j] - mean) * rstd;
+      T g = dyr[j] * w[j];
+      sumG += g;
+      sumGXhat += g * xhat;
+      dw[j] += dyr[j] * xhat;
+      db[j] += dyr[j];
+    }
+    T meanG = static_cast<T>(sumG / static_cast<double>(c));
+    T meanGXhat = static_cast<T>(sumGXhat / static_cast<double>(c));
+    for (int64_t j = 0; j < c; ++j) {
+      T xhat = (xr[j] - mean) * rstd;
+      dxr[j] = rstd * (dyr[j] * w[j] - meanG - xhat * meanGXhat);
+    }
+  }
+}
+
+template <typename T>
+int64_t shardc::rt::cpu::embeddingGrad(const T *dy, const int32_t *ids,
+                                       T *dtable, int64_t n, int64_t v,
+                                       int64_t c) {
+  int64_t bad = firstBadId(ids, n, v);
+  if (bad >= 0)
+    return bad;
+  std::fill(dtable, dtable + v * c, T(0));
+  for (int64_t i = 0; i < n; ++i) {
+    T *row = dtable + static_cast<int64_t>(ids[i]) * c;
+    const T *g = dy + i * c;
+    for (int64_t j = 0; j < c; ++j)
+      row[j] += g[j];
+  }
+  return -1;
+}
+
+template <typename T>
+void shardc::rt::cpu::attentionGrad(const T *dy, const T *qkv, T *dqkv,
+                                    int64_t b, int64_t t, int64_t c,
+                                    int64_t heads) {
+  if (b == 0 || t == 0 || c == 0)
+    return;
+  int64_t d = c / heads, ld = 3 * c;
+  T alpha = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
+  int64_t blockSize = std::min(t, kRowBlock) * t;
+  // P and dP of one block of query rows, side by side.
+  T *probs = attentionScratch<T>(2 * blockSize).data();
+  T *dprobs = probs + blockSize;
+  for (int64_t batch = 0; batch < b; ++batch) {
+    // Every block adds to the dk and dv rows of its keys: start from zero.
+    for (int64_t i = 0; i < t; ++i)
+      std::fill(dqkv + (batch * t + i) * ld + c,
+                dqkv + (batch * t + i + 1) * ld, T(0));
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t offset = batch * t * ld + h * d;
+      const T *q = qkv + offset, *k = q + c, *v = q + 2 * c;
+      T *dq = dqkv + offset, *dk = dq + c, *dv = dq + 2 * c;
+      const T *dyh = dy + batch * t * c + h * d;
+      for (int64_t r0 = 0; r0 < t; r0 += kRowBlock) {
+        int64_t r1 = std::min(t, r0 + kRowBlock), rows = r1 - r0;
+        const T *dyBlock = dyh + r0 * c;
+        blockProbabilities(q, k, ld, d, r0, r1, probs);
+        // y = P v: dP = dy v^T and dv += P^T dy.
+        gemm<T>(false, true, rows, r1, d, T(1), dyBlock, c, v, ld, T(0), dprobs,
+                r1);
+        gemm<T>(true, false, r1, d, rows, T(1), probs, r1, dyBlock, c, T(1), dv,
+                ld);
+        // Through the softmax, dS = P (dP - sum_j P dP), in place of dP; the
+        // masked entries have P = 0 and so dS = 0.
+        for (int64_t i = 0; i < rows; ++i) {
+          T *p = probs + i * r1, *dp = dprobs + i * r1;
+          int64_t seen = r0 + i + 1;
+          T dot = 0;
+          for (int64_t j = 0; j < seen; ++j)
+            dot += p[j] * dp[j];
+          for (int64_t j = 0; j < seen; ++j)
+            dp[j] = p[j] * (dp[j] - dot);
+          for (int64_t j = seen; j < r1; ++j)
+            dp[j] = 0;
+        }
+        // S = alpha q k^T: dq = alpha dS k and dk += alpha dS^T q.
+        gemm<T>(false, false, rows, d, r1, alpha, dprobs, r1, k, ld, T(0),
+                dq + r0 * ld, ld);
+        gemm<T>(true, false, r1, d, rows, alpha, dprobs, r1, q + r0 * ld, ld,
+                T(1), dk, ld);
+      }
+    }
+  }
+}
+
+template <typename T>
+int64_t shardc::rt::cpu::crossEntropyGrad(const T *dloss, const T *logits,
+                                          const int32_t *targets, T *dlogits,
+                                          int64_t n, int64_t v) {
+  int64_t bad = firstBadId(targets, n, v);
+  if (bad >= 0)
+    return bad;
+  double perRow = static_cast<double>(*dloss) / static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const T *row = logits + i * v;
+    T *out = dlogits + i * v;
+    // The exponentials go straight into the output, then get normalized:
+    // one exp per logit.
+    T maxLogit = *std::max_element(row, row + v);
+    double sum = 0;
+    for (int64_t j = 0; j < v; ++j) {
+      out[j] = std::exp(row[j] - maxLogit);
+      sum += out[j];
+    }
+    T factor = static_cast<T>(perRow / sum);
+    for (int64_t j = 0; j < v; ++j)
+      out[j] *= factor;
+    out[targets[i]] -= static_cast<T>(perRow);
+  }
+  return -1;
+}
+
+//===----------------------------------------------------------------------===//
+// Instantiations
+//===----------------------------------------------------------------------===//
+
+#define SHARDC_RT_INSTANTIATE(T)                                               \
+  template void shardc::rt::cpu::linear<T>(const T *, const T *, const T *,    \
+                                           T *, int64_t, int64_t, int64_t);    \
+  template void shardc::rt::cpu::matmul<T>(const T *, const T *, T *, int64_t, \
+                                           int64_t, int64_t, int64_t, bool,    \
+                                           bool);                              \
+  template void shardc::rt::cpu::add<T>(const T *, const T *, T *, int64_t,    \
+                                        int64_t);                              \
+  template void shardc::rt::cpu::scale<T>(const T *, T *, int64_t, double);    \
+  template void shardc::rt::cpu::gelu<T>(const T *, T *, int64_t);             \
+  template void shardc::rt::cpu::relu<T>(const T *, T *, int64_t);             \
+  template void shardc::rt::cpu::layerNorm<T>(const T *, const T *, const T *, \
+                                              T *, int64_t, int64_t, double);  \
+  template int64_t shardc::rt::cpu::embedding<T>(                              \
+      const int32_t *, const T *, T *, int64_t, int64_t, int64_t);             \
+  template void shardc::rt::cpu::attention<T>(const T *, T *, int64_t,         \
+                                              int64_t, int64_t, int64_t);      \
+  template int64_t shardc::rt::cpu::crossEntropy<T>(                           \
+      const T *, const int32_t *, T *, int64_t, int64_t);                      \
+  template void shardc::rt::cpu::sumTo<T>(const T *, T *, int64_t, int64_t);   \
+  template void shardc::rt::cpu::copy<T>(T *, const T *, int64_t);             \
+  template void shardc::rt::cpu::fill<T>(T *, T, int64_t);                     \
+  template void shardc::rt::cpu::accumulate<T>(T *, const T *, int64_t);       \
+  template void shardc::rt::cpu::geluGrad<T>(const T *, const T *, T *,        \
+                                             int64_t);                         \
+  template void shardc::rt::cpu::reluGrad<T>(const T *, const T *, T *,        \
+                                             int64_t);                         \
+  template void shardc::rt::cpu::layerNormGrad<T>(const T *, const T *,        \
+                                                  const T *, T *, T *, T *,    \
+                                                  int64_t, int64_t, double);   \
+  template int64_t shardc::rt::cpu::embeddingGrad<T>(                          \
+      const T *, const int32_t *, T *, int64_t, int64_t, int64_t);             \
+  template void shardc::rt::cpu::attentionGrad<T>(                             \
+      const T *, const T *, T *, int64_t, int64_t, int64_t, int64_t);          \
+  template int64_t shardc::rt::cpu::crossEntropyGrad<T>(                       \
+      const T *, const T *, const int32_t *, T *, int64_t, int64_t);
+
+SHARDC_RT_INSTANTIATE(float)
+SHARDC_RT_INSTANTIATE(double)
+
+#undef SHARDC_RT_INSTANTIATE
+
+//===----------------------------------------------------------------------===//
+// C ABI
+//===----------------------------------------------------------------------===//
+
+extern "C" {
+
+double shardc_rt_gemm_seconds(void) {
+  return static_cast<double>(gemmNanoseconds.load(std::memory_order_relaxed)) *
+         1e-9;
+}
+
+void shardc_rt_gemm_seconds_reset(void) {
+  gemmNanoseconds.store(0, std::memory_order_relaxed);
+}
+
+void shardc_rt_linear_f32(const float *x, const float *w, const float *b,
+                          float *y, int64_t m, int64_t k, int64_t n) {
+  linear(x, w, b, y, m, k, n);
+}
+
+void shardc_rt_matmul_f32(const float *lhs, const float *rhs, float *out,
+                          int64_t batch, int64_t m, int64_t k, int64_t n,
+                          int transposeLhs, int transposeRhs) {
+  matmul(lhs, rhs, out, batch, m, k, n, transposeLhs != 0, transposeRhs != 0);
+}
+
+void shardc_rt_add_f32(const float *lhs, const float *rhs, float *y, int64_t n,
+                       int64_t m) {
+  add(lhs, rhs, y, n, m);
+}
+
+void shardc_rt_scale_f32(const float *x, float *y, int64_t n, double factor) {
+  scale(x, y, n, factor);
+}
+
+void shardc_rt_gelu_f32(const float *x, float *y, int64_t n) { gelu(x, y, n); }
+
+void shardc_rt_relu_f32(const float *x, float *y, int64_t n) { relu(x, y, n); }
+
+void shardc_rt_layernorm_f32(const float *x, const float *w, const float *b,
+                             float *y, int64_t rows, int64_t c, double eps) {
+  layerNorm(x, w, b, y, rows, c, eps);
+}
+
+int64_t shardc_rt_embedding_f32(const int32_t *ids, const float *table,
+                                float *out, int64_t n, int64_t v, int64_t c) {
+  return embedding(ids, table, out, n, v, c);
+}
+
+void shardc_rt_attention_f32(const float *qkv, float *out, int64_t b, int64_t t,
+                             int64_t c, int64_t heads) {
+  attention(qkv, out, b, t, c, heads);
+}
+
+int64_t shardc_rt_cross_entropy_f32(const float *logits, const int32_t *targets,
+                                    float *loss, int64_t n, int64_t v) {
+  return crossEntropy(logits, targets, loss, n, v);
+}
+
+void shardc_rt_iota_i32(int32_t *out, int64_t n) { iota(out, n); }
+
+void shardc_rt_sum_to_f32(const float *x, float *y, int64_t outer,
+                          int64_t inner) {
+  sumTo(x, y, outer, inner);
+}
+
+void shardc_rt_copy_f32(float *dst, const float *src, int64_t n) {
+  copy(dst, src, n);
+}
+
+void shardc_rt_fill_f32(float *dst, float value, int64_t n) {
+  fill(dst, value, n);
+}
+
+void shardc_rt_accumulate_f32(float *dst, const float *src, int64_t n) {
+  accumulate(dst, src, n);
+}
+
+void shardc_rt_gelu_grad_f32(const float *dy, const float *x, float *dx,
+                             int64_t n) {
+  geluGrad(dy, x, dx, n);
+}
+
+void shardc_rt_relu_grad_f32(const float *dy, const float *x, float *dx,
+                             int64_t n) {
+  reluGrad(dy, x, dx, n);
+}
+
+void shardc_rt_layernorm_grad_f32(const float *dy, const float *x,
+                                  const float *w, float *dx, float *dw,
+                                  float *db, int64_t rows, int64_t c,
+                                  double eps) {
+  layerNormGrad(dy, x, w, dx, dw, db, rows, c, eps);
+}
+
+int64_t shardc_rt_embedding_grad_f32(const float *dy, const int32_t *ids,
+                                     float *dtable, int64_t n, int64_t v,
+                                     int64_t c) {
+  return embeddingGrad(dy, ids, dtable, n, v, c);
+}
+
+void shardc_rt_attention_grad_f32(const float *dy, const float *qkv,
+                                  float *dqkv, int64_t b, int64_t t, int64_t c,
+                                  int64_t heads) {
+  attentionGrad(dy, qkv, dqkv, b, t, c, heads);
+}
+
+int64_t shardc_rt_cross_entropy_grad_f32(const float *dloss,
+                                         const float *logits,
+                                         const int32_t *targets, float *dlogits,
+                                         int64_t n, int64_t v) {
+  return crossEntropyGrad(dloss, logits, targets, dlogits, n, v);
+}
+
+} // extern "C"

@@ -1,0 +1,460 @@
+//===- Main.cpp - The training executable: flags, setup, the step loop ----===//
+//
+// Every emitted step links this main. It brings MPI up, checks the rank count
+// against the compiled mesh, builds one communicator per set of mesh axes,
+// initializes or loads this rank's params and optimizer state, runs the steps
+// with a line per step, and writes what was asked (export, checkpoint).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Context.h"
+
+#include "shardc_rt/Checkpoint.h"
+#include "shardc_rt/Data.h"
+#include "shardc_rt/Error.h"
+#include "shardc_rt/Init.h"
+#include "shardc_rt/Kernels.h"
+#include "shardc_rt/SafeTensors.h"
+
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <string>
+
+using namespace shardc::rt;
+
+namespace shardc::rt {
+
+/// Where a step's inputs come from: a file, or synthetic data from the seed.
+class DataSource {
+public:
+  std::optional<StepData> steps;
+  std::optional<TokenData> tokens;
+};
+
+} // namespace shardc::rt
+
+namespace {
+
+struct Flags {
+  int64_t steps = 1;
+  uint64_t seed = 0;
+  std::string init, data, exportPath, save, load, logJson;
+  bool quiet = false;
+};
+
+const char *kUsage =
+    "usage: %s [--steps K] [--seed S] [--init FILE.safetensors]\n"
+    "          [--data FILE.safetensors|FILE.bin] [--export FILE.safetensors]\n"
+    "          [--save DIR] [--load DIR] [--log-json FILE] [--quiet]\n"
+    "Trains model @%s (%s over %d ranks); run under mpirun -np %d.\n";
+
+std::string formatBytes(int64_t bytes) {
+  char text[32];
+  double b = static_cast<double>(bytes);
+  if (b >= 1e9)
+    std::snprintf(text, sizeof text, "%.2f GB", b / 1e9);
+  else if (b >= 1e6)
+    std::snprintf(text, sizeof text, "%.2f MB", b / 1e6);
+  else if (b >= 1e3)
+    std::snprintf(text, sizeof text, "%.2f kB", b / 1e3);
+  else
+    std::snprintf(text, sizeof text, "%" PRId64 " B", bytes);
+  return text;
+}
+
+bool parseInt(const char *text, int64_t &value) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text, &end, 10);
+  if (errno || end == text || *end)
+    return false;
+  value = v;
+  return true;
+}
+
+/// Every rank parses the same arguments, so every rank reports a bad one.
+Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
+                 int world) {
+  Flags flags;
+  std::string error;
+  for (int i = 1; i < argc && error.empty(); ++i) {
+    std::string flag = argv[i];
+    auto value = [&]() -> const char * {
+      if (i + 1 >= argc) {
+        error = "missing value";
+        return "";
+      }
+      return argv[++i];
+    };
+    if (flag == "--help" || flag == "-h") {
+      if (worldRank() == 0)
+        std::printf(kUsage, argv[0], model.name, model.strategy, world, world);
+      MPI_Finalize();
+      std::exit(0);
+    } else if (flag == "--steps") {
+      const char *v = value();
+      if (error.empty() && (!parseInt(v, flags.steps) || flags.steps < 0))
+        error = std::string("expected a step count >= 0, got '") + v + "'";
+    } else if (flag == "--seed") {
+      const char *v = value();
+      int64_t seed = 0;
+      if (error.empty() && (!parseInt(v, seed) || seed < 0))
+        error = std::string("expected a seed >= 0, got '") + v + "'";
+      flags.seed = static_cast<uint64_t>(seed);
+    } else if (flag == "--init") {
+      flags.init = value();
+    } else if (flag == "--data") {
+      flags.data = value();
+    } else if (flag == "--export") {
+      flags.exportPath = value();
+    } else if (flag == "--save") {
+      flags.save = value();
+    } else if (flag == "--load") {
+      flags.load = value();
+    } else if (flag == "--log-json") {
+      flags.logJson = value();
+    } else if (flag == "--quiet") {
+      flags.quiet = true;
+    } else {
+      error = "unknown flag (see --help)";
+    }
+    if (!error.empty())
+      error = flag + ": " + error;
+  }
+  SHARDC_RT_CHECK_ALL(error.empty(), "flags", error);
+  return flags;
+}
+
+std::vector<int64_t> shapeOf(int32_t rank, const int64_t *shape) {
+  return std::vector<int64_t>(shape, shape + rank);
+}
+
+void buildCommunicators(shardc_rt_context &ctx) {
+  const shardc_rt_model &m = *ctx.model;
+  int64_t rest = ctx.worldRank;
+  ctx.coords.assign(m.mesh_rank, 0);
+  for (int32_t a = m.mesh_rank - 1; a >= 0; --a) {
+    ctx.coords[a] = rest % m.mesh_shape[a];
+    rest /= m.mesh_shape[a];
+  }
+  uint32_t all = (1u << m.mesh_rank) - 1;
+  ctx.comms.assign(all + 1, MPI_COMM_NULL);
+  for (uint32_t axes = 0; axes <= all; ++axes) {
+    // Ranks that agree on every axis outside `axes` form one group.
+    int color = static_cast<int>(ctx.groupIndex(all & ~axes));
+    int key = static_cast<int>(ctx.groupIndex(axes));
+    MPI_Comm_split(MPI_COMM_WORLD, color, key, &ctx.comms[axes]);
+  }
+}
+
+InitSpec initSpec(const shardc_rt_param_info &info) {
+  InitKind kinds[] = {InitKind::Zeros, InitKind::Ones, InitKind::Normal,
+                      InitKind::Uniform};
+  return {kinds[info.init], info.a, info.b};
+}
+
+void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
+  const shardc_rt_model &m = *ctx.model;
+  std::optional<SafeTensorsFile> init;
+  if (!flags.init.empty()) {
+    SafeTensorsFile file;
+    std::string error = SafeTensorsFile::tryOpen(flags.init, "--init", file);
+    SHARDC_RT_CHECK_ALL(error.empty(), "--init", error);
+    init = std::move(file);
+  }
+  std::string error;
+  for (int32_t i = 0; i < m.num_params; ++i) {
+    const shardc_rt_param_info &info = m.params[i];
+    ParamState p;
+    p.info = &info;
+    p.shape = shapeOf(info.rank, info.shape);
+    p.numel = numElements(p.shape);
+    p.stored = ctx.rangeOf(p.shape, info.storage);
+    // ZeRO-1/2 update a shard of a whole param; otherwise the stored part.
+    p.optimized = info.optimizer.axes == info.storage.axes
+                      ? p.stored
+                      : ctx.rangeOf(p.shape, info.optimizer);
+    p.writesStored = ctx.firstReplica(info.storage);
+    p.writesOptimized = ctx.firstReplica(info.optimizer);
+    p.value = static_cast<float *>(ctx.allocator.allocate(p.stored.count * 4));
+    if (!info.frozen) {
+      p.expAvg =
+          static_cast<float *>(ctx.allocator.allocate(p.optimized.count * 4));
+      p.expAvgSq =
+          static_cast<float *>(ctx.allocator.allocate(p.optimized.count * 4));
+    }
+    if (init) {
+      if (error.empty())
+        error = tryReadF32(*init, info.name, p.shape, p.stored.begin,
+                           p.stored.end, p.value);
+    } else {
+      initRange(initSpec(info), ctx.seed, info.name, p.stored.begin,
+                p.stored.end, p.value);
+    }
+    ctx.params.push_back(p);
+  }
+  SHARDC_RT_CHECK_ALL(error.empty(), "--init", error);
+}
+
+/// Every piece of state this rank holds, for checkpoints.
+std::vector<Piece> statePieces(shardc_rt_context &ctx) {
+  std::vector<Piece> pieces;
+  for (ParamState &p : ctx.params) {
+    pieces.push_back({p.info->name, p.shape, p.stored.begin, p.stored.end,
+                      p.value, p.writesStored});
+    if (p.info->frozen)
+      continue;
+    for (auto [suffix, data] : {std::pair{".exp_avg", p.expAvg},
+                                std::pair{".exp_avg_sq", p.expAvgSq}})
+      pieces.push_back({std::string(p.info->name) + suffix, p.shape, p.optimized.begin,
+                        p.optimized.end, data, p.writesOptimized});
+  }
+  return pieces;
+}
+
+void openData(shardc_rt_context &ctx, const Flags &flags) {
+  ctx.data = new DataSource;
+  if (flags.data.empty())
+    return;
+  const shardc_rt_model &m = *ctx.model;
+  std::string error;
+  bool tokens = flags.data.size() > 4 &&
+                flags.data.compare(flags.data.size() - 4, 4, ".bin") == 0;
+  if (tokens) {
+    // llm.c tokens feed a GPT: two integer inputs [B, T], tokens then
+    // targets.
+    bool gpt = m.num_inputs == 2;
+    for (int32_t i = 0; i < m.num_inputs && gpt; ++i)
+      gpt = m.inputs[i].dtype == SHARDC_RT_I32 && m.inputs[i].rank == 2 &&
+            m.inputs[i].shape[1] == m.inputs[0].shape[1];
+    if (!gpt) {
+      error = flags.data + ": a token file feeds a model with two integer "
+                           "inputs [B, T] (tokens, targets); @" +
+              std::string(m.name) + " has other inputs";
+    } else {
+      TokenData data;
+      error = TokenData::tryOpen(flags.data, m.inputs[0].shape[1],
+                                 m.inputs[0].bound, "--data", data);
+      if (error.empty())
+        ctx.data->tokens = std::move(data);
+    }
+  } else {
+    StepData data;
+    error = StepData::tryOpen(flags.data, "--data", data);
+    if (error.empty())
+      ctx.data->steps = std::move(data);
+  }
+  SHARDC_RT_CHECK_ALL(error.empty(), "--data", error);
+}
+
+/// Gathers each param's full value on rank 0 and writes them in one file.
+void exportParams(shardc_rt_context &ctx, const std::string &path) {
+  std::vector<std::vector<float>> full(ctx.params.size());
+  for (size_t i = 0; i < ctx.params.size(); ++i) {
+    ParamState &p = ctx.params[i];
+    std::vector<float> mine(p.numel, 0.0f);
+    if (p.writesStored)
+      std::copy(p.value, p.value + (p.stored.end - p.stored.begin),
+                mine.begin() + p.stored.begin);
+    if (ctx.worldRank == 0)
+      full[i].assign(p.numel, 0.0f);
+    // Each element is written by exactly one rank; the others add zeros.
+    MPI_Reduce(mine.data(), ctx.worldRank == 0 ? full[i].data() : nullptr,
+               static_cast<int>(p.numel), MPI_FLOAT, MPI_SUM, 0,
+               MPI_COMM_WORLD);
+  }
+  std::string error;
+  if (ctx.worldRank == 0) {
+    std::vector<NamedTensor> tensors;
+    for (size_t i = 0; i < ctx.params.size(); ++i)
+      tensors.push_back(
+          {ctx.params[i].info->name, "F32", ctx.params[i].shape, full[i].data()});
+    error = tryWriteSafeTensors(path, tensors,
+                                {{"model", ctx.model->name},
+                                 {"step", std::to_string(ctx.step)}});
+  }
+  SHARDC_RT_CHECK_ALL(error.empty(), "--export", error);
+}
+
+std::map<std::string, std::string> checkpointMetadata(shardc_rt_context &ctx) {
+  return {{"model", ctx.model->name},
+          {"strategy", ctx.model->strategy},
+          {"world", std::to_string(ctx.worldSize)},
+          {"step", std::to_string(ctx.step)},
+          {"seed", std::to_string(ctx.seed)}};
+}
+
+void loadState(shardc_rt_context &ctx, const std::string &dir) {
+  std::map<std::string, std::string> meta;
+  std::string error = tryLoadCheckpoint(dir, statePieces(ctx), meta);
+  int64_t step = 0;
+  if (error.empty()) {
+    auto model = meta.find("model");
+    if (model == meta.end() || model->second != ctx.model->name)
+      error = dir + ": a checkpoint of @" +
+              (model == meta.end() ? std::string("?") : model->second) +
+              ", not of @" + ctx.model->name;
+    else if (!parseInt(meta["step"].c_str(), step) || step < 0)
+      error = dir + ": bad step '" + meta["step"] + "' in checkpoint.json";
+  }
+  SHARDC_RT_CHECK_ALL(error.empty(), "--load", error);
+  ctx.step = step;
+}
+
+} // namespace
+
+extern "C" {
+
+void *shardc_rt_input(shardc_rt_context *ctx, int32_t index) {
+  const shardc_rt_model &m = *ctx->model;
+  SHARDC_RT_CHECK(index >= 0 && index < m.num_inputs, "shardc_rt_input",
+                  "no input " + std::to_string(index));
+  const shardc_rt_input_info &info = m.inputs[index];
+  std::vector<int64_t> shape = shapeOf(info.rank, info.shape);
+  int64_t globalRows = shape[0], rows = globalRows / ctx->worldSize;
+  int64_t rowSize = numElements(shape) / globalRows;
+  int64_t first = ctx->worldRank * rows;
+  void *out = shardc_rt_alloc(ctx, rows * rowSize * 4);
+  int64_t step = ctx->step - 1; // steps count from 1; data from 0
+  if (ctx->data->tokens) {
+    // Both inputs come from one window: read both, keep the one asked for.
+    std::vector<int32_t> other(rows * rowSize);
+    int32_t *mine = static_cast<int32_t *>(out);
+    ctx->data->tokens->read(step, globalRows, first, first + rows,
+                            index == 0 ? mine : other.data(),
+                            index == 0 ? other.data() : mine);
+  } else if (ctx->data->steps) {
+    if (info.dtype == SHARDC_RT_I32)
+      ctx->data->steps->readInts(info.name, shape, step, first, first + rows,
+                                 static_cast<int32_t *>(out));
+    else
+      ctx->data->steps->readFloats(info.name, shape, step, first,
+                                   first + rows, static_cast<float *>(out));
+  } else if (info.dtype == SHARDC_RT_I32) {
+    syntheticInts(ctx->seed, info.name, step, first * rowSize,
+                  (first + rows) * rowSize, info.bound,
+                  static_cast<int32_t *>(out));
+  } else {
+    syntheticFloats(ctx->seed, info.name, step, first * rowSize,
+                    (first + rows) * rowSize, static_cast<float *>(out));
+  }
+  return out;
+}
+
+void shardc_rt_bad_index(shardc_rt_context *ctx, const char *op,
+                         int64_t position) {
+  (void)ctx;
+  SHARDC_RT_FAIL(op, "index at position " + std::to_string(position) +
+                         " is out of range (check --data against the model)");
+}
+
+int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
+  MPI_Init(&argc, &argv);
+  shardc_rt_context ctx;
+  ctx.model = model;
+  MPI_Comm_rank(MPI_COMM_WORLD, &ctx.worldRank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ctx.worldSize);
+  int64_t meshRanks = 1;
+  std::string mesh;
+  for (int32_t a = 0; a < model->mesh_rank; ++a) {
+    meshRanks *= model->mesh_shape[a];
+    mesh += (a ? "x" : "") + std::to_string(model->mesh_shape[a]);
+  }
+  Flags flags = parseFlags(argc, argv, *model, static_cast<int>(meshRanks));
+  SHARDC_RT_CHECK_ALL(
+      ctx.worldSize == meshRanks, "startup",
+      "this executable was compiled for mesh " + mesh + " (" +
+          std::to_string(meshRanks) + " ranks) but runs on " +
+          std::to_string(ctx.worldSize) + ": use mpirun -np " +
+          std::to_string(meshRanks) + ", or rebuild with --mesh " +
+          std::to_string(ctx.worldSize));
+  ctx.seed = flags.seed;
+  buildCommunicators(ctx);
+  setUpParams(ctx, flags);
+  openData(ctx, flags);
+  if (!flags.load.empty())
+    loadState(ctx, flags.load);
+
+  std::FILE *log = nullptr;
+  if (!flags.logJson.empty() && ctx.worldRank == 0)
+    log = std::fopen(flags.logJson.c_str(), "w");
+  SHARDC_RT_CHECK_ALL(flags.logJson.empty() || ctx.worldRank != 0 || log,
+                      "--log-json",
+                      flags.logJson + ": " + std::strerror(errno));
+
+  const shardc_rt_prediction &predicted = model->predicted;
+  int64_t persistent = ctx.allocator.liveBytes();
+  if (ctx.worldRank == 0 && !flags.quiet)
+    std::printf("@%s: %s over %d ranks, %d steps; per rank: params + "
+                "optimizer %s (predicted %s), predicted peak %s\n",
+                model->name, model->strategy, ctx.worldSize,
+                static_cast<int>(flags.steps), formatBytes(persistent).c_str(),
+                formatBytes(predicted.params + predicted.optimizer).c_str(),
+                formatBytes(predicted.peak).c_str());
+  for (int64_t s = 0; s < flags.steps; ++s) {
+    ++ctx.step;
+    ctx.timers = {};
+    shardc_rt_gemm_seconds_reset();
+    auto started = std::chrono::steady_clock::now();
+    float loss = 0.0f;
+    model->step(&ctx, &loss);
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - started)
+                         .count();
+    // Everything the step allocated, it freed: the schedule is complete.
+    SHARDC_RT_CHECK(ctx.pending.empty(), "step",
+                    std::to_string(ctx.pending.size()) +
+                        " collectives started and never waited on");
+    SHARDC_RT_CHECK(ctx.allocator.liveBytes() == persistent, "step",
+                    "the step ended holding " +
+                        std::to_string(ctx.allocator.liveBytes() - persistent) +
+                        " bytes it allocated");
+    double gemm = shardc_rt_gemm_seconds();
+    int64_t local[2] = {ctx.allocator.peakBytes(), ctx.timers.bytesSent};
+    int64_t worst[2];
+    MPI_Allreduce(local, worst, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    if (ctx.worldRank != 0)
+      continue;
+    if (!flags.quiet)
+      std::printf("step %" PRId64 "/%" PRId64 "  loss %.6f  %.1f ms  peak %s "
+                  "(predicted %s)  sent %s\n",
+                  ctx.step, flags.steps, loss, seconds * 1e3,
+                  formatBytes(worst[0]).c_str(),
+                  formatBytes(predicted.peak).c_str(),
+                  formatBytes(worst[1]).c_str());
+    std::fflush(stdout);
+    if (log) {
+      std::fprintf(
+          log,
+          "{\"step\": %" PRId64 ", \"loss\": %.9g, \"step_ms\": %.4f, "
+          "\"peak_bytes\": %" PRId64 ", \"predicted_peak_bytes\": %" PRId64
+          ", \"persistent_bytes\": %" PRId64
+          ", \"predicted_persistent_bytes\": %" PRId64
+          ", \"bytes_sent\": %" PRId64 ", \"predicted_bytes_sent\": %" PRId64
+          ", \"gemm_ms\": %.4f, \"comm_wait_ms\": %.4f, \"comm_ms\": %.4f}\n",
+          ctx.step, loss, seconds * 1e3, worst[0], predicted.peak, persistent,
+          predicted.params + predicted.optimizer, worst[1],
+          predicted.all_gather + predicted.reduce_scatter +
+              predicted.all_reduce,
+          gemm * 1e3, ctx.timers.commWaitSeconds * 1e3,
+          ctx.timers.commSeconds * 1e3);
+      std::fflush(log);
+    }
+  }
+  if (log)
+    std::fclose(log);
+  if (!flags.save.empty())
+    saveCheckpoint(flags.save, MPI_COMM_WORLD, statePieces(ctx),
+                   checkpointMetadata(ctx));
+  if (!flags.exportPath.empty())
+    exportParams(ctx, flags.exportPath);
+  MPI_Finalize();
+  return 0;
+}
+
+} // extern "C"

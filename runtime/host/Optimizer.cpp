@@ -1,0 +1,75 @@
+//===- Optimizer.cpp - Memory, params and AdamW for emitted code ----------===//
+
+#include "Context.h"
+
+#include "shardc_rt/Error.h"
+
+#include <cmath>
+#include <string>
+
+using namespace shardc::rt;
+
+/// AdamW as torch.optim.AdamW: decoupled weight decay, bias-corrected
+/// moments. Elements past `used` are shard padding and stay zero.
+static void adamw(const shardc_rt_model &m, int64_t step, float *value,
+                  float *expAvg, float *expAvgSq, const float *grad,
+                  int64_t used) {
+  double correction1 = 1.0 - std::pow(m.beta1, static_cast<double>(step));
+  double correction2 = 1.0 - std::pow(m.beta2, static_cast<double>(step));
+  float lr = static_cast<float>(m.lr), decay = 1.0f - lr * m.weight_decay;
+  float beta1 = m.beta1, beta2 = m.beta2, eps = m.eps;
+  float stepSize = static_cast<float>(m.lr / correction1);
+  float rootCorrection2 = static_cast<float>(std::sqrt(correction2));
+  for (int64_t i = 0; i < used; ++i) {
+    float g = grad[i];
+    expAvg[i] = beta1 * expAvg[i] + (1.0f - beta1) * g;
+    expAvgSq[i] = beta2 * expAvgSq[i] + (1.0f - beta2) * g * g;
+    float denom = std::sqrt(expAvgSq[i]) / rootCorrection2 + eps;
+    value[i] = value[i] * decay - stepSize * expAvg[i] / denom;
+  }
+}
+
+static ParamState &param(shardc_rt_context *ctx, int32_t index,
+                         const char *call) {
+  SHARDC_RT_CHECK(index >= 0 && index < static_cast<int32_t>(ctx->params.size()),
+                  call, "no param " + std::to_string(index));
+  return ctx->params[index];
+}
+
+extern "C" {
+
+void *shardc_rt_alloc(shardc_rt_context *ctx, int64_t bytes) {
+  return ctx->allocator.allocate(bytes);
+}
+
+void shardc_rt_free(shardc_rt_context *ctx, void *ptr) {
+  ctx->allocator.release(ptr);
+}
+
+float *shardc_rt_param(shardc_rt_context *ctx, int32_t index) {
+  return param(ctx, index, "shardc_rt_param").value;
+}
+
+void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index,
+                     const float *grad) {
+  ParamState &p = param(ctx, index, "shardc_rt_adamw");
+  adamw(*ctx->model, ctx->step, p.value, p.expAvg, p.expAvgSq, grad,
+        p.stored.end - p.stored.begin);
+}
+
+void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
+                           const float *grad, float *updated) {
+  ParamState &p = param(ctx, index, "shardc_rt_adamw_shard");
+  int64_t used = p.optimized.end - p.optimized.begin;
+  float *shard = p.value + p.optimized.begin;
+  adamw(*ctx->model, ctx->step, shard, p.expAvg, p.expAvgSq, grad, used);
+  std::copy(shard, shard + used, updated);
+}
+
+void shardc_rt_set_param(shardc_rt_context *ctx, int32_t index,
+                         const float *full) {
+  ParamState &p = param(ctx, index, "shardc_rt_set_param");
+  std::copy(full, full + p.numel, p.value);
+}
+
+} // extern "C"

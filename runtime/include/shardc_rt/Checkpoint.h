@@ -1,0 +1,92 @@
+//===- Checkpoint.h - Sharded checkpoints that reshard on load --*- C++ -*-===//
+//
+// A checkpoint is a directory:
+//
+//   dir/rank-<r>.safetensors   one per saving rank: the element ranges that
+//                              rank wrote, each an F32 tensor of shape
+//                              [end - begin] named "<tensor>@<begin>:<end>";
+//                              __metadata__ holds format, id, rank, world
+//   dir/checkpoint.json        written last, by rank 0:
+//     {"format": "shardc-checkpoint", "version": 1, "id": "<hex>",
+//      "world": W, "metadata": {"step": "3", ...},
+//      "tensors": {"<tensor>": {"dtype": "F32", "shape": [8, 8]}, ...},
+//      "files": [{"name": "rank-0.safetensors", "rank": 0, "bytes": B,
+//                 "pieces": [["<tensor>", begin, end], ...]}, ...]}
+//
+// Ranges rather than strategy-specific shards are what make resharding work:
+// whatever the saving world and layout, a loading rank asks for the ranges
+// it holds and gets them from whichever files overlap them, opening only
+// those. checkpoint.json appears only once every rank file is complete, so a
+// directory without it is not a checkpoint; the id ties the rank files to
+// the checkpoint.json that lists them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDC_RT_CHECKPOINT_H
+#define SHARDC_RT_CHECKPOINT_H
+
+// The MPI-2 C++ bindings are deprecated, unused here, and trip
+// -Wcast-function-type in OpenMPI's headers.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace shardc::rt {
+
+/// A contiguous element range [begin, end) of a flattened full fp32 tensor
+/// that this rank holds: a parameter's shard, its Adam exp_avg or exp_avg_sq,
+/// or its fp32 master copy.
+struct Piece {
+  /// The full tensor's name, e.g. "layers.0.weight" or
+  /// "layers.0.weight.exp_avg".
+  std::string tensor;
+  std::vector<int64_t> fullShape;
+  int64_t begin = 0, end = 0;
+  /// end - begin floats: read by save, filled by load.
+  float *data = nullptr;
+  /// Save only: false where another rank writes the same range (replicas),
+  /// so that each range is stored once.
+  bool write = true;
+};
+
+/// Saves every piece with write = true. Collective over `world`: each rank
+/// writes dir/rank-<r>.safetensors (temporary file + rename), all ranks agree
+/// that every write succeeded, then rank 0 checks that the written ranges
+/// cover every tensor and writes dir/checkpoint.json the same way. `dir` is
+/// created if missing (mkdir -p) and must be one directory all ranks see.
+/// An existing checkpoint.json is removed first, so an interrupted save
+/// never leaves an older checkpoint.json describing newer rank files. Any
+/// failure on any rank fails every rank, none is left waiting. `metadata`
+/// (step, strategy, world, layout, model, ...) is stored in checkpoint.json.
+void saveCheckpoint(const std::string &dir, MPI_Comm world,
+                    const std::vector<Piece> &pieces,
+                    const std::map<std::string, std::string> &metadata);
+
+/// Fills every piece's data[0, end - begin) from the checkpoint in `dir`,
+/// whatever world size and layout saved it, and returns its metadata.
+/// Collective over `world` only so that a failure on any rank fails all
+/// ranks; the reading itself is rank-local.
+std::map<std::string, std::string> loadCheckpoint(const std::string &dir,
+                                                  MPI_Comm world,
+                                                  const std::vector<Piece> &pieces);
+
+/// The rank-local core of loadCheckpoint, which does not fail the process:
+/// returns "" and sets `metadata`, or says what is wrong (no checkpoint.json,
+/// a tensor missing or of another shape, a range no file covers, a rank file
+/// missing, truncated, corrupt or from another save).
+std::string tryLoadCheckpoint(const std::string &dir,
+                              const std::vector<Piece> &pieces,
+                              std::map<std::string, std::string> &metadata);
+
+} // namespace shardc::rt
+
+#endif // SHARDC_RT_CHECKPOINT_H

@@ -1,0 +1,115 @@
+//===- Data.h - Training data sources ---------------------------*- C++ -*-===//
+//
+// Two sources of real training data (synthetic data is in Init.h). Both give
+// each rank its rows of the GLOBAL batch, so the batch a step sees, and so
+// the loss, does not depend on how many ranks split it.
+//
+// Each reader has a try* core that returns an error string ("" on success);
+// the plain versions make the error a rank-local fatal error reported under
+// the purpose given at open ("--data" by default).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDC_RT_DATA_H
+#define SHARDC_RT_DATA_H
+
+#include "shardc_rt/SafeTensors.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardc::rt {
+
+/// Inputs stored per step in a .safetensors file: the tensor named after an
+/// input of global shape [B, ...] has shape [steps, B, ...], F32 for float
+/// inputs, I32 or I64 for integer inputs. Step s reads slice s mod steps, so
+/// a short file is cycled over a long run.
+class StepData {
+public:
+  static StepData open(const std::string &path,
+                       const std::string &purpose = "--data");
+  /// open() without failing: "" or the error.
+  static std::string tryOpen(const std::string &path,
+                             const std::string &purpose, StepData &out);
+
+  /// Rows [rowBegin, rowEnd) of float input `input` (global shape
+  /// `globalShape`, rank >= 1, batch first) at step `step` >= 0, into out,
+  /// row-major. "" or the error (missing tensor, wrong dtype, wrong shape,
+  /// bad rows).
+  std::string tryReadFloats(const std::string &input,
+                            const std::vector<int64_t> &globalShape,
+                            int64_t step, int64_t rowBegin, int64_t rowEnd,
+                            float *out) const;
+  /// The same for an integer input; I64 values must fit in int32.
+  std::string tryReadInts(const std::string &input,
+                          const std::vector<int64_t> &globalShape, int64_t step,
+                          int64_t rowBegin, int64_t rowEnd,
+                          int32_t *out) const;
+
+  /// tryReadFloats; an error is fatal.
+  void readFloats(const std::string &input,
+                  const std::vector<int64_t> &globalShape, int64_t step,
+                  int64_t rowBegin, int64_t rowEnd, float *out) const;
+  /// tryReadInts; an error is fatal.
+  void readInts(const std::string &input,
+                const std::vector<int64_t> &globalShape, int64_t step,
+                int64_t rowBegin, int64_t rowEnd, int32_t *out) const;
+
+  const SafeTensorsFile &file() const { return data; }
+
+private:
+  SafeTensorsFile data;
+};
+
+/// An llm.c token file (.bin) for a GPT whose two integer inputs of global
+/// shape [B, T] are the tokens and the next-token targets.
+///
+/// Format: 256 little-endian int32 (header[0] = 20240520, header[1] = 1 for
+/// uint16 tokens, header[2] = the number of tokens N), then N uint16 tokens;
+/// the file holds exactly that.
+///
+/// Windows: at step s, global row b reads the T + 1 tokens starting at
+///
+///   start(s, b) = ((s * B + b) * T) mod max(N - T - 1, 1)
+///
+/// and tokens = window[0, T), targets = window[1, T + 1). Consecutive rows
+/// and steps walk the file T tokens at a time, as llm.c's loader does, and
+/// wrap before a window would run off the end (N = T + 1 gives the single
+/// window at 0).
+class TokenData {
+public:
+  /// Maps and validates `path` for windows of `seqLen` = T tokens: the
+  /// header, the file size against N, N >= T + 1, and every token below
+  /// `vocab`.
+  static TokenData open(const std::string &path, int64_t seqLen, int64_t vocab,
+                        const std::string &purpose = "--data");
+  /// open() without failing: "" or the error.
+  static std::string tryOpen(const std::string &path, int64_t seqLen,
+                             int64_t vocab, const std::string &purpose,
+                             TokenData &out);
+
+  /// N, the number of tokens in the file.
+  int64_t numTokens() const { return count; }
+  /// T, the window length the file was opened for.
+  int64_t seqLen() const { return length; }
+  /// start(step, row) of the rule above for a global batch of `globalBatch`
+  /// rows.
+  int64_t windowStart(int64_t step, int64_t globalBatch, int64_t row) const;
+  /// Rows [rowBegin, rowEnd) of the global batch of `globalBatch` rows at
+  /// `step`: tokens and targets, each (rowEnd - rowBegin) x T, row-major.
+  /// Bad arguments are a fatal error.
+  void read(int64_t step, int64_t globalBatch, int64_t rowBegin,
+            int64_t rowEnd, int32_t *tokens, int32_t *targets) const;
+
+private:
+  MappedFile file;
+  std::string why;
+  const uint16_t *tokensBase = nullptr;
+  int64_t count = 0;
+  int64_t length = 0;
+};
+
+} // namespace shardc::rt
+
+#endif // SHARDC_RT_DATA_H

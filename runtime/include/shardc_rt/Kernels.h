@@ -1,0 +1,218 @@
+//===- Kernels.h - CPU kernels of every train op ----------------*- C++ -*-===//
+//
+// The kernels the host target's emitted code calls, one per `train` compute
+// op (include/shardc/Dialect/Train/IR/TrainOps.td is their specification).
+//
+// Conventions of the C ABI:
+//  - f32 only; tensors are raw pointers to row-major contiguous memory, with
+//    their dimensions as int64_t; leading dimensions are flattened by the
+//    caller (a linear on [B, T, C] is one with M = B * T).
+//  - compute kernels take their inputs, then their outputs, then dimensions,
+//    then attributes; the memory helpers (copy, fill, accumulate) take the
+//    destination first, as memcpy does.
+//  - outputs are allocated by the caller and fully overwritten, unless a
+//    comment says otherwise; outputs never alias inputs, except for the
+//    elementwise kernels (add, scale, gelu, relu, their grads, accumulate),
+//    which may run in place (output == an input).
+//  - ids and targets are int32_t. They come from user data, so the kernels
+//    that read them check them: they return -1 when every id is in range, or
+//    the position of the first bad one, and then write nothing. The caller
+//    turns that into an error naming the rank and the input; a kernel never
+//    aborts on user data.
+//
+// The same kernels are templates in shardc::rt::cpu, instantiated for float
+// and double: the C functions forward to the float ones, and the double ones
+// exist for the finite-difference gradient check (runtime/test/GradCheck.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDC_RT_KERNELS_H
+#define SHARDC_RT_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+//===----------------------------------------------------------------------===//
+// GEMM timer
+//===----------------------------------------------------------------------===//
+
+/// Seconds spent inside BLAS gemm calls (every matrix product of the kernels
+/// below, attention's included) since the start or the last reset, summed
+/// over all threads. A step's time minus this is the time outside GEMMs.
+double shardc_rt_gemm_seconds(void);
+/// Sets the GEMM timer back to zero.
+void shardc_rt_gemm_seconds_reset(void);
+
+//===----------------------------------------------------------------------===//
+// Forward
+//===----------------------------------------------------------------------===//
+
+/// y[m, n] = x[m, k] w[n, k]^T + b[n]; b may be null (no bias).
+void shardc_rt_linear_f32(const float *x, const float *w, const float *b,
+                          float *y, int64_t m, int64_t k, int64_t n);
+
+/// out[batch, m, n] = op(lhs) op(rhs) for each of `batch` matrix pairs.
+/// lhs is [batch, m, k], or [batch, k, m] when transposeLhs != 0; rhs is
+/// [batch, k, n], or [batch, n, k] when transposeRhs != 0.
+void shardc_rt_matmul_f32(const float *lhs, const float *rhs, float *out,
+                          int64_t batch, int64_t m, int64_t k, int64_t n,
+                          int transposeLhs, int transposeRhs);
+
+/// y[n] = lhs[n] + rhs broadcast: y[i] = lhs[i] + rhs[i % m]. rhs's shape is
+/// a suffix of lhs's, so m divides n. May run in place (y == lhs).
+void shardc_rt_add_f32(const float *lhs, const float *rhs, float *y, int64_t n,
+                       int64_t m);
+
+/// y[n] = x[n] * factor (factor rounded to f32 once). May run in place.
+void shardc_rt_scale_f32(const float *x, float *y, int64_t n, double factor);
+
+/// y[n] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's GELU.
+/// May run in place.
+void shardc_rt_gelu_f32(const float *x, float *y, int64_t n);
+
+/// y[n] = max(x, 0). May run in place.
+void shardc_rt_relu_f32(const float *x, float *y, int64_t n);
+
+/// y[rows, c] = (x - mean) / sqrt(var + eps) * w[c] + b[c], statistics per
+/// row of x[rows, c] (biased variance, as nn.LayerNorm).
+void shardc_rt_layernorm_f32(const float *x, const float *w, const float *b,
+                             float *y, int64_t rows, int64_t c, double eps);
+
+/// out[n, c] = table[ids[i], :] for ids[n] and table[v, c]. Returns -1, or
+/// the position of the first id outside [0, v) (out is then untouched).
+int64_t shardc_rt_embedding_f32(const int32_t *ids, const float *table,
+                                float *out, int64_t n, int64_t v, int64_t c);
+
+/// Causal multi-head self-attention. qkv[b, t, 3c] holds q, k and v side by
+/// side along the last dimension, each split into `heads` heads of
+/// d = c / heads (head h of q is columns [h d, (h+1) d) of the q block).
+/// out[b, t, c] = per head softmax(q k^T / sqrt(d) + causal mask) v, heads
+/// concatenated. heads divides c.
+void shardc_rt_attention_f32(const float *qkv, float *out, int64_t b, int64_t t,
+                             int64_t c, int64_t heads);
+
+/// *loss = mean over the n rows of logits[n, v] of
+/// -log softmax(row)[targets[i]], accumulated in double (0 when n == 0).
+/// Returns -1, or the position of the first target outside [0, v) (*loss is
+/// then untouched).
+int64_t shardc_rt_cross_entropy_f32(const float *logits, const int32_t *targets,
+                                    float *loss, int64_t n, int64_t v);
+
+/// out[n] = 0, 1, ..., n - 1.
+void shardc_rt_iota_i32(int32_t *out, int64_t n);
+
+/// y[inner] = sum over the leading dimensions of x[outer, inner]; the
+/// backward of add's broadcast and of linear's bias.
+void shardc_rt_sum_to_f32(const float *x, float *y, int64_t outer,
+                          int64_t inner);
+
+/// dst[n] = src[n]. The buffers do not overlap.
+void shardc_rt_copy_f32(float *dst, const float *src, int64_t n);
+/// dst[n] = value.
+void shardc_rt_fill_f32(float *dst, float value, int64_t n);
+/// dst[n] += src[n] (dst is read, not overwritten).
+void shardc_rt_accumulate_f32(float *dst, const float *src, int64_t n);
+
+//===----------------------------------------------------------------------===//
+// Backward
+//===----------------------------------------------------------------------===//
+
+/// dx[n] = dy[n] * gelu'(x[n]). May run in place (dx == dy).
+void shardc_rt_gelu_grad_f32(const float *dy, const float *x, float *dx,
+                             int64_t n);
+
+/// dx[n] = x > 0 ? dy : 0 (the derivative at 0 is taken as 0, as PyTorch
+/// does). May run in place (dx == dy).
+void shardc_rt_relu_grad_f32(const float *dy, const float *x, float *dx,
+                             int64_t n);
+
+/// The VJP of layernorm: dx[rows, c], dw[c], db[c] from dy[rows, c],
+/// x[rows, c] and w[c]; mean and 1/std are recomputed from x.
+void shardc_rt_layernorm_grad_f32(const float *dy, const float *x,
+                                  const float *w, float *dx, float *dw,
+                                  float *db, int64_t rows, int64_t c,
+                                  double eps);
+
+/// dtable[v, c] = sum over i with ids[i] == row of dy[i, :], for dy[n, c]
+/// and ids[n] (zeroed by the kernel first). Returns -1, or the position of the
+/// first id outside [0, v) (dtable is then untouched).
+int64_t shardc_rt_embedding_grad_f32(const float *dy, const int32_t *ids,
+                                     float *dtable, int64_t n, int64_t v,
+                                     int64_t c);
+
+/// The VJP of attention: dqkv[b, t, 3c] from dy[b, t, c] and qkv[b, t, 3c];
+/// the probabilities are recomputed from qkv rather than kept.
+void shardc_rt_attention_grad_f32(const float *dy, const float *qkv,
+                                  float *dqkv, int64_t b, int64_t t, int64_t c,
+                                  int64_t heads);
+
+/// dlogits[n, v] = (softmax(logits) - onehot(targets)) * *dloss / n, for the
+/// scalar cotangent *dloss of the mean loss. Returns -1, or the position of
+/// the first target outside [0, v) (dlogits is then untouched).
+int64_t shardc_rt_cross_entropy_grad_f32(const float *dloss,
+                                         const float *logits,
+                                         const int32_t *targets, float *dlogits,
+                                         int64_t n, int64_t v);
+
+#ifdef __cplusplus
+} // extern "C"
+
+namespace shardc::rt::cpu {
+
+// The kernels above, for T = float and T = double (explicitly instantiated in
+// Kernels.cpp; other types do not link). Same arguments, same contracts.
+
+template <typename T>
+void linear(const T *x, const T *w, const T *b, T *y, int64_t m, int64_t k,
+            int64_t n);
+template <typename T>
+void matmul(const T *lhs, const T *rhs, T *out, int64_t batch, int64_t m,
+            int64_t k, int64_t n, bool transposeLhs, bool transposeRhs);
+template <typename T>
+void add(const T *lhs, const T *rhs, T *y, int64_t n, int64_t m);
+template <typename T> void scale(const T *x, T *y, int64_t n, double factor);
+template <typename T> void gelu(const T *x, T *y, int64_t n);
+template <typename T> void relu(const T *x, T *y, int64_t n);
+template <typename T>
+void layerNorm(const T *x, const T *w, const T *b, T *y, int64_t rows,
+               int64_t c, double eps);
+template <typename T>
+int64_t embedding(const int32_t *ids, const T *table, T *out, int64_t n,
+                  int64_t v, int64_t c);
+template <typename T>
+void attention(const T *qkv, T *out, int64_t b, int64_t t, int64_t c,
+               int64_t heads);
+template <typename T>
+int64_t crossEntropy(const T *logits, const int32_t *targets, T *loss,
+                     int64_t n, int64_t v);
+void iota(int32_t *out, int64_t n);
+template <typename T>
+void sumTo(const T *x, T *y, int64_t outer, int64_t inner);
+template <typename T> void copy(T *dst, const T *src, int64_t n);
+template <typename T> void fill(T *dst, T value, int64_t n);
+template <typename T> void accumulate(T *dst, const T *src, int64_t n);
+
+template <typename T> void geluGrad(const T *dy, const T *x, T *dx, int64_t n);
+template <typename T> void reluGrad(const T *dy, const T *x, T *dx, int64_t n);
+template <typename T>
+void layerNormGrad(const T *dy, const T *x, const T *w, T *dx, T *dw, T *db,
+                   int64_t rows, int64_t c, double eps);
+template <typename T>
+int64_t embeddingGrad(const T *dy, const int32_t *ids, T *dtable, int64_t n,
+                      int64_t v, int64_t c);
+template <typename T>
+void attentionGrad(const T *dy, const T *qkv, T *dqkv, int64_t b, int64_t t,
+                   int64_t c, int64_t heads);
+template <typename T>
+int64_t crossEntropyGrad(const T *dloss, const T *logits,
+                         const int32_t *targets, T *dlogits, int64_t n,
+                         int64_t v);
+
+} // namespace shardc::rt::cpu
+
+#endif // __cplusplus
+
+#endif // SHARDC_RT_KERNELS_H

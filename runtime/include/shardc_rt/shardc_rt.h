@@ -1,0 +1,147 @@
+/*===- shardc_rt.h - What emitted code calls ----------------------*- C -*-===//
+ *
+ * The ABI between the code shardc emits for a training step and the runtime.
+ * The compiler decides everything about the step: which buffers exist, when
+ * they are allocated and freed, which collective runs on which communicator
+ * and when it is waited on. The runtime owns the process: MPI, the
+ * communicators, the allocator, params and optimizer state, data, files and
+ * the step loop.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef SHARDC_RT_SHARDC_RT_H
+#define SHARDC_RT_SHARDC_RT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct shardc_rt_context shardc_rt_context;
+typedef struct shardc_rt_request shardc_rt_request;
+
+typedef enum { SHARDC_RT_F32 = 0, SHARDC_RT_I32 = 1 } shardc_rt_dtype;
+
+typedef enum {
+  SHARDC_RT_INIT_ZEROS = 0,
+  SHARDC_RT_INIT_ONES = 1,
+  SHARDC_RT_INIT_NORMAL = 2,  /* a = mean, b = std */
+  SHARDC_RT_INIT_UNIFORM = 3, /* a = low, b = high */
+} shardc_rt_init_kind;
+
+/* A set of mesh axes: bit i stands for axis i. */
+typedef uint32_t shardc_rt_axes;
+
+/* How a tensor is split over a set of mesh axes. With no axes (0) every rank
+ * holds the whole tensor. With layout dim0 the leading dimension is cut into
+ * ceil(rows / group) rows per rank, the last ranks' shards padded with zero
+ * rows (FSDP2's uneven dim-0 shards). */
+typedef struct {
+  shardc_rt_axes axes;
+} shardc_rt_split;
+
+typedef struct {
+  const char *name;
+  int32_t rank;
+  const int64_t *shape; /* the full tensor */
+  shardc_rt_init_kind init;
+  double a, b;
+  int32_t frozen;
+  shardc_rt_split storage;   /* what this rank stores */
+  shardc_rt_split optimizer; /* the part it updates (ZeRO-1/2: a shard of a
+                                full param) */
+} shardc_rt_param_info;
+
+typedef struct {
+  const char *name;
+  shardc_rt_dtype dtype;
+  int32_t rank;
+  const int64_t *shape; /* the global batch; ranks take consecutive rows */
+  int64_t bound;        /* integer inputs: values lie in [0, bound) */
+} shardc_rt_input_info;
+
+typedef struct {
+  /* What --shardc-ledger predicts for one rank, in bytes. */
+  int64_t params, grads, optimizer, model_state, activations, peak;
+  int64_t all_gather, reduce_scatter, all_reduce; /* sent per step */
+} shardc_rt_prediction;
+
+typedef struct shardc_rt_model {
+  const char *name, *strategy;
+  int32_t mesh_rank;
+  const char *const *axis_names;
+  const int64_t *mesh_shape;
+  const shardc_rt_param_info *params;
+  int32_t num_params;
+  const shardc_rt_input_info *inputs;
+  int32_t num_inputs;
+  double lr, beta1, beta2, eps, weight_decay;
+  shardc_rt_prediction predicted;
+  /* One training step: reads params and inputs, ends with the optimizer
+   * updates; writes the loss. */
+  void (*step)(shardc_rt_context *, float *loss);
+} shardc_rt_model;
+
+/* The executable's main: flags, MPI, init, the step loop, files. */
+int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model);
+
+/*--- Memory -------------------------------------------------------------*/
+
+/* Zeroed bytes from the caching allocator, counted towards the high-water
+ * mark. */
+void *shardc_rt_alloc(shardc_rt_context *ctx, int64_t bytes);
+void shardc_rt_free(shardc_rt_context *ctx, void *ptr);
+
+/* This rank's stored part of param i (see shardc_rt_param_info::storage). */
+float *shardc_rt_param(shardc_rt_context *ctx, int32_t index);
+
+/* This rank's rows of input i for the current step, in a fresh buffer that
+ * the step frees. */
+void *shardc_rt_input(shardc_rt_context *ctx, int32_t index);
+
+/* Fails the job: an index input (a token id, a class label) at `position`
+ * of the op's input was out of range. */
+void shardc_rt_bad_index(shardc_rt_context *ctx, const char *op,
+                         int64_t position);
+
+/*--- Collectives: non-blocking, completed by shardc_rt_wait -------------*/
+
+/* out = the concatenation of every group member's `count` elements of in. */
+shardc_rt_request *shardc_rt_all_gather_start(shardc_rt_context *ctx,
+                                              shardc_rt_axes axes,
+                                              const float *in, float *out,
+                                              int64_t count);
+/* in holds group × count elements (a trailing part may be missing: `used`
+ * are present, the rest are zeros); out = this member's count elements of the
+ * sum (or average) over the group. */
+shardc_rt_request *
+shardc_rt_reduce_scatter_start(shardc_rt_context *ctx, shardc_rt_axes axes,
+                               const float *in, int64_t used, float *out,
+                               int64_t count, int32_t average);
+shardc_rt_request *shardc_rt_all_reduce_start(shardc_rt_context *ctx,
+                                              shardc_rt_axes axes,
+                                              const float *in, float *out,
+                                              int64_t count, int32_t average);
+void shardc_rt_wait(shardc_rt_context *ctx, shardc_rt_request *request);
+
+/* This rank's index in the group of ranks spanning `axes`. */
+int64_t shardc_rt_group_index(shardc_rt_context *ctx, shardc_rt_axes axes);
+
+/*--- Optimizer ------------------------------------------------------------*/
+
+/* AdamW on param i's stored part, with a gradient of the same size. */
+void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index, const float *grad);
+/* AdamW on the shard of param i this rank owns (its optimizer split), from
+ * that shard's gradient; writes the updated shard to `updated`. */
+void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
+                           const float *grad, float *updated);
+/* Overwrites param i's stored (whole) value with `full`. */
+void shardc_rt_set_param(shardc_rt_context *ctx, int32_t index,
+                         const float *full);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHARDC_RT_SHARDC_RT_H */

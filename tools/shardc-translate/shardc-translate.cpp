@@ -1,0 +1,11 @@
+//===- shardc-translate.cpp - Emit source from sharded models -------------===//
+
+#include "shardc/Target/Cpp/HostEmitter.h"
+
+#include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
+
+int main(int argc, char **argv) {
+  shardc::registerToHostCppTranslation();
+  return mlir::failed(
+      mlir::mlirTranslateMain(argc, argv, "shardc source emitters"));
+}

@@ -1,0 +1,345 @@
+//===- shardc.cpp - Build and run sharded training executables ------------===//
+//
+//   shardc build model.mlir --strategy zero3 --mesh 4 -o step
+//   shardc run model.mlir --strategy zero3 --np 4 -- --steps 20
+//   shardc emit model.mlir --strategy zero3 --mesh 4 -o step.cpp
+//
+// build runs the pipeline (wrap?, autodiff, shard, schedule, ledger), emits
+// the step as C++, and compiles it against the runtime with the MPI compiler;
+// run also launches it with mpirun.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Config.h"
+
+#include "shardc/Dialect/Dist/Transforms/Passes.h"
+#include "shardc/InitAll.h"
+#include "shardc/Target/Cpp/HostEmitter.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+#include <optional>
+
+using namespace mlir;
+
+namespace {
+
+constexpr int kUsageError = 2;
+
+const char *kUsage = R"(usage:
+  shardc build MODEL.mlir [options] -o EXECUTABLE
+  shardc run MODEL.mlir [options] [--np N] [-- EXECUTABLE-FLAGS...]
+  shardc emit MODEL.mlir [options] -o FILE.cpp
+
+options (as --shardc-pipeline's):
+  --strategy ddp|zero1|zero2|zero3|fsdp|hsdp   (default zero3)
+  --mesh N|RxS                 ranks (RxS: hsdp's replicate x shard)
+  --target host|cuda           (default host: C++ over MPI, BLAS)
+  --wrap per-layer|min-params=P
+  --reshard-after-forward true|false
+  --param-dtype f32|bf16  --reduce-dtype f32|bf16
+  --bucket-mb MB  --grad-accum K  --prefetch D
+  --memory-budget BYTES        fail when the predicted peak is larger
+  --ledger-json FILE           the ledger as JSON (else a table on stderr)
+  --quiet                      no ledger table
+run: --np N (the mesh's rank count; --mesh defaults to N); flags after --
+go to the executable (--steps, --seed, --init, --data, --export, --save,
+--load, --log-json).
+)";
+
+struct Options {
+  std::string command, input, output;
+  std::string target = "host";
+  std::map<std::string, std::string> pipeline; // option -> value
+  std::optional<int64_t> np;
+  std::string ledgerJson;
+  bool quiet = false;
+  std::vector<std::string> runArgs;
+};
+
+[[noreturn]] void usageError(const llvm::Twine &message) {
+  llvm::errs() << "shardc: " << message << "\n(shardc --help for usage)\n";
+  std::exit(kUsageError);
+}
+
+Options parseArgs(int argc, char **argv) {
+  Options o;
+  if (argc < 2)
+    usageError("expected a command: build, run or emit");
+  o.command = argv[1];
+  if (o.command == "--help" || o.command == "-h") {
+    llvm::outs() << kUsage;
+    std::exit(0);
+  }
+  if (o.command != "build" && o.command != "run" && o.command != "emit")
+    usageError("unknown command '" + o.command + "': expected build, run or emit");
+  static const char *pipelineOptions[] = {
+      "strategy",   "mesh",      "wrap",       "reshard-after-forward",
+      "param-dtype", "reduce-dtype", "bucket-mb", "grad-accum",
+      "prefetch",   "memory-budget"};
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      if (o.command != "run")
+        usageError("'--' passes flags to the executable: only with run");
+      o.runArgs.assign(argv + i + 1, argv + argc);
+      break;
+    }
+    if (arg == "--help" || arg == "-h") {
+      llvm::outs() << kUsage;
+      std::exit(0);
+    }
+    if (arg == "--quiet") {
+      o.quiet = true;
+      continue;
+    }
+    if (arg.rfind("-", 0) != 0) {
+      if (!o.input.empty())
+        usageError("two inputs: '" + o.input + "' and '" + arg + "'");
+      o.input = arg;
+      continue;
+    }
+    // --flag value or --flag=value
+    std::string flag = arg, value;
+    bool inlineValue = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      inlineValue = true;
+    }
+    if (!inlineValue) {
+      if (i + 1 >= argc)
+        usageError(flag + ": missing value");
+      value = argv[++i];
+    }
+    std::string name = flag.substr(flag.rfind('-', 1) == 1 ? 2 : 1);
+    if (flag == "-o") {
+      o.output = value;
+    } else if (flag == "--target") {
+      if (value != "host" && value != "cuda")
+        usageError("--target: expected host or cuda, got '" + value + "'");
+      o.target = value;
+    } else if (flag == "--np") {
+      char *end = nullptr;
+      long long n = std::strtoll(value.c_str(), &end, 10);
+      if (*end || n < 1 || n > (1 << 24))
+        usageError("--np: expected a rank count >= 1, got '" + value + "'");
+      o.np = n;
+    } else if (flag == "--ledger-json") {
+      o.ledgerJson = value;
+    } else if (llvm::is_contained(pipelineOptions, name) &&
+               flag.rfind("--", 0) == 0) {
+      if (value.empty() || value.find_first_of(" {}") != std::string::npos)
+        usageError(flag + ": bad value '" + value + "'");
+      o.pipeline[name] = value;
+    } else {
+      usageError("unknown option '" + flag + "'");
+    }
+  }
+  if (o.input.empty())
+    usageError("expected a model file (.mlir)");
+  if (o.command != "run" && o.output.empty())
+    usageError("expected -o OUTPUT");
+  if (o.np && o.command != "run")
+    usageError("--np: only with run (build takes --mesh)");
+  if (o.command == "run") {
+    if (!o.np && !o.pipeline.count("mesh"))
+      usageError("run: expected --np N (or --mesh)");
+    if (!o.pipeline.count("mesh"))
+      o.pipeline["mesh"] = std::to_string(*o.np);
+  }
+  if (o.target == "cuda")
+    usageError("--target cuda: not available yet; use --target host");
+  return o;
+}
+
+std::string pipelineText(const Options &o) {
+  std::string text = "shardc-pipeline{";
+  for (auto &[name, value] : o.pipeline)
+    text += name + "=" + value + " ";
+  // The ledger always runs (it enforces --memory-budget); --quiet only
+  // drops its table.
+  if (!o.ledgerJson.empty())
+    text += "format=json output=" + o.ledgerJson + " ";
+  else if (o.quiet)
+    text += "output=/dev/null ";
+  text += "}";
+  return text;
+}
+
+/// The mesh's rank count: N, or R*S.
+int64_t meshRanks(const std::string &mesh) {
+  int64_t ranks = 1;
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(mesh).split(parts, 'x');
+  for (llvm::StringRef part : parts) {
+    int64_t n = 0;
+    if (part.getAsInteger(10, n))
+      return -1;
+    ranks *= n;
+  }
+  return ranks;
+}
+
+/// Runs a program, its output passing through; its exit code.
+int execute(llvm::StringRef program, llvm::ArrayRef<std::string> args) {
+  llvm::SmallVector<llvm::StringRef> argv{program};
+  for (const std::string &a : args)
+    argv.push_back(a);
+  std::string error;
+  int rc = llvm::sys::ExecuteAndWait(program, argv, std::nullopt, {}, 0, 0,
+                                     &error);
+  if (rc < 0)
+    llvm::errs() << "shardc: cannot run " << program << ": " << error << "\n";
+  return rc;
+}
+
+std::string findTool(llvm::StringRef configured, llvm::StringRef name) {
+  if (!configured.empty() && llvm::sys::fs::can_execute(configured))
+    return configured.str();
+  if (auto found = llvm::sys::findProgramByName(name))
+    return *found;
+  llvm::errs() << "shardc: cannot find " << name
+               << " (install openmpi-bin and libopenmpi-dev)\n";
+  std::exit(1);
+}
+
+/// Compiles the emitted step into `output`, atomically: nothing is left at
+/// `output` when compiling fails.
+int compile(const std::string &source, const std::string &output) {
+  std::string compiler = findTool(SHARDC_MPICXX, "mpicxx");
+  std::string temp = output + ".tmp";
+  std::vector<std::string> args = {
+      "-std=c++17", "-O2",  "-DOMPI_SKIP_MPICXX=1", "-I", SHARDC_RT_INCLUDE_DIR,
+      source,       "-o",   temp,                   SHARDC_RT_LIBRARY};
+  llvm::SmallVector<llvm::StringRef> blas;
+  llvm::StringRef(SHARDC_BLAS_LIBRARIES).split(blas, ' ', -1, false);
+  for (llvm::StringRef lib : blas)
+    args.push_back(lib.str());
+  int rc = execute(compiler, args);
+  if (rc != 0) {
+    llvm::sys::fs::remove(temp);
+    llvm::errs() << "shardc: compiling the emitted step failed (" << compiler
+                 << " exited " << rc << ")\n";
+    return 1;
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(temp, output)) {
+    llvm::sys::fs::remove(temp);
+    llvm::errs() << "shardc: cannot write '" << output << "': " << ec.message()
+                 << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+int writeFile(const std::string &path, llvm::StringRef contents) {
+  std::string temp = path + ".tmp";
+  std::error_code ec;
+  {
+    llvm::raw_fd_ostream os(temp, ec);
+    if (!ec) {
+      os << contents;
+      os.close();
+      ec = os.error();
+      os.clear_error();
+    }
+  }
+  if (!ec)
+    ec = llvm::sys::fs::rename(temp, path);
+  if (ec) {
+    llvm::sys::fs::remove(temp);
+    llvm::errs() << "shardc: cannot write '" << path << "': " << ec.message()
+                 << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  Options o = parseArgs(argc, argv);
+
+  DialectRegistry registry;
+  shardc::registerAllDialects(registry);
+  shardc::registerAllPasses();
+  MLIRContext context(registry);
+  context.printOpOnDiagnostic(false);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+
+  std::string error;
+  auto file = openInputFile(o.input, &error);
+  if (!file) {
+    llvm::errs() << "shardc: cannot read '" << o.input << "': " << error
+                 << "\n";
+    return 1;
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  PassManager pm(&context, ModuleOp::getOperationName());
+  if (failed(parsePassPipeline(pipelineText(o), pm, llvm::errs())))
+    return kUsageError;
+  if (failed(pm.run(*module)))
+    return 1;
+
+  std::string source;
+  llvm::raw_string_ostream os(source);
+  if (failed(shardc::emitHostCpp(*module, os)))
+    return 1;
+  if (o.command == "emit")
+    return writeFile(o.output, source);
+
+  // build, or the build half of run.
+  llvm::SmallString<128> dir;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("shardc", dir)) {
+    llvm::errs() << "shardc: cannot create a build directory: "
+                 << ec.message() << "\n";
+    return 1;
+  }
+  std::string sourcePath = (dir + "/step.cpp").str();
+  std::string exe = o.output.empty() ? (dir + "/step").str() : o.output;
+  int rc = writeFile(sourcePath, source);
+  if (rc == 0)
+    rc = compile(sourcePath, exe);
+  llvm::sys::fs::remove(sourcePath);
+  if (rc != 0 || o.command == "build") {
+    llvm::sys::fs::remove(dir);
+    return rc;
+  }
+
+  // run: one process needs no mpirun.
+  int64_t ranks = meshRanks(o.pipeline["mesh"]);
+  if (o.np && *o.np != ranks) {
+    llvm::errs() << "shardc: --np " << *o.np << " does not match --mesh "
+                 << o.pipeline["mesh"] << " (" << ranks << " ranks)\n";
+    rc = kUsageError;
+  } else if (ranks == 1) {
+    rc = execute(exe, o.runArgs);
+  } else {
+    std::vector<std::string> args = {"--allow-run-as-root", "--oversubscribe",
+                                     "-x", "OPENBLAS_NUM_THREADS=1", "-np",
+                                     std::to_string(ranks), exe};
+    args.insert(args.end(), o.runArgs.begin(), o.runArgs.end());
+    rc = execute(findTool(SHARDC_MPIEXEC, "mpirun"), args);
+  }
+  if (o.output.empty())
+    llvm::sys::fs::remove(exe);
+  llvm::sys::fs::remove(dir);
+  return rc;
+}
