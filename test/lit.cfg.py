@@ -23,3 +23,13 @@ llvm_config.with_environment("PATH", config.shardc_tools_dir, append_path=True)
 tool_dirs = [config.shardc_tools_dir, config.llvm_tools_dir]
 tools = ["shardc-opt", "shardc-gen", "shardc-translate"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# The driver and the e2e helpers.
+import sys
+
+config.substitutions.append(("%shardc", os.path.join(config.shardc_tools_dir, "shardc")))
+config.substitutions.append(("%python", sys.executable))
+# OpenMPI as root on a machine with fewer cores than ranks (PLATFORM.md).
+config.substitutions.append(
+    ("%mpirun", "mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1"))
+config.environment["OPENBLAS_NUM_THREADS"] = "1"

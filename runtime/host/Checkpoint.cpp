@@ -55,13 +55,14 @@ std::string makeDirectories(const std::string &dir) {
 }
 
 /// Fails every rank of `comm` when any rank passes ok = false; otherwise
-/// returns on every rank.
-void agree(MPI_Comm comm, bool ok, const std::string &call,
-           const std::string &message) {
+/// returns on every rank. `file` and `line` are the caller's, through
+/// AGREE, so that messages point at the step that failed.
+void agree(MPI_Comm comm, bool ok, const char *file, int line,
+           const std::string &call, const std::string &message) {
   int comparison = MPI_UNEQUAL;
   MPI_Comm_compare(comm, MPI_COMM_WORLD, &comparison);
   if (comparison == MPI_IDENT || comparison == MPI_CONGRUENT) {
-    SHARDC_RT_CHECK_ALL(ok, call, message);
+    checkAll(ok, file, line, call, message);
     return;
   }
   // On a sub-communicator checkAll would wait for ranks outside it. Share
@@ -78,10 +79,14 @@ void agree(MPI_Comm comm, bool ok, const std::string &call,
   std::string shared = rank == first ? message : std::string(length, ' ');
   MPI_Bcast(shared.data(), length, MPI_CHAR, first, comm);
   if (!ok)
-    SHARDC_RT_FAIL(call, message);
-  SHARDC_RT_FAIL(call, "rank " + std::to_string(first) +
-                           " of the communicator failed: " + shared);
+    fatal(file, line, call, message);
+  fatal(file, line, call,
+        "rank " + std::to_string(first) +
+            " of the communicator failed: " + shared);
 }
+
+#define AGREE(comm, ok, call, message)                                         \
+  agree((comm), (ok), __FILE__, __LINE__, (call), (message))
 
 /// The splitmix64 finalizer, to turn a clock and a pid into an id.
 uint64_t fmix64(uint64_t z) {
@@ -248,14 +253,13 @@ std::string writeManifest(const std::string &dir, const std::string &id,
     metadataList += std::string(metadataList.empty() ? "" : ",\n") + "    " +
                     jsonQuote(key) + ": " + jsonQuote(value);
 
-  std::string text = std::string("{\n  \"format\": ") +
-                     jsonQuote(manifestFormat) +
-                     ",\n  \"version\": " + std::to_string(manifestVersion) +
-                     ",\n  \"id\": " + jsonQuote(id) +
-                     ",\n  \"world\": " + std::to_string(descriptions.size()) +
-                     ",\n  \"metadata\": {\n" + metadataList +
-                     "\n  },\n  \"tensors\": {\n" + tensorList +
-                     "\n  },\n  \"files\": [\n" + files + "\n  ]\n}\n";
+  std::string text =
+      std::string("{\n  \"format\": ") + jsonQuote(manifestFormat) +
+      ",\n  \"version\": " + std::to_string(manifestVersion) +
+      ",\n  \"id\": " + jsonQuote(id) +
+      ",\n  \"world\": " + std::to_string(descriptions.size()) +
+      ",\n  \"metadata\": {\n" + metadataList + "\n  },\n  \"tensors\": {\n" +
+      tensorList + "\n  },\n  \"files\": [\n" + files + "\n  ]\n}\n";
   return tryWriteFileAtomic(dir + "/" + manifestName, text);
 }
 
@@ -270,28 +274,33 @@ void shardc::rt::saveCheckpoint(
   MPI_Comm_rank(world, &rank);
   MPI_Comm_size(world, &size);
 
-  // 1. Check the pieces, make the directory, and retire an old
-  // checkpoint.json before any rank file changes under it.
+  // 1. Check the pieces and make the directory; a bad piece list must not
+  // cost an existing checkpoint.
   std::string error = checkPieces(pieces);
   if (error.empty())
     error = makeDirectories(dir);
+  AGREE(world, error.empty(), call, where + error);
+
+  // 2. Retire an old checkpoint.json before any rank file changes under it,
+  // so that it can never describe a mix of old and new rank files.
   std::string manifestPath = dir + "/" + manifestName;
-  if (error.empty() && rank == 0 && ::unlink(manifestPath.c_str()) != 0 &&
-      errno != ENOENT)
+  if (rank == 0 && ::unlink(manifestPath.c_str()) != 0 && errno != ENOENT)
     error = "cannot remove the old " + manifestPath + ": " + strerror(errno);
-  agree(world, error.empty(), call, where + error);
+  AGREE(world, error.empty(), call, where + error);
 
   char id[17] = {0};
   if (rank == 0)
     snprintf(id, sizeof(id), "%s", freshId().c_str());
   MPI_Bcast(id, sizeof(id), MPI_CHAR, 0, world);
 
-  // 2. Every rank writes its file.
+  // 3. Every rank writes its file.
   std::vector<NamedTensor> tensors;
   for (const Piece &piece : pieces)
     if (piece.write && piece.end > piece.begin)
-      tensors.push_back({pieceKey(piece.tensor, piece.begin, piece.end), "F32",
-                         {piece.end - piece.begin}, piece.data});
+      tensors.push_back({pieceKey(piece.tensor, piece.begin, piece.end),
+                         "F32",
+                         {piece.end - piece.begin},
+                         piece.data});
   std::string path = dir + "/" + rankFileName(rank);
   error = tryWriteSafeTensors(path, tensors,
                               {{"format", shardFormat},
@@ -301,9 +310,9 @@ void shardc::rt::saveCheckpoint(
   struct stat info = {};
   if (error.empty() && ::stat(path.c_str(), &info) != 0)
     error = path + ": cannot stat after writing: " + strerror(errno);
-  agree(world, error.empty(), call, error);
+  AGREE(world, error.empty(), call, error);
 
-  // 3. Rank 0 collects what each file holds and commits checkpoint.json.
+  // 4. Rank 0 collects what each file holds and commits checkpoint.json.
   std::string description =
       describePieces(pieces, static_cast<int64_t>(info.st_size));
   int length = static_cast<int>(description.size());
@@ -330,7 +339,7 @@ void shardc::rt::saveCheckpoint(
       descriptions.push_back(all.substr(offsets[r], lengths[r]));
     error = writeManifest(dir, id, descriptions, metadata);
   }
-  agree(world, error.empty(), call, where + error);
+  AGREE(world, error.empty(), call, where + error);
 }
 
 //===----------------------------------------------------------------------===//
@@ -376,9 +385,7 @@ std::string readManifest(const std::string &dir, Manifest &manifest) {
   error = parseJson(std::string(file.data(), file.size()), root);
   if (!error.empty())
     return path + ": not valid JSON: " + error;
-  auto corrupt = [&](const std::string &what) {
-    return path + ": " + what;
-  };
+  auto corrupt = [&](const std::string &what) { return path + ": " + what; };
   const JsonValue *format = root.get("format");
   int64_t version = 0, world = 0;
   if (!format || format->text != manifestFormat)
@@ -410,7 +417,8 @@ std::string readManifest(const std::string &dir, Manifest &manifest) {
     std::vector<int64_t> dims;
     if (!dtype || dtype->text != "F32" || !shape ||
         shape->kind != JsonValue::Kind::Array)
-      return corrupt("tensor '" + name + "' is not {\"dtype\": \"F32\", "
+      return corrupt("tensor '" + name +
+                     "' is not {\"dtype\": \"F32\", "
                      "\"shape\": [...]}");
     for (const JsonValue &dim : shape->elements) {
       dims.push_back(0);
@@ -481,8 +489,7 @@ public:
     const ManifestFile &entry = manifest.files[index];
     std::string path = dir + "/" + entry.name;
     SafeTensorsFile file;
-    std::string error =
-        SafeTensorsFile::tryOpen(path, "checkpoint load", file);
+    std::string error = SafeTensorsFile::tryOpen(path, "checkpoint load", file);
     if (!error.empty())
       return error;
     if (file.fileBytes() != entry.bytes)
@@ -576,6 +583,6 @@ shardc::rt::loadCheckpoint(const std::string &dir, MPI_Comm world,
                            const std::vector<Piece> &pieces) {
   std::map<std::string, std::string> metadata;
   std::string error = tryLoadCheckpoint(dir, pieces, metadata);
-  agree(world, error.empty(), "checkpoint load", error);
+  AGREE(world, error.empty(), "checkpoint load", error);
   return metadata;
 }

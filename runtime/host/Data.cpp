@@ -169,10 +169,11 @@ std::string TokenData::tryOpen(const std::string &path, int64_t seqLen,
                                TokenData &out) {
   out = TokenData();
   out.why = purpose;
-  if (seqLen < 1 || vocab < 1 || vocab > 65536)
+  // A vocabulary above 65536 is fine: every uint16 token is below it.
+  if (seqLen < 1 || vocab < 1)
     return path + ": sequence length " + std::to_string(seqLen) +
            " and vocabulary size " + std::to_string(vocab) +
-           " must be >= 1, the vocabulary at most 65536 (uint16 tokens)";
+           " must be at least 1";
   std::string error = MappedFile::tryMap(path, out.file);
   if (!error.empty())
     return error;
@@ -191,8 +192,8 @@ std::string TokenData::tryOpen(const std::string &path, int64_t seqLen,
            ", only version 1 (uint16 tokens) is supported";
   int64_t count = header[2];
   if (count < 0 || size - headerBytes != count * 2)
-    return path + ": the header says " + std::to_string(count) +
-           " tokens (" + std::to_string(count * 2) + " bytes), the file has " +
+    return path + ": the header says " + std::to_string(count) + " tokens (" +
+           std::to_string(count * 2) + " bytes), the file has " +
            std::to_string(size - headerBytes) +
            " bytes after the header: truncated or corrupt";
   if (count < seqLen + 1)
@@ -236,13 +237,12 @@ int64_t TokenData::windowStart(int64_t step, int64_t globalBatch,
   // Reduce each factor first so that no product overflows, whatever the
   // step count.
   using Wide = unsigned __int128;
-  Wide modulus = static_cast<Wide>(count - length - 1 > 0 ? count - length - 1
-                                                          : 1);
-  Wide position =
-      (static_cast<Wide>(step) % modulus * (static_cast<Wide>(globalBatch) %
-                                            modulus) +
-       static_cast<Wide>(row)) %
-      modulus;
+  Wide modulus =
+      static_cast<Wide>(count - length - 1 > 0 ? count - length - 1 : 1);
+  Wide position = (static_cast<Wide>(step) % modulus *
+                       (static_cast<Wide>(globalBatch) % modulus) +
+                   static_cast<Wide>(row)) %
+                  modulus;
   position = position * (static_cast<Wide>(length) % modulus) % modulus;
   return static_cast<int64_t>(position);
 }

@@ -25,7 +25,9 @@ uint64_t fmix64(uint64_t z) {
 }
 
 /// Output n of the splitmix64 sequence started at `key`.
-uint64_t bitsAt(uint64_t key, uint64_t n) { return fmix64(key + (n + 1) * golden); }
+uint64_t bitsAt(uint64_t key, uint64_t n) {
+  return fmix64(key + (n + 1) * golden);
+}
 
 /// Uniform in [0, 1), 53 random bits.
 double unitClosedOpen(uint64_t bits) {
@@ -52,8 +54,7 @@ void checkRange(const char *call, const std::string &name, int64_t begin,
                 int64_t end) {
   SHARDC_RT_CHECK(begin >= 0 && begin <= end, call,
                   "'" + name + "': bad element range [" +
-                      std::to_string(begin) + ", " + std::to_string(end) +
-                      ")");
+                      std::to_string(begin) + ", " + std::to_string(end) + ")");
 }
 
 } // namespace
@@ -81,12 +82,12 @@ void shardc::rt::initRange(const InitSpec &spec, uint64_t seed,
     return;
   }
   case InitKind::Normal: {
-    SHARDC_RT_CHECK(std::isfinite(spec.a) && std::isfinite(spec.b) &&
-                        spec.b >= 0,
-                    "init",
-                    "'" + name + "': normal needs a finite mean and std >= 0, "
-                    "got mean " + std::to_string(spec.a) + ", std " +
-                        std::to_string(spec.b));
+    SHARDC_RT_CHECK(
+        std::isfinite(spec.a) && std::isfinite(spec.b) && spec.b >= 0, "init",
+        "'" + name +
+            "': normal needs a finite mean and std >= 0, "
+            "got mean " +
+            std::to_string(spec.a) + ", std " + std::to_string(spec.b));
     uint64_t key = streamKey(initDomain, seed, name);
     for (int64_t i = 0; i < count; ++i)
       out[i] = static_cast<float>(
@@ -94,16 +95,16 @@ void shardc::rt::initRange(const InitSpec &spec, uint64_t seed,
     return;
   }
   case InitKind::Uniform: {
-    SHARDC_RT_CHECK(std::isfinite(spec.a) && std::isfinite(spec.b) &&
-                        spec.a <= spec.b,
-                    "init",
-                    "'" + name + "': uniform needs finite low <= high, got [" +
-                        std::to_string(spec.a) + ", " + std::to_string(spec.b) +
-                        ")");
+    SHARDC_RT_CHECK(
+        std::isfinite(spec.a) && std::isfinite(spec.b) && spec.a <= spec.b,
+        "init",
+        "'" + name + "': uniform needs finite low <= high, got [" +
+            std::to_string(spec.a) + ", " + std::to_string(spec.b) + ")");
     uint64_t key = streamKey(initDomain, seed, name);
     float low = static_cast<float>(spec.a), high = static_cast<float>(spec.b);
     for (int64_t i = 0; i < count; ++i) {
-      double u = unitClosedOpen(bitsAt(key, 2 * static_cast<uint64_t>(begin + i)));
+      double u =
+          unitClosedOpen(bitsAt(key, 2 * static_cast<uint64_t>(begin + i)));
       float value = static_cast<float>(spec.a + (spec.b - spec.a) * u);
       // Rounding to float can land on `high`; keep the interval half-open.
       if (value >= high && high > low)
@@ -129,7 +130,8 @@ void shardc::rt::syntheticFloats(uint64_t seed, const std::string &inputName,
   checkRange("synthetic data", inputName, begin, end);
   uint64_t key = syntheticKey(seed, inputName, step);
   for (int64_t i = 0; i < end - begin; ++i)
-    out[i] = static_cast<float>(normalAt(key, static_cast<uint64_t>(begin + i)));
+    out[i] =
+        static_cast<float>(normalAt(key, static_cast<uint64_t>(begin + i)));
 }
 
 void shardc::rt::syntheticInts(uint64_t seed, const std::string &inputName,

@@ -464,10 +464,9 @@ std::string MappedFile::tryMap(const std::string &path, MappedFile &out) {
 
 int64_t shardc::rt::dtypeBytes(const std::string &dtype) {
   static const std::map<std::string, int64_t> sizes = {
-      {"BOOL", 1},    {"U8", 1},      {"I8", 1},  {"F8_E4M3", 1},
-      {"F8_E5M2", 1}, {"U16", 2},     {"I16", 2}, {"F16", 2},
-      {"BF16", 2},    {"U32", 4},     {"I32", 4}, {"F32", 4},
-      {"U64", 8},     {"I64", 8},     {"F64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1},
+      {"U16", 2},  {"I16", 2}, {"F16", 2}, {"BF16", 2},    {"U32", 4},
+      {"I32", 4},  {"F32", 4}, {"U64", 8}, {"I64", 8},     {"F64", 8}};
   auto it = sizes.find(dtype);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -545,7 +544,9 @@ std::string shardc::rt::parseSafeTensors(const char *bytes, int64_t size,
     const JsonValue *offsets = value.get("data_offsets");
     if (!dtype || !shape || !offsets)
       return what + " lacks " +
-             (!dtype ? "dtype" : !shape ? "shape" : "data_offsets");
+             (!dtype   ? "dtype"
+              : !shape ? "shape"
+                       : "data_offsets");
     SafeTensorsEntry entry;
     entry.name = name;
     if (dtype->kind != JsonValue::Kind::String)
@@ -749,8 +750,8 @@ static std::string directoryOf(const std::string &path) {
 static std::string writeChunksAtomic(const std::string &path,
                                      const std::vector<Chunk> &chunks) {
   std::string temporary = path + ".tmp." + std::to_string(getpid());
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                  0644);
+  int fd =
+      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     return path + ": cannot create " + temporary + ": " + strerror(errno);
   auto abandon = [&](const char *what) {
@@ -776,7 +777,8 @@ static std::string writeChunksAtomic(const std::string &path,
     return abandon("cannot rename");
   // Persist the rename itself. Best effort: the file is complete and in place
   // either way, and some filesystems refuse fsync on a directory.
-  int dir = ::open(directoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dir =
+      ::open(directoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
     (void)::fsync(dir);
     ::close(dir);
@@ -807,7 +809,8 @@ std::string shardc::rt::tryWriteSafeTensors(
   int64_t offset = 0;
   for (const NamedTensor &tensor : tensors) {
     std::string what = path + ": tensor '" + tensor.name + "'";
-    if (tensor.name == "__metadata__" || !seen.emplace(tensor.name, true).second)
+    if (tensor.name == "__metadata__" ||
+        !seen.emplace(tensor.name, true).second)
       return what + " is written twice or shadows __metadata__";
     int64_t elementBytes = dtypeBytes(tensor.dtype);
     if (elementBytes == 0)

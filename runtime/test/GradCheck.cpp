@@ -24,6 +24,7 @@
 #include "shardc_rt/Kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -44,7 +45,8 @@ using Ids = std::vector<int32_t>;
 /// O(1) inputs, plus rounding, ~ eps |L| / h ~ 1e-16 * 10 / 1e-6 = 1e-9 for
 /// the |L| <~ 10 of a few dozen O(1) terms. A tolerance of 1e-6, relative
 /// to max(1, |gradient|), sits three orders of magnitude above both, and far
-/// below the O(1e-2..1) errors of a wrong term, index or factor.
+/// below the O(1e-2..1) errors of a wrong term, index or factor. (Seen: at
+/// most a few 1e-9, on the largest case, attention over 70 positions.)
 constexpr double kStep = 1e-6;
 constexpr double kTolerance = 1e-6;
 
@@ -393,6 +395,20 @@ void checkGelu() {
   Vec dx(n);
   cpu::geluGrad(r.data(), x.data(), dx.data(), n);
   check("gelu_grad", dx, numericGradient(x, loss));
+
+  // Edge: far tails, where exp overflows: gelu is x or 0, gelu' 1 or 0, and
+  // nothing is NaN, in f64 and in f32.
+  Vec tails = {-1000, 1000}, ones = {1, 1}, tailY(2), tailDx(2);
+  cpu::gelu(tails.data(), tailY.data(), 2);
+  cpu::geluGrad(ones.data(), tails.data(), tailDx.data(), 2);
+  std::vector<float> tailsF = toFloat(tails), onesF = toFloat(ones), tailYF(2),
+                     tailDxF(2);
+  shardc_rt_gelu_f32(tailsF.data(), tailYF.data(), 2);
+  shardc_rt_gelu_grad_f32(onesF.data(), tailsF.data(), tailDxF.data(), 2);
+  check("gelu and gelu_grad at -1000, 1000",
+        {tailY[0], tailY[1], tailDx[0], tailDx[1], tailYF[0], tailYF[1],
+         tailDxF[0], tailDxF[1]},
+        {0, 1000, 0, 1, 0, 1000, 0, 1});
 }
 
 void checkRelu() {
@@ -663,7 +679,8 @@ void checkFloatAbi() {
     compare("matmul tl tr", cf, c);
   }
   const int64_t size = 48, inner = 16;
-  Vec x = input(size), rhs = input(inner), dy = input(size), y(size);
+  // Wide enough to reach the tails of gelu.
+  Vec x = input(size, -12, 12), rhs = input(inner), dy = input(size), y(size);
   std::vector<float> xf = toFloat(x), dyf = toFloat(dy), yf(size);
   cpu::add(x.data(), rhs.data(), y.data(), size, inner);
   shardc_rt_add_f32(xf.data(), toFloat(rhs).data(), yf.data(), size, inner);
@@ -743,18 +760,20 @@ void checkFloatAbi() {
                                                dtablef.data(), count, v, c))},
           {-1, -1, 4, 4});
   }
-  {
-    const int64_t b = 2, t = 9, c = 8, heads = 2;
+  // Attention within one block of query rows, and over three.
+  for (auto [b, t, c, heads] : {std::array<int64_t, 4>{2, 9, 8, 2},
+                                std::array<int64_t, 4>{1, 150, 32, 4}}) {
+    std::string shape = " t" + std::to_string(t);
     Vec qkv = input(b * t * 3 * c, -2, 2), ady = input(b * t * c),
         out(b * t * c), dqkv(qkv.size());
     std::vector<float> outf(out.size()), dqkvf(qkv.size());
     cpu::attention(qkv.data(), out.data(), b, t, c, heads);
     shardc_rt_attention_f32(toFloat(qkv).data(), outf.data(), b, t, c, heads);
-    compare("attention", outf, out);
+    compare("attention" + shape, outf, out);
     cpu::attentionGrad(ady.data(), qkv.data(), dqkv.data(), b, t, c, heads);
     shardc_rt_attention_grad_f32(toFloat(ady).data(), toFloat(qkv).data(),
                                  dqkvf.data(), b, t, c, heads);
-    compare("attention_grad", dqkvf, dqkv);
+    compare("attention_grad" + shape, dqkvf, dqkv);
   }
   {
     const int64_t count = 5, v = 11;

@@ -221,16 +221,15 @@ void testSafeTensorsRoundTrip() {
   std::vector<int64_t> ids = {1, -2, INT64_MAX, INT64_MIN};
   std::vector<uint16_t> halves = {0x3f80, 0x4000, 0xbf80};
   double scalar = 3.141592653589793;
-  std::map<std::string, std::string> metadata = {
-      {"step", "3"}, {"quote\"key", "line\nbreak"}};
-  std::string error = tryWriteSafeTensors(
-      path,
-      {{"w", "F32", {2, 3}, weights.data()},
-       {"ids", "I64", {4}, ids.data()},
-       {"half", "BF16", {3}, halves.data()},
-       {"empty", "U16", {0, 5}, nullptr},
-       {"pi", "F64", {}, &scalar}},
-      metadata);
+  std::map<std::string, std::string> metadata = {{"step", "3"},
+                                                 {"quote\"key", "line\nbreak"}};
+  std::string error = tryWriteSafeTensors(path,
+                                          {{"w", "F32", {2, 3}, weights.data()},
+                                           {"ids", "I64", {4}, ids.data()},
+                                           {"half", "BF16", {3}, halves.data()},
+                                           {"empty", "U16", {0, 5}, nullptr},
+                                           {"pi", "F64", {}, &scalar}},
+                                          metadata);
   checkOk("safetensors: write", error);
 
   SafeTensorsFile file;
@@ -243,9 +242,8 @@ void testSafeTensorsRoundTrip() {
                    *p = file.find("pi");
   bool found = w && i && h && e && p && !file.find("nope");
   check("safetensors: every tensor found, names in order",
-        found && file.names() ==
-                     std::vector<std::string>{"w", "ids", "half", "empty",
-                                              "pi"});
+        found && file.names() == std::vector<std::string>{"w", "ids", "half",
+                                                          "empty", "pi"});
   if (!found)
     return;
   check("safetensors: dtypes and shapes survive",
@@ -384,10 +382,10 @@ void testSafeTensorsCorrupt() {
   SafeTensorsFile file;
   checkError("safetensors corrupt: a written file cut by 4 bytes",
              SafeTensorsFile::tryOpen(path, "--init", file), "truncated");
-  checkError("safetensors: missing file",
-             SafeTensorsFile::tryOpen(scratch + "/absent.safetensors", "--init",
-                                      file),
-             "absent.safetensors: cannot open: No such file or directory");
+  checkError(
+      "safetensors: missing file",
+      SafeTensorsFile::tryOpen(scratch + "/absent.safetensors", "--init", file),
+      "absent.safetensors: cannot open: No such file or directory");
   checkError("safetensors: a directory is not a file",
              SafeTensorsFile::tryOpen(scratch, "--init", file),
              "not a regular file");
@@ -705,6 +703,9 @@ void testTokenData() {
         data.windowStart(int64_t(1) << 62, B, 3) >= 0 &&
             data.windowStart(int64_t(1) << 62, B, 3) < numTokens - T - 1);
 
+  checkOk("tokens: a vocabulary larger than uint16 (100277) is accepted",
+          TokenData::tryOpen(path, T, 100277, "--data", data));
+
   std::vector<uint16_t> nine(T + 1, 3);
   writeFile(path, tokenFile(20240520, 1, T + 1, nine));
   error = TokenData::tryOpen(path, T, 50, "--data", data);
@@ -728,8 +729,9 @@ void testTokenData() {
       {"short header", std::string(100, '\0'), T, 50,
        "fewer than the 1024-byte header"},
       {"fewer than T + 1 tokens", tokenFile(20240520, 1, numTokens, tokens),
-       100, 50, "100 tokens, fewer than one window of sequence length + 1 = "
-                "101"},
+       100, 50,
+       "100 tokens, fewer than one window of sequence length + 1 = "
+       "101"},
       {"token beyond the vocabulary", tokenFile(20240520, 1, numTokens, tokens),
        T, 49, "token 49 at position 49 is not below the vocabulary size 49"},
   };
@@ -791,8 +793,8 @@ std::vector<Piece> savePieces(int r, int size, uint64_t version,
     for (size_t i = 0; i < ranges.size(); ++i) {
       auto [begin, end] = ranges[i];
       storage.emplace_back(full.begin() + begin, full.begin() + end);
-      pieces.push_back({def.name, def.shape, begin, end,
-                        storage.back().data(), writes[i]});
+      pieces.push_back(
+          {def.name, def.shape, begin, end, storage.back().data(), writes[i]});
     }
   }
   return pieces;
@@ -850,8 +852,8 @@ void testCheckpoint() {
   // Save with every rank.
   {
     std::vector<std::vector<float>> storage;
-    saveCheckpoint(dir, MPI_COMM_WORLD,
-                   savePieces(rank, worldSize, 1, storage), metadata);
+    saveCheckpoint(dir, MPI_COMM_WORLD, savePieces(rank, worldSize, 1, storage),
+                   metadata);
   }
   bool files = exists(dir + "/checkpoint.json");
   for (int r = 0; r < worldSize; ++r)
@@ -915,7 +917,8 @@ void testCheckpoint() {
         loadPieces(storage, expected, 2, rank, worldSize);
     std::map<std::string, std::string> loaded =
         loadCheckpoint(dir, MPI_COMM_WORLD, pieces);
-    check("checkpoint: overwritten by a " + std::to_string(std::min(2, worldSize)) +
+    check("checkpoint: overwritten by a " +
+              std::to_string(std::min(2, worldSize)) +
               "-rank save, loaded on " + std::to_string(worldSize),
           allMatch(storage, expected) && loaded.at("step") == "4");
   }
@@ -988,10 +991,10 @@ void testCheckpoint() {
       {"format", "shardc-checkpoint-shard"}, {"id", "abc"}, {"rank", "0"}};
   std::map<std::string, std::string> meta1 = meta0;
   meta1["rank"] = "1";
-  tryWriteSafeTensors(holes + "/rank-0.safetensors",
-                      {{"t@0:4", "F32", {4}, t.data()},
-                       {"t@6:9", "F32", {3}, t.data() + 6}},
-                      meta0);
+  tryWriteSafeTensors(
+      holes + "/rank-0.safetensors",
+      {{"t@0:4", "F32", {4}, t.data()}, {"t@6:9", "F32", {3}, t.data() + 6}},
+      meta0);
   tryWriteSafeTensors(holes + "/rank-1.safetensors",
                       {{"t@7:10", "F32", {3}, t.data() + 7}}, meta1);
   auto size = [&](const char *name) {

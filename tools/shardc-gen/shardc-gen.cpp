@@ -100,6 +100,9 @@ llvm::cl::opt<double>
                          "gpt)"),
           llvm::cl::cat(genCategory));
 llvm::cl::opt<double>
+    epsOpt("eps", llvm::cl::desc("AdamW epsilon (default 1e-8)"),
+           llvm::cl::init(1e-8), llvm::cl::cat(genCategory));
+llvm::cl::opt<double>
     weightDecayOpt("weight-decay",
                    llvm::cl::desc("AdamW weight decay (default 0.01 for mlp, "
                                   "0.1 for gpt)"),
@@ -306,9 +309,10 @@ private:
 /// An MLP classifier: Linear layers of widths `sizes`, GELU between them, as
 /// `nn.Sequential` of `nn.Linear` with PyTorch's default initialization.
 OwningOpRef<ModuleOp> buildMlp(ModelBuilder &b, ArrayRef<int64_t> sizes,
-                               int64_t batch, double lr, double weightDecay) {
+                               int64_t batch, double lr, double eps,
+                               double weightDecay) {
   OwningOpRef<ModuleOp> module =
-      b.beginModel("mlp", batch, lr, 0.9, 0.999, 1e-8, weightDecay);
+      b.beginModel("mlp", batch, lr, 0.9, 0.999, eps, weightDecay);
   Value x = b.input("x", b.floatTensor({batch, sizes.front()}));
   Value y = b.input("y", b.indexTensor({batch}));
   size_t numLayers = sizes.size() - 1;
@@ -336,13 +340,13 @@ struct GptConfig {
 /// `[out, in]`, N(0, 0.02) weights with the residual projections scaled by
 /// 1/sqrt(2 layers), zero biases, LM head tied to the token embedding.
 OwningOpRef<ModuleOp> buildGpt(ModelBuilder &b, const GptConfig &cfg, double lr,
-                               double weightDecay) {
+                               double eps, double weightDecay) {
   const int64_t batch = cfg.batch, seq = cfg.seq, c = cfg.hidden;
   const double initStd = 0.02;
   const double projStd =
       initStd / std::sqrt(2.0 * static_cast<double>(cfg.layers));
   OwningOpRef<ModuleOp> module =
-      b.beginModel("gpt", batch, lr, 0.9, 0.95, 1e-8, weightDecay);
+      b.beginModel("gpt", batch, lr, 0.9, 0.95, eps, weightDecay);
 
   Value tokens = b.input("tokens", b.indexTensor({batch, seq}));
   Value targets = b.input("targets", b.indexTensor({batch, seq}));
@@ -446,6 +450,7 @@ int main(int argc, char **argv) {
                            : (isMlp ? 0.01 : 0.1);
   if (!checkSize("--batch", batch) ||
       !checkHyperParameter(lrOpt, lr, /*allowZero=*/false) ||
+      !checkHyperParameter(epsOpt, epsOpt, /*allowZero=*/false) ||
       !checkHyperParameter(weightDecayOpt, weightDecay, /*allowZero=*/true))
     return ExitUsage;
 
@@ -460,7 +465,7 @@ int main(int argc, char **argv) {
         sizesOpt.getNumOccurrences() ? StringRef(sizesOpt) : "64,256,256,10");
     if (!sizes)
       return ExitUsage;
-    module = buildMlp(builder, *sizes, batch, lr, weightDecay);
+    module = buildMlp(builder, *sizes, batch, lr, epsOpt, weightDecay);
     llvm::raw_string_ostream os(summary);
     os << "mlp: sizes ";
     llvm::interleave(*sizes, os, ",");
@@ -478,7 +483,7 @@ int main(int argc, char **argv) {
       return usageError("--hidden " + llvm::Twine(cfg.hidden) +
                         " is not divisible by --heads " +
                         llvm::Twine(cfg.heads));
-    module = buildGpt(builder, cfg, lr, weightDecay);
+    module = buildGpt(builder, cfg, lr, epsOpt, weightDecay);
     summary = ("gpt: " + llvm::Twine(cfg.layers) + " layers, hidden " +
                llvm::Twine(cfg.hidden) + ", " + llvm::Twine(cfg.heads) +
                " heads, vocab " + llvm::Twine(cfg.vocab) + ", seq " +

@@ -100,7 +100,10 @@ private:
 std::string HostEmitter::where(Operation *op) {
   std::string text;
   llvm::raw_string_ostream s(text);
-  s << op->getName() << " at " << op->getLoc();
+  s << op->getName();
+  if (auto loc = dyn_cast<FileLineColLoc>(op->getLoc()))
+    s << " at " << loc.getFilename().getValue() << ":" << loc.getLine() << ":"
+      << loc.getColumn();
   std::string escaped;
   for (char c : text) {
     if (c == '"' || c == '\\')

@@ -75,9 +75,9 @@ void saveCheckpoint(const std::string &dir, MPI_Comm world,
 /// whatever world size and layout saved it, and returns its metadata.
 /// Collective over `world` only so that a failure on any rank fails all
 /// ranks; the reading itself is rank-local.
-std::map<std::string, std::string> loadCheckpoint(const std::string &dir,
-                                                  MPI_Comm world,
-                                                  const std::vector<Piece> &pieces);
+std::map<std::string, std::string>
+loadCheckpoint(const std::string &dir, MPI_Comm world,
+               const std::vector<Piece> &pieces);
 
 /// The rank-local core of loadCheckpoint, which does not fail the process:
 /// returns "" and sets `metadata`, or says what is wrong (no checkpoint.json,

@@ -44,8 +44,7 @@ public:
   /// The same for an integer input; I64 values must fit in int32.
   std::string tryReadInts(const std::string &input,
                           const std::vector<int64_t> &globalShape, int64_t step,
-                          int64_t rowBegin, int64_t rowEnd,
-                          int32_t *out) const;
+                          int64_t rowBegin, int64_t rowEnd, int32_t *out) const;
 
   /// tryReadFloats; an error is fatal.
   void readFloats(const std::string &input,
@@ -99,8 +98,8 @@ public:
   /// Rows [rowBegin, rowEnd) of the global batch of `globalBatch` rows at
   /// `step`: tokens and targets, each (rowEnd - rowBegin) x T, row-major.
   /// Bad arguments are a fatal error.
-  void read(int64_t step, int64_t globalBatch, int64_t rowBegin,
-            int64_t rowEnd, int32_t *tokens, int32_t *targets) const;
+  void read(int64_t step, int64_t globalBatch, int64_t rowBegin, int64_t rowEnd,
+            int32_t *tokens, int32_t *targets) const;
 
 private:
   MappedFile file;

@@ -195,8 +195,8 @@ void readF32(const SafeTensorsFile &file, const std::string &name,
 /// tryReadF32 of elements [begin, end), for a rank that holds a shard; an
 /// error is fatal, reported under the file's purpose.
 void readF32Range(const SafeTensorsFile &file, const std::string &name,
-                  const std::vector<int64_t> &shape, int64_t begin,
-                  int64_t end, float *out);
+                  const std::vector<int64_t> &shape, int64_t begin, int64_t end,
+                  float *out);
 
 //===----------------------------------------------------------------------===//
 // Writing
@@ -217,9 +217,10 @@ struct NamedTensor {
 /// Tensors are laid out in the given order, the header padded with spaces to
 /// a multiple of 8 bytes as the reference implementation does. Returns "" on
 /// success, else "<path>: <what failed>" after removing the temporary file.
-std::string tryWriteSafeTensors(const std::string &path,
-                                const std::vector<NamedTensor> &tensors,
-                                const std::map<std::string, std::string> &metadata);
+std::string
+tryWriteSafeTensors(const std::string &path,
+                    const std::vector<NamedTensor> &tensors,
+                    const std::map<std::string, std::string> &metadata);
 
 /// Writes `contents` to `path` atomically, the same way (checkpoint.json).
 std::string tryWriteFileAtomic(const std::string &path,

@@ -1,0 +1,77 @@
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 output=/dev/null" --mlir-print-debuginfo | shardc-translate --shardc-to-host-cpp | FileCheck %s
+// RUN: shardc-opt %s --shardc-pipeline="strategy=ddp mesh=2 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=DDP
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero2 mesh=2 grad-accum=2 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=ACCUM
+// RUN: not shardc-translate --shardc-to-host-cpp %s 2>&1 | FileCheck %s --check-prefix=UNSHARDED
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 output=/dev/null" | not shardc-translate --shardc-to-host-cpp 2>&1 | FileCheck %s --check-prefix=BF16
+
+// A unit of 5 rows sharded over 2 ranks: 3-row shards, the second padded.
+// CHECK-LABEL: const shardc_rt_param_info kParams[] = {
+// CHECK-NEXT: {"l0.w", 2, kParamShape0, SHARDC_RT_INIT_NORMAL, 0.{{0+}}e+00, 5.{{0+}}e-01, 0, {1u}, {1u}},
+// CHECK-NEXT: {"l0.b", 1, kParamShape1, SHARDC_RT_INIT_ZEROS, 0, 0, 0, {1u}, {1u}},
+// Class labels lie below the logits' width.
+// CHECK: {"y", SHARDC_RT_I32, 1, kInputShape1, 5},
+// CHECK-LABEL: void step(shardc_rt_context *ctx, float *loss) {
+// CHECK: float *[[W:v[0-9]+]] = shardc_rt_param(ctx, 0); // l0.w
+// CHECK: float *[[X:v[0-9]+]] = static_cast<float *>(shardc_rt_input(ctx, 0)); // x
+// The gathered buffer holds both padded shards: 2 x 9 floats.
+// CHECK: float *[[WF:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
+// CHECK-NEXT: shardc_rt_request *[[RW:r[0-9]+]] = shardc_rt_all_gather_start(ctx, 1u, [[W]], [[WF]], 9);
+// CHECK: shardc_rt_wait(ctx, [[RW]]);
+// CHECK: // unit "l0"
+// CHECK: shardc_rt_linear_f32([[X]], [[WF]], {{v[0-9]+}}, [[L:v[0-9]+]], 2, 3, 5);
+// The gathered weight is freed right after its last use.
+// CHECK: shardc_rt_gelu_f32([[L]], {{v[0-9]+}}, 10);
+// CHECK-NEXT: shardc_rt_free(ctx, [[WF]]);
+// CHECK: shardc_rt_cross_entropy_f32(
+// CHECK-NEXT: shardc_rt_bad_index(ctx, "train.cross_entropy at {{.*}}host-emitter.mlir:{{[0-9]+}}:{{[0-9]+}}", bad);
+// CHECK: // backward "l0"
+// The 5x3 weight gradient is reduce-scattered from 15 floats into a 9-float shard.
+// CHECK: shardc_rt_request *[[RS:r[0-9]+]] = shardc_rt_reduce_scatter_start(ctx, 1u, [[G:v[0-9]+]], 15, [[GS:v[0-9]+]], 9, 1);
+// CHECK: shardc_rt_wait(ctx, [[RS]]);
+// CHECK-NEXT: shardc_rt_free(ctx, [[G]]);
+// CHECK-NEXT: shardc_rt_adamw(ctx, 0, [[GS]]); // l0.w
+// CHECK-NEXT: shardc_rt_free(ctx, [[GS]]);
+// CHECK: shardc_rt_all_reduce_start(ctx, 1u, {{v[0-9]+}}, [[LOSS:v[0-9]+]], 1, 1);
+// CHECK: *loss = [[LOSS]][0];
+// CHECK: model.strategy = "zero3";
+// CHECK: model.step = step;
+// CHECK: return shardc_rt_main(argc, argv, &model);
+
+// DDP packs both gradients into one bucket, all-reduces it and updates
+// from views into it.
+// DDP: float *[[B:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 80));
+// DDP: shardc_rt_copy_f32([[B]] + 0,
+// DDP: shardc_rt_copy_f32([[B]] + 15,
+// DDP: shardc_rt_all_reduce_start(ctx, 1u, [[B]], [[R:v[0-9]+]], 20, 1);
+// DDP: shardc_rt_adamw(ctx, {{[01]}}, ([[R]] + {{0|15}}));
+
+// Micro-batches: accumulators before the loop, slices of the inputs in it,
+// the sums reduced after it. ZeRO-2 updates its shard and gathers it back.
+// ACCUM: for (int64_t mb = 0; mb < 2; ++mb) {
+// ACCUM: shardc_rt_linear_f32(({{v[0-9]+}} + mb * 3),
+// ACCUM: shardc_rt_accumulate_f32(
+// ACCUM: }
+// ACCUM: shardc_rt_reduce_scatter_start(
+// ACCUM: shardc_rt_adamw_shard(ctx, 0,
+// ACCUM: shardc_rt_all_gather_start(
+// ACCUM: shardc_rt_set_param(ctx, 0,
+
+// UNSHARDED: error: 'train.model' op is not sharded: run --shardc-shard (and --shardc-schedule) first
+// BF16: error: 'train.param' op has type 'tensor<3x3xbf16>': target=host computes in f32 with i32 indices (mixed precision needs target=cuda)
+
+module {
+  train.model @tiny batch 4 optimizer <lr = 0.001, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+    %x = train.input "x" : tensor<4x3xf32>
+    %y = train.input "y" : tensor<4xi32>
+    %h = train.unit "l0"(%x) : (tensor<4x3xf32>) -> tensor<4x5xf32> {
+    ^bb0(%a: tensor<4x3xf32>):
+      %w = train.param "l0.w" init(#train.normal<std = 0.5>) : tensor<5x3xf32>
+      %b = train.param "l0.b" init(#train.zeros) : tensor<5xf32>
+      %l = train.linear %a, %w, %b : (tensor<4x3xf32>, tensor<5x3xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+      %g = train.gelu %l : tensor<4x5xf32>
+      train.yield %g : tensor<4x5xf32>
+    }
+    %loss = train.cross_entropy %h, %y : (tensor<4x5xf32>, tensor<4xi32>) -> tensor<f32>
+    train.return %loss : tensor<f32>
+  }
+}

@@ -1,0 +1,93 @@
+"""Helpers for the e2e tests: build and run steps with shardc, read what
+they write (safetensors, --log-json lines)."""
+
+import json
+import os
+import struct
+import subprocess
+import sys
+
+
+def read_safetensors(path):
+    """{name: (shape, list of floats)} of an F32 safetensors file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    body = data[8 + n:]
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] == "F32", (path, name, info["dtype"])
+        begin, end = info["data_offsets"]
+        count = (end - begin) // 4
+        tensors[name] = (info["shape"],
+                         struct.unpack("<%df" % count, body[begin:end]))
+    return tensors
+
+
+def write_safetensors(path, tensors):
+    """Writes {name: (dtype, shape, bytes)}."""
+    header, offset, blobs = {}, 0, []
+    for name, (dtype, shape, blob) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+        blobs.append(blob)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def read_log(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def max_param_diff(a, b):
+    """The largest |a - b| over every element of every param; both files
+    must hold the same names and shapes."""
+    assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+    worst = 0.0
+    for name in a:
+        assert a[name][0] == b[name][0], (name, a[name][0], b[name][0])
+        for x, y in zip(a[name][1], b[name][1]):
+            worst = max(worst, abs(x - y))
+    return worst
+
+
+def run(cmd, **kwargs):
+    """Runs a command; on failure prints it with its output and exits 1."""
+    result = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        print("FAILED (exit %d): %s" % (result.returncode, " ".join(cmd)))
+        print(result.stdout + result.stderr)
+        sys.exit(1)
+    return result
+
+
+def ranks(mesh):
+    n = 1
+    for part in mesh.split("x"):
+        n *= int(part)
+    return n
+
+
+def train(shardc, model, out_dir, tag, strategy, mesh, steps, extra=(),
+          run_args=()):
+    """Builds and runs one configuration; returns (export path, log)."""
+    exe = os.path.join(out_dir, tag)
+    run([shardc, "build", model, "--strategy", strategy, "--mesh", mesh,
+         "--quiet", "-o", exe] + list(extra))
+    export = exe + ".safetensors"
+    log = exe + ".jsonl"
+    cmd = [exe, "--steps", str(steps), "--export", export, "--log-json", log,
+           "--quiet"] + list(run_args)
+    n = ranks(mesh)
+    if n > 1:
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-x",
+               "OPENBLAS_NUM_THREADS=1", "-np", str(n)] + cmd
+    run(cmd)
+    return export, read_log(log)
