@@ -65,6 +65,8 @@ private:
   void emitTables();
   void emitMain();
   LogicalResult emitBlock(Block &block);
+  /// Frees the buffers whose last user is `lastUser`.
+  void emitFrees(Operation *lastUser);
   LogicalResult emitOp(Operation *op);
   LogicalResult emitCompute(Operation *op);
   LogicalResult emitCollective(Operation *op);
@@ -338,10 +340,15 @@ LogicalResult HostEmitter::emitBlock(Block &block) {
   for (Operation &op : block) {
     if (failed(emitOp(&op)))
       return failure();
-    for (Value dead : freesAfter.lookup(&op))
-      os << "shardc_rt_free(ctx, " << name(dead) << ");\n";
+    if (!isa<train::UnitOp, train::BackwardOp>(op))
+      emitFrees(&op);
   }
   return success();
+}
+
+void HostEmitter::emitFrees(Operation *lastUser) {
+  for (Value dead : freesAfter.lookup(lastUser))
+    os << "shardc_rt_free(ctx, " << name(dead) << ");\n";
 }
 
 /// Inlines a unit or a backward: its arguments are its operands' pointers,
@@ -380,6 +387,8 @@ LogicalResult HostEmitter::emitOp(Operation *op) {
         os << "// " << region->getName().stripDialect() << " \"" << unitName
            << "\"\n";
         bindRegion(region, names);
+        // Operands the region does not read die as it starts.
+        emitFrees(region);
         Block &body = region->getRegion(0).front();
         if (failed(emitBlock(body)))
           return failure();

@@ -79,8 +79,11 @@ void BufferLiveness::collect(train::ModelOp model) {
       // A buffer from outside a micro-batch loop is read by every
       // iteration: it lives until the loop ends.
       Operation *definedIn = root.getParentBlock()->getParentOp();
+      // Live while its last user runs: a kernel reads its inputs while it
+      // writes its outputs. An op with a region passes it on to its
+      // arguments, whose uses count on their own.
       Operation *lastUser = user;
-      int64_t usedAt = start[user];
+      int64_t usedAt = user->getNumRegions() ? start[user] : end[user];
       for (Operation *p = user->getParentOp(); p && p != model;
            p = p->getParentOp())
         if (isa<train::MicrobatchesOp>(p) && !p->isAncestor(definedIn)) {

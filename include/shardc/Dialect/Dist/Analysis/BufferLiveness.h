@@ -29,7 +29,9 @@ public:
     int64_t def, last;
     /// The op after which the buffer is dead: its last user, the micro-batch
     /// loop holding that user when the buffer outlives the loop's
-    /// iterations, or its definition when nothing reads it.
+    /// iterations, or its definition when nothing reads it. A unit or a
+    /// backward is the last user only when its region does not read the
+    /// buffer: the buffer is dead as the region starts.
     mlir::Operation *lastUser;
   };
 
