@@ -488,6 +488,14 @@ public:
     }
     const ManifestFile &entry = manifest.files[index];
     std::string path = dir + "/" + entry.name;
+    // The size first: it names the likely cause of a bad rank file, where a
+    // header check would only find some tensor past the end.
+    struct stat info;
+    if (::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+        info.st_size != entry.bytes)
+      return path + ": " + std::to_string(info.st_size) +
+             " bytes, checkpoint.json says " + std::to_string(entry.bytes) +
+             ": truncated or replaced";
     SafeTensorsFile file;
     std::string error = SafeTensorsFile::tryOpen(path, "checkpoint load", file);
     if (!error.empty())
@@ -576,6 +584,15 @@ shardc::rt::tryLoadCheckpoint(const std::string &dir,
   }
   metadata = manifest.metadata;
   return "";
+}
+
+std::string shardc::rt::tryReadCheckpointMetadata(
+    const std::string &dir, std::map<std::string, std::string> &metadata) {
+  Manifest manifest;
+  std::string error = readManifest(dir, manifest);
+  if (error.empty())
+    metadata = manifest.metadata;
+  return error;
 }
 
 std::map<std::string, std::string>

@@ -9,6 +9,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,18 @@ struct ParamState {
   bool writesStored = false, writesOptimized = false;
 };
 
+/// FSDP1's flat parameter of a unit: the members' elements one after the
+/// other, padded to `group` pieces of `count`; this rank holds the elements
+/// [begin, begin + count) of it, of which `used` are not padding.
+struct FlatState {
+  const shardc_rt_flat_info *info;
+  std::vector<int64_t> offsets; // of each member in the flat buffer
+  int64_t total = 0, begin = 0, count = 0, used = 0;
+  float *value = nullptr; // the piece, when it is the members' storage
+  float *expAvg = nullptr, *expAvgSq = nullptr;
+  bool writes = false; // the first replica writes the piece to files
+};
+
 /// Where time went, for the per-step line and the benchmarks.
 struct Timers {
   double commWaitSeconds = 0; // blocked in MPI (exposed communication)
@@ -46,6 +59,16 @@ struct Timers {
 
 } // namespace shardc::rt
 
+struct shardc_rt_context;
+
+namespace shardc::rt {
+/// Calls fn(member, from, to, at) for each member overlapping this rank's
+/// piece of `flat`: the member's elements [from, to) are the piece's
+/// elements [at, at + to - from).
+template <typename Fn>
+void forEachMemberRange(shardc_rt_context &ctx, FlatState &flat, Fn fn);
+} // namespace shardc::rt
+
 struct shardc_rt_context {
   const shardc_rt_model *model = nullptr;
   int worldRank = 0, worldSize = 1;
@@ -53,6 +76,7 @@ struct shardc_rt_context {
   std::vector<MPI_Comm> comms;   // per set of axes (bit mask)
   shardc::rt::Allocator allocator;
   std::vector<shardc::rt::ParamState> params;
+  std::vector<shardc::rt::FlatState> flats;
   int64_t step = 0;              // 1-based while a step runs
   uint64_t seed = 0;
   shardc::rt::DataSource *data = nullptr;
@@ -68,5 +92,19 @@ struct shardc_rt_context {
   /// Whether this rank is the first replica of what it holds under a split.
   bool firstReplica(shardc_rt_split split) const;
 };
+
+template <typename Fn>
+void shardc::rt::forEachMemberRange(shardc_rt_context &ctx, FlatState &flat,
+                                    Fn fn) {
+  int64_t end = flat.begin + flat.used;
+  for (int32_t i = 0; i < flat.info->num_members; ++i) {
+    ParamState &member = ctx.params[flat.info->members[i]];
+    int64_t first = std::max(flat.begin, flat.offsets[i]);
+    int64_t last = std::min(end, flat.offsets[i] + member.numel);
+    if (first < last)
+      fn(member, first - flat.offsets[i], last - flat.offsets[i],
+         first - flat.begin);
+  }
+}
 
 #endif // SHARDC_RT_HOST_CONTEXT_H

@@ -135,6 +135,52 @@ std::string StepData::tryReadInts(const std::string &input,
   return "";
 }
 
+/// Element `flat` of a tensor of `shape` as "[i, j, ...]".
+static std::string formatIndex(const std::vector<int64_t> &shape,
+                               int64_t flat) {
+  std::vector<int64_t> index(shape.size(), 0);
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] > 0) {
+      index[d] = flat % shape[d];
+      flat /= shape[d];
+    }
+  }
+  return formatShape(index);
+}
+
+std::string StepData::tryCheckInput(const std::string &input,
+                                    const std::vector<int64_t> &globalShape,
+                                    bool integer, int64_t bound) const {
+  StepSlice slice;
+  int64_t batch = globalShape.empty() ? 0 : globalShape[0];
+  std::string error =
+      integer ? locate(data, input, globalShape, {"I32", "I64"}, "integer", 0,
+                       0, batch, slice)
+              : locate(data, input, globalShape, {"F32"}, "float", 0, 0, batch,
+                       slice);
+  if (!error.empty() || !integer || bound <= 1)
+    return error;
+  const TensorView &view = *slice.view;
+  int64_t elementBytes = view.dtype == "I64" ? 8 : 4;
+  int64_t count = view.bytes / elementBytes;
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t value;
+    if (elementBytes == 8) {
+      memcpy(&value, view.data + i * 8, 8);
+    } else {
+      int32_t narrow;
+      memcpy(&narrow, view.data + i * 4, 4);
+      value = narrow;
+    }
+    if (value < 0 || value >= bound)
+      return data.path() + ": tensor '" + input + "' at " +
+             formatIndex(view.shape, i) + " is " + std::to_string(value) +
+             ", input '" + input + "' takes values in [0, " +
+             std::to_string(bound) + ")";
+  }
+  return "";
+}
+
 void StepData::readFloats(const std::string &input,
                           const std::vector<int64_t> &globalShape, int64_t step,
                           int64_t rowBegin, int64_t rowEnd, float *out) const {

@@ -158,16 +158,39 @@ InitSpec initSpec(const shardc_rt_param_info &info) {
   return {kinds[info.init], info.a, info.b};
 }
 
+/// A contiguous part of a param's value this rank holds: elements
+/// [begin, end) of param `index`, at `data`.
+struct ValuePiece {
+  int32_t index;
+  int64_t begin, end;
+  float *data;
+  bool writes;
+};
+
+/// Where this rank holds each param's values: its own storage, or its
+/// unit's flat parameter.
+std::vector<ValuePiece> valuePieces(shardc_rt_context &ctx) {
+  std::vector<ValuePiece> pieces;
+  for (size_t i = 0; i < ctx.params.size(); ++i) {
+    ParamState &p = ctx.params[i];
+    if (p.value)
+      pieces.push_back({static_cast<int32_t>(i), p.stored.begin, p.stored.end,
+                        p.value, p.writesStored});
+  }
+  for (FlatState &f : ctx.flats) {
+    if (!f.value)
+      continue;
+    forEachMemberRange(ctx, f, [&](ParamState &p, int64_t from, int64_t to,
+                                   int64_t at) {
+      pieces.push_back({static_cast<int32_t>(&p - ctx.params.data()), from, to,
+                        f.value + at, f.writes});
+    });
+  }
+  return pieces;
+}
+
 void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
   const shardc_rt_model &m = *ctx.model;
-  std::optional<SafeTensorsFile> init;
-  if (!flags.init.empty()) {
-    SafeTensorsFile file;
-    std::string error = SafeTensorsFile::tryOpen(flags.init, "--init", file);
-    SHARDC_RT_CHECK_ALL(error.empty(), "--init", error);
-    init = std::move(file);
-  }
-  std::string error;
   for (int32_t i = 0; i < m.num_params; ++i) {
     const shardc_rt_param_info &info = m.params[i];
     ParamState p;
@@ -181,22 +204,56 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
                       : ctx.rangeOf(p.shape, info.optimizer);
     p.writesStored = ctx.firstReplica(info.storage);
     p.writesOptimized = ctx.firstReplica(info.optimizer);
-    p.value = static_cast<float *>(ctx.allocator.allocate(p.stored.count * 4));
-    if (!info.frozen) {
+    // A flat parameter holds its members' optimizer state, and their
+    // values when it is their storage.
+    bool flat = info.flat >= 0;
+    if (!flat || !m.flats[info.flat].stores)
+      p.value =
+          static_cast<float *>(ctx.allocator.allocate(p.stored.count * 4));
+    if (!info.frozen && !flat) {
       p.expAvg =
           static_cast<float *>(ctx.allocator.allocate(p.optimized.count * 4));
       p.expAvgSq =
           static_cast<float *>(ctx.allocator.allocate(p.optimized.count * 4));
     }
-    if (init) {
-      if (error.empty())
-        error = tryReadF32(*init, info.name, p.shape, p.stored.begin,
-                           p.stored.end, p.value);
-    } else {
-      initRange(initSpec(info), ctx.seed, info.name, p.stored.begin,
-                p.stored.end, p.value);
-    }
     ctx.params.push_back(p);
+  }
+  for (int32_t g = 0; g < m.num_flats; ++g) {
+    FlatState f;
+    f.info = &m.flats[g];
+    for (int32_t i = 0; i < f.info->num_members; ++i) {
+      f.offsets.push_back(f.total);
+      f.total += ctx.params[f.info->members[i]].numel;
+    }
+    int64_t group = ctx.groupSize(f.info->split.axes);
+    f.count = (f.total + group - 1) / group;
+    f.begin = ctx.groupIndex(f.info->split.axes) * f.count;
+    f.used = std::max<int64_t>(0, std::min(f.count, f.total - f.begin));
+    f.writes = ctx.firstReplica(f.info->split);
+    if (f.info->stores)
+      f.value = static_cast<float *>(ctx.allocator.allocate(f.count * 4));
+    f.expAvg = static_cast<float *>(ctx.allocator.allocate(f.count * 4));
+    f.expAvgSq = static_cast<float *>(ctx.allocator.allocate(f.count * 4));
+    ctx.flats.push_back(f);
+  }
+
+  // Values: the same full tensors whatever the strategy and rank count.
+  std::optional<SafeTensorsFile> init;
+  if (!flags.init.empty()) {
+    SafeTensorsFile file;
+    std::string error = SafeTensorsFile::tryOpen(flags.init, "--init", file);
+    SHARDC_RT_CHECK_ALL(error.empty(), "--init", error);
+    init = std::move(file);
+  }
+  std::string error;
+  for (const ValuePiece &piece : valuePieces(ctx)) {
+    const ParamState &p = ctx.params[piece.index];
+    if (!init)
+      initRange(initSpec(*p.info), ctx.seed, p.info->name, piece.begin,
+                piece.end, piece.data);
+    else if (error.empty())
+      error = tryReadF32(*init, p.info->name, p.shape, piece.begin, piece.end,
+                         piece.data);
   }
   SHARDC_RT_CHECK_ALL(error.empty(), "--init", error);
 }
@@ -204,16 +261,26 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
 /// Every piece of state this rank holds, for checkpoints.
 std::vector<Piece> statePieces(shardc_rt_context &ctx) {
   std::vector<Piece> pieces;
-  for (ParamState &p : ctx.params) {
-    pieces.push_back({p.info->name, p.shape, p.stored.begin, p.stored.end,
-                      p.value, p.writesStored});
-    if (p.info->frozen)
-      continue;
-    for (auto [suffix, data] : {std::pair{".exp_avg", p.expAvg},
-                                std::pair{".exp_avg_sq", p.expAvgSq}})
-      pieces.push_back({std::string(p.info->name) + suffix, p.shape, p.optimized.begin,
-                        p.optimized.end, data, p.writesOptimized});
+  for (const ValuePiece &v : valuePieces(ctx)) {
+    ParamState &p = ctx.params[v.index];
+    pieces.push_back({p.info->name, p.shape, v.begin, v.end, v.data, v.writes});
   }
+  auto moments = [&](ParamState &p, int64_t begin, int64_t end, float *expAvg,
+                     float *expAvgSq, bool writes) {
+    std::string name = p.info->name;
+    pieces.push_back({name + ".exp_avg", p.shape, begin, end, expAvg, writes});
+    pieces.push_back(
+        {name + ".exp_avg_sq", p.shape, begin, end, expAvgSq, writes});
+  };
+  for (ParamState &p : ctx.params)
+    if (p.expAvg)
+      moments(p, p.optimized.begin, p.optimized.end, p.expAvg, p.expAvgSq,
+              p.writesOptimized);
+  for (FlatState &f : ctx.flats)
+    forEachMemberRange(ctx, f, [&](ParamState &p, int64_t from, int64_t to,
+                                   int64_t at) {
+      moments(p, from, to, f.expAvg + at, f.expAvgSq + at, f.writes);
+    });
   return pieces;
 }
 
@@ -246,6 +313,12 @@ void openData(shardc_rt_context &ctx, const Flags &flags) {
   } else {
     StepData data;
     error = StepData::tryOpen(flags.data, "--data", data);
+    // Every input now, on every rank, rather than one rank failing alone
+    // in the step that first reads a bad one.
+    for (int32_t i = 0; i < m.num_inputs && error.empty(); ++i)
+      error = data.tryCheckInput(
+          m.inputs[i].name, shapeOf(m.inputs[i].rank, m.inputs[i].shape),
+          m.inputs[i].dtype == SHARDC_RT_I32, m.inputs[i].bound);
     if (error.empty())
       ctx.data->steps = std::move(data);
   }
@@ -254,13 +327,17 @@ void openData(shardc_rt_context &ctx, const Flags &flags) {
 
 /// Gathers each param's full value on rank 0 and writes them in one file.
 void exportParams(shardc_rt_context &ctx, const std::string &path) {
+  std::vector<std::vector<ValuePiece>> piecesOf(ctx.params.size());
+  for (const ValuePiece &piece : valuePieces(ctx))
+    if (piece.writes)
+      piecesOf[piece.index].push_back(piece);
   std::vector<std::vector<float>> full(ctx.params.size());
   for (size_t i = 0; i < ctx.params.size(); ++i) {
     ParamState &p = ctx.params[i];
     std::vector<float> mine(p.numel, 0.0f);
-    if (p.writesStored)
-      std::copy(p.value, p.value + (p.stored.end - p.stored.begin),
-                mine.begin() + p.stored.begin);
+    for (const ValuePiece &piece : piecesOf[i])
+      std::copy(piece.data, piece.data + (piece.end - piece.begin),
+                mine.begin() + piece.begin);
     if (ctx.worldRank == 0)
       full[i].assign(p.numel, 0.0f);
     // Each element is written by exactly one rank; the others add zeros.
@@ -291,7 +368,9 @@ std::map<std::string, std::string> checkpointMetadata(shardc_rt_context &ctx) {
 
 void loadState(shardc_rt_context &ctx, const std::string &dir) {
   std::map<std::string, std::string> meta;
-  std::string error = tryLoadCheckpoint(dir, statePieces(ctx), meta);
+  // The model before any tensor: another model's checkpoint would otherwise
+  // fail on its first tensor name, which hides the cause.
+  std::string error = tryReadCheckpointMetadata(dir, meta);
   int64_t step = 0;
   if (error.empty()) {
     auto model = meta.find("model");
@@ -302,6 +381,8 @@ void loadState(shardc_rt_context &ctx, const std::string &dir) {
     else if (!parseInt(meta["step"].c_str(), step) || step < 0)
       error = dir + ": bad step '" + meta["step"] + "' in checkpoint.json";
   }
+  if (error.empty())
+    error = tryLoadCheckpoint(dir, statePieces(ctx), meta);
   SHARDC_RT_CHECK_ALL(error.empty(), "--load", error);
   ctx.step = step;
 }
@@ -373,6 +454,11 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
           std::to_string(ctx.worldSize) + ": use mpirun -np " +
           std::to_string(meshRanks) + ", or rebuild with --mesh " +
           std::to_string(ctx.worldSize));
+  // Rank 0 writes the export after the last step: find out now.
+  std::string exportError = flags.exportPath.empty() || ctx.worldRank != 0
+                                ? ""
+                                : tryCheckWritable(flags.exportPath);
+  SHARDC_RT_CHECK_ALL(exportError.empty(), "--export", exportError);
   ctx.seed = flags.seed;
   buildCommunicators(ctx);
   setUpParams(ctx, flags);

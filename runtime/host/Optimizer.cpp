@@ -66,6 +66,40 @@ void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
   std::copy(shard, shard + used, updated);
 }
 
+float *shardc_rt_flat_param(shardc_rt_context *ctx, int32_t group) {
+  SHARDC_RT_CHECK(group >= 0 && group < static_cast<int32_t>(ctx->flats.size()),
+                  "shardc_rt_flat_param", "no flat param " + std::to_string(group));
+  return ctx->flats[group].value;
+}
+
+void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
+                          const float *grad, float *updated) {
+  SHARDC_RT_CHECK(group >= 0 && group < static_cast<int32_t>(ctx->flats.size()),
+                  "shardc_rt_adamw_flat", "no flat param " + std::to_string(group));
+  FlatState &f = ctx->flats[group];
+  if (f.value) {
+    adamw(*ctx->model, ctx->step, f.value, f.expAvg, f.expAvgSq, grad, f.used);
+    if (updated)
+      std::copy(f.value, f.value + f.count, updated);
+    return;
+  }
+  // ZeRO-1/2: the piece spans the members' whole values.
+  std::vector<float> piece(f.count, 0.0f);
+  forEachMemberRange(*ctx, f, [&](ParamState &p, int64_t from, int64_t to,
+                                  int64_t at) {
+    std::copy(p.value + from, p.value + to, piece.begin() + at);
+  });
+  adamw(*ctx->model, ctx->step, piece.data(), f.expAvg, f.expAvgSq, grad,
+        f.used);
+  forEachMemberRange(*ctx, f, [&](ParamState &p, int64_t from, int64_t to,
+                                  int64_t at) {
+    std::copy(piece.begin() + at, piece.begin() + at + (to - from),
+              p.value + from);
+  });
+  if (updated)
+    std::copy(piece.begin(), piece.end(), updated);
+}
+
 void shardc_rt_set_param(shardc_rt_context *ctx, int32_t index,
                          const float *full) {
   ParamState &p = param(ctx, index, "shardc_rt_set_param");

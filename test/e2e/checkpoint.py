@@ -21,23 +21,34 @@ def main():
     whole, whole_log = lib.train(shardc, model, out, "whole", "zero3", "4", 3)
     lib.train(shardc, model, out, "first", "zero3", "4", 2,
               run_args=["--save", ckpt])
+    # FSDP1's flat pieces cut params anywhere: saved, they load as dim0.
+    flat_ckpt = os.path.join(out, "flat-ckpt")
+    lib.train(shardc, model, out, "first-flat", "zero3", "4", 2,
+              ["--layout", "flat"], run_args=["--save", flat_ckpt])
     print("saved:", " ".join(sorted(os.listdir(ckpt))))
     failures = 0
-    for tag, strategy, mesh, tolerance in (("zero3-4", "zero3", "4", 0.0),
-                                           ("zero2-2", "zero2", "2", TOLERANCE),
-                                           ("hsdp-2x2", "hsdp", "2x2", TOLERANCE),
-                                           ("ddp-1", "ddp", "1", TOLERANCE)):
-        resumed, log = lib.train(shardc, model, out, "resumed-" + tag,
-                                 strategy, mesh, 1, run_args=["--load", ckpt])
+    for tag, strategy, mesh, extra, source, tolerance in (
+            ("zero3-4", "zero3", "4", [], ckpt, 0.0),
+            ("zero2-2", "zero2", "2", [], ckpt, TOLERANCE),
+            ("hsdp-2x2", "hsdp", "2x2", [], ckpt, TOLERANCE),
+            ("ddp-1", "ddp", "1", [], ckpt, TOLERANCE),
+            ("zero1-2-flat", "zero1", "2", ["--layout", "flat"], ckpt,
+             TOLERANCE),
+            ("zero2-2", "zero2", "2", [], flat_ckpt, TOLERANCE)):
+        origin = "zero3-4" + ("-flat" if source == flat_ckpt else "")
+        resumed, log = lib.train(shardc, model, out,
+                                 "resumed-%s-from-%s" % (tag, origin),
+                                 strategy, mesh, 1, extra,
+                                 run_args=["--load", source])
         loss_diff = abs(log[0]["loss"] - whole_log[2]["loss"])
         param_diff = lib.max_param_diff(lib.read_safetensors(whole),
                                         lib.read_safetensors(resumed))
         ok = log[0]["step"] == 3 and loss_diff <= tolerance and \
             param_diff <= tolerance
         failures += not ok
-        print("%-4s zero3-4 -> %-9s step %d  loss diff %.2e  param diff %.2e"
-              % ("ok" if ok else "FAIL", tag, log[0]["step"], loss_diff,
-                 param_diff))
+        print("%-4s %-12s -> %-12s step %d  loss diff %.2e  param diff %.2e"
+              % ("ok" if ok else "FAIL", origin, tag, log[0]["step"],
+                 loss_diff, param_diff))
     print("checkpoint: %d resumed runs differ" % failures)
     sys.exit(1 if failures else 0)
 

@@ -22,6 +22,9 @@ CONFIGS = [
     ("zero3", "4", ["--reshard-after-forward", "false"]),
     ("zero3", "2", ["--grad-accum", "2"]),
     ("hsdp", "2x2", []),
+    ("zero3", "4", ["--layout", "flat"]),
+    ("zero2", "4", ["--layout", "flat"]),
+    ("hsdp", "2x2", ["--layout", "flat", "--grad-accum", "2"]),
 ]
 
 

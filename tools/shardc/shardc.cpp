@@ -23,6 +23,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -47,6 +48,7 @@ options (as --shardc-pipeline's):
   --target host|cuda           (default host: C++ over MPI, BLAS)
   --wrap per-layer|min-params=P
   --reshard-after-forward true|false
+  --layout dim0|flat           FSDP2 per-param shards, or FSDP1 flat params
   --param-dtype f32|bf16  --reduce-dtype f32|bf16
   --bucket-mb MB  --grad-accum K  --prefetch D
   --memory-budget BYTES        fail when the predicted peak is larger
@@ -55,6 +57,8 @@ options (as --shardc-pipeline's):
 run: --np N (the mesh's rank count; --mesh defaults to N); flags after --
 go to the executable (--steps, --seed, --init, --data, --export, --save,
 --load, --log-json).
+environment: SHARDC_MPICXX, SHARDC_MPIRUN name the MPI compiler and launcher
+instead of those found when shardc was configured.
 )";
 
 struct Options {
@@ -72,6 +76,63 @@ struct Options {
   std::exit(kUsageError);
 }
 
+/// The mesh's rank count: N, or R*S; -1 when `mesh` is not of that form
+/// (the pipeline then says what is wrong with it).
+int64_t meshRanks(const std::string &mesh) {
+  int64_t ranks = 1;
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(mesh).split(parts, 'x');
+  for (llvm::StringRef part : parts) {
+    int64_t n = 0;
+    if (part.getAsInteger(10, n) || n < 1 ||
+        __builtin_mul_overflow(ranks, n, &ranks))
+      return -1;
+  }
+  return ranks;
+}
+
+/// What is wrong with `value` for pipeline option `name`, or "": checked
+/// here because the option parser's own message misleads ("Cannot find
+/// option named 'bogus'!") and goes straight to stderr. The values mirror
+/// ShardcPipelineOptions (lib/Dialect/Dist/Transforms/Pipeline.cpp), as
+/// pipelineOptions below mirrors its names; ranges are the passes' to check.
+std::string checkPipelineValue(const std::string &name, const std::string &value) {
+  auto expect = [&](llvm::ArrayRef<llvm::StringRef> allowed,
+                    llvm::StringRef what) -> std::string {
+    if (llvm::is_contained(allowed, value))
+      return "";
+    return "--" + name + ": expected " + what.str() + ", got '" + value + "'";
+  };
+  if (name == "strategy")
+    return expect({"ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"},
+                  "ddp, zero1, zero2, zero3, fsdp or hsdp");
+  if (name == "param-dtype" || name == "reduce-dtype")
+    return expect({"f32", "bf16"}, "f32 or bf16");
+  if (name == "layout")
+    return expect({"dim0", "flat"}, "dim0 or flat");
+  if (name == "reshard-after-forward")
+    return expect({"true", "false", "1", "0"}, "true or false");
+  int64_t number;
+  if ((name == "bucket-mb" || name == "grad-accum" || name == "prefetch" ||
+       name == "memory-budget") &&
+      llvm::StringRef(value).getAsInteger(10, number))
+    return "--" + name + ": expected an integer, got '" + value + "'";
+  return "";
+}
+
+/// Fails unless a file can be created at `path`: its directory exists.
+/// Checked before any work, so that a long build does not end in a write
+/// error.
+void checkOutputPath(const std::string &path) {
+  llvm::StringRef dir = llvm::sys::path::parent_path(path);
+  if (dir.empty())
+    dir = ".";
+  if (!llvm::sys::fs::is_directory(dir))
+    usageError("-o " + path + ": no directory '" + dir + "'");
+  if (llvm::sys::fs::is_directory(path))
+    usageError("-o " + path + ": is a directory");
+}
+
 Options parseArgs(int argc, char **argv) {
   Options o;
   if (argc < 2)
@@ -86,7 +147,7 @@ Options parseArgs(int argc, char **argv) {
   static const char *pipelineOptions[] = {
       "strategy",   "mesh",      "wrap",       "reshard-after-forward",
       "param-dtype", "reduce-dtype", "bucket-mb", "grad-accum",
-      "prefetch",   "memory-budget"};
+      "prefetch",   "memory-budget", "layout"};
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") {
@@ -141,8 +202,16 @@ Options parseArgs(int argc, char **argv) {
                flag.rfind("--", 0) == 0) {
       if (value.empty() || value.find_first_of(" {}") != std::string::npos)
         usageError(flag + ": bad value '" + value + "'");
+      if (std::string why = checkPipelineValue(name, value); !why.empty())
+        usageError(why);
       o.pipeline[name] = value;
     } else {
+      static const char *executableFlags[] = {
+          "--steps", "--seed",    "--init", "--data",
+          "--export", "--save", "--load", "--log-json"};
+      if (o.command == "run" && llvm::is_contained(executableFlags, flag))
+        usageError("unknown option '" + flag +
+                   "': the executable's flags go after --");
       usageError("unknown option '" + flag + "'");
     }
   }
@@ -157,7 +226,15 @@ Options parseArgs(int argc, char **argv) {
       usageError("run: expected --np N (or --mesh)");
     if (!o.pipeline.count("mesh"))
       o.pipeline["mesh"] = std::to_string(*o.np);
+    // Before any work: mpirun would otherwise start the wrong rank count.
+    int64_t ranks = meshRanks(o.pipeline["mesh"]);
+    if (o.np && ranks > 0 && *o.np != ranks)
+      usageError("--np " + std::to_string(*o.np) + " does not match --mesh " +
+                 o.pipeline["mesh"] + " (" + std::to_string(ranks) +
+                 " ranks)");
   }
+  if (!o.output.empty())
+    checkOutputPath(o.output);
   if (o.target == "cuda")
     usageError("--target cuda: not available yet; use --target host");
   return o;
@@ -177,20 +254,6 @@ std::string pipelineText(const Options &o) {
   return text;
 }
 
-/// The mesh's rank count: N, or R*S.
-int64_t meshRanks(const std::string &mesh) {
-  int64_t ranks = 1;
-  llvm::SmallVector<llvm::StringRef> parts;
-  llvm::StringRef(mesh).split(parts, 'x');
-  for (llvm::StringRef part : parts) {
-    int64_t n = 0;
-    if (part.getAsInteger(10, n))
-      return -1;
-    ranks *= n;
-  }
-  return ranks;
-}
-
 /// Runs a program, its output passing through; its exit code.
 int execute(llvm::StringRef program, llvm::ArrayRef<std::string> args) {
   llvm::SmallVector<llvm::StringRef> argv{program};
@@ -199,25 +262,43 @@ int execute(llvm::StringRef program, llvm::ArrayRef<std::string> args) {
   std::string error;
   int rc = llvm::sys::ExecuteAndWait(program, argv, std::nullopt, {}, 0, 0,
                                      &error);
-  if (rc < 0)
-    llvm::errs() << "shardc: cannot run " << program << ": " << error << "\n";
+  if (rc < 0) {
+    // Not started, or ended by a signal: either way a failure, and exit
+    // codes are not negative.
+    llvm::errs() << "shardc: " << program << ": " << error << "\n";
+    return 1;
+  }
   return rc;
 }
 
-std::string findTool(llvm::StringRef configured, llvm::StringRef name) {
+/// The tool `name`: the path in environment variable `variable` when set,
+/// else the one found at configure time, else `name` on PATH. Called before
+/// any work, so that a missing tool leaves nothing behind.
+std::string findTool(const char *variable, llvm::StringRef configured,
+                     llvm::StringRef name) {
+  if (const char *chosen = std::getenv(variable)) {
+    if (!llvm::sys::fs::can_execute(chosen) ||
+        llvm::sys::fs::is_directory(chosen)) {
+      llvm::errs() << "shardc: " << variable << "=" << chosen
+                   << ": no such executable\n";
+      std::exit(1);
+    }
+    return chosen;
+  }
   if (!configured.empty() && llvm::sys::fs::can_execute(configured))
     return configured.str();
   if (auto found = llvm::sys::findProgramByName(name))
     return *found;
   llvm::errs() << "shardc: cannot find " << name
-               << " (install openmpi-bin and libopenmpi-dev)\n";
+               << " (install openmpi-bin and libopenmpi-dev, or set "
+               << variable << ")\n";
   std::exit(1);
 }
 
 /// Compiles the emitted step into `output`, atomically: nothing is left at
 /// `output` when compiling fails.
-int compile(const std::string &source, const std::string &output) {
-  std::string compiler = findTool(SHARDC_MPICXX, "mpicxx");
+int compile(const std::string &compiler, const std::string &source,
+            const std::string &output) {
   std::string temp = output + ".tmp";
   std::vector<std::string> args = {
       "-std=c++17", "-O2",  "-DOMPI_SKIP_MPICXX=1", "-I", SHARDC_RT_INCLUDE_DIR,
@@ -270,6 +351,17 @@ int writeFile(const std::string &path, llvm::StringRef contents) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   Options o = parseArgs(argc, argv);
+  std::string compiler, launcher;
+  if (o.command != "emit") {
+    compiler = findTool("SHARDC_MPICXX", SHARDC_MPICXX, "mpicxx");
+    if (!llvm::sys::fs::exists(SHARDC_RT_LIBRARY)) {
+      llvm::errs() << "shardc: no runtime library " << SHARDC_RT_LIBRARY
+                   << " (build the shardc_rt target)\n";
+      return 1;
+    }
+  }
+  if (o.command == "run" && meshRanks(o.pipeline["mesh"]) != 1)
+    launcher = findTool("SHARDC_MPIRUN", SHARDC_MPIEXEC, "mpirun");
 
   DialectRegistry registry;
   shardc::registerAllDialects(registry);
@@ -278,6 +370,11 @@ int main(int argc, char **argv) {
   context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+
+  // The options before the model: a typo should not wait for a large parse.
+  PassManager pm(&context, ModuleOp::getOperationName());
+  if (failed(parsePassPipeline(pipelineText(o), pm, llvm::errs())))
+    return kUsageError;
 
   std::string error;
   auto file = openInputFile(o.input, &error);
@@ -290,10 +387,6 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
-
-  PassManager pm(&context, ModuleOp::getOperationName());
-  if (failed(parsePassPipeline(pipelineText(o), pm, llvm::errs())))
-    return kUsageError;
   if (failed(pm.run(*module)))
     return 1;
 
@@ -316,7 +409,7 @@ int main(int argc, char **argv) {
   std::string exe = o.output.empty() ? (dir + "/step").str() : o.output;
   int rc = writeFile(sourcePath, source);
   if (rc == 0)
-    rc = compile(sourcePath, exe);
+    rc = compile(compiler, sourcePath, exe);
   llvm::sys::fs::remove(sourcePath);
   if (rc != 0 || o.command == "build") {
     llvm::sys::fs::remove(dir);
@@ -325,18 +418,14 @@ int main(int argc, char **argv) {
 
   // run: one process needs no mpirun.
   int64_t ranks = meshRanks(o.pipeline["mesh"]);
-  if (o.np && *o.np != ranks) {
-    llvm::errs() << "shardc: --np " << *o.np << " does not match --mesh "
-                 << o.pipeline["mesh"] << " (" << ranks << " ranks)\n";
-    rc = kUsageError;
-  } else if (ranks == 1) {
+  if (ranks == 1) {
     rc = execute(exe, o.runArgs);
   } else {
     std::vector<std::string> args = {"--allow-run-as-root", "--oversubscribe",
                                      "-x", "OPENBLAS_NUM_THREADS=1", "-np",
                                      std::to_string(ranks), exe};
     args.insert(args.end(), o.runArgs.begin(), o.runArgs.end());
-    rc = execute(findTool(SHARDC_MPIEXEC, "mpirun"), args);
+    rc = execute(launcher, args);
   }
   if (o.output.empty())
     llvm::sys::fs::remove(exe);

@@ -96,6 +96,9 @@ private:
   llvm::StringMap<int64_t> paramIndices;
   SmallVector<train::ParamOp> params;
   SmallVector<train::InputOp> inputs;
+  /// FSDP1 flat parameters: their dist.flat_param (ZeRO-3) or
+  /// dist.adamw_flat (ZeRO-1/2), by unit.
+  llvm::MapVector<StringRef, Operation *> flats;
   int counter = 0;
 };
 
@@ -157,14 +160,6 @@ LogicalResult HostEmitter::checkLowerable() {
     for (Value v : op->getResults())
       if (failed(checkType(op, v.getType())))
         return WalkResult::interrupt();
-    if (auto coll = dyn_cast<AllGatherStartOp>(op);
-        coll && coll.getLayout() != Layout::dim0)
-      return op->emitOpError("flat layout is not lowered to target=host yet"),
-             WalkResult::interrupt();
-    if (auto coll = dyn_cast<AllGatherOp>(op);
-        coll && coll.getLayout() != Layout::dim0)
-      return op->emitOpError("flat layout is not lowered to target=host yet"),
-             WalkResult::interrupt();
     return WalkResult::advance();
   });
   return failure(result.wasInterrupted());
@@ -212,6 +207,19 @@ void HostEmitter::emitTables() {
   model.walk([&](AdamWShardOp op) {
     optimizerAxes[op.getName()] = axesMask(op.getAxes());
   });
+  llvm::StringMap<int64_t> flatOf;
+  model.walk([&](Operation *op) {
+    if (!isa<FlatParamOp, AdamWFlatOp>(op))
+      return;
+    StringRef unit = isa<FlatParamOp>(op) ? cast<FlatParamOp>(op).getUnit()
+                                          : cast<AdamWFlatOp>(op).getUnit();
+    if (flats.count(unit))
+      return;
+    for (StringRef member :
+         cast<train::ParamUserOpInterface>(op).getParamNames())
+      flatOf[member] = flats.size();
+    flats[unit] = op;
+  });
 
   os << "namespace {\n\n";
   for (auto [i, param] : llvm::enumerate(params)) {
@@ -250,11 +258,14 @@ void HostEmitter::emitTables() {
     uint32_t optimized = optimizerAxes.lookup(param.getName());
     if (!optimizerAxes.count(param.getName()))
       optimized = stored;
+    int64_t flat = flatOf.count(param.getName())
+                       ? flatOf.lookup(param.getName())
+                       : -1;
     os << "{\"" << param.getName() << "\", "
        << param.getFullType().getRank() << ", kParamShape" << i << ", "
        << init << ", " << a << ", " << b << ", "
        << (param.getFrozen() ? 1 : 0) << ", {" << stored << "u}, {"
-       << optimized << "u}},\n";
+       << optimized << "u}, " << flat << "},\n";
   }
   os.unindent();
   os << "};\n\nconst shardc_rt_input_info kInputs[] = {\n";
@@ -266,6 +277,26 @@ void HostEmitter::emitTables() {
        << (integer ? "SHARDC_RT_I32" : "SHARDC_RT_F32") << ", "
        << shapeOf(input.getResult()).size() << ", kInputShape" << i << ", "
        << (integer ? integerBound(input.getResult()) : 0) << "},\n";
+  }
+  os.unindent();
+  os << "};\n\n";
+  for (auto [g, entry] : llvm::enumerate(flats)) {
+    os << "const int32_t kFlatMembers" << g << "[] = {";
+    llvm::interleaveComma(
+        cast<train::ParamUserOpInterface>(entry.second).getParamNames(), os,
+        [&](StringRef member) { os << paramIndex(member); });
+    os << "};\n";
+  }
+  os << "const shardc_rt_flat_info kFlats[] = {\n";
+  os.indent();
+  for (auto [g, entry] : llvm::enumerate(flats)) {
+    Operation *op = entry.second;
+    ArrayAttr axes = isa<FlatParamOp>(op) ? cast<FlatParamOp>(op).getAxes()
+                                          : cast<AdamWFlatOp>(op).getAxes();
+    os << "{\"" << entry.first << "\", "
+       << cast<train::ParamUserOpInterface>(op).getParamNames().size()
+       << ", kFlatMembers" << g << ", {" << axesMask(axes) << "u}, "
+       << (isa<FlatParamOp>(op) ? 1 : 0) << "},\n";
   }
   os.unindent();
   os << "};\n\n";
@@ -293,6 +324,8 @@ void HostEmitter::emitMain() {
   os << "model.params = kParams;\nmodel.num_params = " << params.size()
      << ";\n";
   os << "model.inputs = kInputs;\nmodel.num_inputs = " << inputs.size()
+     << ";\n";
+  os << "model.flats = kFlats;\nmodel.num_flats = " << flats.size()
      << ";\n";
   os << "model.lr = " << literal(optimizer.getLr()) << ";\n";
   os << "model.beta1 = " << literal(optimizer.getBeta1()) << ";\n";
@@ -362,6 +395,9 @@ static void bindRegion(Operation *op, llvm::DenseMap<Value, std::string> &names)
 LogicalResult HostEmitter::emitOp(Operation *op) {
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](train::ParamOp param) {
+        // A flat parameter's member is stored in it, and not read.
+        if (param.getResult().use_empty())
+          return success();
         std::string n = fresh();
         os << "float *" << n << " = shardc_rt_param(ctx, "
            << paramIndex(param.getName()) << "); // " << param.getName()
@@ -436,6 +472,23 @@ LogicalResult HostEmitter::emitOp(Operation *op) {
         os << "shardc_rt_adamw_shard(ctx, " << paramIndex(adamw.getName())
            << ", " << name(adamw.getGrad()) << ", " << out << "); // "
            << adamw.getName() << "\n";
+        return success();
+      })
+      .Case([&](FlatParamOp flat) {
+        std::string n = fresh();
+        os << "float *" << n << " = shardc_rt_flat_param(ctx, "
+           << flats.find(flat.getUnit()) - flats.begin() << "); // unit \""
+           << flat.getUnit() << "\"\n";
+        names[flat.getResult()] = n;
+        return success();
+      })
+      .Case([&](AdamWFlatOp adamw) {
+        std::string out =
+            adamw.getUpdated() ? allocate(adamw.getUpdated()) : "nullptr";
+        os << "shardc_rt_adamw_flat(ctx, "
+           << flats.find(adamw.getUnit()) - flats.begin() << ", "
+           << name(adamw.getGrad()) << ", " << out << "); // unit \""
+           << adamw.getUnit() << "\"\n";
         return success();
       })
       .Case([&](SetParamOp set) {

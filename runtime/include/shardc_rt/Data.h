@@ -46,6 +46,18 @@ public:
                           const std::vector<int64_t> &globalShape, int64_t step,
                           int64_t rowBegin, int64_t rowEnd, int32_t *out) const;
 
+  /// Checks, before any step runs, what the reads would: that the file holds
+  /// a tensor for input `input` (global shape `globalShape`, batch first) of
+  /// shape [steps, ...globalShape] with steps >= 1, F32 for a float input and
+  /// I32 or I64 for an `integer` one, and for an integer input with
+  /// `bound` > 1 that every value of every step lies in [0, bound). ("" or
+  /// the error, naming the file, the input and the first bad element.)
+  /// Bound 1 is not checked: the compiler gives an integer input that
+  /// indexes nothing bound 1, so it says nothing about the values.
+  std::string tryCheckInput(const std::string &input,
+                            const std::vector<int64_t> &globalShape,
+                            bool integer, int64_t bound) const;
+
   /// tryReadFloats; an error is fatal.
   void readFloats(const std::string &input,
                   const std::vector<int64_t> &globalShape, int64_t step,

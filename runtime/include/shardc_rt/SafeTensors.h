@@ -226,6 +226,11 @@ tryWriteSafeTensors(const std::string &path,
 std::string tryWriteFileAtomic(const std::string &path,
                                const std::string &contents);
 
+/// Whether a file could be written at `path` now, to find out before a long
+/// run rather than after it: its directory exists and is writable, and
+/// `path` is not a directory. Returns "" or "<path>: <what is wrong>".
+std::string tryCheckWritable(const std::string &path);
+
 /// tryWriteSafeTensors; a failure is a rank-local fatal error.
 void writeSafeTensors(const std::string &path,
                       const std::vector<NamedTensor> &tensors,

@@ -51,7 +51,22 @@ typedef struct {
   shardc_rt_split storage;   /* what this rank stores */
   shardc_rt_split optimizer; /* the part it updates (ZeRO-1/2: a shard of a
                                 full param) */
+  int32_t flat;              /* its unit's flat parameter, or -1 */
 } shardc_rt_param_info;
+
+/* FSDP1's flat parameter of a unit: the members flattened and concatenated
+ * in order, zero-padded to `group` equal pieces; this rank holds piece
+ * groupIndex(split). */
+typedef struct {
+  const char *unit;
+  int32_t num_members;
+  const int32_t *members; /* param indices, in flat order */
+  shardc_rt_split split;
+  /* 1: the piece is the members' storage (ZeRO-3, HSDP); 0: the members are
+   * stored whole and the piece is what this rank's optimizer updates
+   * (ZeRO-1, ZeRO-2). */
+  int32_t stores;
+} shardc_rt_flat_info;
 
 typedef struct {
   const char *name;
@@ -76,6 +91,8 @@ typedef struct shardc_rt_model {
   int32_t num_params;
   const shardc_rt_input_info *inputs;
   int32_t num_inputs;
+  const shardc_rt_flat_info *flats;
+  int32_t num_flats;
   double lr, beta1, beta2, eps, weight_decay;
   shardc_rt_prediction predicted;
   /* One training step: reads params and inputs, ends with the optimizer
@@ -136,6 +153,12 @@ void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index, const float *grad);
  * that shard's gradient; writes the updated shard to `updated`. */
 void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
                            const float *grad, float *updated);
+/* This rank's piece of flat parameter g (shardc_rt_flat_info). */
+float *shardc_rt_flat_param(shardc_rt_context *ctx, int32_t group);
+/* AdamW on this rank's piece of flat parameter g from the piece's gradient;
+ * writes the updated piece to `updated` unless it is null. */
+void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
+                          const float *grad, float *updated);
 /* Overwrites param i's stored (whole) value with `full`. */
 void shardc_rt_set_param(shardc_rt_context *ctx, int32_t index,
                          const float *full);

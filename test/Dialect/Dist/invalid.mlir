@@ -251,3 +251,52 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
+
+// -----
+
+dist.mesh @world axes ["shard"] shape [4]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" init(#train.zeros) : tensor<3x2xf32>
+  // expected-error @+1 {{'dist.flat_param' op expected a piece of 2 elements for 6 parameter elements over 4 ranks, got 3}}
+  %f = dist.flat_param "" ["w"] on @world ["shard"] : tensor<3xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+dist.mesh @world axes ["shard"] shape [4]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-error @+1 {{'dist.flat_param' op unknown param 'ghost'}}
+  %f = dist.flat_param "" ["ghost"] on @world ["shard"] : tensor<3xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+dist.mesh @world axes ["shard"] shape [2]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" frozen init(#train.zeros) : tensor<4xf32>
+  // expected-error @+1 {{'dist.adamw_flat' op updates frozen param 'w'}}
+  dist.adamw_flat "" ["w"], %w on @world ["shard"] : tensor<4xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+dist.mesh @world axes ["shard"] shape [2]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" init(#train.zeros) : tensor<4xf32>
+  %g = train.param "g" init(#train.zeros) : tensor<2xf32>
+  dist.adamw_flat "" ["w"], %g on @world ["shard"] : tensor<2xf32>
+  // expected-error @+1 {{'dist.adamw_flat' op updates param 'w' a second time}}
+  dist.adamw_flat "" ["w"], %g on @world ["shard"] : tensor<2xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}

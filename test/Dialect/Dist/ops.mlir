@@ -60,3 +60,19 @@ train.model @collectives batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
+
+// FSDP1's flat parameter: 6 + 3 elements over 4 ranks, pieces of 3.
+// CHECK-LABEL: train.model @flat
+train.model @flat batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" init(#train.zeros) sharded(#dist.shard<layout = flat, mesh = @world, axes = ["shard"]>) of tensor<3x2xf32> : tensor<3x2xf32>
+  %b = train.param "b" init(#train.zeros) sharded(#dist.shard<layout = flat, mesh = @world, axes = ["shard"]>) of tensor<3xf32> : tensor<3xf32>
+  // CHECK: %[[F:.*]] = dist.flat_param "" ["w", "b"] on @world ["shard"] : tensor<3xf32>
+  %f = dist.flat_param "" ["w", "b"] on @world ["shard"] : tensor<3xf32>
+  // CHECK: dist.adamw_flat "" ["w", "b"], %[[F]] on @world ["shard"] : tensor<3xf32>
+  dist.adamw_flat "" ["w", "b"], %f on @world ["shard"] : tensor<3xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  // CHECK: dist.adamw_flat "" ["l"], %{{.*}} on @world ["shard"] : tensor<1xf32> -> tensor<1xf32>
+  %u = dist.adamw_flat "" ["l"], %l on @world ["shard"] : tensor<1xf32> -> tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}

@@ -12,7 +12,11 @@
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=2x2" | FileCheck %s --check-prefix=HSDP
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 param-dtype=bf16 reduce-dtype=f32" | FileCheck %s --check-prefix=MIXED
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 grad-accum=2" | FileCheck %s --check-prefix=ACCUM
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 layout=flat" | FileCheck %s --check-prefix=FLAT
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero1 mesh=2 layout=flat" | FileCheck %s --check-prefix=FLAT1
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 layout=flat bucket-mb=0" | FileCheck %s --check-prefix=DDP-FLAT
 // Every strategy's output verifies and parses back.
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=2x2 layout=flat grad-accum=2" | shardc-opt | FileCheck %s --check-prefix=ROUNDTRIP-FLAT
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=4 param-dtype=bf16 reduce-dtype=bf16" | shardc-opt | FileCheck %s --check-prefix=ROUNDTRIP
 
 // Two units; fc0.weight has 3 rows (uneven over 2 and 4 ranks), fc1.weight
@@ -155,6 +159,51 @@
 // ACCUM-NEXT:   train.yield %{{.*}}, %{{.*}}, %{{.*}}, %[[LS]]
 // ACCUM:      dist.reduce_scatter %[[ACC]]#0 on @mesh ["shard"] avg dim0 : tensor<3x4xf32> -> tensor<2x4xf32>
 // ACCUM:      dist.all_reduce %[[ACC]]#3
+
+// FSDP1: a flat parameter per unit. fc0's 12 + 3 elements over 4 ranks are
+// pieces of 4 (16 with padding); the members keep their full type, unread.
+// FLAT:      %[[F0:.*]] = dist.flat_param "fc0" ["fc0.weight", "fc0.bias"] on @mesh ["shard"] : tensor<4xf32>
+// FLAT:      train.param "fc0.weight" of unit "fc0" {{.*}} sharded(#dist.shard<layout = flat, mesh = @mesh, axes = ["shard"]>) of tensor<3x4xf32> : tensor<3x4xf32>
+// FLAT:      %[[G0:.*]] = dist.all_gather %[[F0]] on @mesh ["shard"] flat : tensor<4xf32> -> tensor<16xf32>
+// FLAT-NEXT: %[[V0:.*]]:2 = dist.unpack %[[G0]] : tensor<16xf32> -> tensor<3x4xf32>, tensor<3xf32>
+// FLAT-NEXT: train.unit "fc0"(%{{.*}}, %[[V0]]#0, %[[V0]]#1)
+// FLAT:      dist.free %[[G0]] : tensor<16xf32>
+// FLAT:      %[[F1:.*]] = dist.flat_param "fc1" ["fc1.weight"] on @mesh ["shard"] : tensor<2xf32>
+// fc1's backward reads its weight: gathered again.
+// FLAT:      %[[G1:.*]] = dist.all_gather %[[F1]] on @mesh ["shard"] flat : tensor<2xf32> -> tensor<8xf32>
+// FLAT:      %[[BW1:.*]]:2 = train.backward "fc1"
+// FLAT:      %[[P1:.*]] = dist.pack %[[BW1]]#1 : tensor<2x3xf32> -> tensor<8xf32>
+// FLAT-NEXT: %[[RS1:.*]] = dist.reduce_scatter %[[P1]] on @mesh ["shard"] avg flat : tensor<8xf32> -> tensor<2xf32>
+// FLAT-NEXT: dist.free %[[P1]]
+// FLAT:      %[[BW0:.*]]:2 = train.backward "fc0"
+// FLAT:      %[[P0:.*]] = dist.pack %[[BW0]]#0, %[[BW0]]#1 : tensor<3x4xf32>, tensor<3xf32> -> tensor<16xf32>
+// FLAT-NEXT: %[[RS0:.*]] = dist.reduce_scatter %[[P0]] on @mesh ["shard"] avg flat : tensor<16xf32> -> tensor<4xf32>
+// FLAT:      dist.adamw_flat "fc0" ["fc0.weight", "fc0.bias"], %[[RS0]] on @mesh ["shard"] : tensor<4xf32>
+// FLAT-NEXT: dist.adamw_flat "fc1" ["fc1.weight"], %[[RS1]] on @mesh ["shard"] : tensor<2xf32>
+// FLAT-NOT:  train.adamw
+
+// ZeRO-1 with flat pieces (DeepSpeed's layout): whole params; after the
+// backward each unit's gradients are packed and reduce-scattered, the piece
+// updated, gathered, unpacked and written back.
+// FLAT1:      train.param "fc0.weight" of unit "fc0" init({{.*}}) : tensor<3x4xf32>
+// FLAT1-NOT:  dist.flat_param
+// FLAT1:      %[[BW0:.*]]:2 = train.backward "fc0"
+// FLAT1:      %[[P:.*]] = dist.pack %[[BW0]]#0, %[[BW0]]#1 : tensor<3x4xf32>, tensor<3xf32> -> tensor<16xf32>
+// FLAT1-NEXT: %[[RS:.*]] = dist.reduce_scatter %[[P]] on @mesh ["shard"] avg flat : tensor<16xf32> -> tensor<8xf32>
+// FLAT1:      %[[U:.*]] = dist.adamw_flat "fc0" ["fc0.weight", "fc0.bias"], %[[RS]] on @mesh ["shard"] : tensor<8xf32> -> tensor<8xf32>
+// FLAT1-NEXT: %[[W:.*]] = dist.all_gather %[[U]] on @mesh ["shard"] flat : tensor<8xf32> -> tensor<16xf32>
+// FLAT1-NEXT: %[[V:.*]]:2 = dist.unpack %[[W]] : tensor<16xf32> -> tensor<3x4xf32>, tensor<3xf32>
+// FLAT1-NEXT: dist.set_param "fc0.weight", %[[V]]#0
+// FLAT1-NEXT: dist.set_param "fc0.bias", %[[V]]#1
+
+// DDP shards nothing: the layout changes nothing.
+// DDP-FLAT-NOT: flat
+// DDP-FLAT:     train.adamw "fc0.weight"
+
+// ROUNDTRIP-FLAT: dist.flat_param "fc0" ["fc0.weight", "fc0.bias"] on @mesh ["shard"] : tensor<8xf32>
+// ROUNDTRIP-FLAT: train.microbatches 2
+// ROUNDTRIP-FLAT: dist.all_reduce %{{.*}} on @mesh ["replicate"] avg : tensor<8xf32> -> tensor<8xf32>
+// ROUNDTRIP-FLAT: dist.adamw_flat "fc0"
 
 // ROUNDTRIP:  dist.adamw_shard "fc0.weight", %{{.*}} : tensor<1x4xbf16> -> tensor<1x4xbf16>
 train.model @mlp batch 8 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {

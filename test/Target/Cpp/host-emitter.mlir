@@ -1,13 +1,15 @@
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 output=/dev/null" --mlir-print-debuginfo | shardc-translate --shardc-to-host-cpp | FileCheck %s
 // RUN: shardc-opt %s --shardc-pipeline="strategy=ddp mesh=2 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=DDP
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero2 mesh=2 grad-accum=2 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=ACCUM
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 layout=flat output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=FLAT
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero2 mesh=2 layout=flat output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=FLAT2
 // RUN: not shardc-translate --shardc-to-host-cpp %s 2>&1 | FileCheck %s --check-prefix=UNSHARDED
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 output=/dev/null" | not shardc-translate --shardc-to-host-cpp 2>&1 | FileCheck %s --check-prefix=BF16
 
 // A unit of 5 rows sharded over 2 ranks: 3-row shards, the second padded.
 // CHECK-LABEL: const shardc_rt_param_info kParams[] = {
-// CHECK-NEXT: {"l0.w", 2, kParamShape0, SHARDC_RT_INIT_NORMAL, 0.{{0+}}e+00, 5.{{0+}}e-01, 0, {1u}, {1u}},
-// CHECK-NEXT: {"l0.b", 1, kParamShape1, SHARDC_RT_INIT_ZEROS, 0, 0, 0, {1u}, {1u}},
+// CHECK-NEXT: {"l0.w", 2, kParamShape0, SHARDC_RT_INIT_NORMAL, 0.{{0+}}e+00, 5.{{0+}}e-01, 0, {1u}, {1u}, -1},
+// CHECK-NEXT: {"l0.b", 1, kParamShape1, SHARDC_RT_INIT_ZEROS, 0, 0, 0, {1u}, {1u}, -1},
 // Class labels lie below the logits' width.
 // CHECK: {"y", SHARDC_RT_I32, 1, kInputShape1, 5},
 // CHECK-LABEL: void step(shardc_rt_context *ctx, float *loss) {
@@ -55,6 +57,32 @@
 // ACCUM: shardc_rt_adamw_shard(ctx, 0,
 // ACCUM: shardc_rt_all_gather_start(
 // ACCUM: shardc_rt_set_param(ctx, 0,
+
+// FSDP1: the unit's 20 elements in one flat parameter, 10 per rank; its
+// members are not read, its gather is unpacked into views.
+// FLAT: {"l0.w", {{.*}}, {1u}, {1u}, 0},
+// FLAT: const int32_t kFlatMembers0[] = {0, 1};
+// FLAT: {"l0", 2, kFlatMembers0, {1u}, 1},
+// FLAT-NOT: shardc_rt_param(
+// FLAT: float *[[F:v[0-9]+]] = shardc_rt_flat_param(ctx, 0); // unit "l0"
+// FLAT: float *[[G:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 80));
+// FLAT-NEXT: shardc_rt_request *[[R:r[0-9]+]] = shardc_rt_all_gather_start(ctx, 1u, [[F]], [[G]], 10);
+// FLAT: shardc_rt_wait(ctx, [[R]]);
+// FLAT: shardc_rt_linear_f32({{v[0-9]+}}, ([[G]] + 0), ([[G]] + 15),
+// FLAT: float *[[P:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 80));
+// FLAT-NEXT: shardc_rt_copy_f32([[P]] + 0, {{v[0-9]+}}, 15);
+// FLAT-NEXT: shardc_rt_copy_f32([[P]] + 15, {{v[0-9]+}}, 5);
+// FLAT: shardc_rt_reduce_scatter_start(ctx, 1u, [[P]], 20, [[S:v[0-9]+]], 10, 1);
+// FLAT: shardc_rt_adamw_flat(ctx, 0, [[S]], nullptr); // unit "l0"
+// FLAT: model.num_flats = 1;
+
+// ZeRO-2 with flat pieces: whole params, the optimizer's piece updated,
+// gathered and written back.
+// FLAT2: {"l0", 2, kFlatMembers0, {1u}, 0},
+// FLAT2: shardc_rt_adamw_flat(ctx, 0, {{v[0-9]+}}, [[U:v[0-9]+]]); // unit "l0"
+// FLAT2: shardc_rt_all_gather_start(ctx, 1u, [[U]], [[W:v[0-9]+]], 10);
+// FLAT2: shardc_rt_set_param(ctx, 0, ([[W]] + 0)); // l0.w
+// FLAT2: shardc_rt_set_param(ctx, 1, ([[W]] + 15)); // l0.b
 
 // UNSHARDED: error: 'train.model' op is not sharded: run --shardc-shard (and --shardc-schedule) first
 // BF16: error: 'train.param' op has type 'tensor<3x3xbf16>': target=host computes in f32 with i32 indices (mixed precision needs target=cuda)

@@ -58,7 +58,7 @@ Value BufferLiveness::getRoot(Value v) {
 
 void BufferLiveness::collect(train::ModelOp model) {
   model.walk([&](Operation *op) {
-    if (isa<train::ParamOp>(op) || op == model)
+    if (isa<train::ParamOp, FlatParamOp>(op) || op == model)
       return;
     // A micro-batch loop's results are its accumulators, live throughout.
     int64_t definedAt = isa<train::MicrobatchesOp>(op) ? start[op] : end[op];

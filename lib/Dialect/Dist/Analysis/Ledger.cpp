@@ -54,7 +54,7 @@ void Ledger::categorize() {
     if (!isa<AllGatherOp, AllGatherStartOp>(op))
       return;
     Operation *src = op->getOperand(0).getDefiningOp();
-    if (isa_and_nonnull<ParamOp, AdamWShardOp>(src))
+    if (isa_and_nonnull<ParamOp, AdamWShardOp, FlatParamOp, AdamWFlatOp>(src))
       categories[op->getResult(0)] = Gathered;
   });
 }
@@ -64,7 +64,7 @@ void Ledger::categorize() {
 void Ledger::markGrads() {
   SmallVector<Value> work;
   model.walk([&](Operation *op) {
-    if (isa<train::AdamWOp, AdamWShardOp>(op))
+    if (isa<train::AdamWOp, AdamWShardOp, AdamWFlatOp>(op))
       work.push_back(op->getOperand(0));
     if (auto bwd = dyn_cast<train::BackwardOp>(op))
       for (Value grad : bwd.getParamGrads())
@@ -140,15 +140,20 @@ LedgerReport Ledger::build() {
   model.walk([&](Operation *op) {
     if (auto param = dyn_cast<ParamOp>(op)) {
       report.params += param.getNumElements();
-      report.paramBytes += bytesOf(param.getType());
+      // A flat parameter's members are stored in it.
+      auto sharding = dyn_cast_or_null<ShardAttr>(param.getShardingAttr());
+      if (!sharding || sharding.getLayout() != Layout::flat)
+        report.paramBytes += bytesOf(param.getType());
       return;
     }
-    if (!isa<train::AdamWOp, AdamWShardOp>(op))
+    if (auto flat = dyn_cast<FlatParamOp>(op)) {
+      report.paramBytes += bytesOf(flat.getType());
       return;
-    StringRef name = isa<train::AdamWOp>(op)
-                         ? cast<train::AdamWOp>(op).getName()
-                         : cast<AdamWShardOp>(op).getName();
-    ParamOp param = params.lookup(name);
+    }
+    if (!isa<train::AdamWOp, AdamWShardOp, AdamWFlatOp>(op))
+      return;
+    auto user = cast<train::ParamUserOpInterface>(op);
+    ParamOp param = params.lookup(user.getParamNames().front());
     Value grad = op->getOperand(0);
     int64_t count = cast<RankedTensorType>(grad.getType()).getNumElements();
     bool master = !param.getType().getElementType().isF32();
@@ -163,6 +168,15 @@ LedgerReport Ledger::build() {
       // Accumulated over micro-batches: held whole until reduced.
       if (isa_and_nonnull<train::MicrobatchesOp>(def)) {
         held = v;
+        break;
+      }
+      // A flat parameter's gradients, accumulated and then packed: held
+      // whole until reduced.
+      if (auto pack = dyn_cast_or_null<PackOp>(def)) {
+        if (llvm::any_of(pack.getInputs(), [](Value in) {
+              return isa_and_nonnull<train::MicrobatchesOp>(in.getDefiningOp());
+            }))
+          held = v;
         break;
       }
       if (!isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp,
@@ -241,7 +255,7 @@ void Ledger::explainUnits(InFlightDiagnostic &diag) {
     if (!unit)
       continue;
     for (Value input : unit.getInputs())
-      if (isa_and_nonnull<AllGatherOp, WaitOp>(input.getDefiningOp()))
+      if (isa_and_nonnull<AllGatherOp, WaitOp, UnpackOp>(input.getDefiningOp()))
         units[unit.getName()][1] += getBufferBytes(input);
     for (Value result : unit.getResults())
       if (llvm::any_of(result.getUsers(), [](Operation *u) {

@@ -336,10 +336,11 @@ AdamWShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return groupSize(*this, getMeshAttr(), getAxes(), symbolTable);
 }
 
-StringRef AdamWShardOp::getParamName() { return getName(); }
+SmallVector<StringRef, 1> AdamWShardOp::getParamNames() { return {getName()}; }
 bool AdamWShardOp::isParamUpdate() { return true; }
 
-LogicalResult AdamWShardOp::verifyParam(Operation *paramOp) {
+LogicalResult AdamWShardOp::verifyParams(ArrayRef<Operation *> params) {
+  Operation *paramOp = params.front();
   auto param = cast<shardc::train::ParamOp>(paramOp);
   if (!param.isTrainable())
     return emitOpError() << "updates frozen param '" << getName() << "'";
@@ -360,13 +361,93 @@ LogicalResult AdamWShardOp::verifyParam(Operation *paramOp) {
   return success();
 }
 
-StringRef SetParamOp::getParamName() { return getName(); }
+SmallVector<StringRef, 1> SetParamOp::getParamNames() { return {getName()}; }
 
-LogicalResult SetParamOp::verifyParam(Operation *paramOp) {
+LogicalResult SetParamOp::verifyParams(ArrayRef<Operation *> params) {
+  Operation *paramOp = params.front();
   auto param = cast<shardc::train::ParamOp>(paramOp);
   if (param.getType() != getValue().getType())
     return emitOpError() << "expected a value of the storage type "
                          << param.getType() << " of param '" << getName()
                          << "', got " << getValue().getType();
   return success();
+}
+
+//===--- dist.flat_param, dist.adamw_flat ---------------------------------===//
+
+namespace {
+/// The flat piece of `params` over `n` ranks: ceil(total / n) elements.
+LogicalResult verifyFlatPiece(Operation *op, ArrayRef<Operation *> params,
+                              RankedTensorType piece, int64_t n,
+                              bool update) {
+  if (params.empty())
+    return op->emitOpError() << "expected at least one param";
+  int64_t total = 0;
+  Type element;
+  for (Operation *paramOp : params) {
+    auto param = cast<shardc::train::ParamOp>(paramOp);
+    if (update && !param.isTrainable())
+      return op->emitOpError()
+             << "updates frozen param '" << param.getName() << "'";
+    RankedTensorType full = param.getFullType();
+    if (element && full.getElementType() != element)
+      return op->emitOpError() << "expected params of one element type, got "
+                               << element << " and " << full.getElementType();
+    element = full.getElementType();
+    total += full.getNumElements();
+  }
+  int64_t expected = llvm::divideCeil(total, n);
+  if (piece.getNumElements() != expected)
+    return op->emitOpError() << "expected a piece of " << expected
+                             << " elements for " << total
+                             << " parameter elements over " << n
+                             << " ranks, got " << piece.getNumElements();
+  return success();
+}
+} // namespace
+
+LogicalResult
+FlatParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return groupSize(*this, getMeshAttr(), getAxes(), symbolTable);
+}
+
+SmallVector<StringRef, 1> FlatParamOp::getParamNames() {
+  return llvm::to_vector<1>(getParams().getAsValueRange<StringAttr>());
+}
+
+LogicalResult FlatParamOp::verifyParams(ArrayRef<Operation *> params) {
+  SymbolTableCollection symbolTable;
+  FailureOr<int64_t> n = groupSize(*this, getMeshAttr(), getAxes(), symbolTable);
+  if (failed(n))
+    return failure();
+  if (getResult().getType().getElementType() !=
+      cast<shardc::train::ParamOp>(params.front()).getType().getElementType())
+    return emitOpError() << "expected the params' element type";
+  return verifyFlatPiece(*this, params, getResult().getType(), *n,
+                         /*update=*/false);
+}
+
+LogicalResult
+AdamWFlatOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return groupSize(*this, getMeshAttr(), getAxes(), symbolTable);
+}
+
+SmallVector<StringRef, 1> AdamWFlatOp::getParamNames() {
+  return llvm::to_vector<1>(getParams().getAsValueRange<StringAttr>());
+}
+
+bool AdamWFlatOp::isParamUpdate() { return true; }
+
+LogicalResult AdamWFlatOp::verifyParams(ArrayRef<Operation *> params) {
+  SymbolTableCollection symbolTable;
+  FailureOr<int64_t> n = groupSize(*this, getMeshAttr(), getAxes(), symbolTable);
+  if (failed(n))
+    return failure();
+  if (getUpdated() && getUpdated().getType().getShape() !=
+                          getGrad().getType().getShape())
+    return emitOpError() << "expected the updated piece of the gradient's "
+                            "shape, got "
+                         << getUpdated().getType();
+  return verifyFlatPiece(*this, params, getGrad().getType(), *n,
+                         /*update=*/true);
 }

@@ -35,6 +35,11 @@ struct ShardcPipelineOptions
       *this, "reshard-after-forward",
       llvm::cl::desc("zero3/hsdp: gather again for the backward"),
       llvm::cl::init(true)};
+  Option<Layout> layout{
+      *this, "layout", llvm::cl::desc("how shards are cut"),
+      llvm::cl::init(Layout::dim0),
+      llvm::cl::values(clEnumValN(Layout::dim0, "dim0", "FSDP2 per-param"),
+                       clEnumValN(Layout::flat, "flat", "FSDP1 flat"))};
   Option<DType> paramDType{
       *this, "param-dtype", llvm::cl::desc("stored, gathered, computed"),
       llvm::cl::init(DType::f32),
@@ -76,6 +81,7 @@ void buildShardcPipeline(OpPassManager &pm,
   shard.strategy = options.strategy;
   shard.mesh = options.mesh;
   shard.reshardAfterForward = options.reshardAfterForward;
+  shard.layout = options.layout;
   shard.paramDType = options.paramDType;
   shard.reduceDType = options.reduceDType;
   shard.gradAccum = options.gradAccum;

@@ -47,7 +47,8 @@ public:
     SmallVector<AllGatherOp> gathers;
     for (Block *block : blocks)
       for (auto gather : block->getOps<AllGatherOp>())
-        if (gather.getInput().getDefiningOp<train::ParamOp>())
+        if (isa_and_nonnull<train::ParamOp, FlatParamOp>(
+                gather.getInput().getDefiningOp()))
           gathers.push_back(gather);
     for (AllGatherOp gather : gathers)
       scheduleGather(gather);
@@ -74,16 +75,26 @@ private:
     }
   }
 
-  /// The first op of `block` using `v` (through nested regions), or null.
-  Operation *firstUser(Value v, Block &block) {
-    Operation *first = nullptr;
+  /// The ops of `block` using `v` (through nested regions), and through
+  /// the views a dist.unpack makes of it when `throughViews`.
+  SmallVector<Operation *> usersIn(Value v, Block &block, bool throughViews) {
+    SmallVector<Operation *> users;
     for (Operation *user : v.getUsers()) {
-      Operation *anc = block.findAncestorOpInBlock(*user);
-      if (!anc)
-        continue;
+      if (auto unpack = dyn_cast<UnpackOp>(user); unpack && throughViews)
+        for (Value view : unpack.getResults())
+          llvm::append_range(users, usersIn(view, block, true));
+      if (Operation *anc = block.findAncestorOpInBlock(*user))
+        users.push_back(anc);
+    }
+    return users;
+  }
+
+  /// The first op of `block` using `v` (through nested regions), or null.
+  Operation *firstUser(Value v, Block &block, bool throughViews = false) {
+    Operation *first = nullptr;
+    for (Operation *anc : usersIn(v, block, throughViews))
       if (!first || anc->isBeforeInBlock(first))
         first = anc;
-    }
     return first;
   }
 
@@ -97,14 +108,15 @@ private:
   }
 
   void scheduleGather(AllGatherOp gather) {
-    Operation *consumer = firstUser(gather.getResult(), *gather->getBlock());
+    Block &block = *gather->getBlock();
+    Operation *consumer = firstUser(gather.getResult(), block);
     if (!consumer)
       return;
-    Operation *anchor = isa<train::UnitOp>(consumer)
-                            ? ahead(forwardUnits, consumer)
-                        : isa<train::BackwardOp>(consumer)
-                            ? ahead(backwards, consumer)
-                            : consumer;
+    // A flat parameter is read through the views dist.unpack makes.
+    Operation *unit = firstUser(gather.getResult(), block, true);
+    Operation *anchor = isa<train::UnitOp>(unit) ? ahead(forwardUnits, unit)
+                        : isa<train::BackwardOp>(unit) ? ahead(backwards, unit)
+                                                        : consumer;
     if (gather->isBeforeInBlock(anchor))
       anchor = gather;
     OpBuilder b(anchor);
@@ -158,11 +170,8 @@ private:
   void hoistFree(FreeOp free) {
     Operation *last = nullptr;
     Block &block = *free->getBlock();
-    for (Operation *user : free.getValue().getUsers()) {
-      if (user == free)
-        continue;
-      Operation *anc = block.findAncestorOpInBlock(*user);
-      if (!anc)
+    for (Operation *anc : usersIn(free.getValue(), block, true)) {
+      if (anc == free)
         continue;
       if (Operation *wait = asyncReads.lookup(anc))
         anc = wait;

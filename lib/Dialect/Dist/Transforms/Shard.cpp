@@ -68,11 +68,17 @@ struct Plan {
   Type paramType, reduceType;
   int64_t gradAccum;
   int64_t bucketBytes; // ddp; 0: a collective per gradient
+  Layout layout;
 
   bool shardsParams() const {
     return strategy == Strategy::zero3 || strategy == Strategy::hsdp;
   }
   bool shardsOptimizer() const { return strategy != Strategy::ddp; }
+  /// FSDP1's flat parameters (zero3, hsdp) or flat optimizer pieces
+  /// (zero1, zero2).
+  bool flat() const {
+    return layout == Layout::flat && strategy != Strategy::ddp;
+  }
   int64_t shardRanks() const { return meshShape.back(); }
   int64_t dataParallelRanks() const {
     int64_t n = 1;
@@ -123,26 +129,50 @@ private:
 
   void hoistParams();
   void accumulateMicrobatches();
+  void groupFlatParams();
   void shardStorage();
+  void flattenStorage();
   void gatherForUnits(ParamOp param);
   void gatherForRoot(ParamOp param);
+  void gatherFlatForUnit(FlatParamOp flat, ArrayRef<ParamOp> members);
+  void gatherFlatForRoot(FlatParamOp flat, ArrayRef<ParamOp> members);
   LogicalResult splitInputs();
   Value reduce(Value grad, Operation *firstUpdate,
                llvm::DenseMap<Operation *, Operation *> &lastAfter);
   void allReduceBuckets(ArrayRef<train::AdamWOp> updates);
+  void reduceFlatGradients(ArrayRef<train::AdamWOp> updates,
+                           Operation *firstUpdate);
   void reduceGradients();
   void averageLoss();
 
-  Value allGather(OpBuilder &b, Value shard, RankedTensorType full) {
+  Value allGather(OpBuilder &b, Value shard, RankedTensorType full,
+                  Layout layout = Layout::dim0) {
     return AllGatherOp::create(b, shard.getLoc(), full, shard, meshRef,
                                shardAxes(), /*wire=*/TypeAttr(),
-                               LayoutAttr::get(ctx, Layout::dim0));
+                               LayoutAttr::get(ctx, layout));
+  }
+  /// The whole flat buffer of a piece: N pieces.
+  RankedTensorType flatWhole(RankedTensorType piece) {
+    return piece.clone({piece.getNumElements() * plan.shardRanks()});
+  }
+  /// Gathers a flat piece and views the members' full tensors in it.
+  UnpackOp gatherMembers(OpBuilder &b, Location loc, Value piece,
+                         ArrayRef<ParamOp> members) {
+    Value whole = allGather(b, piece, flatWhole(typeOf(piece)), Layout::flat);
+    SmallVector<Type> types;
+    for (ParamOp member : members)
+      types.push_back(member.getFullType());
+    return UnpackOp::create(b, loc, types, whole);
   }
 
   ModelOp model;
   const Plan &plan;
   MLIRContext *ctx;
   FlatSymbolRefAttr meshRef;
+  /// With a flat layout: each unit's trainable params, in order ("" is the
+  /// root unit), and the group each param belongs to.
+  llvm::MapVector<StringRef, SmallVector<ParamOp>> flatGroups;
+  llvm::StringMap<StringRef> flatGroupOf;
 };
 
 //===----------------------------------------------------------------------===//
@@ -269,9 +299,27 @@ void Sharder::accumulateMicrobatches() {
 // Storage and gathers
 //===----------------------------------------------------------------------===//
 
+/// The trainable params of each unit, in declaration order: one flat
+/// parameter each (frozen params keep dim0 shards: they have no optimizer
+/// state to share a piece of).
+void Sharder::groupFlatParams() {
+  if (!plan.flat())
+    return;
+  for (auto param : model.getBody().front().getOps<ParamOp>()) {
+    if (!param.isTrainable())
+      continue;
+    flatGroups[param.getUnitName()].push_back(param);
+    flatGroupOf[param.getName()] = param.getUnitName();
+  }
+}
+
 void Sharder::shardStorage() {
   Block &body = model.getBody().front();
+  if (plan.shardsParams() && plan.flat())
+    flattenStorage();
   for (auto param : llvm::to_vector(body.getOps<ParamOp>())) {
+    if (plan.shardsParams() && flatGroupOf.count(param.getName()))
+      continue;
     RankedTensorType full = param.getType().clone(plan.paramType);
     if (!plan.shardsParams()) {
       param.getResult().setType(full);
@@ -285,6 +333,35 @@ void Sharder::shardStorage() {
       gatherForUnits(param);
     else
       gatherForRoot(param);
+  }
+}
+
+/// FSDP1: a unit's params live in its flat parameter; the members declare
+/// them and are no longer read.
+void Sharder::flattenStorage() {
+  for (auto &[unit, members] : flatGroups) {
+    int64_t total = 0;
+    SmallVector<StringRef> names;
+    for (ParamOp member : members) {
+      RankedTensorType full = member.getType().clone(plan.paramType);
+      member.getResult().setType(full);
+      member.setShardingAttr(ShardAttr::get(
+          ctx, Layout::flat, meshRef, {StringAttr::get(ctx, kShardAxis)}));
+      member.setFullAttr(TypeAttr::get(full));
+      total += full.getNumElements();
+      names.push_back(member.getName());
+    }
+    OpBuilder b(members.front());
+    auto piece = RankedTensorType::get(
+        {llvm::divideCeil(total, plan.shardRanks())}, plan.paramType);
+    auto flat = FlatParamOp::create(b, members.front().getLoc(), piece,
+                                    b.getStringAttr(unit),
+                                    b.getStrArrayAttr(names), meshRef,
+                                    shardAxes());
+    if (unit.empty())
+      gatherFlatForRoot(flat, members);
+    else
+      gatherFlatForUnit(flat, members);
   }
 }
 
@@ -345,6 +422,67 @@ void Sharder::gatherForRoot(ParamOp param) {
   stored.replaceAllUsesExcept(gathered, gathered.getDefiningOp());
   b.setInsertionPointAfter(block->findAncestorOpInBlock(*users.back()));
   FreeOp::create(b, param.getLoc(), gathered);
+}
+
+/// gatherForUnits for a flat parameter: one gather of the whole unit before
+/// its forward and before its backward, the members unpacked from it.
+void Sharder::gatherFlatForUnit(FlatParamOp flat, ArrayRef<ParamOp> members) {
+  // The ops reading any member, in order: the unit, then its backward.
+  SmallVector<Operation *> users;
+  for (ParamOp member : members)
+    for (Operation *user : member.getResult().getUsers())
+      if (!llvm::is_contained(users, user))
+        users.push_back(user);
+  llvm::sort(users, [](Operation *a, Operation *b) {
+    return a->isBeforeInBlock(b);
+  });
+  UnpackOp kept;
+  Operation *keptBy = nullptr;
+  for (Operation *user : users) {
+    OpBuilder b(user);
+    bool forward = isa<train::UnitOp>(user);
+    UnpackOp views = (!forward && kept)
+                         ? kept
+                         : gatherMembers(b, user->getLoc(), flat, members);
+    for (auto [member, view] : llvm::zip(members, views.getResults()))
+      ParamOp(member).getResult().replaceUsesWithIf(
+          view, [&](OpOperand &use) { return use.getOwner() == user; });
+    if (forward && !plan.reshardAfterForward) {
+      kept = views;
+      keptBy = user;
+      continue;
+    }
+    kept = nullptr;
+    b.setInsertionPointAfter(user);
+    FreeOp::create(b, user->getLoc(), views.getInput());
+  }
+  if (kept) {
+    OpBuilder b(ctx);
+    b.setInsertionPointAfter(keptBy);
+    FreeOp::create(b, kept.getLoc(), kept.getInput());
+  }
+}
+
+/// gatherForRoot for the root unit's flat parameter.
+void Sharder::gatherFlatForRoot(FlatParamOp flat, ArrayRef<ParamOp> members) {
+  Block *block = flat->getBlock();
+  Operation *first = nullptr, *last = nullptr;
+  for (ParamOp member : members)
+    for (Operation *user : member.getResult().getUsers()) {
+      Operation *anc = block->findAncestorOpInBlock(*user);
+      if (!first || anc->isBeforeInBlock(first))
+        first = anc;
+      if (!last || last->isBeforeInBlock(anc))
+        last = anc;
+    }
+  if (!first)
+    return;
+  OpBuilder b(first);
+  UnpackOp views = gatherMembers(b, flat.getLoc(), flat, members);
+  for (auto [member, view] : llvm::zip(members, views.getResults()))
+    ParamOp(member).getResult().replaceAllUsesWith(view);
+  b.setInsertionPointAfter(last);
+  FreeOp::create(b, flat.getLoc(), views.getInput());
 }
 
 //===----------------------------------------------------------------------===//
@@ -473,6 +611,79 @@ void Sharder::allReduceBuckets(ArrayRef<train::AdamWOp> updates) {
   }
 }
 
+/// With a flat layout each unit's gradients are packed as its flat
+/// parameter lays them out, reduce-scattered in one call, and its piece
+/// updated by one dist.adamw_flat; ZeRO-1/2 then gather the updated pieces
+/// and write the whole params back.
+void Sharder::reduceFlatGradients(ArrayRef<train::AdamWOp> updates,
+                                  Operation *firstUpdate) {
+  llvm::StringMap<train::AdamWOp> updateOf;
+  for (train::AdamWOp update : updates)
+    updateOf[update.getName()] = update;
+  Block &body = model.getBody().front();
+  llvm::DenseMap<Operation *, Operation *> lastAfter;
+  auto avg = ReductionAttr::get(ctx, Reduction::avg);
+  auto flatLayout = LayoutAttr::get(ctx, Layout::flat);
+  for (auto &[unit, members] : flatGroups) {
+    SmallVector<Value> grads;
+    SmallVector<StringRef> names;
+    Operation *producer = nullptr;
+    for (ParamOp member : members) {
+      Value grad = updateOf.lookup(member.getName()).getGrad();
+      grads.push_back(grad);
+      names.push_back(member.getName());
+      Operation *def = body.findAncestorOpInBlock(*grad.getDefiningOp());
+      if (!producer || producer->isBeforeInBlock(def))
+        producer = def;
+    }
+    Location loc = updateOf.lookup(names.front()).getLoc();
+    OpBuilder b(ctx);
+    Operation *&last = lastAfter.try_emplace(producer, producer).first->second;
+    if (plan.strategy == Strategy::zero1)
+      b.setInsertionPoint(firstUpdate);
+    else
+      b.setInsertionPointAfter(last);
+    Type element = typeOf(grads.front()).getElementType();
+    int64_t total = 0;
+    for (Value grad : grads)
+      total += typeOf(grad).getNumElements();
+    auto piece = RankedTensorType::get(
+        {llvm::divideCeil(total, plan.shardRanks())}, plan.reduceType);
+    TypeAttr wire =
+        element == plan.reduceType ? TypeAttr() : TypeAttr::get(plan.reduceType);
+    Value packed =
+        PackOp::create(b, loc, flatWhole(piece.clone(element)), grads);
+    Value shard = ReduceScatterOp::create(b, loc, piece, packed, meshRef,
+                                          shardAxes(), wire, avg, flatLayout);
+    if (plan.strategy == Strategy::hsdp)
+      shard = AllReduceOp::create(b, loc, piece, shard, meshRef,
+                                  axesAttr({kReplicateAxis}), TypeAttr(), avg);
+    Operation *freed = FreeOp::create(b, loc, packed);
+    if (plan.strategy != Strategy::zero1)
+      last = freed;
+
+    b.setInsertionPoint(updateOf.lookup(names.front()));
+    ArrayAttr params = b.getStrArrayAttr(names);
+    if (plan.shardsParams()) {
+      AdamWFlatOp::create(b, loc, Type(), b.getStringAttr(unit), params,
+                          shard, meshRef, shardAxes());
+    } else {
+      Value updated =
+          AdamWFlatOp::create(b, loc, piece.clone(plan.paramType),
+                              b.getStringAttr(unit), params, shard, meshRef,
+                              shardAxes())
+              .getUpdated();
+      UnpackOp views = gatherMembers(b, loc, updated, members);
+      for (auto [member, view] : llvm::zip(members, views.getResults()))
+        SetParamOp::create(b, loc, ParamOp(member).getNameAttr(), view);
+    }
+  }
+  // Erased last: the first update anchors ZeRO-1's reductions.
+  for (train::AdamWOp update : updates)
+    if (flatGroupOf.count(update.getName()))
+      update.erase();
+}
+
 void Sharder::reduceGradients() {
   Block &body = model.getBody().front();
   auto updates = llvm::to_vector(body.getOps<train::AdamWOp>());
@@ -481,6 +692,8 @@ void Sharder::reduceGradients() {
   if (plan.strategy == Strategy::ddp && plan.bucketBytes > 0)
     return allReduceBuckets(updates);
   Operation *firstUpdate = updates.front();
+  if (plan.flat())
+    return reduceFlatGradients(updates, firstUpdate);
   SmallVector<train::AdamWOp> replaced;
   llvm::DenseMap<Operation *, Operation *> lastAfter;
   llvm::StringMap<ParamOp> params = model.getParamsByName();
@@ -527,6 +740,7 @@ void Sharder::averageLoss() {
 
 LogicalResult Sharder::run() {
   hoistParams();
+  groupFlatParams();
   accumulateMicrobatches();
   shardStorage();
   if (failed(splitInputs()))
@@ -588,7 +802,7 @@ void ShardcShardPass::runOnOperation() {
   Plan plan{strategy, *meshShape, reshardAfterForward,
             elementTypeOf(&getContext(), paramDType),
             elementTypeOf(&getContext(), reduceDType), gradAccum,
-            bucketMB * (int64_t(1) << 20)};
+            bucketMB * (int64_t(1) << 20), layout};
   // Divided in two steps: ranks times micro-batches could overflow.
   int64_t ranks = plan.dataParallelRanks();
   if (model.getBatch() % ranks != 0 ||

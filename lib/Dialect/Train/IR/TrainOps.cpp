@@ -298,15 +298,20 @@ LogicalResult ModelOp::verifyRegions() {
   };
   walk = getOperation()->walk([&](Operation *op) {
     if (auto user = dyn_cast<ParamUserOpInterface>(op)) {
-      FailureOr<ParamOp> param = lookup(op, user.getParamName());
-      if (failed(param) || failed(user.verifyParam(*param)))
-        return WalkResult::interrupt();
-      if (user.isParamUpdate() &&
-          !updated.insert(user.getParamName()).second) {
-        op->emitOpError() << "updates param '" << user.getParamName()
-                          << "' a second time";
-        return WalkResult::interrupt();
+      SmallVector<Operation *> named;
+      for (StringRef name : user.getParamNames()) {
+        FailureOr<ParamOp> param = lookup(op, name);
+        if (failed(param))
+          return WalkResult::interrupt();
+        named.push_back(*param);
+        if (user.isParamUpdate() && !updated.insert(name).second) {
+          op->emitOpError() << "updates param '" << name
+                            << "' a second time";
+          return WalkResult::interrupt();
+        }
       }
+      if (failed(user.verifyParams(named)))
+        return WalkResult::interrupt();
     }
     if (auto bwd = dyn_cast<BackwardOp>(op)) {
       if (!differentiated.insert(bwd.getUnit()).second) {
@@ -485,9 +490,10 @@ LogicalResult ParamOp::verify() {
 
 //===--- train.param_ref --------------------------------------------------===//
 
-StringRef ParamRefOp::getParamName() { return getName(); }
+SmallVector<StringRef, 1> ParamRefOp::getParamNames() { return {getName()}; }
 
-LogicalResult ParamRefOp::verifyParam(Operation *paramOp) {
+LogicalResult ParamRefOp::verifyParams(ArrayRef<Operation *> params) {
+  Operation *paramOp = params.front();
   auto param = cast<ParamOp>(paramOp);
   if (param.getFullType() != getType())
     return emitOpError() << "expected type " << param.getFullType()
@@ -520,10 +526,11 @@ LogicalResult InputOp::verify() {
 
 //===--- train.adamw ------------------------------------------------------===//
 
-StringRef AdamWOp::getParamName() { return getName(); }
+SmallVector<StringRef, 1> AdamWOp::getParamNames() { return {getName()}; }
 bool AdamWOp::isParamUpdate() { return true; }
 
-LogicalResult AdamWOp::verifyParam(Operation *paramOp) {
+LogicalResult AdamWOp::verifyParams(ArrayRef<Operation *> params) {
+  Operation *paramOp = params.front();
   auto param = cast<ParamOp>(paramOp);
   if (!param.isTrainable())
     return emitOpError() << "updates frozen param '" << getName() << "'";

@@ -39,7 +39,8 @@ public:
 
   /// The value owning the buffer `value` views (itself if it owns one).
   mlir::Value getRoot(mlir::Value value);
-  /// Buffers in definition order; params are not buffers (they persist).
+  /// Buffers in definition order; params and flat params are not buffers
+  /// (they persist).
   const llvm::MapVector<mlir::Value, Buffer> &getBuffers() const {
     return buffers;
   }

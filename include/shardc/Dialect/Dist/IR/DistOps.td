@@ -319,4 +319,69 @@ def Dist_SetParamOp : Dist_Op<"set_param", [
   let assemblyFormat = "$name `,` $value attr-dict `:` type($value)";
 }
 
+//===----------------------------------------------------------------------===//
+// FSDP1's flat parameters
+//===----------------------------------------------------------------------===//
+
+def Dist_FlatParamOp : Dist_Op<"flat_param", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<Train_ParamUserOpInterface>]> {
+  let summary = "this rank's piece of a unit's flat parameter";
+  let description = [{
+    FSDP1's FlatParameter (`layout = flat`): the trainable parameters
+    `params` of unit `unit`, flattened and concatenated in order, padded
+    with zeros to N equal pieces for the N ranks of `axes`; the result is
+    this rank's piece, and the state the rank stores for those parameters.
+    Shard edges cross parameter edges. A `dist.all_gather ... flat` and a
+    `dist.unpack` give the unit its parameters; `dist.adamw_flat` updates the
+    piece. The member `train.param`s are marked `sharded(#dist.shard<layout
+    = flat, ...>)`, keep their full type and are not read: they declare the
+    names, shapes and initializers.
+
+    ```mlir
+    %f = dist.flat_param "h0" ["h0.w", "h0.b"] on @mesh ["shard"]
+        : tensor<10xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$unit, StrArrayAttr:$params,
+                       FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs 1DTensorOf<[F32, BF16]>:$result);
+  let assemblyFormat = [{
+    $unit $params `on` $mesh $axes attr-dict `:` type($result)
+  }];
+}
+
+def Dist_AdamWFlatOp : Dist_Op<"adamw_flat", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<Train_ParamUserOpInterface, ["isParamUpdate"]>]> {
+  let summary = "AdamW on this rank's piece of a unit's flat parameter";
+  let description = [{
+    Updates this rank's piece of the flat concatenation of `params` (as
+    `dist.flat_param` lays them out over the ranks of `axes`) with that
+    piece's reduce-scattered gradient `grad`. This rank owns the piece's
+    optimizer state (moments, and an fp32 master copy under lower-precision
+    storage).
+
+    Without a result the piece is the unit's `dist.flat_param` (ZeRO-3,
+    HSDP). With one, the parameters are stored whole on every rank (ZeRO-1,
+    ZeRO-2 with `layout = flat`, DeepSpeed's flat partitions): the result is
+    the updated piece, to be all-gathered, unpacked and written back with
+    `dist.set_param`.
+
+    ```mlir
+    dist.adamw_flat "h0" ["h0.w", "h0.b"], %g on @mesh ["shard"] : tensor<10xf32>
+    %u = dist.adamw_flat "h0" ["h0.w", "h0.b"], %g on @mesh ["shard"]
+        : tensor<10xf32> -> tensor<10xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$unit, StrArrayAttr:$params,
+                       1DTensorOf<[F32, BF16]>:$grad,
+                       FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs Optional<1DTensorOf<[F32, BF16]>>:$updated);
+  let assemblyFormat = [{
+    $unit $params `,` $grad `on` $mesh $axes attr-dict `:` type($grad)
+    (`->` type($updated)^)?
+  }];
+}
+
 #endif // SHARDC_DIALECT_DIST_IR_DISTOPS_TD

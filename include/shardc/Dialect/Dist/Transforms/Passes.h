@@ -19,10 +19,6 @@ constexpr llvm::StringLiteral kStrategyAttrName = "dist.strategy";
 /// Element types a step can compute and communicate in.
 enum class DType { f32, bf16 };
 
-/// The options' layout choice (`Layout` is the IR's). FSDP1's `flat` is
-/// not offered yet.
-enum class LayoutOption { dim0 };
-
 #define GEN_PASS_DECL
 #include "shardc/Dialect/Dist/Transforms/Passes.h.inc"
 

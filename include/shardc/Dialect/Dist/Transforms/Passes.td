@@ -105,11 +105,15 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
     Option<"reshardAfterForward", "reshard-after-forward", "bool", "true",
            "zero3/hsdp: free gathered params after a unit's forward and "
            "gather them again for its backward">,
-    Option<"layout", "layout", "::shardc::dist::LayoutOption",
-           "::shardc::dist::LayoutOption::dim0", "how shards are cut",
+    Option<"layout", "layout", "::shardc::dist::Layout",
+           "::shardc::dist::Layout::dim0", "how shards are cut",
            [{::llvm::cl::values(
-             clEnumValN(::shardc::dist::LayoutOption::dim0, "dim0",
-                        "FSDP2: per-parameter dim-0 shards"))}]>,
+             clEnumValN(::shardc::dist::Layout::dim0, "dim0",
+                        "FSDP2: per-parameter dim-0 shards"),
+             clEnumValN(::shardc::dist::Layout::flat, "flat",
+                        "FSDP1: one flat parameter per unit, padded, cut in "
+                        "equal pieces (zero1/zero2: the optimizer state's "
+                        "pieces, as DeepSpeed)"))}]>,
     Option<"paramDType", "param-dtype", "::shardc::dist::DType",
            "::shardc::dist::DType::f32",
            "element type parameters are stored, gathered and computed in",

@@ -8,18 +8,21 @@ include "mlir/IR/OpBase.td"
 def Train_ParamUserOpInterface : OpInterface<"ParamUserOpInterface"> {
   let cppNamespace = "::shardc::train";
   let description = [{
-    An op that names a parameter of its `train.model` (reads, updates or
-    writes it). The model resolves every such name once, in one walk, and
+    An op that names parameters of its `train.model` (reads, updates or
+    writes them). The model resolves every such name once, in one walk, and
     hands each op its `train.param`: a model with thousands of parameters
     verifies in linear time.
   }];
   let methods = [
-    InterfaceMethod<"The name of the parameter.", "::llvm::StringRef",
-                    "getParamName">,
-    InterfaceMethod<"Checks the op against the `train.param` it names.",
-                    "::mlir::LogicalResult", "verifyParam",
-                    (ins "::mlir::Operation *":$param)>,
-    InterfaceMethod<"Whether the op is the optimizer update of the param: a "
+    InterfaceMethod<"The names of the parameters the op names: one, or a "
+                    "unit's flat parameter's members in order.",
+                    "::llvm::SmallVector<::llvm::StringRef, 1>",
+                    "getParamNames">,
+    InterfaceMethod<"Checks the op against the `train.param`s it names, in "
+                    "the order of getParamNames().",
+                    "::mlir::LogicalResult", "verifyParams",
+                    (ins "::llvm::ArrayRef<::mlir::Operation *>":$params)>,
+    InterfaceMethod<"Whether the op is the optimizer update of the params: a "
                     "param has at most one.",
                     "bool", "isParamUpdate", (ins), [{}],
                     [{ return false; }]>,
