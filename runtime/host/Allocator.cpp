@@ -2,6 +2,8 @@
 
 #include "Allocator.h"
 
+#include "Backend.h"
+
 #include "shardc_rt/Error.h"
 
 #include <cstdlib>
@@ -19,12 +21,12 @@ static int64_t roundUp(int64_t bytes) {
 
 Allocator::~Allocator() {
   for (auto &[capacity, ptr] : cached)
-    std::free(ptr);
+    backendRelease(ptr);
   for (auto &[ptr, block] : inUse)
-    std::free(ptr);
+    backendRelease(ptr);
 }
 
-void *Allocator::allocate(int64_t bytes) {
+void *Allocator::allocate(shardc_rt_context &ctx, int64_t bytes) {
   SHARDC_RT_CHECK(bytes >= 0, "shardc_rt_alloc",
                   "negative size " + std::to_string(bytes));
   int64_t capacity = roundUp(bytes > 0 ? bytes : 1);
@@ -34,14 +36,14 @@ void *Allocator::allocate(int64_t bytes) {
     ptr = it->second;
     cached.erase(it);
   } else {
-    ptr = std::aligned_alloc(64, capacity);
+    ptr = backendAllocate(capacity);
     SHARDC_RT_CHECK(ptr, "shardc_rt_alloc",
                     "out of memory allocating " + std::to_string(capacity) +
                         " bytes (" + std::to_string(reserved) +
                         " already held)");
     reserved += capacity;
   }
-  std::memset(ptr, 0, bytes);
+  backendZero(ctx, ptr, bytes);
   inUse[ptr] = {bytes, capacity};
   live += bytes;
   if (live > peak)

@@ -15,8 +15,12 @@
 #include <unordered_map>
 #include <vector>
 
+struct shardc_rt_context;
+
 namespace shardc::rt {
 
+/// Blocks come from the backend (host or device memory); on a device, a
+/// block is reused in the order of the step's stream.
 class Allocator {
 public:
   Allocator() = default;
@@ -24,8 +28,8 @@ public:
   Allocator &operator=(const Allocator &) = delete;
   ~Allocator();
 
-  /// `bytes` zeroed bytes, 64-byte aligned.
-  void *allocate(int64_t bytes);
+  /// `bytes` zeroed bytes, 256-byte aligned.
+  void *allocate(shardc_rt_context &ctx, int64_t bytes);
   /// Returns a block to the cache; a pointer not from allocate() is fatal.
   void release(void *ptr);
 

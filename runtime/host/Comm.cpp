@@ -1,9 +1,7 @@
 //===- Comm.cpp - Groups of ranks and non-blocking collectives ------------===//
 //
-// Ranks are laid out row-major over the mesh axes, as `dist.mesh` reads. Each
-// set of axes names a group: the ranks that agree on every other axis. Each
-// collective runs on its group's communicator as one non-blocking MPI call;
-// shardc_rt_wait completes it where the schedule says.
+// Each collective runs on its group's communicator (Context.cpp) as one
+// non-blocking MPI call; shardc_rt_wait completes it where the schedule says.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,50 +39,7 @@ static void checkMpi(int status, const char *call) {
   SHARDC_RT_FAIL(call, std::string(text, length));
 }
 
-int64_t shardc_rt_context::groupSize(shardc_rt_axes axes) const {
-  int64_t size = 1;
-  for (int32_t a = 0; a < model->mesh_rank; ++a)
-    if (axes & (1u << a))
-      size *= model->mesh_shape[a];
-  return size;
-}
-
-int64_t shardc_rt_context::groupIndex(shardc_rt_axes axes) const {
-  int64_t index = 0;
-  for (int32_t a = 0; a < model->mesh_rank; ++a)
-    if (axes & (1u << a))
-      index = index * model->mesh_shape[a] + coords[a];
-  return index;
-}
-
-Range shardc_rt_context::rangeOf(const std::vector<int64_t> &shape,
-                                 shardc_rt_split split) const {
-  int64_t numel = 1;
-  for (int64_t d : shape)
-    numel *= d;
-  int64_t group = groupSize(split.axes);
-  if (group == 1 || shape.empty())
-    return {0, numel, numel};
-  int64_t rows = shape[0], rowSize = numel / rows;
-  int64_t perRank = (rows + group - 1) / group;
-  int64_t index = groupIndex(split.axes);
-  int64_t first = std::min(index * perRank, rows);
-  int64_t last = std::min(first + perRank, rows);
-  return {first * rowSize, last * rowSize, perRank * rowSize};
-}
-
-bool shardc_rt_context::firstReplica(shardc_rt_split split) const {
-  for (int32_t a = 0; a < model->mesh_rank; ++a)
-    if (!(split.axes & (1u << a)) && coords[a] != 0)
-      return false;
-  return true;
-}
-
 extern "C" {
-
-int64_t shardc_rt_group_index(shardc_rt_context *ctx, shardc_rt_axes axes) {
-  return ctx->groupIndex(axes);
-}
 
 static shardc_rt_request *start(shardc_rt_context *ctx, const char *call,
                                 float *out, int64_t count) {

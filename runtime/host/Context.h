@@ -62,6 +62,10 @@ struct Timers {
 struct shardc_rt_context;
 
 namespace shardc::rt {
+/// Param i or flat param g; a bad index (an emitter bug) is fatal.
+ParamState &paramAt(shardc_rt_context *ctx, int32_t index, const char *call);
+FlatState &flatAt(shardc_rt_context *ctx, int32_t group, const char *call);
+
 /// Calls fn(member, from, to, at) for each member overlapping this rank's
 /// piece of `flat`: the member's elements [from, to) are the piece's
 /// elements [at, at + to - from).
@@ -82,6 +86,10 @@ struct shardc_rt_context {
   shardc::rt::DataSource *data = nullptr;
   shardc::rt::Timers timers;
   std::vector<shardc_rt_request *> pending;
+  /// Each input's rows for the current step, on the host.
+  std::vector<std::vector<int32_t>> inputStaging;
+  /// The backend's own state (device, streams, communicators).
+  void *backend = nullptr;
 
   /// Ranks in the group spanning `axes` and this rank's index in it.
   int64_t groupSize(shardc_rt_axes axes) const;

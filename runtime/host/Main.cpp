@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Backend.h"
 #include "Context.h"
 
 #include "shardc_rt/Checkpoint.h"
@@ -158,6 +159,39 @@ InitSpec initSpec(const shardc_rt_param_info &info) {
   return {kinds[info.init], info.a, info.b};
 }
 
+float *allocateFloats(shardc_rt_context &ctx, int64_t count) {
+  return static_cast<float *>(ctx.allocator.allocate(ctx, count * 4));
+}
+
+/// Host copies of state in backend memory, for files: fill() reads the
+/// pieces' data into host buffers and points the pieces there; store()
+/// writes the host buffers back.
+class HostMirror {
+public:
+  explicit HostMirror(std::vector<Piece> pieces) : pieces(std::move(pieces)) {
+    for (Piece &piece : this->pieces) {
+      device.push_back(piece.data);
+      host.emplace_back(piece.end - piece.begin);
+      piece.data = host.back().data();
+    }
+  }
+  /// The pieces, pointing at host memory.
+  std::vector<Piece> &get() { return pieces; }
+  void fill() {
+    for (size_t i = 0; i < pieces.size(); ++i)
+      backendCopyOut(host[i].data(), device[i], host[i].size() * 4);
+  }
+  void store() {
+    for (size_t i = 0; i < pieces.size(); ++i)
+      backendCopyIn(device[i], host[i].data(), host[i].size() * 4);
+  }
+
+private:
+  std::vector<Piece> pieces;
+  std::vector<float *> device;
+  std::vector<std::vector<float>> host;
+};
+
 /// A contiguous part of a param's value this rank holds: elements
 /// [begin, end) of param `index`, at `data`.
 struct ValuePiece {
@@ -209,12 +243,12 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
     bool flat = info.flat >= 0;
     if (!flat || !m.flats[info.flat].stores)
       p.value =
-          static_cast<float *>(ctx.allocator.allocate(p.stored.count * 4));
+          allocateFloats(ctx, p.stored.count);
     if (!info.frozen && !flat) {
       p.expAvg =
-          static_cast<float *>(ctx.allocator.allocate(p.optimized.count * 4));
+          allocateFloats(ctx, p.optimized.count);
       p.expAvgSq =
-          static_cast<float *>(ctx.allocator.allocate(p.optimized.count * 4));
+          allocateFloats(ctx, p.optimized.count);
     }
     ctx.params.push_back(p);
   }
@@ -231,9 +265,9 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
     f.used = std::max<int64_t>(0, std::min(f.count, f.total - f.begin));
     f.writes = ctx.firstReplica(f.info->split);
     if (f.info->stores)
-      f.value = static_cast<float *>(ctx.allocator.allocate(f.count * 4));
-    f.expAvg = static_cast<float *>(ctx.allocator.allocate(f.count * 4));
-    f.expAvgSq = static_cast<float *>(ctx.allocator.allocate(f.count * 4));
+      f.value = allocateFloats(ctx, f.count);
+    f.expAvg = allocateFloats(ctx, f.count);
+    f.expAvgSq = allocateFloats(ctx, f.count);
     ctx.flats.push_back(f);
   }
 
@@ -248,12 +282,14 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
   std::string error;
   for (const ValuePiece &piece : valuePieces(ctx)) {
     const ParamState &p = ctx.params[piece.index];
+    std::vector<float> host(piece.end - piece.begin);
     if (!init)
       initRange(initSpec(*p.info), ctx.seed, p.info->name, piece.begin,
-                piece.end, piece.data);
+                piece.end, host.data());
     else if (error.empty())
       error = tryReadF32(*init, p.info->name, p.shape, piece.begin, piece.end,
-                         piece.data);
+                         host.data());
+    backendCopyIn(piece.data, host.data(), host.size() * 4);
   }
   SHARDC_RT_CHECK_ALL(error.empty(), "--init", error);
 }
@@ -336,8 +372,8 @@ void exportParams(shardc_rt_context &ctx, const std::string &path) {
     ParamState &p = ctx.params[i];
     std::vector<float> mine(p.numel, 0.0f);
     for (const ValuePiece &piece : piecesOf[i])
-      std::copy(piece.data, piece.data + (piece.end - piece.begin),
-                mine.begin() + piece.begin);
+      backendCopyOut(mine.data() + piece.begin, piece.data,
+                     (piece.end - piece.begin) * 4);
     if (ctx.worldRank == 0)
       full[i].assign(p.numel, 0.0f);
     // Each element is written by exactly one rank; the others add zeros.
@@ -381,9 +417,11 @@ void loadState(shardc_rt_context &ctx, const std::string &dir) {
     else if (!parseInt(meta["step"].c_str(), step) || step < 0)
       error = dir + ": bad step '" + meta["step"] + "' in checkpoint.json";
   }
+  HostMirror state(statePieces(ctx));
   if (error.empty())
-    error = tryLoadCheckpoint(dir, statePieces(ctx), meta);
+    error = tryLoadCheckpoint(dir, state.get(), meta);
   SHARDC_RT_CHECK_ALL(error.empty(), "--load", error);
+  state.store();
   ctx.step = step;
 }
 
@@ -400,7 +438,13 @@ void *shardc_rt_input(shardc_rt_context *ctx, int32_t index) {
   int64_t globalRows = shape[0], rows = globalRows / ctx->worldSize;
   int64_t rowSize = numElements(shape) / globalRows;
   int64_t first = ctx->worldRank * rows;
-  void *out = shardc_rt_alloc(ctx, rows * rowSize * 4);
+  // Read on the host, copied to backend memory; the staging buffer lives
+  // until the step ends.
+  if (ctx->inputStaging.size() < static_cast<size_t>(m.num_inputs))
+    ctx->inputStaging.resize(m.num_inputs);
+  std::vector<int32_t> &staging = ctx->inputStaging[index];
+  staging.resize(rows * rowSize);
+  void *out = staging.data();
   int64_t step = ctx->step - 1; // steps count from 1; data from 0
   if (ctx->data->tokens) {
     // Both inputs come from one window: read both, keep the one asked for.
@@ -424,7 +468,9 @@ void *shardc_rt_input(shardc_rt_context *ctx, int32_t index) {
     syntheticFloats(ctx->seed, info.name, step, first * rowSize,
                     (first + rows) * rowSize, static_cast<float *>(out));
   }
-  return out;
+  void *buffer = shardc_rt_alloc(ctx, rows * rowSize * 4);
+  backendCopyInput(*ctx, buffer, out, rows * rowSize * 4);
+  return buffer;
 }
 
 void shardc_rt_bad_index(shardc_rt_context *ctx, const char *op,
@@ -461,6 +507,7 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   SHARDC_RT_CHECK_ALL(exportError.empty(), "--export", exportError);
   ctx.seed = flags.seed;
   buildCommunicators(ctx);
+  backendSetUp(ctx);
   setUpParams(ctx, flags);
   openData(ctx, flags);
   if (!flags.load.empty())
@@ -489,6 +536,7 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     auto started = std::chrono::steady_clock::now();
     float loss = 0.0f;
     model->step(&ctx, &loss);
+    backendFinishStep(ctx);
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - started)
                          .count();
@@ -534,11 +582,15 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   }
   if (log)
     std::fclose(log);
-  if (!flags.save.empty())
-    saveCheckpoint(flags.save, MPI_COMM_WORLD, statePieces(ctx),
+  if (!flags.save.empty()) {
+    HostMirror state(statePieces(ctx));
+    state.fill();
+    saveCheckpoint(flags.save, MPI_COMM_WORLD, state.get(),
                    checkpointMetadata(ctx));
+  }
   if (!flags.exportPath.empty())
     exportParams(ctx, flags.exportPath);
+  backendTearDown(ctx);
   MPI_Finalize();
   return 0;
 }

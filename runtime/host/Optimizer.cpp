@@ -1,4 +1,4 @@
-//===- Optimizer.cpp - Memory, params and AdamW for emitted code ----------===//
+//===- Optimizer.cpp - AdamW on the CPU -----------------------------------===//
 
 #include "Context.h"
 
@@ -29,54 +29,27 @@ static void adamw(const shardc_rt_model &m, int64_t step, float *value,
   }
 }
 
-static ParamState &param(shardc_rt_context *ctx, int32_t index,
-                         const char *call) {
-  SHARDC_RT_CHECK(index >= 0 && index < static_cast<int32_t>(ctx->params.size()),
-                  call, "no param " + std::to_string(index));
-  return ctx->params[index];
-}
-
 extern "C" {
-
-void *shardc_rt_alloc(shardc_rt_context *ctx, int64_t bytes) {
-  return ctx->allocator.allocate(bytes);
-}
-
-void shardc_rt_free(shardc_rt_context *ctx, void *ptr) {
-  ctx->allocator.release(ptr);
-}
-
-float *shardc_rt_param(shardc_rt_context *ctx, int32_t index) {
-  return param(ctx, index, "shardc_rt_param").value;
-}
 
 void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index,
                      const float *grad) {
-  ParamState &p = param(ctx, index, "shardc_rt_adamw");
+  ParamState &p = paramAt(ctx, index, "shardc_rt_adamw");
   adamw(*ctx->model, ctx->step, p.value, p.expAvg, p.expAvgSq, grad,
         p.stored.end - p.stored.begin);
 }
 
 void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
                            const float *grad, float *updated) {
-  ParamState &p = param(ctx, index, "shardc_rt_adamw_shard");
+  ParamState &p = paramAt(ctx, index, "shardc_rt_adamw_shard");
   int64_t used = p.optimized.end - p.optimized.begin;
   float *shard = p.value + p.optimized.begin;
   adamw(*ctx->model, ctx->step, shard, p.expAvg, p.expAvgSq, grad, used);
   std::copy(shard, shard + used, updated);
 }
 
-float *shardc_rt_flat_param(shardc_rt_context *ctx, int32_t group) {
-  SHARDC_RT_CHECK(group >= 0 && group < static_cast<int32_t>(ctx->flats.size()),
-                  "shardc_rt_flat_param", "no flat param " + std::to_string(group));
-  return ctx->flats[group].value;
-}
-
 void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
                           const float *grad, float *updated) {
-  SHARDC_RT_CHECK(group >= 0 && group < static_cast<int32_t>(ctx->flats.size()),
-                  "shardc_rt_adamw_flat", "no flat param " + std::to_string(group));
-  FlatState &f = ctx->flats[group];
+  FlatState &f = flatAt(ctx, group, "shardc_rt_adamw_flat");
   if (f.value) {
     adamw(*ctx->model, ctx->step, f.value, f.expAvg, f.expAvgSq, grad, f.used);
     if (updated)
@@ -102,7 +75,7 @@ void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
 
 void shardc_rt_set_param(shardc_rt_context *ctx, int32_t index,
                          const float *full) {
-  ParamState &p = param(ctx, index, "shardc_rt_set_param");
+  ParamState &p = paramAt(ctx, index, "shardc_rt_set_param");
   std::copy(full, full + p.numel, p.value);
 }
 

@@ -1,0 +1,42 @@
+//===- Backend.h - Where a rank's memory lives: host or device --*- C++ -*-===//
+//
+// What differs between the CPU runtime (host/) and the CUDA runtime (cuda/)
+// below the step: raw memory, copies between the host and that memory, and
+// the set-up around the steps. Everything else (flags, init, data, files,
+// the step loop) is shared and reaches the memory only through these.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDC_RT_HOST_BACKEND_H
+#define SHARDC_RT_HOST_BACKEND_H
+
+#include <cstdint>
+
+struct shardc_rt_context;
+
+namespace shardc::rt {
+
+/// `bytes` of raw memory, 256-byte aligned, or null when there is none.
+void *backendAllocate(int64_t bytes);
+void backendRelease(void *ptr);
+/// Zeroes `bytes` at `ptr`, in order with the step's work.
+void backendZero(shardc_rt_context &ctx, void *ptr, int64_t bytes);
+/// Copies between the host and backend memory; the copy is complete when
+/// the call returns (set-up and files, not the step's hot path).
+void backendCopyIn(void *dst, const void *hostSrc, int64_t bytes);
+void backendCopyOut(void *hostDst, const void *src, int64_t bytes);
+/// Copies a step input into backend memory, in order with the step's work.
+/// `hostSrc` stays valid until the step ends.
+void backendCopyInput(shardc_rt_context &ctx, void *dst, const void *hostSrc,
+                      int64_t bytes);
+
+/// Before params are allocated (MPI and the communicators are up): select
+/// the device, create streams and communicators.
+void backendSetUp(shardc_rt_context &ctx);
+/// After a step returns: everything it enqueued has completed.
+void backendFinishStep(shardc_rt_context &ctx);
+void backendTearDown(shardc_rt_context &ctx);
+
+} // namespace shardc::rt
+
+#endif // SHARDC_RT_HOST_BACKEND_H
