@@ -93,6 +93,7 @@ typedef struct shardc_rt_model {
   int32_t num_inputs;
   const shardc_rt_flat_info *flats;
   int32_t num_flats;
+  int32_t num_events; /* target=cuda: the events the step records */
   double lr, beta1, beta2, eps, weight_decay;
   shardc_rt_prediction predicted;
   /* One training step: reads params and inputs, ends with the optimizer

@@ -1,14 +1,20 @@
-//===- HostEmitter.cpp - A sharded step as C++ over MPI -------------------===//
+//===- StepEmitter.cpp - A sharded step as C++ (MPI) or CUDA (NCCL) -------===//
 //
-// The step becomes straight-line C++: units and backwards are inlined, a
+// The step becomes straight-line code: units and backwards are inlined, a
 // micro-batch loop becomes a for loop, every value is a pointer. A buffer is
 // allocated where BufferLiveness says it is defined and freed after its last
 // user; a view (reshape, unpacked slice, region argument, wait) is the
 // pointer of the buffer it views, offset where it is a slice.
 //
+// target=host calls the CPU kernels and non-blocking MPI collectives through
+// the runtime. target=cuda enqueues the CUDA kernels on one compute stream
+// and calls NCCL itself, each collective on its communicator's stream after
+// an event of the compute stream, its wait an event the compute stream
+// waits on: the schedule's overlap, with no device-wide synchronisation.
+//
 //===----------------------------------------------------------------------===//
 
-#include "shardc/Target/Cpp/HostEmitter.h"
+#include "shardc/Target/Cpp/StepEmitter.h"
 
 #include "shardc/Dialect/Dist/Analysis/BufferLiveness.h"
 #include "shardc/Dialect/Dist/Analysis/Ledger.h"
@@ -23,6 +29,8 @@
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <set>
 
 using namespace mlir;
 using namespace shardc;
@@ -53,10 +61,12 @@ std::string literal(const llvm::APFloat &value) {
   return literal(value.convertToDouble());
 }
 
-class HostEmitter {
+enum class Target { host, cuda };
+
+class StepEmitter {
 public:
-  HostEmitter(ModelOp model, MeshOp mesh, llvm::raw_ostream &os)
-      : model(model), mesh(mesh), os(os), liveness(model) {}
+  StepEmitter(ModelOp model, MeshOp mesh, Target target, llvm::raw_ostream &os)
+      : model(model), mesh(mesh), target(target), os(os), liveness(model) {}
 
   LogicalResult emit();
 
@@ -70,6 +80,19 @@ private:
   LogicalResult emitOp(Operation *op);
   LogicalResult emitCompute(Operation *op);
   LogicalResult emitCollective(Operation *op);
+  LogicalResult emitNcclCollective(Operation *op, Value in, Value result,
+                                   uint32_t mask, int64_t group,
+                                   bool average);
+
+  /// "shardc_rt_NAME(" on the host, "shardc_rt_cuda_NAME(K, " on a device.
+  std::string kernel(StringRef name) {
+    return target == Target::cuda ? ("shardc_rt_cuda_" + name + "(K, ").str()
+                                  : ("shardc_rt_" + name + "(").str();
+  }
+  /// A fresh event of the step's pool (target=cuda).
+  std::string event() {
+    return llvm::formatv("shardc_rt_cuda_event(ctx, {0})", numEvents++);
+  }
 
   /// The C expression for a value's data.
   std::string name(Value v) { return names.lookup(v); }
@@ -89,6 +112,7 @@ private:
 
   ModelOp model;
   MeshOp mesh;
+  Target target;
   raw_indented_ostream os;
   BufferLiveness liveness;
   llvm::DenseMap<Value, std::string> names, requests;
@@ -100,9 +124,13 @@ private:
   /// dist.adamw_flat (ZeRO-1/2), by unit.
   llvm::MapVector<StringRef, Operation *> flats;
   int counter = 0;
+  int numEvents = 0;
+  /// target=cuda: the event each token's wait waits on, and the padded
+  /// staging copy a reduce-scatter frees at its wait.
+  llvm::DenseMap<Value, std::string> tokenEvents, stagings;
 };
 
-std::string HostEmitter::where(Operation *op) {
+std::string StepEmitter::where(Operation *op) {
   std::string text;
   llvm::raw_string_ostream s(text);
   s << op->getName();
@@ -118,21 +146,21 @@ std::string HostEmitter::where(Operation *op) {
   return escaped;
 }
 
-uint32_t HostEmitter::axesMask(ArrayAttr axes) {
+uint32_t StepEmitter::axesMask(ArrayAttr axes) {
   uint32_t mask = 0;
   for (Attribute axis : axes)
     mask |= 1u << mesh.getAxisIndex(cast<StringAttr>(axis).getValue());
   return mask;
 }
 
-int64_t HostEmitter::groupSize(ArrayAttr axes) {
+int64_t StepEmitter::groupSize(ArrayAttr axes) {
   int64_t size = 1;
   for (Attribute axis : axes)
     size *= mesh.getShape()[mesh.getAxisIndex(cast<StringAttr>(axis).getValue())];
   return size;
 }
 
-std::string HostEmitter::allocate(Value v, int64_t bytes) {
+std::string StepEmitter::allocate(Value v, int64_t bytes) {
   std::string n = fresh();
   std::string type = cType(tensorType(v).getElementType());
   os << type << " *" << n << " = static_cast<" << type
@@ -142,7 +170,7 @@ std::string HostEmitter::allocate(Value v, int64_t bytes) {
   return n;
 }
 
-LogicalResult HostEmitter::checkLowerable() {
+LogicalResult StepEmitter::checkLowerable() {
   auto checkType = [&](Operation *op, Type type) -> LogicalResult {
     if (auto token = dyn_cast<TokenType>(type))
       type = token.getResult();
@@ -152,9 +180,10 @@ LogicalResult HostEmitter::checkLowerable() {
     Type element = tensor.getElementType();
     if (element.isF32() || element.isInteger(32))
       return success();
-    return op->emitOpError() << "has type " << type
-                             << ": target=host computes in f32 with i32 "
-                                "indices (mixed precision needs target=cuda)";
+    return op->emitOpError()
+           << "has type " << type
+           << ": the emitted steps compute in f32 with i32 indices (bf16 "
+              "mixed precision is not lowered yet)";
   };
   WalkResult result = model.walk([&](Operation *op) {
     for (Value v : op->getResults())
@@ -165,7 +194,7 @@ LogicalResult HostEmitter::checkLowerable() {
   return failure(result.wasInterrupted());
 }
 
-int64_t HostEmitter::integerBound(Value input) {
+int64_t StepEmitter::integerBound(Value input) {
   int64_t bound = std::numeric_limits<int64_t>::max();
   SmallVector<Value> work{input};
   llvm::DenseSet<Value> seen;
@@ -192,7 +221,7 @@ int64_t HostEmitter::integerBound(Value input) {
   return bound == std::numeric_limits<int64_t>::max() ? 1 : bound;
 }
 
-void HostEmitter::emitTables() {
+void StepEmitter::emitTables() {
   model.walk([&](Operation *op) {
     if (auto param = dyn_cast<train::ParamOp>(op)) {
       paramIndices[param.getName()] = params.size();
@@ -302,7 +331,7 @@ void HostEmitter::emitTables() {
   os << "};\n\n";
 }
 
-void HostEmitter::emitMain() {
+void StepEmitter::emitMain() {
   LedgerReport ledger = computeLedger(model);
   auto optimizer = model.getOptimizer();
   auto strategy = model->getAttrOfType<StringAttr>(kStrategyAttrName);
@@ -340,27 +369,50 @@ void HostEmitter::emitMain() {
      << ledger.peak << ", " << ledger.allGather.bytes << ", "
      << ledger.reduceScatter.bytes << ", " << ledger.allReduce.bytes
      << "};\n";
+  os << "model.num_events = " << numEvents << ";\n";
   os << "model.step = step;\n";
   os << "return shardc_rt_main(argc, argv, &model);\n";
   os.unindent();
   os << "}\n";
 }
 
-LogicalResult HostEmitter::emit() {
+LogicalResult StepEmitter::emit() {
   if (failed(checkLowerable()))
     return failure();
   for (auto &[value, buffer] : liveness.getBuffers())
     freesAfter[buffer.lastUser].push_back(value);
 
+  bool cuda = target == Target::cuda;
   auto strategy = model->getAttrOfType<StringAttr>(kStrategyAttrName);
-  os << "// Generated by shardc (target=host) from @" << model.getSymName()
-     << ": " << strategy.getValue() << " over mesh [";
+  os << "// Generated by shardc (target=" << (cuda ? "cuda" : "host")
+     << ") from @" << model.getSymName() << ": " << strategy.getValue()
+     << " over mesh [";
   llvm::interleaveComma(mesh.getShape(), os);
   os << "]. Do not edit.\n";
-  os << "#include \"shardc_rt/Kernels.h\"\n#include \"shardc_rt/shardc_rt.h\"\n\n";
+  if (cuda)
+    os << "#include \"shardc_rt/shardc_rt_cuda.h\"\n\n";
+  else
+    os << "#include \"shardc_rt/Kernels.h\"\n#include \"shardc_rt/shardc_rt.h\"\n\n";
   emitTables();
   os << "void step(shardc_rt_context *ctx, float *loss) {\n";
   os.indent();
+  if (cuda) {
+    // The compute stream, and a communicator and stream per group the
+    // step's collectives run on.
+    os << "shardc_rt_cuda_kernels *K = shardc_rt_cuda_kernels_of(ctx);\n";
+    os << "cudaStream_t compute = shardc_rt_cuda_compute_stream(ctx);\n";
+    std::set<uint32_t> masks;
+    model.walk([&](Operation *op) {
+      TypeSwitch<Operation *>(op)
+          .Case<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
+                ReduceScatterStartOp, AllReduceOp, AllReduceStartOp>(
+              [&](auto c) { masks.insert(axesMask(c.getAxes())); });
+    });
+    for (uint32_t mask : masks)
+      os << "ncclComm_t nccl" << mask << " = shardc_rt_cuda_comm(ctx, " << mask
+         << "u);\ncudaStream_t comm" << mask
+         << " = shardc_rt_cuda_comm_stream(ctx, " << mask << "u);\n";
+  }
   if (failed(emitBlock(model.getBody().front())))
     return failure();
   os.unindent();
@@ -369,7 +421,7 @@ LogicalResult HostEmitter::emit() {
   return success();
 }
 
-LogicalResult HostEmitter::emitBlock(Block &block) {
+LogicalResult StepEmitter::emitBlock(Block &block) {
   for (Operation &op : block) {
     if (failed(emitOp(&op)))
       return failure();
@@ -379,7 +431,7 @@ LogicalResult HostEmitter::emitBlock(Block &block) {
   return success();
 }
 
-void HostEmitter::emitFrees(Operation *lastUser) {
+void StepEmitter::emitFrees(Operation *lastUser) {
   for (Value dead : freesAfter.lookup(lastUser))
     os << "shardc_rt_free(ctx, " << name(dead) << ");\n";
 }
@@ -392,7 +444,7 @@ static void bindRegion(Operation *op, llvm::DenseMap<Value, std::string> &names)
     names[arg] = names.lookup(operand);
 }
 
-LogicalResult HostEmitter::emitOp(Operation *op) {
+LogicalResult StepEmitter::emitOp(Operation *op) {
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](train::ParamOp param) {
         // A flat parameter's member is stored in it, and not read.
@@ -454,12 +506,16 @@ LogicalResult HostEmitter::emitOp(Operation *op) {
         if (auto loop = dyn_cast<train::MicrobatchesOp>(yield->getParentOp()))
           for (auto [acc, value] :
                llvm::zip(loop.getResults(), yield.getValues()))
-            os << "shardc_rt_accumulate_f32(" << name(acc) << ", "
+            os << kernel("accumulate_f32") << name(acc) << ", "
                << name(value) << ", " << numel(value) << ");\n";
         return success();
       })
       .Case([&](train::ReturnOp ret) {
-        os << "*loss = " << name(ret.getLoss()) << "[0];\n";
+        if (target == Target::cuda)
+          os << "SHARDC_CUDA(cudaMemcpyAsync(loss, " << name(ret.getLoss())
+             << ", sizeof(float), cudaMemcpyDeviceToHost, compute));\n";
+        else
+          os << "*loss = " << name(ret.getLoss()) << "[0];\n";
         return success();
       })
       .Case([&](train::AdamWOp adamw) {
@@ -501,7 +557,7 @@ LogicalResult HostEmitter::emitOp(Operation *op) {
         std::string out = allocate(pack.getResult());
         int64_t offset = 0;
         for (Value in : pack.getInputs()) {
-          os << "shardc_rt_copy_f32(" << out << " + " << offset << ", "
+          os << kernel("copy_f32") << out << " + " << offset << ", "
              << name(in) << ", " << numel(in) << ");\n";
           offset += numel(in);
         }
@@ -517,9 +573,17 @@ LogicalResult HostEmitter::emitOp(Operation *op) {
         return success();
       })
       .Case([&](WaitOp wait) {
-        os << "shardc_rt_wait(ctx, " << requests.lookup(wait.getToken())
-           << ");\n";
         names[wait.getResult()] = name(wait.getToken());
+        if (target == Target::host) {
+          os << "shardc_rt_wait(ctx, " << requests.lookup(wait.getToken())
+             << ");\n";
+          return success();
+        }
+        os << "SHARDC_CUDA(cudaStreamWaitEvent(compute, "
+           << tokenEvents.lookup(wait.getToken()) << ", 0));\n";
+        if (std::string staging = stagings.lookup(wait.getToken());
+            !staging.empty())
+          os << "shardc_rt_free(ctx, " << staging << ");\n";
         return success();
       })
       .Case<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
@@ -531,7 +595,7 @@ LogicalResult HostEmitter::emitOp(Operation *op) {
           return LogicalResult(constant.emitOpError(
               "only splat f32 constants lower to target=host"));
         std::string out = allocate(constant.getResult());
-        os << "shardc_rt_fill_f32(" << out << ", "
+        os << kernel("fill_f32") << out << ", "
            << literal(dense.getSplatValue<APFloat>()) << "f, "
            << numel(constant.getResult()) << ");\n";
         return success();
@@ -539,7 +603,7 @@ LogicalResult HostEmitter::emitOp(Operation *op) {
       .Default([&](Operation *op) { return emitCompute(op); });
 }
 
-LogicalResult HostEmitter::emitCollective(Operation *op) {
+LogicalResult StepEmitter::emitCollective(Operation *op) {
   Value in = op->getOperand(0), result = op->getResult(0);
   bool async = isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op);
   ArrayAttr axes;
@@ -558,9 +622,11 @@ LogicalResult HostEmitter::emitCollective(Operation *op) {
       });
   if (!wire.isF32())
     return op->emitOpError() << "sends " << wire
-                             << " on the wire: target=host sends f32 only";
+                             << " on the wire: the emitted steps send f32 only";
   uint32_t mask = axesMask(axes);
   int64_t group = groupSize(axes);
+  if (target == Target::cuda)
+    return emitNcclCollective(op, in, result, mask, group, average);
   std::string out, call;
   if (isa<AllGatherOp, AllGatherStartOp>(op)) {
     // Every rank sends its padded shard, so the gathered buffer has room for
@@ -591,16 +657,78 @@ LogicalResult HostEmitter::emitCollective(Operation *op) {
   return success();
 }
 
-LogicalResult HostEmitter::emitCompute(Operation *op) {
-  auto checkIds = [&](StringRef call) {
-    os << "if (int64_t bad = " << call << "; bad >= 0)\n";
+/// A collective on its communicator's stream: it starts once the compute
+/// stream has produced its input (and released its output buffer), and the
+/// compute stream waits for its event where the schedule waits.
+LogicalResult StepEmitter::emitNcclCollective(Operation *op, Value in,
+                                              Value result, uint32_t mask,
+                                              int64_t group, bool average) {
+  std::string out, call, source = name(in);
+  std::string comm = "nccl" + std::to_string(mask);
+  std::string stream = "comm" + std::to_string(mask);
+  const char *reduction = average ? "ncclAvg" : "ncclSum";
+  if (isa<AllGatherOp, AllGatherStartOp>(op)) {
+    int64_t count = numel(in);
+    out = allocate(result, std::max(getBufferBytes(result),
+                                    group * count * 4));
+    call = llvm::formatv("ncclAllGather({0}, {1}, {2}, ncclFloat, {3}, {4})",
+                         source, out, count, comm, stream);
+  } else if (isa<ReduceScatterOp, ReduceScatterStartOp>(op)) {
+    out = allocate(result);
+    int64_t count = numel(result);
+    if (numel(in) < group * count) {
+      // Uneven dim-0 shards: NCCL takes group x count elements, the last
+      // ranks' rows padding.
+      std::string staging = fresh();
+      os << "float *" << staging << " = static_cast<float *>(shardc_rt_alloc(ctx, "
+         << group * count * 4 << "));\n";
+      os << kernel("copy_f32") << staging << ", " << source << ", "
+         << numel(in) << ");\n";
+      stagings[result] = staging;
+      source = staging;
+    }
+    call = llvm::formatv(
+        "ncclReduceScatter({0}, {1}, {2}, ncclFloat, {3}, {4}, {5})", source,
+        out, count, reduction, comm, stream);
+  } else {
+    out = allocate(result);
+    call = llvm::formatv(
+        "ncclAllReduce({0}, {1}, {2}, ncclFloat, {3}, {4}, {5})", source, out,
+        numel(in), reduction, comm, stream);
+  }
+  std::string ready = event(), done = event();
+  os << "SHARDC_CUDA(cudaEventRecord(" << ready << ", compute));\n";
+  os << "SHARDC_CUDA(cudaStreamWaitEvent(" << stream << ", " << ready
+     << ", 0));\n";
+  os << "SHARDC_NCCL(" << call << ");\n";
+  os << "SHARDC_CUDA(cudaEventRecord(" << done << ", " << stream << "));\n";
+  if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op)) {
+    tokenEvents[result] = done;
+    return success();
+  }
+  os << "SHARDC_CUDA(cudaStreamWaitEvent(compute, " << done << ", 0));\n";
+  if (std::string staging = stagings.lookup(result); !staging.empty())
+    os << "shardc_rt_free(ctx, " << staging << ");\n";
+  return success();
+}
+
+LogicalResult StepEmitter::emitCompute(Operation *op) {
+  // Kernels that read indices check them: on the host at once, on a
+  // device at the end of the step (the kernel records the position).
+  auto checkIds = [&](StringRef kernelName, StringRef args) {
+    if (target == Target::cuda) {
+      os << kernel(kernelName) << args << ");\n";
+      return;
+    }
+    os << "if (int64_t bad = " << kernel(kernelName) << args
+       << "); bad >= 0)\n";
     os << "  shardc_rt_bad_index(ctx, \"" << where(op) << "\", bad);\n";
   };
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](train::LinearOp o) {
         std::string y = allocate(o.getResult());
         int64_t k = shapeOf(o.getWeight())[1], n = shapeOf(o.getWeight())[0];
-        os << "shardc_rt_linear_f32(" << name(o.getInput()) << ", "
+        os << kernel("linear_f32") << name(o.getInput()) << ", "
            << name(o.getWeight()) << ", "
            << (o.getBias() ? name(o.getBias()) : "nullptr") << ", " << y
            << ", " << numel(o.getInput()) / k << ", " << k << ", " << n
@@ -612,7 +740,7 @@ LogicalResult HostEmitter::emitCompute(Operation *op) {
         ArrayRef<int64_t> lhs = shapeOf(o.getLhs()), res = shapeOf(o.getResult());
         int64_t m = res[res.size() - 2], n = res.back();
         int64_t k = o.getTransposeLhs() ? lhs[lhs.size() - 2] : lhs.back();
-        os << "shardc_rt_matmul_f32(" << name(o.getLhs()) << ", "
+        os << kernel("matmul_f32") << name(o.getLhs()) << ", "
            << name(o.getRhs()) << ", " << c << ", "
            << numel(o.getResult()) / (m * n) << ", " << m << ", " << k << ", "
            << n << ", " << (o.getTransposeLhs() ? 1 : 0) << ", "
@@ -621,28 +749,28 @@ LogicalResult HostEmitter::emitCompute(Operation *op) {
       })
       .Case([&](train::AddOp o) {
         std::string y = allocate(o.getResult());
-        os << "shardc_rt_add_f32(" << name(o.getLhs()) << ", "
+        os << kernel("add_f32") << name(o.getLhs()) << ", "
            << name(o.getRhs()) << ", " << y << ", " << numel(o.getLhs())
            << ", " << numel(o.getRhs()) << ");\n";
         return success();
       })
       .Case([&](train::ScaleOp o) {
         std::string y = allocate(o.getResult());
-        os << "shardc_rt_scale_f32(" << name(o.getInput()) << ", " << y
+        os << kernel("scale_f32") << name(o.getInput()) << ", " << y
            << ", " << numel(o.getInput()) << ", "
            << literal(o.getFactor().convertToDouble()) << ");\n";
         return success();
       })
       .Case<train::GeluOp, train::ReluOp>([&](Operation *o) {
         std::string y = allocate(o->getResult(0));
-        os << "shardc_rt_" << o->getName().stripDialect() << "_f32("
+        os << kernel((o->getName().stripDialect() + "_f32").str())
            << name(o->getOperand(0)) << ", " << y << ", "
            << numel(o->getResult(0)) << ");\n";
         return success();
       })
       .Case<train::GeluGradOp, train::ReluGradOp>([&](Operation *o) {
         std::string dx = allocate(o->getResult(0));
-        os << "shardc_rt_" << o->getName().stripDialect() << "_f32("
+        os << kernel((o->getName().stripDialect() + "_f32").str())
            << name(o->getOperand(0)) << ", " << name(o->getOperand(1)) << ", "
            << dx << ", " << numel(o->getResult(0)) << ");\n";
         return success();
@@ -650,7 +778,7 @@ LogicalResult HostEmitter::emitCompute(Operation *op) {
       .Case([&](train::LayerNormOp o) {
         std::string y = allocate(o.getResult());
         int64_t c = shapeOf(o.getInput()).back();
-        os << "shardc_rt_layernorm_f32(" << name(o.getInput()) << ", "
+        os << kernel("layernorm_f32") << name(o.getInput()) << ", "
            << name(o.getWeight()) << ", " << name(o.getBias()) << ", " << y
            << ", " << numel(o.getInput()) / c << ", " << c << ", "
            << literal(o.getEps().convertToDouble()) << ");\n";
@@ -661,7 +789,7 @@ LogicalResult HostEmitter::emitCompute(Operation *op) {
         std::string dw = allocate(o.getWeightGrad());
         std::string db = allocate(o.getBiasGrad());
         int64_t c = shapeOf(o.getInput()).back();
-        os << "shardc_rt_layernorm_grad_f32(" << name(o.getGrad()) << ", "
+        os << kernel("layernorm_grad_f32") << name(o.getGrad()) << ", "
            << name(o.getInput()) << ", " << name(o.getWeight()) << ", " << dx
            << ", " << dw << ", " << db << ", " << numel(o.getInput()) / c
            << ", " << c << ", " << literal(o.getEps().convertToDouble())
@@ -671,8 +799,8 @@ LogicalResult HostEmitter::emitCompute(Operation *op) {
       .Case([&](train::EmbeddingOp o) {
         std::string y = allocate(o.getResult());
         ArrayRef<int64_t> table = shapeOf(o.getTable());
-        checkIds(llvm::formatv("shardc_rt_embedding_f32({0}, {1}, {2}, {3}, "
-                               "{4}, {5})",
+        checkIds("embedding_f32", llvm::formatv("{0}, {1}, {2}, {3}, "
+                               "{4}, {5}",
                                name(o.getIds()), name(o.getTable()), y,
                                numel(o.getIds()), table[0], table[1])
                      .str());
@@ -681,8 +809,8 @@ LogicalResult HostEmitter::emitCompute(Operation *op) {
       .Case([&](train::EmbeddingGradOp o) {
         std::string dt = allocate(o.getResult());
         ArrayRef<int64_t> table = shapeOf(o.getResult());
-        checkIds(llvm::formatv("shardc_rt_embedding_grad_f32({0}, {1}, {2}, "
-                               "{3}, {4}, {5})",
+        checkIds("embedding_grad_f32", llvm::formatv("{0}, {1}, {2}, "
+                               "{3}, {4}, {5}",
                                name(o.getGrad()), name(o.getIds()), dt,
                                numel(o.getIds()), table[0], table[1])
                      .str());
@@ -691,7 +819,7 @@ LogicalResult HostEmitter::emitCompute(Operation *op) {
       .Case([&](train::AttentionOp o) {
         std::string y = allocate(o.getResult());
         ArrayRef<int64_t> res = shapeOf(o.getResult());
-        os << "shardc_rt_attention_f32(" << name(o.getQkv()) << ", " << y
+        os << kernel("attention_f32") << name(o.getQkv()) << ", " << y
            << ", " << res[0] << ", " << res[1] << ", " << res[2] << ", "
            << o.getHeads() << ");\n";
         return success();
@@ -699,7 +827,7 @@ LogicalResult HostEmitter::emitCompute(Operation *op) {
       .Case([&](train::AttentionGradOp o) {
         std::string dqkv = allocate(o.getResult());
         ArrayRef<int64_t> dy = shapeOf(o.getGrad());
-        os << "shardc_rt_attention_grad_f32(" << name(o.getGrad()) << ", "
+        os << kernel("attention_grad_f32") << name(o.getGrad()) << ", "
            << name(o.getQkv()) << ", " << dqkv << ", " << dy[0] << ", "
            << dy[1] << ", " << dy[2] << ", " << o.getHeads() << ");\n";
         return success();
@@ -707,8 +835,8 @@ LogicalResult HostEmitter::emitCompute(Operation *op) {
       .Case([&](train::CrossEntropyOp o) {
         std::string l = allocate(o.getResult());
         int64_t v = shapeOf(o.getLogits()).back();
-        checkIds(llvm::formatv("shardc_rt_cross_entropy_f32({0}, {1}, {2}, "
-                               "{3}, {4})",
+        checkIds("cross_entropy_f32", llvm::formatv("{0}, {1}, {2}, "
+                               "{3}, {4}",
                                name(o.getLogits()), name(o.getTargets()), l,
                                numel(o.getTargets()), v)
                      .str());
@@ -717,8 +845,8 @@ LogicalResult HostEmitter::emitCompute(Operation *op) {
       .Case([&](train::CrossEntropyGradOp o) {
         std::string d = allocate(o.getResult());
         int64_t v = shapeOf(o.getLogits()).back();
-        checkIds(llvm::formatv("shardc_rt_cross_entropy_grad_f32({0}, {1}, "
-                               "{2}, {3}, {4}, {5})",
+        checkIds("cross_entropy_grad_f32", llvm::formatv("{0}, {1}, "
+                               "{2}, {3}, {4}, {5}",
                                name(o.getGrad()), name(o.getLogits()),
                                name(o.getTargets()), d, numel(o.getTargets()),
                                v)
@@ -727,14 +855,14 @@ LogicalResult HostEmitter::emitCompute(Operation *op) {
       })
       .Case([&](train::IotaOp o) {
         std::string y = allocate(o.getResult());
-        os << "shardc_rt_iota_i32(" << y << ", " << numel(o.getResult())
+        os << kernel("iota_i32") << y << ", " << numel(o.getResult())
            << ");\n";
         return success();
       })
       .Case([&](train::SumToOp o) {
         std::string y = allocate(o.getResult());
         int64_t inner = numel(o.getResult());
-        os << "shardc_rt_sum_to_f32(" << name(o.getInput()) << ", " << y
+        os << kernel("sum_to_f32") << name(o.getInput()) << ", " << y
            << ", " << numel(o.getInput()) / inner << ", " << inner << ");\n";
         return success();
       })
@@ -749,7 +877,8 @@ LogicalResult HostEmitter::emitCompute(Operation *op) {
 
 } // namespace
 
-LogicalResult shardc::emitHostCpp(ModuleOp module, llvm::raw_ostream &os) {
+static LogicalResult emitStep(ModuleOp module, Target target,
+                              llvm::raw_ostream &os) {
   FailureOr<SmallVector<ModelOp>> models = train::getModels(module);
   if (failed(models))
     return failure();
@@ -764,18 +893,36 @@ LogicalResult shardc::emitHostCpp(ModuleOp module, llvm::raw_ostream &os) {
       model, FlatSymbolRefAttr::get(model.getContext(), "mesh"));
   if (!mesh)
     return model.emitOpError("has no dist.mesh @mesh");
-  return HostEmitter(model, mesh, os).emit();
+  return StepEmitter(model, mesh, target, os).emit();
 }
 
-void shardc::registerToHostCppTranslation() {
-  TranslateFromMLIRRegistration registration(
-      "shardc-to-host-cpp",
-      "emit a sharded training step as C++ calling the shardc runtime (MPI)",
-      [](Operation *op, llvm::raw_ostream &os) {
-        auto module = dyn_cast<ModuleOp>(op);
-        if (!module)
-          return LogicalResult(op->emitError("expected a builtin.module"));
-        return emitHostCpp(module, os);
-      },
-      [](DialectRegistry &registry) { registerAllDialects(registry); });
+LogicalResult shardc::emitHostCpp(ModuleOp module, llvm::raw_ostream &os) {
+  return emitStep(module, Target::host, os);
+}
+
+LogicalResult shardc::emitCudaCpp(ModuleOp module, llvm::raw_ostream &os) {
+  return emitStep(module, Target::cuda, os);
+}
+
+void shardc::registerStepTranslations() {
+  auto registerOne = [](StringRef flag, StringRef description,
+                        LogicalResult (*emit)(ModuleOp, llvm::raw_ostream &)) {
+    TranslateFromMLIRRegistration(
+        flag, description,
+        [emit](Operation *op, llvm::raw_ostream &os) {
+          auto module = dyn_cast<ModuleOp>(op);
+          if (!module)
+            return LogicalResult(op->emitError("expected a builtin.module"));
+          return emit(module, os);
+        },
+        [](DialectRegistry &registry) { registerAllDialects(registry); });
+  };
+  registerOne("shardc-to-host-cpp",
+              "emit a sharded training step as C++ calling the shardc "
+              "runtime (CPU kernels, MPI)",
+              emitHostCpp);
+  registerOne("shardc-to-cuda",
+              "emit a sharded training step as CUDA C++ (CUDA kernels, NCCL "
+              "on per-communicator streams)",
+              emitCudaCpp);
 }

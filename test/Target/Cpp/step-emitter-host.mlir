@@ -25,7 +25,7 @@
 // CHECK: shardc_rt_gelu_f32([[L]], {{v[0-9]+}}, 10);
 // CHECK-NEXT: shardc_rt_free(ctx, [[WF]]);
 // CHECK: shardc_rt_cross_entropy_f32(
-// CHECK-NEXT: shardc_rt_bad_index(ctx, "train.cross_entropy at {{.*}}host-emitter.mlir:{{[0-9]+}}:{{[0-9]+}}", bad);
+// CHECK-NEXT: shardc_rt_bad_index(ctx, "train.cross_entropy at {{.*}}step-emitter-host.mlir:{{[0-9]+}}:{{[0-9]+}}", bad);
 // CHECK: // backward "l0"
 // The 5x3 weight gradient is reduce-scattered from 15 floats into a 9-float shard.
 // CHECK: shardc_rt_request *[[RS:r[0-9]+]] = shardc_rt_reduce_scatter_start(ctx, 1u, [[G:v[0-9]+]], 15, [[GS:v[0-9]+]], 9, 1);
@@ -85,7 +85,7 @@
 // FLAT2: shardc_rt_set_param(ctx, 1, ([[W]] + 15)); // l0.b
 
 // UNSHARDED: error: 'train.model' op is not sharded: run --shardc-shard (and --shardc-schedule) first
-// BF16: error: 'train.param' op has type 'tensor<3x3xbf16>': target=host computes in f32 with i32 indices (mixed precision needs target=cuda)
+// BF16: error: 'train.param' op has type 'tensor<3x3xbf16>': the emitted steps compute in f32 with i32 indices (bf16 mixed precision is not lowered yet)
 
 module {
   train.model @tiny batch 4 optimizer <lr = 0.001, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
