@@ -33,3 +33,14 @@ config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(
     ("%mpirun", "mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1"))
 config.environment["OPENBLAS_NUM_THREADS"] = "1"
+
+# target=cuda is built where nvcc and NCCL are (no GPU needed); running its
+# executables needs a GPU.
+import shutil
+import subprocess
+
+if config.shardc_cuda_available:
+    config.available_features.add("cuda-compiler")
+    smi = shutil.which("nvidia-smi")
+    if smi and subprocess.run([smi, "-L"], capture_output=True).returncode == 0:
+        config.available_features.add("cuda")

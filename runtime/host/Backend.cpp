@@ -2,6 +2,8 @@
 
 #include "Backend.h"
 
+#include "shardc_rt/Kernels.h"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -31,7 +33,11 @@ void backendCopyInput(shardc_rt_context &, void *dst, const void *hostSrc,
 }
 
 void backendSetUp(shardc_rt_context &) {}
+void backendStartStep(shardc_rt_context &) { shardc_rt_gemm_seconds_reset(); }
 void backendFinishStep(shardc_rt_context &) {}
+double backendGemmSeconds(shardc_rt_context &) {
+  return shardc_rt_gemm_seconds();
+}
 void backendTearDown(shardc_rt_context &) {}
 
 } // namespace shardc::rt

@@ -33,8 +33,13 @@ void backendCopyInput(shardc_rt_context &ctx, void *dst, const void *hostSrc,
 /// Before params are allocated (MPI and the communicators are up): select
 /// the device, create streams and communicators.
 void backendSetUp(shardc_rt_context &ctx);
-/// After a step returns: everything it enqueued has completed.
+/// Around a step: backendFinishStep returns once everything the step
+/// enqueued has completed.
+void backendStartStep(shardc_rt_context &ctx);
 void backendFinishStep(shardc_rt_context &ctx);
+/// Seconds of the last step spent in GEMMs, where the backend measures it
+/// (0 where it does not).
+double backendGemmSeconds(shardc_rt_context &ctx);
 void backendTearDown(shardc_rt_context &ctx);
 
 } // namespace shardc::rt

@@ -153,11 +153,10 @@ std::string StepData::tryCheckInput(const std::string &input,
                                     bool integer, int64_t bound) const {
   StepSlice slice;
   int64_t batch = globalShape.empty() ? 0 : globalShape[0];
-  std::string error =
-      integer ? locate(data, input, globalShape, {"I32", "I64"}, "integer", 0,
-                       0, batch, slice)
-              : locate(data, input, globalShape, {"F32"}, "float", 0, 0, batch,
-                       slice);
+  std::string error = integer ? locate(data, input, globalShape, {"I32", "I64"},
+                                       "integer", 0, 0, batch, slice)
+                              : locate(data, input, globalShape, {"F32"},
+                                       "float", 0, 0, batch, slice);
   if (!error.empty() || !integer || bound <= 1)
     return error;
   const TensorView &view = *slice.view;

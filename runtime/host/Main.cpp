@@ -14,7 +14,6 @@
 #include "shardc_rt/Data.h"
 #include "shardc_rt/Error.h"
 #include "shardc_rt/Init.h"
-#include "shardc_rt/Kernels.h"
 #include "shardc_rt/SafeTensors.h"
 
 #include <chrono>
@@ -532,7 +531,7 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   for (int64_t s = 0; s < flags.steps; ++s) {
     ++ctx.step;
     ctx.timers = {};
-    shardc_rt_gemm_seconds_reset();
+    backendStartStep(ctx);
     auto started = std::chrono::steady_clock::now();
     float loss = 0.0f;
     model->step(&ctx, &loss);
@@ -548,7 +547,7 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                     "the step ended holding " +
                         std::to_string(ctx.allocator.liveBytes() - persistent) +
                         " bytes it allocated");
-    double gemm = shardc_rt_gemm_seconds();
+    double gemm = backendGemmSeconds(ctx);
     int64_t local[2] = {ctx.allocator.peakBytes(), ctx.timers.bytesSent};
     int64_t worst[2];
     MPI_Allreduce(local, worst, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);

@@ -792,14 +792,13 @@ std::string shardc::rt::tryCheckWritable(const std::string &path) {
   std::string dir = directoryOf(path);
   struct stat info;
   if (::stat(dir.c_str(), &info) != 0)
-    return errno == ENOENT
-               ? path + ": no directory " + dir
-               : path + ": cannot use directory " + dir + ": " + strerror(errno);
+    return errno == ENOENT ? path + ": no directory " + dir
+                           : path + ": cannot use directory " + dir + ": " +
+                                 strerror(errno);
   if (!S_ISDIR(info.st_mode))
     return path + ": " + dir + " is not a directory";
   if (::access(dir.c_str(), W_OK) != 0)
-    return path + ": cannot write in directory " + dir + ": " +
-           strerror(errno);
+    return path + ": cannot write in directory " + dir + ": " + strerror(errno);
   if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
     return path + ": is a directory";
   return "";

@@ -14,7 +14,7 @@
 
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
 #include "shardc/InitAll.h"
-#include "shardc/Target/Cpp/HostEmitter.h"
+#include "shardc/Target/Cpp/StepEmitter.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -96,7 +96,8 @@ int64_t meshRanks(const std::string &mesh) {
 /// option named 'bogus'!") and goes straight to stderr. The values mirror
 /// ShardcPipelineOptions (lib/Dialect/Dist/Transforms/Pipeline.cpp), as
 /// pipelineOptions below mirrors its names; ranges are the passes' to check.
-std::string checkPipelineValue(const std::string &name, const std::string &value) {
+std::string checkPipelineValue(const std::string &name,
+                               const std::string &value) {
   auto expect = [&](llvm::ArrayRef<llvm::StringRef> allowed,
                     llvm::StringRef what) -> std::string {
     if (llvm::is_contained(allowed, value))
@@ -206,9 +207,9 @@ Options parseArgs(int argc, char **argv) {
         usageError(why);
       o.pipeline[name] = value;
     } else {
-      static const char *executableFlags[] = {
-          "--steps", "--seed",    "--init", "--data",
-          "--export", "--save", "--load", "--log-json"};
+      static const char *executableFlags[] = {"--steps", "--seed",    "--init",
+                                              "--data",  "--export",  "--save",
+                                              "--load",  "--log-json"};
       if (o.command == "run" && llvm::is_contained(executableFlags, flag))
         usageError("unknown option '" + flag +
                    "': the executable's flags go after --");
@@ -230,13 +231,13 @@ Options parseArgs(int argc, char **argv) {
     int64_t ranks = meshRanks(o.pipeline["mesh"]);
     if (o.np && ranks > 0 && *o.np != ranks)
       usageError("--np " + std::to_string(*o.np) + " does not match --mesh " +
-                 o.pipeline["mesh"] + " (" + std::to_string(ranks) +
-                 " ranks)");
+                 o.pipeline["mesh"] + " (" + std::to_string(ranks) + " ranks)");
   }
   if (!o.output.empty())
     checkOutputPath(o.output);
-  if (o.target == "cuda")
-    usageError("--target cuda: not available yet; use --target host");
+  if (o.target == "cuda" && !SHARDC_RT_CUDA_AVAILABLE)
+    usageError("--target cuda: this shardc was built without nvcc and NCCL; "
+               "use --target host");
   return o;
 }
 
@@ -295,19 +296,43 @@ std::string findTool(const char *variable, llvm::StringRef configured,
   std::exit(1);
 }
 
-/// Compiles the emitted step into `output`, atomically: nothing is left at
-/// `output` when compiling fails.
-int compile(const std::string &compiler, const std::string &source,
-            const std::string &output) {
-  std::string temp = output + ".tmp";
+/// Appends the space-separated words of `list`, each prefixed.
+void appendWords(std::vector<std::string> &args, llvm::StringRef list,
+                 llvm::StringRef prefix = "") {
+  llvm::SmallVector<llvm::StringRef> words;
+  list.split(words, ' ', -1, false);
+  for (llvm::StringRef word : words)
+    args.push_back((prefix + word).str());
+}
+
+/// The compiler command for an emitted step: the MPI compiler wrapper for
+/// target=host; nvcc for target=cuda, given MPI's and NCCL's paths.
+std::vector<std::string> compileArgs(const std::string &target,
+                                     const std::string &source,
+                                     const std::string &output) {
+  if (target == "cuda") {
+    std::vector<std::string> args = {
+        "-std=c++17", "-O3", "-arch=sm_" SHARDC_CUDA_ARCH,
+        "-DOMPI_SKIP_MPICXX=1", "-I", SHARDC_RT_INCLUDE_DIR};
+    appendWords(args, SHARDC_RT_CUDA_INCLUDES, "-I");
+    args.insert(args.end(), {source, "-o", output, SHARDC_RT_CUDA_LIBRARY});
+    appendWords(args, SHARDC_RT_CUDA_LINK_LIBRARIES);
+    args.insert(args.end(), {"-lcublasLt", "-lcublas", "-lcudart"});
+    return args;
+  }
   std::vector<std::string> args = {
       "-std=c++17", "-O2",  "-DOMPI_SKIP_MPICXX=1", "-I", SHARDC_RT_INCLUDE_DIR,
-      source,       "-o",   temp,                   SHARDC_RT_LIBRARY};
-  llvm::SmallVector<llvm::StringRef> blas;
-  llvm::StringRef(SHARDC_BLAS_LIBRARIES).split(blas, ' ', -1, false);
-  for (llvm::StringRef lib : blas)
-    args.push_back(lib.str());
-  int rc = execute(compiler, args);
+      source,       "-o",   output,                 SHARDC_RT_LIBRARY};
+  appendWords(args, SHARDC_BLAS_LIBRARIES);
+  return args;
+}
+
+/// Compiles the emitted step into `output`, atomically: nothing is left at
+/// `output` when compiling fails.
+int compile(const std::string &compiler, const std::string &target,
+            const std::string &source, const std::string &output) {
+  std::string temp = output + ".tmp";
+  int rc = execute(compiler, compileArgs(target, source, temp));
   if (rc != 0) {
     llvm::sys::fs::remove(temp);
     llvm::errs() << "shardc: compiling the emitted step failed (" << compiler
@@ -353,10 +378,14 @@ int main(int argc, char **argv) {
   Options o = parseArgs(argc, argv);
   std::string compiler, launcher;
   if (o.command != "emit") {
-    compiler = findTool("SHARDC_MPICXX", SHARDC_MPICXX, "mpicxx");
-    if (!llvm::sys::fs::exists(SHARDC_RT_LIBRARY)) {
-      llvm::errs() << "shardc: no runtime library " << SHARDC_RT_LIBRARY
-                   << " (build the shardc_rt target)\n";
+    bool cuda = o.target == "cuda";
+    compiler = cuda ? findTool("SHARDC_NVCC", SHARDC_NVCC, "nvcc")
+                    : findTool("SHARDC_MPICXX", SHARDC_MPICXX, "mpicxx");
+    const char *library = cuda ? SHARDC_RT_CUDA_LIBRARY : SHARDC_RT_LIBRARY;
+    if (!llvm::sys::fs::exists(library)) {
+      llvm::errs() << "shardc: no runtime library " << library
+                   << " (build the " << (cuda ? "shardc_rt_cuda" : "shardc_rt")
+                   << " target)\n";
       return 1;
     }
   }
@@ -392,7 +421,8 @@ int main(int argc, char **argv) {
 
   std::string source;
   llvm::raw_string_ostream os(source);
-  if (failed(shardc::emitHostCpp(*module, os)))
+  if (failed(o.target == "cuda" ? shardc::emitCudaCpp(*module, os)
+                                 : shardc::emitHostCpp(*module, os)))
     return 1;
   if (o.command == "emit")
     return writeFile(o.output, source);
@@ -405,11 +435,12 @@ int main(int argc, char **argv) {
                  << ec.message() << "\n";
     return 1;
   }
-  std::string sourcePath = (dir + "/step.cpp").str();
+  std::string sourcePath =
+      (dir + (o.target == "cuda" ? "/step.cu" : "/step.cpp")).str();
   std::string exe = o.output.empty() ? (dir + "/step").str() : o.output;
   int rc = writeFile(sourcePath, source);
   if (rc == 0)
-    rc = compile(compiler, sourcePath, exe);
+    rc = compile(compiler, o.target, sourcePath, exe);
   llvm::sys::fs::remove(sourcePath);
   if (rc != 0 || o.command == "build") {
     llvm::sys::fs::remove(dir);

@@ -1,0 +1,200 @@
+//===- Backend.cpp - The CUDA backend: a device, streams, NCCL ------------===//
+//
+// One device per rank, chosen by the rank's index on its node. Rank 0 makes
+// the NCCL unique id and broadcasts it over MPI; one NCCL communicator spans
+// the world and ncclCommSplit cuts one per set of mesh axes, as the MPI
+// communicators are cut. The step's kernels run on one compute stream; each
+// communicator has its own stream.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../host/Backend.h"
+#include "../host/Context.h"
+
+#include "shardc_rt/Error.h"
+#include "shardc_rt/shardc_rt_cuda.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace shardc::rt;
+
+namespace {
+
+struct CudaBackend {
+  int device = 0;
+  cudaStream_t compute = nullptr;
+  shardc_rt_cuda_kernels *kernels = nullptr;
+  std::vector<ncclComm_t> comms;           // per set of axes
+  std::vector<cudaStream_t> commStreams;   // per set of axes
+  std::vector<cudaEvent_t> events;
+};
+
+CudaBackend &backendOf(shardc_rt_context &ctx) {
+  return *static_cast<CudaBackend *>(ctx.backend);
+}
+
+void check(cudaError_t error, const char *call) {
+  if (error != cudaSuccess)
+    SHARDC_RT_FAIL(call, cudaGetErrorString(error));
+}
+
+void check(ncclResult_t result, const char *call) {
+  if (result != ncclSuccess)
+    SHARDC_RT_FAIL(call, ncclGetErrorString(result));
+}
+
+#define CHECK(call) check((call), #call)
+
+} // namespace
+
+namespace shardc::rt {
+
+void *backendAllocate(int64_t bytes) {
+  void *ptr = nullptr;
+  if (cudaMalloc(&ptr, bytes) != cudaSuccess)
+    return nullptr;
+  return ptr;
+}
+
+void backendRelease(void *ptr) { cudaFree(ptr); }
+
+void backendZero(shardc_rt_context &ctx, void *ptr, int64_t bytes) {
+  CHECK(cudaMemsetAsync(ptr, 0, bytes, backendOf(ctx).compute));
+}
+
+void backendCopyIn(void *dst, const void *hostSrc, int64_t bytes) {
+  CHECK(cudaMemcpy(dst, hostSrc, bytes, cudaMemcpyHostToDevice));
+}
+
+void backendCopyOut(void *hostDst, const void *src, int64_t bytes) {
+  CHECK(cudaMemcpy(hostDst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+void backendCopyInput(shardc_rt_context &ctx, void *dst, const void *hostSrc,
+                      int64_t bytes) {
+  CHECK(cudaMemcpyAsync(dst, hostSrc, bytes, cudaMemcpyHostToDevice,
+                        backendOf(ctx).compute));
+}
+
+void backendSetUp(shardc_rt_context &ctx) {
+  // A clear message, and the same on every rank, where there is no GPU
+  // (on a machine without a driver cudaGetDeviceCount returns 35).
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  std::string why =
+      status != cudaSuccess
+          ? std::string("cudaGetDeviceCount returned ") +
+                std::to_string(static_cast<int>(status)) + " (" +
+                cudaGetErrorString(status) + ")"
+          : "cudaGetDeviceCount found no device";
+  SHARDC_RT_CHECK_ALL(status == cudaSuccess && count > 0, "startup",
+                      "no CUDA device: " + why +
+                          "; build with --target host to train on the CPU");
+
+  auto *b = new CudaBackend;
+  ctx.backend = b;
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, ctx.worldRank,
+                      MPI_INFO_NULL, &node);
+  int localRank = 0;
+  MPI_Comm_rank(node, &localRank);
+  MPI_Comm_free(&node);
+  b->device = localRank % count;
+  CHECK(cudaSetDevice(b->device));
+  CHECK(cudaStreamCreateWithFlags(&b->compute, cudaStreamNonBlocking));
+  // TF32 GEMMs unless SHARDC_TF32=0 (the GPU-against-CPU check turns them
+  // off).
+  const char *tf32 = std::getenv("SHARDC_TF32");
+  b->kernels = shardc_rt_cuda_kernels_create(
+      b->compute, !(tf32 && std::string(tf32) == "0"));
+
+  ncclUniqueId id;
+  if (ctx.worldRank == 0)
+    CHECK(ncclGetUniqueId(&id));
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  ncclComm_t world;
+  CHECK(ncclCommInitRank(&world, ctx.worldSize, id, ctx.worldRank));
+  uint32_t all = (1u << ctx.model->mesh_rank) - 1;
+  b->comms.assign(all + 1, nullptr);
+  b->commStreams.assign(all + 1, nullptr);
+  for (uint32_t axes = 0; axes <= all; ++axes) {
+    int color = static_cast<int>(ctx.groupIndex(all & ~axes));
+    int key = static_cast<int>(ctx.groupIndex(axes));
+    CHECK(ncclCommSplit(world, color, key, &b->comms[axes], nullptr));
+    CHECK(cudaStreamCreateWithFlags(&b->commStreams[axes],
+                                    cudaStreamNonBlocking));
+  }
+  CHECK(ncclCommDestroy(world));
+  b->events.resize(ctx.model->num_events);
+  for (cudaEvent_t &event : b->events)
+    CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+}
+
+void backendStartStep(shardc_rt_context &) {}
+
+// Kernel time is not split by kind on the device (a profiler does that).
+double backendGemmSeconds(shardc_rt_context &) { return 0.0; }
+
+void backendFinishStep(shardc_rt_context &ctx) {
+  CudaBackend &b = backendOf(ctx);
+  // Index inputs out of range, found on the device during the step.
+  const char *op = nullptr;
+  int64_t bad = shardc_rt_cuda_kernels_check(b.kernels, &op);
+  if (bad >= 0)
+    SHARDC_RT_FAIL(op ? op : "kernel",
+                   "index at position " + std::to_string(bad) +
+                       " is out of range (check --data against the model)");
+  CHECK(cudaStreamSynchronize(b.compute));
+}
+
+void backendTearDown(shardc_rt_context &ctx) {
+  if (!ctx.backend)
+    return;
+  CudaBackend &b = backendOf(ctx);
+  cudaStreamSynchronize(b.compute);
+  for (cudaEvent_t event : b.events)
+    cudaEventDestroy(event);
+  for (size_t i = 0; i < b.comms.size(); ++i) {
+    ncclCommDestroy(b.comms[i]);
+    cudaStreamDestroy(b.commStreams[i]);
+  }
+  shardc_rt_cuda_kernels_destroy(b.kernels);
+  cudaStreamDestroy(b.compute);
+  delete &b;
+  ctx.backend = nullptr;
+}
+
+} // namespace shardc::rt
+
+extern "C" {
+
+shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_of(shardc_rt_context *ctx) {
+  return backendOf(*ctx).kernels;
+}
+
+cudaStream_t shardc_rt_cuda_compute_stream(shardc_rt_context *ctx) {
+  return backendOf(*ctx).compute;
+}
+
+ncclComm_t shardc_rt_cuda_comm(shardc_rt_context *ctx, shardc_rt_axes axes) {
+  return backendOf(*ctx).comms.at(axes);
+}
+
+cudaStream_t shardc_rt_cuda_comm_stream(shardc_rt_context *ctx,
+                                        shardc_rt_axes axes) {
+  return backendOf(*ctx).commStreams.at(axes);
+}
+
+cudaEvent_t shardc_rt_cuda_event(shardc_rt_context *ctx, int32_t index) {
+  return backendOf(*ctx).events.at(index);
+}
+
+void shardc_rt_cuda_fail(shardc_rt_context *, const char *call,
+                         const char *error, const char *file, int line) {
+  shardc::rt::fatal(file, line, call, error);
+}
+
+} // extern "C"

@@ -1,0 +1,1194 @@
+//===- Kernels.cu - CUDA kernels of every train op ------------------------===//
+//
+// The CUDA counterparts of runtime/host/Kernels.cpp (the specification of
+// every kernel: same ops, shapes, semantics; shardc_rt/CudaKernels.h lists
+// what differs). Structure:
+//  - matrix products go through cuBLAS (cublasSgemm, or
+//    cublasSgemmStridedBatched for batches), row-major by the usual trick: a
+//    row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T;
+//  - attention reads q, k and v in place from the fused qkv through cuBLAS
+//    leading dimensions (3C) and batch strides, as the CPU kernel does:
+//    per chunk of heads (or of batch elements), the full T x T scores are one
+//    strided-batched GEMM, a causal softmax kernel (one warp per row) turns
+//    them into probabilities with zeros above the diagonal, and y = P v is a
+//    second GEMM writing each head's columns of out[B, T, C]; the backward
+//    recomputes P and uses GEMMs likewise (dP = dy v^T, dv = P^T dy,
+//    dS = P (dP - rowsum(P dP)), dq = dS k / sqrt(d), dk = dS^T q / sqrt(d));
+//  - layernorm and its gradient: one warp per row, fp32 accumulation; dweight
+//    and dbias are column sums over rows, in two deterministic stages;
+//  - cross-entropy: one block per row (max-subtracted, sums of exponentials
+//    in double as the CPU kernel), per-row losses in the workspace, then one
+//    block sums them in a fixed order: the loss is deterministic;
+//  - elementwise kernels: grid-stride loops, 64-bit indices.
+// Every CUDA and cuBLAS call is checked (SHARDC_CUDA_CHECK,
+// SHARDC_CUBLAS_CHECK): an error prints the call and aborts.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardc_rt/CudaKernels.h"
+
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+
+//===----------------------------------------------------------------------===//
+// Error checks
+//===----------------------------------------------------------------------===//
+
+#define SHARDC_CUDA_CHECK(call)                                                \
+  do {                                                                         \
+    cudaError_t shardcError_ = (call);                                         \
+    if (shardcError_ != cudaSuccess) {                                         \
+      std::fprintf(stderr, "shardc: CUDA error: %s: %s (%s:%d)\n", #call,      \
+                   cudaGetErrorString(shardcError_), __FILE__, __LINE__);      \
+      std::abort();                                                            \
+    }                                                                          \
+  } while (0)
+
+#define SHARDC_CUBLAS_CHECK(call)                                              \
+  do {                                                                         \
+    cublasStatus_t shardcStatus_ = (call);                                     \
+    if (shardcStatus_ != CUBLAS_STATUS_SUCCESS) {                              \
+      std::fprintf(stderr, "shardc: cuBLAS error: %s: %s (%s:%d)\n", #call,    \
+                   cublasGetStatusString(shardcStatus_), __FILE__, __LINE__);  \
+      std::abort();                                                            \
+    }                                                                          \
+  } while (0)
+
+/// Checks the launch just made (configuration errors; faults inside the
+/// kernel surface at the next synchronising call).
+#define SHARDC_CUDA_CHECK_LAUNCH() SHARDC_CUDA_CHECK(cudaGetLastError())
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// State
+//===----------------------------------------------------------------------===//
+
+/// The device-side error slot: the first bad position of the first failing
+/// checked call, or ~0 (no error; op is then -1). Reset by a 0xff memset.
+struct ErrorSlot {
+  unsigned long long position;
+  int op;
+  int padding;
+};
+
+constexpr unsigned long long kNoError = ~0ull;
+
+/// The checked kernels, in the order of kOpNames.
+enum CheckedOp : int {
+  kOpEmbedding = 0,
+  kOpEmbeddingGrad = 1,
+  kOpCrossEntropy = 2,
+  kOpCrossEntropyGrad = 3,
+};
+
+const char *const kOpNames[] = {
+    "shardc_rt_cuda_embedding_f32",
+    "shardc_rt_cuda_embedding_grad_f32",
+    "shardc_rt_cuda_cross_entropy_f32",
+    "shardc_rt_cuda_cross_entropy_grad_f32",
+};
+
+/// cuBLAS's workspace: 32 MiB, NVIDIA's recommendation for Hopper.
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+
+/// Default bound on the attention scores computed at a time, in floats.
+constexpr int64_t kAttentionScoreFloats = int64_t(1) << 26;
+
+} // namespace
+
+struct shardc_rt_cuda_kernels {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  void *blasWorkspace = nullptr;
+  /// The scratch workspace (stream-ordered allocation) and its size.
+  void *scratch = nullptr;
+  size_t scratchBytes = 0;
+  ErrorSlot *slot = nullptr;     // device
+  ErrorSlot *hostSlot = nullptr; // pinned, for check
+  int smCount = 1;
+  int64_t attentionScoreFloats = kAttentionScoreFloats;
+};
+
+using Kernels = shardc_rt_cuda_kernels;
+
+namespace {
+
+/// The scratch workspace, grown (stream-ordered) to at least `bytes`.
+void *scratch(Kernels *k, size_t bytes) {
+  if (bytes > k->scratchBytes) {
+    if (k->scratch)
+      SHARDC_CUDA_CHECK(cudaFreeAsync(k->scratch, k->stream));
+    k->scratch = nullptr;
+    k->scratchBytes = 0;
+    // Whole MiBs: a few bytes more than the last call must not regrow.
+    size_t grown = (bytes + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);
+    SHARDC_CUDA_CHECK(cudaMallocAsync(&k->scratch, grown, k->stream));
+    k->scratchBytes = grown;
+  }
+  return k->scratch;
+}
+
+/// Bytes of `count` elements of T, rounded up to 256 (keeps every piece of
+/// the workspace aligned).
+template <typename T> size_t pieceBytes(int64_t count) {
+  size_t bytes = static_cast<size_t>(count) * sizeof(T);
+  return (bytes + 255) & ~size_t(255);
+}
+
+/// The next `count` elements of T of a workspace cursor.
+template <typename T> T *carve(char *&cursor, int64_t count) {
+  T *piece = reinterpret_cast<T *>(cursor);
+  cursor += pieceBytes<T>(count);
+  return piece;
+}
+
+constexpr int kThreads = 256;
+
+/// Blocks of a grid-stride loop over n elements: enough to fill the GPU,
+/// capped so that each thread handles several elements of a large n.
+unsigned gridFor(const Kernels *k, int64_t n, int threads = kThreads) {
+  int64_t blocks = (n + threads - 1) / threads;
+  int64_t cap = static_cast<int64_t>(k->smCount) * 32;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, cap)));
+}
+
+/// Aborts when a dimension does not fit the int of cuBLAS (or of a grid).
+void checkIntRange(const char *what, int64_t value) {
+  if (value > INT_MAX) {
+    std::fprintf(stderr,
+                 "shardc: %s = %lld exceeds the int range of cuBLAS "
+                 "(runtime/cuda/Kernels.cu)\n",
+                 what, static_cast<long long>(value));
+    std::abort();
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+struct SumOp {
+  template <typename T> __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+/// Reduces over the 32 lanes of a warp; every lane gets the result.
+template <typename T, typename Op> __device__ T warpReduce(T value, Op op) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
+
+/// Reduces over a block (blockDim.x a multiple of 32, at most 1024); every
+/// thread gets the result. Every thread of the block must call it.
+template <typename T, typename Op>
+__device__ T blockReduce(T value, Op op, T identity) {
+  __shared__ T partial[32];
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  value = warpReduce(value, op);
+  __syncthreads(); // the readers of a previous call are done with partial
+  if (lane == 0)
+    partial[warp] = value;
+  __syncthreads();
+  value = lane < static_cast<int>(blockDim.x >> 5) ? partial[lane] : identity;
+  return warpReduce(value, op);
+}
+
+__device__ bool failed(const ErrorSlot *slot) {
+  return slot->position != kNoError;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise kernels
+//===----------------------------------------------------------------------===//
+
+#define SHARDC_GRID_STRIDE(i, n)                                               \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x +             \
+                   threadIdx.x;                                                \
+       i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__global__ void addKernel(const float *lhs, const float *rhs, float *y,
+                          int64_t n, int64_t m) {
+  SHARDC_GRID_STRIDE(i, n) y[i] = lhs[i] + rhs[i % m];
+}
+
+__global__ void scaleKernel(const float *x, float *y, int64_t n, float f) {
+  SHARDC_GRID_STRIDE(i, n) y[i] = x[i] * f;
+}
+
+/// sqrt(2 / pi) and the cubic coefficient of GPT-2's GELU.
+constexpr float kGeluScale = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+
+__global__ void geluKernel(const float *x, float *y, int64_t n) {
+  // As the CPU kernel: 0.5 (1 + tanh u) = sigmoid(2 u), x / inf = 0 where
+  // the exponential overflows.
+  SHARDC_GRID_STRIDE(i, n) {
+    float v = x[i];
+    y[i] = v / (1.0f + expf(-2.0f * kGeluScale * (v + kGeluCubic * v * v * v)));
+  }
+}
+
+__global__ void reluKernel(const float *x, float *y, int64_t n) {
+  SHARDC_GRID_STRIDE(i, n) {
+    float v = x[i];
+    y[i] = v > 0.0f ? v : 0.0f;
+  }
+}
+
+__global__ void geluGradKernel(const float *dy, const float *x, float *dx,
+                               int64_t n) {
+  // gelu' = sig + 2 x sig (1 - sig) s (1 + 3 a x^2), sig (1 - sig) = e sig^2
+  // (see the CPU kernel); 0 where e overflows.
+  SHARDC_GRID_STRIDE(i, n) {
+    float v = x[i];
+    float e = expf(-2.0f * kGeluScale * (v + kGeluCubic * v * v * v));
+    float sig = 1.0f / (1.0f + e);
+    float sigSlope = isinf(e) ? 0.0f : e * sig * sig;
+    float derivative =
+        sig + 2.0f * v * sigSlope * kGeluScale * (1.0f + 3.0f * kGeluCubic * v * v);
+    dx[i] = dy[i] * derivative;
+  }
+}
+
+__global__ void reluGradKernel(const float *dy, const float *x, float *dx,
+                               int64_t n) {
+  SHARDC_GRID_STRIDE(i, n) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+/// dst[n] = value; skipped when `guard` (may be null) records an error.
+__global__ void fillKernel(float *dst, float value, int64_t n,
+                           const ErrorSlot *guard) {
+  if (guard && failed(guard))
+    return;
+  SHARDC_GRID_STRIDE(i, n) dst[i] = value;
+}
+
+__global__ void accumulateKernel(float *dst, const float *src, int64_t n) {
+  SHARDC_GRID_STRIDE(i, n) dst[i] += src[i];
+}
+
+__global__ void iotaKernel(int32_t *out, int64_t n) {
+  SHARDC_GRID_STRIDE(i, n) out[i] = static_cast<int32_t>(i);
+}
+
+/// y[m, n] = b[n] broadcast over rows (linear's bias, before its GEMM).
+__global__ void broadcastRowsKernel(float *y, const float *b, int64_t total,
+                                    int64_t n) {
+  SHARDC_GRID_STRIDE(i, total) y[i] = b[i % n];
+}
+
+/// Zeroes `batch` matrices [m, n] of row stride ldc, `stride` apart.
+__global__ void zeroMatricesKernel(float *c, int64_t batch, int64_t m,
+                                   int64_t n, int64_t ldc, int64_t stride) {
+  SHARDC_GRID_STRIDE(i, batch * m * n) {
+    int64_t matrix = i / (m * n), rest = i % (m * n);
+    c[matrix * stride + (rest / n) * ldc + rest % n] = 0.0f;
+  }
+}
+
+__global__ void adamwKernel(float *param, float *expAvg, float *expAvgSq,
+                            const float *grad, int64_t n, float beta1,
+                            float beta2, float eps, float decay,
+                            float stepSize, float rootCorrection2) {
+  // Explicitly rounded operations: no FMA contraction, so that every result
+  // is the one of runtime/host/Optimizer.cpp's loop (same order, same
+  // roundings; sqrt and division are IEEE-rounded on the device).
+  float oneMinusBeta1 = __fsub_rn(1.0f, beta1);
+  float oneMinusBeta2 = __fsub_rn(1.0f, beta2);
+  SHARDC_GRID_STRIDE(i, n) {
+    float g = grad[i];
+    float m = __fadd_rn(__fmul_rn(beta1, expAvg[i]), __fmul_rn(oneMinusBeta1, g));
+    float v = __fadd_rn(__fmul_rn(beta2, expAvgSq[i]),
+                        __fmul_rn(__fmul_rn(oneMinusBeta2, g), g));
+    expAvg[i] = m;
+    expAvgSq[i] = v;
+    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), rootCorrection2), eps);
+    param[i] = __fsub_rn(__fmul_rn(param[i], decay),
+                         __fdiv_rn(__fmul_rn(stepSize, m), denom));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Index checks
+//===----------------------------------------------------------------------===//
+
+/// One block: the first i with ids[i] outside [0, v), recorded in the slot
+/// unless an earlier call already failed (one block, so that the min over
+/// the block is final before it is committed; ids are a step's tokens, a
+/// few hundred thousand at most, read once).
+__global__ void checkIdsKernel(const int32_t *ids, int64_t n, int64_t v,
+                               ErrorSlot *slot, int op) {
+  __shared__ unsigned long long first;
+  if (threadIdx.x == 0)
+    first = kNoError;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    int32_t id = ids[i];
+    if (id < 0 || id >= v) {
+      atomicMin(&first, static_cast<unsigned long long>(i));
+      break; // this thread's later positions are larger
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && first != kNoError && !failed(slot)) {
+    slot->position = first;
+    slot->op = op;
+  }
+}
+
+void checkIds(Kernels *k, const int32_t *ids, int64_t n, int64_t v,
+              CheckedOp op) {
+  if (n <= 0)
+    return;
+  checkIdsKernel<<<1, 1024, 0, k->stream>>>(ids, n, v, k->slot, op);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+//===----------------------------------------------------------------------===//
+// Row kernels (one warp per row)
+//===----------------------------------------------------------------------===//
+
+constexpr int kWarpsPerBlock = kThreads / 32;
+
+/// The row of this warp, and its lane.
+__device__ int64_t warpRow() {
+  return static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+}
+
+/// Mean and 1 / sqrt(var + eps) of a row of c, two passes (the variance of
+/// centered values), every lane getting both.
+__device__ void rowStats(const float *x, int64_t c, float eps, int lane,
+                         float &mean, float &rstd) {
+  float sum = 0.0f;
+  for (int64_t j = lane; j < c; j += 32)
+    sum += x[j];
+  mean = warpReduce(sum, SumOp()) / static_cast<float>(c);
+  float squares = 0.0f;
+  for (int64_t j = lane; j < c; j += 32) {
+    float centered = x[j] - mean;
+    squares += centered * centered;
+  }
+  float var = warpReduce(squares, SumOp()) / static_cast<float>(c);
+  rstd = 1.0f / sqrtf(var + eps);
+}
+
+__global__ void layerNormKernel(const float *x, const float *w, const float *b,
+                                float *y, int64_t rows, int64_t c, float eps) {
+  int64_t row = warpRow();
+  if (row >= rows)
+    return; // whole warps only
+  int lane = threadIdx.x & 31;
+  const float *xr = x + row * c;
+  float *yr = y + row * c;
+  float mean, rstd;
+  rowStats(xr, c, eps, lane, mean, rstd);
+  for (int64_t j = lane; j < c; j += 32)
+    yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
+}
+
+/// dx of layernorm, row by row: with xhat = (x - mean) rstd and g = dy w,
+/// dx = rstd (g - mean(g) - xhat mean(g xhat)). Keeps mean and rstd of each
+/// row for the dweight / dbias column sums.
+__global__ void layerNormGradKernel(const float *dy, const float *x,
+                                    const float *w, float *dx, float *means,
+                                    float *rstds, int64_t rows, int64_t c,
+                                    float eps) {
+  int64_t row = warpRow();
+  if (row >= rows)
+    return;
+  int lane = threadIdx.x & 31;
+  const float *xr = x + row * c, *dyr = dy + row * c;
+  float *dxr = dx + row * c;
+  float mean, rstd;
+  rowStats(xr, c, eps, lane, mean, rstd);
+  float sumG = 0.0f, sumGXhat = 0.0f;
+  for (int64_t j = lane; j < c; j += 32) {
+    float xhat = (xr[j] - mean) * rstd;
+    float g = dyr[j] * w[j];
+    sumG += g;
+    sumGXhat += g * xhat;
+  }
+  float meanG = warpReduce(sumG, SumOp()) / static_cast<float>(c);
+  float meanGXhat = warpReduce(sumGXhat, SumOp()) / static_cast<float>(c);
+  for (int64_t j = lane; j < c; j += 32) {
+    float xhat = (xr[j] - mean) * rstd;
+    dxr[j] = rstd * (dyr[j] * w[j] - meanG - xhat * meanGXhat);
+  }
+  if (lane == 0) {
+    means[row] = mean;
+    rstds[row] = rstd;
+  }
+}
+
+/// Causal softmax of `rows` rows of t scores, in place; row r is query
+/// r % t, which sees keys [0, r % t]; the future is set to 0 so that the
+/// GEMMs over whole rows ignore it (as the CPU kernel).
+__global__ void causalSoftmaxKernel(float *scores, int64_t rows, int64_t t) {
+  int64_t row = warpRow();
+  if (row >= rows)
+    return;
+  int lane = threadIdx.x & 31;
+  float *p = scores + row * t;
+  int64_t seen = row % t + 1;
+  float maxScore = -INFINITY;
+  for (int64_t j = lane; j < seen; j += 32)
+    maxScore = fmaxf(maxScore, p[j]);
+  maxScore = warpReduce(maxScore, MaxOp());
+  float sum = 0.0f;
+  for (int64_t j = lane; j < seen; j += 32) {
+    float e = expf(p[j] - maxScore);
+    p[j] = e;
+    sum += e;
+  }
+  float inverse = 1.0f / warpReduce(sum, SumOp());
+  // Each lane rescales the entries it wrote itself.
+  for (int64_t j = lane; j < t; j += 32)
+    p[j] = j < seen ? p[j] * inverse : 0.0f;
+}
+
+/// Through the causal softmax: dS = P (dP - sum_j P dP), in place of dP
+/// (rows as causalSoftmaxKernel; masked entries get 0).
+__global__ void causalSoftmaxGradKernel(const float *probs, float *dprobs,
+                                        int64_t rows, int64_t t) {
+  int64_t row = warpRow();
+  if (row >= rows)
+    return;
+  int lane = threadIdx.x & 31;
+  const float *p = probs + row * t;
+  float *dp = dprobs + row * t;
+  int64_t seen = row % t + 1;
+  float dot = 0.0f;
+  for (int64_t j = lane; j < seen; j += 32)
+    dot += p[j] * dp[j];
+  dot = warpReduce(dot, SumOp());
+  for (int64_t j = lane; j < t; j += 32)
+    dp[j] = j < seen ? p[j] * (dp[j] - dot) : 0.0f;
+}
+
+unsigned warpRowGrid(int64_t rows) {
+  int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  checkIntRange("row blocks", blocks);
+  return static_cast<unsigned>(blocks);
+}
+
+//===----------------------------------------------------------------------===//
+// Column sums (sum_to, layernorm's dweight and dbias)
+//===----------------------------------------------------------------------===//
+
+/// How the rows of a column sum are split: `chunks` blocks of rows, each
+/// summed into a partial row, the partials then summed in chunk order. The
+/// split depends only on the shape and the GPU, so results are deterministic.
+struct ColumnPlan {
+  int64_t chunks;
+  int64_t rowsPerChunk;
+};
+
+constexpr int kColumnWidth = 32, kColumnDepth = 8;
+
+ColumnPlan planColumns(const Kernels *k, int64_t outer, int64_t inner) {
+  if (outer <= 0 || inner <= 0)
+    return {1, 0}; // nothing to split (columnSums writes zeros)
+  int64_t columnBlocks = (inner + kColumnWidth - 1) / kColumnWidth;
+  int64_t target = static_cast<int64_t>(k->smCount) * 4;
+  int64_t chunks = (target + columnBlocks - 1) / columnBlocks;
+  // At least 64 rows per chunk, at most 1024 chunks (grid.y <= 65535).
+  chunks = std::min<int64_t>({chunks, (outer + 63) / 64, 1024});
+  chunks = std::max<int64_t>(chunks, 1);
+  int64_t rowsPerChunk = (outer + chunks - 1) / chunks;
+  chunks = (outer + rowsPerChunk - 1) / rowsPerChunk;
+  return {chunks, rowsPerChunk};
+}
+
+/// x[outer, inner] summed over outer.
+struct SumRows {
+  const float *x;
+  int64_t inner;
+  __device__ float2 operator()(int64_t r, int64_t j) const {
+    return make_float2(x[r * inner + j], 0.0f);
+  }
+};
+
+/// layernorm's dweight (dy xhat) and dbias (dy) terms.
+struct LayerNormParamTerms {
+  const float *dy, *x, *means, *rstds;
+  int64_t c;
+  __device__ float2 operator()(int64_t r, int64_t j) const {
+    float g = dy[r * c + j];
+    float xhat = (x[r * c + j] - means[r]) * rstds[r];
+    return make_float2(g * xhat, g);
+  }
+};
+
+/// Block (x: 32 columns, y: chunk of rows): partial column sums of the
+/// terms' two components into out0 / out1 [chunks, inner] (out1 may be
+/// null). blockDim = (32, 8).
+template <typename Terms>
+__global__ void columnPartialsKernel(Terms terms, int64_t outer, int64_t inner,
+                                     int64_t rowsPerChunk, float *out0,
+                                     float *out1) {
+  __shared__ float sum0[kColumnDepth][kColumnWidth + 1];
+  __shared__ float sum1[kColumnDepth][kColumnWidth + 1];
+  int64_t j = static_cast<int64_t>(blockIdx.x) * kColumnWidth + threadIdx.x;
+  int64_t r0 = static_cast<int64_t>(blockIdx.y) * rowsPerChunk;
+  int64_t r1 = r0 + rowsPerChunk < outer ? r0 + rowsPerChunk : outer;
+  float a0 = 0.0f, a1 = 0.0f;
+  if (j < inner)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kColumnDepth) {
+      float2 term = terms(r, j);
+      a0 += term.x;
+      a1 += term.y;
+    }
+  sum0[threadIdx.y][threadIdx.x] = a0;
+  sum1[threadIdx.y][threadIdx.x] = a1;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < inner) {
+    float s0 = 0.0f, s1 = 0.0f;
+    for (int i = 0; i < kColumnDepth; ++i) {
+      s0 += sum0[i][threadIdx.x];
+      s1 += sum1[i][threadIdx.x];
+    }
+    out0[blockIdx.y * inner + j] = s0;
+    if (out1)
+      out1[blockIdx.y * inner + j] = s1;
+  }
+}
+
+/// y[j] = sum over chunks of partials[chunk, j], in chunk order.
+__global__ void columnFinishKernel(const float *partials, int64_t chunks,
+                                   int64_t inner, float *y) {
+  SHARDC_GRID_STRIDE(j, inner) {
+    float s = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c)
+      s += partials[c * inner + j];
+    y[j] = s;
+  }
+}
+
+/// y0[inner] (and y1 when not null) = column sums of the terms over `outer`
+/// rows, following `plan`; partials0/1 hold plan.chunks * inner floats each
+/// when plan.chunks > 1 (else they are unused).
+template <typename Terms>
+void columnSums(Kernels *k, Terms terms, int64_t outer, int64_t inner,
+                ColumnPlan plan, float *y0, float *y1, float *partials0,
+                float *partials1) {
+  if (inner <= 0)
+    return;
+  if (outer <= 0) {
+    fillKernel<<<gridFor(k, inner), kThreads, 0, k->stream>>>(y0, 0.0f, inner,
+                                                              nullptr);
+    SHARDC_CUDA_CHECK_LAUNCH();
+    if (y1) {
+      fillKernel<<<gridFor(k, inner), kThreads, 0, k->stream>>>(y1, 0.0f, inner,
+                                                                nullptr);
+      SHARDC_CUDA_CHECK_LAUNCH();
+    }
+    return;
+  }
+  bool split = plan.chunks > 1;
+  int64_t columnBlocks = (inner + kColumnWidth - 1) / kColumnWidth;
+  checkIntRange("column blocks", columnBlocks);
+  dim3 grid(static_cast<unsigned>(columnBlocks),
+            static_cast<unsigned>(plan.chunks));
+  dim3 block(kColumnWidth, kColumnDepth);
+  columnPartialsKernel<<<grid, block, 0, k->stream>>>(
+      terms, outer, inner, plan.rowsPerChunk, split ? partials0 : y0,
+      split ? (y1 ? partials1 : nullptr) : y1);
+  SHARDC_CUDA_CHECK_LAUNCH();
+  if (!split)
+    return;
+  columnFinishKernel<<<gridFor(k, inner), kThreads, 0, k->stream>>>(
+      partials0, plan.chunks, inner, y0);
+  SHARDC_CUDA_CHECK_LAUNCH();
+  if (y1) {
+    columnFinishKernel<<<gridFor(k, inner), kThreads, 0, k->stream>>>(
+        partials1, plan.chunks, inner, y1);
+    SHARDC_CUDA_CHECK_LAUNCH();
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding and cross-entropy
+//===----------------------------------------------------------------------===//
+
+__global__ void embeddingKernel(const int32_t *ids, const float *table,
+                                float *out, int64_t n, int64_t c,
+                                const ErrorSlot *slot) {
+  if (failed(slot))
+    return;
+  SHARDC_GRID_STRIDE(i, n * c) {
+    int64_t row = i / c;
+    out[i] = table[static_cast<int64_t>(ids[row]) * c + i % c];
+  }
+}
+
+/// Scatter-add of dy rows into dtable. atomicAdd: rows of repeated ids are
+/// summed in whatever order the threads run, so not bit-deterministic.
+__global__ void embeddingGradKernel(const float *dy, const int32_t *ids,
+                                    float *dtable, int64_t n, int64_t c,
+                                    const ErrorSlot *slot) {
+  if (failed(slot))
+    return;
+  SHARDC_GRID_STRIDE(i, n * c) {
+    int64_t row = i / c;
+    atomicAdd(dtable + static_cast<int64_t>(ids[row]) * c + i % c, dy[i]);
+  }
+}
+
+constexpr int kRowThreads = 512;
+
+/// One block per row: rowLoss[row] = log sum_j exp(l_j - max) + max - l_t,
+/// the exponentials in f32 and their sum in double (as the CPU kernel).
+__global__ void crossEntropyRowsKernel(const float *logits,
+                                       const int32_t *targets, double *rowLoss,
+                                       int64_t n, int64_t v,
+                                       const ErrorSlot *slot) {
+  if (failed(slot))
+    return; // uniform over the block
+  for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
+    const float *l = logits + row * v;
+    float maxLogit = -INFINITY;
+    for (int64_t j = threadIdx.x; j < v; j += blockDim.x)
+      maxLogit = fmaxf(maxLogit, l[j]);
+    maxLogit = blockReduce(maxLogit, MaxOp(), -INFINITY);
+    double sum = 0.0;
+    for (int64_t j = threadIdx.x; j < v; j += blockDim.x)
+      sum += static_cast<double>(expf(l[j] - maxLogit));
+    sum = blockReduce(sum, SumOp(), 0.0);
+    if (threadIdx.x == 0)
+      rowLoss[row] = log(sum) + static_cast<double>(maxLogit) -
+                     static_cast<double>(l[targets[row]]);
+  }
+}
+
+/// One block: *loss = mean of rowLoss[n] (0 when n == 0), summed in double
+/// in a fixed order.
+__global__ void meanLossKernel(const double *rowLoss, int64_t n, float *loss,
+                               const ErrorSlot *slot) {
+  if (failed(slot))
+    return;
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    sum += rowLoss[i];
+  sum = blockReduce(sum, SumOp(), 0.0);
+  if (threadIdx.x == 0)
+    *loss = n == 0 ? 0.0f : static_cast<float>(sum / static_cast<double>(n));
+}
+
+/// One block per row: dlogits = (softmax - onehot) * *dloss / n, the
+/// exponentials written to the output then scaled (as the CPU kernel).
+__global__ void crossEntropyGradKernel(const float *dloss, const float *logits,
+                                       const int32_t *targets, float *dlogits,
+                                       int64_t n, int64_t v,
+                                       const ErrorSlot *slot) {
+  if (failed(slot))
+    return;
+  double perRow = static_cast<double>(*dloss) / static_cast<double>(n);
+  float perRowF = static_cast<float>(perRow);
+  for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
+    const float *l = logits + row * v;
+    float *out = dlogits + row * v;
+    float maxLogit = -INFINITY;
+    for (int64_t j = threadIdx.x; j < v; j += blockDim.x)
+      maxLogit = fmaxf(maxLogit, l[j]);
+    maxLogit = blockReduce(maxLogit, MaxOp(), -INFINITY);
+    double sum = 0.0;
+    for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
+      float e = expf(l[j] - maxLogit);
+      out[j] = e;
+      sum += static_cast<double>(e);
+    }
+    sum = blockReduce(sum, SumOp(), 0.0);
+    float factor = static_cast<float>(perRow / sum);
+    int64_t target = targets[row];
+    // Each thread rescales the entries it wrote itself.
+    for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
+      float value = out[j] * factor;
+      if (j == target)
+        value -= perRowF;
+      out[j] = value;
+    }
+  }
+}
+
+unsigned rowBlockGrid(const Kernels *k, int64_t n) {
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>(n, int64_t(k->smCount) * 16)));
+}
+
+//===----------------------------------------------------------------------===//
+// GEMM
+//===----------------------------------------------------------------------===//
+
+/// Row-major c = alpha op(a) op(b) + beta c for `batch` matrix triples
+/// strideA / strideB / strideC elements apart, op(a) [m, kd], op(b) [kd, n];
+/// lda, ldb, ldc are the row strides of the stored matrices (as CBLAS
+/// row-major). beta is 0 or 1. cuBLAS is column-major: it computes
+/// c^T = op(b)^T op(a)^T, reading the row-major b and a as their transposes.
+void gemm(Kernels *k, bool transA, bool transB, int64_t m, int64_t n,
+          int64_t kd, float alpha, const float *a, int64_t lda,
+          int64_t strideA, const float *b, int64_t ldb, int64_t strideB,
+          float beta, float *c, int64_t ldc, int64_t strideC, int64_t batch) {
+  if (m <= 0 || n <= 0 || batch <= 0)
+    return;
+  if (kd <= 0) {
+    // Nothing to multiply (and a leading dimension of 0 that cuBLAS would
+    // reject): c = beta c.
+    if (beta == 0.0f) {
+      zeroMatricesKernel<<<gridFor(k, batch * m * n), kThreads, 0,
+                           k->stream>>>(c, batch, m, n, ldc, strideC);
+      SHARDC_CUDA_CHECK_LAUNCH();
+    }
+    return;
+  }
+  checkIntRange("gemm m", m);
+  checkIntRange("gemm n", n);
+  checkIntRange("gemm k", kd);
+  checkIntRange("gemm lda", lda);
+  checkIntRange("gemm ldb", ldb);
+  checkIntRange("gemm ldc", ldc);
+  checkIntRange("gemm batch", batch);
+  cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (batch == 1) {
+    SHARDC_CUBLAS_CHECK(cublasSgemm(
+        k->blas, opB, opA, static_cast<int>(n), static_cast<int>(m),
+        static_cast<int>(kd), &alpha, b, static_cast<int>(ldb), a,
+        static_cast<int>(lda), &beta, c, static_cast<int>(ldc)));
+    return;
+  }
+  SHARDC_CUBLAS_CHECK(cublasSgemmStridedBatched(
+      k->blas, opB, opA, static_cast<int>(n), static_cast<int>(m),
+      static_cast<int>(kd), &alpha, b, static_cast<int>(ldb), strideB, a,
+      static_cast<int>(lda), strideA, &beta, c, static_cast<int>(ldc), strideC,
+      static_cast<int>(batch)));
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// How the B x H (batch element, head) pairs are walked: a loop over the
+/// `outer` dimension, and strided-batched GEMMs over chunks of the `inner`
+/// one, the larger of the two (fewer launches). Strides are in elements:
+/// of qkv / dqkv (row stride 3C) and of out / dy (row stride C).
+struct HeadWalk {
+  int64_t outer, inner;
+  int64_t qkvOuter, qkvInner;
+  int64_t outOuter, outInner;
+  int64_t chunk; // inner pairs per GEMM
+};
+
+HeadWalk planHeads(const Kernels *k, int64_t b, int64_t t, int64_t c,
+                   int64_t heads) {
+  int64_t d = c / heads;
+  HeadWalk walk;
+  if (heads >= b)
+    walk = {b, heads, t * 3 * c, d, t * c, d, 0};
+  else
+    walk = {heads, b, d, t * 3 * c, d, t * c, 0};
+  walk.chunk = std::max<int64_t>(
+      1, std::min(walk.inner, k->attentionScoreFloats / (t * t)));
+  return walk;
+}
+
+/// probs[count, t, t] = causal softmax(q k^T / sqrt(d)) of `count` pairs of
+/// the walk, q and k at the first pair's head.
+void attentionProbabilities(Kernels *k, const HeadWalk &walk, const float *q,
+                            const float *kk, int64_t t, int64_t c, int64_t d,
+                            int64_t count, float *probs) {
+  float alpha = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  gemm(k, false, true, t, t, d, alpha, q, 3 * c, walk.qkvInner, kk, 3 * c,
+       walk.qkvInner, 0.0f, probs, t, t * t, count);
+  int64_t rows = count * t;
+  causalSoftmaxKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(probs,
+                                                                     rows, t);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// C ABI
+//===----------------------------------------------------------------------===//
+
+extern "C" {
+
+shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
+                                                      int allowTf32) {
+  Kernels *k = new Kernels();
+  k->stream = stream;
+  int device = 0;
+  SHARDC_CUDA_CHECK(cudaGetDevice(&device));
+  SHARDC_CUDA_CHECK(cudaDeviceGetAttribute(
+      &k->smCount, cudaDevAttrMultiProcessorCount, device));
+  k->smCount = std::max(k->smCount, 1);
+  if (const char *bound = std::getenv("SHARDC_RT_CUDA_ATTENTION_SCORES")) {
+    long long floats = std::atoll(bound);
+    if (floats > 0)
+      k->attentionScoreFloats = floats;
+  }
+  SHARDC_CUBLAS_CHECK(cublasCreate(&k->blas));
+  // cublasSetStream resets the workspace to cuBLAS's own pool: the
+  // workspace goes in after it.
+  SHARDC_CUBLAS_CHECK(cublasSetStream(k->blas, stream));
+  SHARDC_CUDA_CHECK(cudaMalloc(&k->blasWorkspace, kCublasWorkspaceBytes));
+  SHARDC_CUBLAS_CHECK(
+      cublasSetWorkspace(k->blas, k->blasWorkspace, kCublasWorkspaceBytes));
+  SHARDC_CUBLAS_CHECK(cublasSetMathMode(
+      k->blas, allowTf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+  SHARDC_CUDA_CHECK(cudaMalloc(&k->slot, sizeof(ErrorSlot)));
+  SHARDC_CUDA_CHECK(cudaMallocHost(&k->hostSlot, sizeof(ErrorSlot)));
+  SHARDC_CUDA_CHECK(cudaMemsetAsync(k->slot, 0xff, sizeof(ErrorSlot), stream));
+  SHARDC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return k;
+}
+
+void shardc_rt_cuda_kernels_destroy(shardc_rt_cuda_kernels *k) {
+  if (!k)
+    return;
+  SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
+  if (k->scratch) {
+    SHARDC_CUDA_CHECK(cudaFreeAsync(k->scratch, k->stream));
+    SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
+  }
+  SHARDC_CUBLAS_CHECK(cublasDestroy(k->blas));
+  SHARDC_CUDA_CHECK(cudaFree(k->blasWorkspace));
+  SHARDC_CUDA_CHECK(cudaFree(k->slot));
+  SHARDC_CUDA_CHECK(cudaFreeHost(k->hostSlot));
+  delete k;
+}
+
+int64_t shardc_rt_cuda_kernels_check(shardc_rt_cuda_kernels *k,
+                                     const char **op) {
+  SHARDC_CUDA_CHECK(cudaMemcpyAsync(k->hostSlot, k->slot, sizeof(ErrorSlot),
+                                    cudaMemcpyDeviceToHost, k->stream));
+  SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
+  ErrorSlot slot = *k->hostSlot;
+  SHARDC_CUDA_CHECK(
+      cudaMemsetAsync(k->slot, 0xff, sizeof(ErrorSlot), k->stream));
+  if (slot.position == kNoError) {
+    if (op)
+      *op = nullptr;
+    return -1;
+  }
+  if (op)
+    *op = slot.op >= 0 && slot.op < 4 ? kOpNames[slot.op] : "unknown";
+  return static_cast<int64_t>(slot.position);
+}
+
+void shardc_rt_cuda_linear_f32(shardc_rt_cuda_kernels *k, const float *x,
+                               const float *w, const float *b, float *y,
+                               int64_t m, int64_t kdim, int64_t n) {
+  if (m <= 0 || n <= 0)
+    return;
+  // The bias goes in first and the GEMM accumulates onto it.
+  if (b) {
+    broadcastRowsKernel<<<gridFor(k, m * n), kThreads, 0, k->stream>>>(
+        y, b, m * n, n);
+    SHARDC_CUDA_CHECK_LAUNCH();
+  }
+  gemm(k, false, true, m, n, kdim, 1.0f, x, kdim, 0, w, kdim, 0,
+       b ? 1.0f : 0.0f, y, n, 0, 1);
+}
+
+void shardc_rt_cuda_matmul_f32(shardc_rt_cuda_kernels *k, const float *lhs,
+                               const float *rhs, float *out, int64_t batch,
+                               int64_t m, int64_t kdim, int64_t n,
+                               int transposeLhs, int transposeRhs) {
+  int64_t lda = transposeLhs ? m : kdim;
+  int64_t ldb = transposeRhs ? kdim : n;
+  gemm(k, transposeLhs != 0, transposeRhs != 0, m, n, kdim, 1.0f, lhs, lda,
+       m * kdim, rhs, ldb, kdim * n, 0.0f, out, n, m * n, batch);
+}
+
+void shardc_rt_cuda_add_f32(shardc_rt_cuda_kernels *k, const float *lhs,
+                            const float *rhs, float *y, int64_t n, int64_t m) {
+  if (n <= 0 || m <= 0)
+    return;
+  addKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(lhs, rhs, y, n, m);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+void shardc_rt_cuda_scale_f32(shardc_rt_cuda_kernels *k, const float *x,
+                              float *y, int64_t n, double factor) {
+  if (n <= 0)
+    return;
+  scaleKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(
+      x, y, n, static_cast<float>(factor));
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+void shardc_rt_cuda_gelu_f32(shardc_rt_cuda_kernels *k, const float *x,
+                             float *y, int64_t n) {
+  if (n <= 0)
+    return;
+  geluKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(x, y, n);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+void shardc_rt_cuda_relu_f32(shardc_rt_cuda_kernels *k, const float *x,
+                             float *y, int64_t n) {
+  if (n <= 0)
+    return;
+  reluKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(x, y, n);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+void shardc_rt_cuda_layernorm_f32(shardc_rt_cuda_kernels *k, const float *x,
+                                  const float *w, const float *b, float *y,
+                                  int64_t rows, int64_t c, double eps) {
+  if (rows <= 0 || c <= 0)
+    return;
+  layerNormKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
+      x, w, b, y, rows, c, static_cast<float>(eps));
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+void shardc_rt_cuda_embedding_f32(shardc_rt_cuda_kernels *k,
+                                  const int32_t *ids, const float *table,
+                                  float *out, int64_t n, int64_t v,
+                                  int64_t c) {
+  checkIds(k, ids, n, v, kOpEmbedding);
+  if (n <= 0 || c <= 0)
+    return;
+  embeddingKernel<<<gridFor(k, n * c), kThreads, 0, k->stream>>>(
+      ids, table, out, n, c, k->slot);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+void shardc_rt_cuda_attention_f32(shardc_rt_cuda_kernels *k, const float *qkv,
+                                  float *out, int64_t b, int64_t t, int64_t c,
+                                  int64_t heads) {
+  if (b <= 0 || t <= 0 || c <= 0)
+    return;
+  int64_t d = c / heads;
+  HeadWalk walk = planHeads(k, b, t, c, heads);
+  float *probs = static_cast<float *>(
+      scratch(k, pieceBytes<float>(walk.chunk * t * t)));
+  for (int64_t o = 0; o < walk.outer; ++o)
+    for (int64_t i0 = 0; i0 < walk.inner; i0 += walk.chunk) {
+      int64_t count = std::min(walk.chunk, walk.inner - i0);
+      const float *q = qkv + o * walk.qkvOuter + i0 * walk.qkvInner;
+      const float *kk = q + c, *v = q + 2 * c;
+      float *y = out + o * walk.outOuter + i0 * walk.outInner;
+      attentionProbabilities(k, walk, q, kk, t, c, d, count, probs);
+      // y = P v, each head into its columns of out.
+      gemm(k, false, false, t, d, t, 1.0f, probs, t, t * t, v, 3 * c,
+           walk.qkvInner, 0.0f, y, c, walk.outInner, count);
+    }
+}
+
+void shardc_rt_cuda_cross_entropy_f32(shardc_rt_cuda_kernels *k,
+                                      const float *logits,
+                                      const int32_t *targets, float *loss,
+                                      int64_t n, int64_t v) {
+  checkIds(k, targets, n, v, kOpCrossEntropy);
+  double *rowLoss = nullptr;
+  if (n > 0) {
+    rowLoss = static_cast<double *>(scratch(k, pieceBytes<double>(n)));
+    crossEntropyRowsKernel<<<rowBlockGrid(k, n), kRowThreads, 0, k->stream>>>(
+        logits, targets, rowLoss, n, v, k->slot);
+    SHARDC_CUDA_CHECK_LAUNCH();
+  }
+  meanLossKernel<<<1, 1024, 0, k->stream>>>(rowLoss, n, loss, k->slot);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+void shardc_rt_cuda_iota_i32(shardc_rt_cuda_kernels *k, int32_t *out,
+                             int64_t n) {
+  if (n <= 0)
+    return;
+  iotaKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(out, n);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+void shardc_rt_cuda_sum_to_f32(shardc_rt_cuda_kernels *k, const float *x,
+                               float *y, int64_t outer, int64_t inner) {
+  if (inner <= 0)
+    return;
+  ColumnPlan plan = planColumns(k, outer, inner);
+  float *partials = nullptr;
+  if (outer > 0 && plan.chunks > 1)
+    partials = static_cast<float *>(
+        scratch(k, pieceBytes<float>(plan.chunks * inner)));
+  columnSums(k, SumRows{x, inner}, outer, inner, plan, y, nullptr, partials,
+             nullptr);
+}
+
+void shardc_rt_cuda_copy_f32(shardc_rt_cuda_kernels *k, float *dst,
+                             const float *src, int64_t n) {
+  if (n <= 0)
+    return;
+  SHARDC_CUDA_CHECK(cudaMemcpyAsync(dst, src,
+                                    static_cast<size_t>(n) * sizeof(float),
+                                    cudaMemcpyDeviceToDevice, k->stream));
+}
+
+void shardc_rt_cuda_fill_f32(shardc_rt_cuda_kernels *k, float *dst,
+                             float value, int64_t n) {
+  if (n <= 0)
+    return;
+  fillKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(dst, value, n,
+                                                        nullptr);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+void shardc_rt_cuda_accumulate_f32(shardc_rt_cuda_kernels *k, float *dst,
+                                   const float *src, int64_t n) {
+  if (n <= 0)
+    return;
+  accumulateKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(dst, src, n);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+void shardc_rt_cuda_gelu_grad_f32(shardc_rt_cuda_kernels *k, const float *dy,
+                                  const float *x, float *dx, int64_t n) {
+  if (n <= 0)
+    return;
+  geluGradKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(dy, x, dx, n);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+void shardc_rt_cuda_relu_grad_f32(shardc_rt_cuda_kernels *k, const float *dy,
+                                  const float *x, float *dx, int64_t n) {
+  if (n <= 0)
+    return;
+  reluGradKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(dy, x, dx, n);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+void shardc_rt_cuda_layernorm_grad_f32(shardc_rt_cuda_kernels *k,
+                                       const float *dy, const float *x,
+                                       const float *w, float *dx, float *dw,
+                                       float *db, int64_t rows, int64_t c,
+                                       double eps) {
+  if (c <= 0)
+    return;
+  ColumnPlan plan = planColumns(k, rows, c);
+  if (rows <= 0) {
+    columnSums(k, SumRows{x, c}, 0, c, plan, dw, db, nullptr, nullptr);
+    return;
+  }
+  int64_t partialCount = plan.chunks > 1 ? plan.chunks * c : 0;
+  char *cursor = static_cast<char *>(
+      scratch(k, 2 * pieceBytes<float>(rows) +
+                     2 * pieceBytes<float>(partialCount)));
+  float *means = carve<float>(cursor, rows);
+  float *rstds = carve<float>(cursor, rows);
+  float *partialsW = carve<float>(cursor, partialCount);
+  float *partialsB = carve<float>(cursor, partialCount);
+  layerNormGradKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
+      dy, x, w, dx, means, rstds, rows, c, static_cast<float>(eps));
+  SHARDC_CUDA_CHECK_LAUNCH();
+  columnSums(k, LayerNormParamTerms{dy, x, means, rstds, c}, rows, c, plan, dw,
+             db, partialsW, partialsB);
+}
+
+void shardc_rt_cuda_embedding_grad_f32(shardc_rt_cuda_kernels *k,
+                                       const float *dy, const int32_t *ids,
+                                       float *dtable, int64_t n, int64_t v,
+                                       int64_t c) {
+  checkIds(k, ids, n, v, kOpEmbeddingGrad);
+  if (v > 0 && c > 0) {
+    fillKernel<<<gridFor(k, v * c), kThreads, 0, k->stream>>>(dtable, 0.0f,
+                                                              v * c, k->slot);
+    SHARDC_CUDA_CHECK_LAUNCH();
+  }
+  if (n <= 0 || c <= 0)
+    return;
+  embeddingGradKernel<<<gridFor(k, n * c), kThreads, 0, k->stream>>>(
+      dy, ids, dtable, n, c, k->slot);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+void shardc_rt_cuda_attention_grad_f32(shardc_rt_cuda_kernels *k,
+                                       const float *dy, const float *qkv,
+                                       float *dqkv, int64_t b, int64_t t,
+                                       int64_t c, int64_t heads) {
+  if (b <= 0 || t <= 0 || c <= 0)
+    return;
+  int64_t d = c / heads, ld = 3 * c;
+  float alpha = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  HeadWalk walk = planHeads(k, b, t, c, heads);
+  int64_t scores = walk.chunk * t * t;
+  char *cursor = static_cast<char *>(scratch(k, 2 * pieceBytes<float>(scores)));
+  float *probs = carve<float>(cursor, scores);
+  float *dprobs = carve<float>(cursor, scores);
+  // Every element of dqkv is written once: dq, dk and dv of every head and
+  // row, by the GEMMs below with beta = 0.
+  for (int64_t o = 0; o < walk.outer; ++o)
+    for (int64_t i0 = 0; i0 < walk.inner; i0 += walk.chunk) {
+      int64_t count = std::min(walk.chunk, walk.inner - i0);
+      int64_t offset = o * walk.qkvOuter + i0 * walk.qkvInner;
+      const float *q = qkv + offset, *kk = q + c, *v = q + 2 * c;
+      float *dq = dqkv + offset, *dk = dq + c, *dv = dq + 2 * c;
+      const float *dyh = dy + o * walk.outOuter + i0 * walk.outInner;
+      int64_t s = walk.qkvInner, sy = walk.outInner;
+      attentionProbabilities(k, walk, q, kk, t, c, d, count, probs);
+      // y = P v: dP = dy v^T, dv = P^T dy.
+      gemm(k, false, true, t, t, d, 1.0f, dyh, c, sy, v, ld, s, 0.0f, dprobs,
+           t, t * t, count);
+      gemm(k, true, false, t, d, t, 1.0f, probs, t, t * t, dyh, c, sy, 0.0f,
+           dv, ld, s, count);
+      int64_t rows = count * t;
+      causalSoftmaxGradKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
+          probs, dprobs, rows, t);
+      SHARDC_CUDA_CHECK_LAUNCH();
+      // S = alpha q k^T: dq = alpha dS k, dk = alpha dS^T q.
+      gemm(k, false, false, t, d, t, alpha, dprobs, t, t * t, kk, ld, s, 0.0f,
+           dq, ld, s, count);
+      gemm(k, true, false, t, d, t, alpha, dprobs, t, t * t, q, ld, s, 0.0f,
+           dk, ld, s, count);
+    }
+}
+
+void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
+                                           const float *dloss,
+                                           const float *logits,
+                                           const int32_t *targets,
+                                           float *dlogits, int64_t n,
+                                           int64_t v) {
+  checkIds(k, targets, n, v, kOpCrossEntropyGrad);
+  if (n <= 0 || v <= 0)
+    return;
+  crossEntropyGradKernel<<<rowBlockGrid(k, n), kRowThreads, 0, k->stream>>>(
+      dloss, logits, targets, dlogits, n, v, k->slot);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+void shardc_rt_cuda_adamw_f32(shardc_rt_cuda_kernels *k, float *param,
+                              float *expAvg, float *expAvgSq,
+                              const float *grad, int64_t n, float lr,
+                              float beta1, float beta2, float eps,
+                              float weightDecay, int64_t step) {
+  if (n <= 0)
+    return;
+  // The scalars exactly as runtime/host/Optimizer.cpp computes them from its
+  // double hyperparameters (here the floats, widened).
+  double correction1 = 1.0 - std::pow(static_cast<double>(beta1),
+                                      static_cast<double>(step));
+  double correction2 = 1.0 - std::pow(static_cast<double>(beta2),
+                                      static_cast<double>(step));
+  float decay = static_cast<float>(1.0 - static_cast<double>(lr) *
+                                             static_cast<double>(weightDecay));
+  float stepSize = static_cast<float>(static_cast<double>(lr) / correction1);
+  float rootCorrection2 = static_cast<float>(std::sqrt(correction2));
+  adamwKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(
+      param, expAvg, expAvgSq, grad, n, beta1, beta2, eps, decay, stepSize,
+      rootCorrection2);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+} // extern "C"

@@ -1,0 +1,217 @@
+//===- CudaKernels.h - CUDA kernels of every train op -------------*- C -*-===//
+//
+// The CUDA counterparts of shardc_rt/Kernels.h, for target=cuda: the same
+// kernels, with the same names after the prefix shardc_rt_cuda_, the same
+// arguments in the same order and the same semantics (Kernels.h documents
+// each one; include/shardc/Dialect/Train/IR/TrainOps.td specifies the ops),
+// preceded by a shardc_rt_cuda_kernels object.
+//
+// Conventions, besides those of Kernels.h:
+//  - every pointer is a DEVICE pointer, the scalars included (the loss of
+//    cross_entropy, the dloss of cross_entropy_grad);
+//  - every call only enqueues work on the object's stream and returns: no
+//    synchronisation, no host <-> device copy. Scratch memory comes from one
+//    workspace of the object that grows, stream-ordered
+//    (cudaFreeAsync + cudaMallocAsync on the object's stream), when a call
+//    needs more than it holds. A training step repeats the same shapes, so it
+//    grows during the first step only, to the largest need of one call:
+//      attention       min(B or H, chunk) * T * T floats (the scores),
+//      attention_grad  twice that (scores and their gradient),
+//      layernorm_grad  2 * rows + 2 * chunks * C floats (per-row stats and
+//                      partial column sums of dweight, dbias),
+//      sum_to          chunks * inner floats when the reduction is split,
+//      cross_entropy   n doubles (per-row losses, summed in a fixed order).
+//    The attention scores are computed for at most 2^26 floats (256 MiB) of
+//    them at a time, or one head when a head alone needs more; the
+//    environment variable SHARDC_RT_CUDA_ATTENTION_SCORES, read by create,
+//    overrides that bound (a number of floats; the unit test uses it to
+//    exercise the chunking).
+//  - results are deterministic (same inputs, same bits), except
+//    embedding_grad, which scatter-adds with atomicAdd.
+//  - ids and targets cannot be checked synchronously. embedding,
+//    embedding_grad, cross_entropy and cross_entropy_grad check theirs on
+//    the device and record the position of the first bad one in the object's
+//    error slot; the failing call then writes nothing (as the CPU kernels),
+//    and so does every later call of these four until the slot is read and
+//    reset by shardc_rt_cuda_kernels_check, which the runtime calls once at
+//    the end of a step. Only the first failing call is recorded.
+//  - a CUDA or cuBLAS error (a bad launch, an out-of-memory) prints the call,
+//    the error, the file and the line, and aborts.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDC_RT_CUDA_KERNELS_H
+#define SHARDC_RT_CUDA_KERNELS_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// The stream the kernels run on, a cuBLAS handle bound to it (with its own
+/// workspace), the scratch workspace and the device-side error slot.
+typedef struct shardc_rt_cuda_kernels shardc_rt_cuda_kernels;
+
+//===----------------------------------------------------------------------===//
+// Lifetime and errors
+//===----------------------------------------------------------------------===//
+
+/// Creates the kernels' state on the current device, for `stream` (which
+/// must belong to that device; 0 is the legacy default stream). allowTf32 != 0
+/// runs fp32 GEMMs on TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH), else in
+/// full fp32 (CUBLAS_PEDANTIC_MATH). Synchronous (it allocates).
+shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
+                                                      int allowTf32);
+
+/// Waits for the stream, then frees everything create and the calls
+/// allocated. Null is a no-op. The stream itself is the caller's.
+void shardc_rt_cuda_kernels_destroy(shardc_rt_cuda_kernels *k);
+
+/// Reads the error slot back (this synchronises k's stream), resets it and
+/// returns -1 when no id or target was out of range since the last call, or
+/// the position of the first bad one of the first failing call; *op (when op
+/// is not null) is then that call's C function name, e.g.
+/// "shardc_rt_cuda_embedding_f32", a static string, and null otherwise.
+int64_t shardc_rt_cuda_kernels_check(shardc_rt_cuda_kernels *k,
+                                     const char **op);
+
+//===----------------------------------------------------------------------===//
+// Forward
+//===----------------------------------------------------------------------===//
+
+/// y[m, n] = x[m, kdim] w[n, kdim]^T + b[n]; b may be null (no bias).
+void shardc_rt_cuda_linear_f32(shardc_rt_cuda_kernels *k, const float *x,
+                               const float *w, const float *b, float *y,
+                               int64_t m, int64_t kdim, int64_t n);
+
+/// out[batch, m, n] = op(lhs) op(rhs); lhs [batch, m, kdim] (or
+/// [batch, kdim, m] when transposeLhs != 0), rhs [batch, kdim, n] (or
+/// [batch, n, kdim] when transposeRhs != 0).
+void shardc_rt_cuda_matmul_f32(shardc_rt_cuda_kernels *k, const float *lhs,
+                               const float *rhs, float *out, int64_t batch,
+                               int64_t m, int64_t kdim, int64_t n,
+                               int transposeLhs, int transposeRhs);
+
+/// y[i] = lhs[i] + rhs[i % m], m divides n. May run in place (y == lhs).
+void shardc_rt_cuda_add_f32(shardc_rt_cuda_kernels *k, const float *lhs,
+                            const float *rhs, float *y, int64_t n, int64_t m);
+
+/// y[n] = x[n] * (float)factor. May run in place.
+void shardc_rt_cuda_scale_f32(shardc_rt_cuda_kernels *k, const float *x,
+                              float *y, int64_t n, double factor);
+
+/// GPT-2's GELU (tanh form). May run in place.
+void shardc_rt_cuda_gelu_f32(shardc_rt_cuda_kernels *k, const float *x,
+                             float *y, int64_t n);
+
+/// y[n] = max(x, 0). May run in place.
+void shardc_rt_cuda_relu_f32(shardc_rt_cuda_kernels *k, const float *x,
+                             float *y, int64_t n);
+
+/// Layer normalization of the rows of x[rows, c] (biased variance).
+void shardc_rt_cuda_layernorm_f32(shardc_rt_cuda_kernels *k, const float *x,
+                                  const float *w, const float *b, float *y,
+                                  int64_t rows, int64_t c, double eps);
+
+/// out[n, c] = table[ids[i], :]; ids checked against [0, v) (error slot).
+void shardc_rt_cuda_embedding_f32(shardc_rt_cuda_kernels *k,
+                                  const int32_t *ids, const float *table,
+                                  float *out, int64_t n, int64_t v, int64_t c);
+
+/// Causal multi-head self-attention on qkv[b, t, 3c] into out[b, t, c].
+void shardc_rt_cuda_attention_f32(shardc_rt_cuda_kernels *k, const float *qkv,
+                                  float *out, int64_t b, int64_t t, int64_t c,
+                                  int64_t heads);
+
+/// *loss (one device float) = mean over the n rows of logits[n, v] of
+/// -log softmax(row)[targets[i]] (0 when n == 0); targets checked against
+/// [0, v) (error slot).
+void shardc_rt_cuda_cross_entropy_f32(shardc_rt_cuda_kernels *k,
+                                      const float *logits,
+                                      const int32_t *targets, float *loss,
+                                      int64_t n, int64_t v);
+
+/// out[n] = 0, 1, ..., n - 1.
+void shardc_rt_cuda_iota_i32(shardc_rt_cuda_kernels *k, int32_t *out,
+                             int64_t n);
+
+/// y[inner] = sum over the leading dimensions of x[outer, inner].
+void shardc_rt_cuda_sum_to_f32(shardc_rt_cuda_kernels *k, const float *x,
+                               float *y, int64_t outer, int64_t inner);
+
+/// dst[n] = src[n] (no overlap).
+void shardc_rt_cuda_copy_f32(shardc_rt_cuda_kernels *k, float *dst,
+                             const float *src, int64_t n);
+/// dst[n] = value.
+void shardc_rt_cuda_fill_f32(shardc_rt_cuda_kernels *k, float *dst,
+                             float value, int64_t n);
+/// dst[n] += src[n].
+void shardc_rt_cuda_accumulate_f32(shardc_rt_cuda_kernels *k, float *dst,
+                                   const float *src, int64_t n);
+
+//===----------------------------------------------------------------------===//
+// Backward
+//===----------------------------------------------------------------------===//
+
+/// dx[n] = dy[n] * gelu'(x[n]). May run in place (dx == dy).
+void shardc_rt_cuda_gelu_grad_f32(shardc_rt_cuda_kernels *k, const float *dy,
+                                  const float *x, float *dx, int64_t n);
+
+/// dx[n] = x > 0 ? dy : 0. May run in place (dx == dy).
+void shardc_rt_cuda_relu_grad_f32(shardc_rt_cuda_kernels *k, const float *dy,
+                                  const float *x, float *dx, int64_t n);
+
+/// dx[rows, c], dw[c], db[c] of layernorm (dw, db are overwritten).
+void shardc_rt_cuda_layernorm_grad_f32(shardc_rt_cuda_kernels *k,
+                                       const float *dy, const float *x,
+                                       const float *w, float *dx, float *dw,
+                                       float *db, int64_t rows, int64_t c,
+                                       double eps);
+
+/// dtable[v, c] = scatter-add of dy[n, c] by ids[n] (zeroed first; atomicAdd,
+/// so not bit-deterministic); ids checked against [0, v) (error slot).
+void shardc_rt_cuda_embedding_grad_f32(shardc_rt_cuda_kernels *k,
+                                       const float *dy, const int32_t *ids,
+                                       float *dtable, int64_t n, int64_t v,
+                                       int64_t c);
+
+/// dqkv[b, t, 3c] of attention from dy[b, t, c] and qkv[b, t, 3c].
+void shardc_rt_cuda_attention_grad_f32(shardc_rt_cuda_kernels *k,
+                                       const float *dy, const float *qkv,
+                                       float *dqkv, int64_t b, int64_t t,
+                                       int64_t c, int64_t heads);
+
+/// dlogits[n, v] = (softmax(logits) - onehot(targets)) * *dloss / n, dloss a
+/// device pointer to one float; targets checked against [0, v) (error
+/// slot).
+void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
+                                           const float *dloss,
+                                           const float *logits,
+                                           const int32_t *targets,
+                                           float *dlogits, int64_t n,
+                                           int64_t v);
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+/// AdamW over n elements of a rank's shard, as torch.optim.AdamW (decoupled
+/// weight decay, bias-corrected moments, step >= 1) and with the operation
+/// order of runtime/host/Optimizer.cpp's adamw, so that fp32 results agree
+/// with it (bit for bit when it is given the same float hyperparameters):
+///   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g g;
+///   param = param (1 - lr wd) - lr / (1 - beta1^step) m
+///           / (sqrt(v) / sqrt(1 - beta2^step) + eps).
+void shardc_rt_cuda_adamw_f32(shardc_rt_cuda_kernels *k, float *param,
+                              float *expAvg, float *expAvgSq,
+                              const float *grad, int64_t n, float lr,
+                              float beta1, float beta2, float eps,
+                              float weightDecay, int64_t step);
+
+#ifdef __cplusplus
+} // extern "C"
+#endif
+
+#endif // SHARDC_RT_CUDA_KERNELS_H

@@ -1,0 +1,83 @@
+// REQUIRES: cuda-compiler
+// The CUDA step of every strategy: FileCheck the streams, events and NCCL
+// calls in the schedule's order, then compile and link it for sm_90.
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s
+// RUN: shardc-opt %s --shardc-pipeline="strategy=hsdp mesh=2x2 output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=HSDP
+// RUN: shardc-opt %s --shardc-pipeline="strategy=ddp mesh=2 output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=DDP
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: %shardc build %s --target cuda --strategy ddp --mesh 2 --quiet -o %t/ddp
+// RUN: %shardc build %s --target cuda --strategy zero1 --mesh 2 --quiet -o %t/zero1
+// RUN: %shardc build %s --target cuda --strategy zero2 --mesh 2 --layout flat --quiet -o %t/zero2
+// RUN: %shardc build %s --target cuda --strategy zero3 --mesh 2 --grad-accum 2 --quiet -o %t/zero3
+// RUN: %shardc build %s --target cuda --strategy hsdp --mesh 2x2 --layout flat --quiet -o %t/hsdp
+// RUN: ls %t | FileCheck %s --check-prefix=BUILT
+
+// CHECK: #include "shardc_rt/shardc_rt_cuda.h"
+// CHECK-LABEL: void step(shardc_rt_context *ctx, float *loss) {
+// CHECK-NEXT: shardc_rt_cuda_kernels *K = shardc_rt_cuda_kernels_of(ctx);
+// CHECK-NEXT: cudaStream_t compute = shardc_rt_cuda_compute_stream(ctx);
+// CHECK-NEXT: ncclComm_t nccl1 = shardc_rt_cuda_comm(ctx, 1u);
+// CHECK-NEXT: cudaStream_t comm1 = shardc_rt_cuda_comm_stream(ctx, 1u);
+// A gather: the communication stream waits for the compute stream's event,
+// gathers, and records the event the unit waits on.
+// CHECK: float *[[WF:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
+// CHECK-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E0:[0-9]+]]), compute));
+// CHECK-NEXT: SHARDC_CUDA(cudaStreamWaitEvent(comm1, shardc_rt_cuda_event(ctx, [[E0]]), 0));
+// CHECK-NEXT: SHARDC_NCCL(ncclAllGather([[W:v[0-9]+]], [[WF]], 9, ncclFloat, nccl1, comm1));
+// CHECK-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E1:[0-9]+]]), comm1));
+// CHECK: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E1]]), 0));
+// CHECK: // unit "l0"
+// CHECK-NEXT: float *{{v[0-9]+}} = static_cast<float *>(shardc_rt_alloc(ctx, 40));
+// CHECK-NEXT: shardc_rt_cuda_linear_f32(K, {{v[0-9]+}}, [[WF]],
+// CHECK: shardc_rt_cuda_cross_entropy_f32(K,
+// The weight gradient: 15 elements reduce-scattered into 9-element shards
+// need a padded staging copy, freed once the compute stream has waited.
+// CHECK: float *[[ST:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
+// CHECK-NEXT: shardc_rt_cuda_copy_f32(K, [[ST]], {{v[0-9]+}}, 15);
+// CHECK: SHARDC_NCCL(ncclReduceScatter([[ST]], {{v[0-9]+}}, 9, ncclFloat, ncclAvg, nccl1, comm1));
+// CHECK-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E2:[0-9]+]]), comm1));
+// CHECK: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E2]]), 0));
+// CHECK-NEXT: shardc_rt_free(ctx, [[ST]]);
+// CHECK: shardc_rt_adamw(ctx, 0,
+// CHECK: SHARDC_NCCL(ncclAllReduce({{v[0-9]+}}, [[L:v[0-9]+]], 1, ncclFloat, ncclAvg, nccl1, comm1));
+// CHECK: SHARDC_CUDA(cudaMemcpyAsync(loss, [[L]], sizeof(float), cudaMemcpyDeviceToHost, compute));
+// CHECK-NEXT: shardc_rt_free(ctx, [[L]]);
+// CHECK-NEXT: }
+// CHECK: model.num_events = {{[1-9][0-9]*}};
+// CHECK-NOT: cudaDeviceSynchronize
+
+// HSDP has a communicator per group: the shard axis, the replicate axis, both.
+// HSDP-DAG: ncclComm_t nccl1 = shardc_rt_cuda_comm(ctx, 1u);
+// HSDP-DAG: ncclComm_t nccl2 = shardc_rt_cuda_comm(ctx, 2u);
+// HSDP-DAG: ncclComm_t nccl3 = shardc_rt_cuda_comm(ctx, 3u);
+// HSDP: ncclReduceScatter({{.*}}, nccl2, comm2)
+// HSDP: ncclAllReduce({{.*}}, nccl1, comm1)
+// HSDP: ncclAllReduce({{.*}}, 1, ncclFloat, ncclAvg, nccl3, comm3)
+
+// DDP packs one bucket on the compute stream and all-reduces it once.
+// DDP: shardc_rt_cuda_copy_f32(K, [[B:v[0-9]+]] + 0,
+// DDP: SHARDC_NCCL(ncclAllReduce([[B]], {{v[0-9]+}}, 20, ncclFloat, ncclAvg, nccl1, comm1));
+// DDP-NOT: ncclAllGather
+
+// BUILT: ddp
+// BUILT-NEXT: hsdp
+// BUILT-NEXT: zero1
+// BUILT-NEXT: zero2
+// BUILT-NEXT: zero3
+
+module {
+  train.model @tiny batch 4 optimizer <lr = 0.001, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+    %x = train.input "x" : tensor<4x3xf32>
+    %y = train.input "y" : tensor<4xi32>
+    %h = train.unit "l0"(%x) : (tensor<4x3xf32>) -> tensor<4x5xf32> {
+    ^bb0(%a: tensor<4x3xf32>):
+      %w = train.param "l0.w" init(#train.normal<std = 0.5>) : tensor<5x3xf32>
+      %b = train.param "l0.b" init(#train.zeros) : tensor<5xf32>
+      %l = train.linear %a, %w, %b : (tensor<4x3xf32>, tensor<5x3xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+      %g = train.gelu %l : tensor<4x5xf32>
+      train.yield %g : tensor<4x5xf32>
+    }
+    %loss = train.cross_entropy %h, %y : (tensor<4x5xf32>, tensor<4xi32>) -> tensor<f32>
+    train.return %loss : tensor<f32>
+  }
+}
