@@ -163,9 +163,10 @@ int64_t StepEmitter::groupSize(ArrayAttr axes) {
 std::string StepEmitter::allocate(Value v, int64_t bytes) {
   std::string n = fresh();
   std::string type = cType(tensorType(v).getElementType());
+  if (bytes < 0)
+    bytes = liveness.getBuffers().lookup(v).bytes;
   os << type << " *" << n << " = static_cast<" << type
-     << " *>(shardc_rt_alloc(ctx, "
-     << (bytes >= 0 ? bytes : getBufferBytes(v)) << "));\n";
+     << " *>(shardc_rt_alloc(ctx, " << bytes << "));\n";
   names[v] = n;
   return n;
 }
@@ -629,11 +630,10 @@ LogicalResult StepEmitter::emitCollective(Operation *op) {
     return emitNcclCollective(op, in, result, mask, group, average);
   std::string out, call;
   if (isa<AllGatherOp, AllGatherStartOp>(op)) {
-    // Every rank sends its padded shard, so the gathered buffer has room for
-    // the last shards' padding too.
+    // The gathered buffer has room for every rank's padded shard
+    // (BufferLiveness).
     int64_t count = numel(in);
-    out = allocate(result, std::max(getBufferBytes(result),
-                                    group * count * 4));
+    out = allocate(result);
     call = llvm::formatv("shardc_rt_all_gather_start(ctx, {0}u, {1}, {2}, {3})",
                          mask, name(in), out, count);
   } else if (isa<ReduceScatterOp, ReduceScatterStartOp>(op)) {
@@ -669,19 +669,18 @@ LogicalResult StepEmitter::emitNcclCollective(Operation *op, Value in,
   const char *reduction = average ? "ncclAvg" : "ncclSum";
   if (isa<AllGatherOp, AllGatherStartOp>(op)) {
     int64_t count = numel(in);
-    out = allocate(result, std::max(getBufferBytes(result),
-                                    group * count * 4));
+    out = allocate(result);
     call = llvm::formatv("ncclAllGather({0}, {1}, {2}, ncclFloat, {3}, {4})",
                          source, out, count, comm, stream);
   } else if (isa<ReduceScatterOp, ReduceScatterStartOp>(op)) {
     out = allocate(result);
     int64_t count = numel(result);
-    if (numel(in) < group * count) {
+    if (int64_t bytes = getStagingBytes(op)) {
       // Uneven dim-0 shards: NCCL takes group x count elements, the last
       // ranks' rows padding.
       std::string staging = fresh();
       os << "float *" << staging << " = static_cast<float *>(shardc_rt_alloc(ctx, "
-         << group * count * 4 << "));\n";
+         << bytes << "));\n";
       os << kernel("copy_f32") << staging << ", " << source << ", "
          << numel(in) << ");\n";
       stagings[result] = staging;

@@ -15,17 +15,18 @@
 //    (cudaFreeAsync + cudaMallocAsync on the object's stream), when a call
 //    needs more than it holds. A training step repeats the same shapes, so it
 //    grows during the first step only, to the largest need of one call:
-//      attention       min(B or H, chunk) * T * T floats (the scores),
-//      attention_grad  twice that (scores and their gradient),
+//      attention       the scores of up to max(B, H) (batch element, head)
+//                      pairs at a time, max(B, H) * T * T floats, bounded
+//                      to 2^26 floats (256 MiB) or one pair's T * T;
+//      attention_grad  twice that (scores and their gradient);
 //      layernorm_grad  2 * rows + 2 * chunks * C floats (per-row stats and
-//                      partial column sums of dweight, dbias),
-//      sum_to          chunks * inner floats when the reduction is split,
-//      cross_entropy   n doubles (per-row losses, summed in a fixed order).
-//    The attention scores are computed for at most 2^26 floats (256 MiB) of
-//    them at a time, or one head when a head alone needs more; the
-//    environment variable SHARDC_RT_CUDA_ATTENTION_SCORES, read by create,
-//    overrides that bound (a number of floats; the unit test uses it to
-//    exercise the chunking).
+//                      partial column sums of dweight and dbias);
+//      sum_to          chunks * inner floats when the rows are split;
+//      cross_entropy   n doubles (per-row losses, summed in a fixed order);
+//    (chunks <= 1024). The environment variable
+//    SHARDC_RT_CUDA_ATTENTION_SCORES, read by create, overrides the 2^26
+//    bound (a number of floats; the unit test uses it to exercise the
+//    chunking).
 //  - results are deterministic (same inputs, same bits), except
 //    embedding_grad, which scatter-adds with atomicAdd.
 //  - ids and targets cannot be checked synchronously. embedding,
@@ -199,8 +200,11 @@ void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
 
 /// AdamW over n elements of a rank's shard, as torch.optim.AdamW (decoupled
 /// weight decay, bias-corrected moments, step >= 1) and with the operation
-/// order of runtime/host/Optimizer.cpp's adamw, so that fp32 results agree
-/// with it (bit for bit when it is given the same float hyperparameters):
+/// order and roundings of runtime/host/Optimizer.cpp's adamw: bit for bit
+/// the same results when its double hyperparameters hold these float values
+/// (else the bias corrections differ, being computed here from the floats:
+/// 1 - 0.999f is 1.3e-5 off 1 - 0.999, so the first steps' updates differ by
+/// up to ~1e-5 relative, less as step grows):
 ///   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g g;
 ///   param = param (1 - lr wd) - lr / (1 - beta1^step) m
 ///           / (sqrt(v) / sqrt(1 - beta2^step) + eps).

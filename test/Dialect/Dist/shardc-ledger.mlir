@@ -49,7 +49,10 @@
 //   grads: the same shards = 32 B; optimizer: m and v of them = 64 B
 //   activations at the loss: x 2x4 (32 B), y 2 (8 B), fc0's output and its
 //     pre-gelu 2x3 each (48 B), logits 2x2 (16 B), the loss (4 B) = 108 B
-//   gathered: fc0's weight and bias, 12 + 3 floats = 60 B
+//   gathered: fc0's weight and bias as the 4 ranks' padded shards, 4 x 4 +
+//     4 x 1 floats = 80 B (the whole tensors are 12 + 3: the rest is padding)
+//   comm buffers: fc0.weight's gradient (3 rows) reduce-scattered into
+//     1-row shards stages a padded 4 x 4 copy = 64 B
 //   all_gather: 3/4 of the padded whole, (4-1) x shard: fc0 48 + 12, fc1 36
 //     twice = 132 B in 4; reduce_scatter: 48 + 12 + 36 = 96 B in 3;
 //     all_reduce: the loss, 2 x 3/4 x 4 = 6 B.
@@ -63,8 +66,8 @@
 // TEXT-NEXT:   optimizer 64 64.00 B
 // TEXT-NEXT:   model state 128 128.00 B
 // TEXT-NEXT:   activations 108 108.00 B
-// TEXT-NEXT:   gathered params 60 60.00 B
-// TEXT-NEXT:   comm buffers 0 0.00 B
+// TEXT-NEXT:   gathered params 80 80.00 B
+// TEXT-NEXT:   comm buffers 64 64.00 B
 // TEXT-NEXT:   peak {{[0-9]+}}
 // TEXT-NEXT:   per step count bytes sent
 // TEXT-NEXT:   all_gather 4 132 132.00 B
@@ -83,8 +86,9 @@
 
 // Mixed precision stages an f32 copy of each bf16 gradient for the wire.
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 param-dtype=bf16 reduce-dtype=f32" --shardc-ledger="format=json output=-" -o /dev/null | FileCheck %s --check-prefix=STAGE
-// fc0.weight's whole gradient, 3x4 in f32.
-// STAGE: "comm_buffer_bytes": 48,
+// fc0.weight's whole gradient, 3x4 in f32 (48 B), and the padded copy its
+// uneven reduce-scatter stages, 4 shards of 1x4 in f32 (64 B).
+// STAGE: "comm_buffer_bytes": 112,
 
 // A budget below the peak fails, naming each unit.
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4" --shardc-ledger="memory-budget=100" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET

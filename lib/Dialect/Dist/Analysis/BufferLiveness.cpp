@@ -19,6 +19,26 @@ int64_t dist::getBufferBytes(Value value) {
          ((tensor.getElementType().getIntOrFloatBitWidth() + 7) / 8);
 }
 
+int64_t dist::getGroupSize(Operation *op, FlatSymbolRefAttr meshRef,
+                           ArrayAttr axes) {
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(op, meshRef);
+  if (!mesh)
+    return 1;
+  int64_t size = 1;
+  for (Attribute axis : axes)
+    size *= mesh.getShape()[mesh.getAxisIndex(cast<StringAttr>(axis).getValue())];
+  return size;
+}
+
+int64_t dist::getStagingBytes(Operation *op) {
+  if (!isa<ReduceScatterOp, ReduceScatterStartOp>(op))
+    return 0;
+  int64_t group = getGroupSize(op, op->getAttrOfType<FlatSymbolRefAttr>("mesh"),
+                               op->getAttrOfType<ArrayAttr>("axes"));
+  int64_t padded = getBufferBytes(op->getResult(0)) * group;
+  return getBufferBytes(op->getOperand(0)) < padded ? padded : 0;
+}
+
 BufferLiveness::BufferLiveness(train::ModelOp model) {
   number(model);
   collect(model);
@@ -65,6 +85,16 @@ void BufferLiveness::collect(train::ModelOp model) {
     for (Value result : op->getResults())
       if (getRoot(result) == result && getBufferBytes(result) > 0)
         buffers[result] = {getBufferBytes(result), definedAt, definedAt, op};
+    // Every rank sends its padded shard: a gathered buffer holds the last
+    // shards' padding too.
+    if (isa<AllGatherOp, AllGatherStartOp>(op)) {
+      int64_t padded = getBufferBytes(op->getOperand(0)) *
+                       getGroupSize(op, op->getAttrOfType<FlatSymbolRefAttr>(
+                                            "mesh"),
+                                    op->getAttrOfType<ArrayAttr>("axes"));
+      Buffer &gathered = buffers[op->getResult(0)];
+      gathered.bytes = std::max(gathered.bytes, padded);
+    }
     // An asynchronous collective reads its input until its wait.
     Operation *user = op;
     if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op))

@@ -201,6 +201,18 @@ LedgerReport Ledger::build() {
     delta[category][buffer.def] += buffer.bytes;
     delta[category][buffer.last + 1] -= buffer.bytes;
   }
+  // Uneven reduce-scatters stage a padded copy until their wait.
+  model.walk([&](Operation *op) {
+    int64_t bytes = getStagingBytes(op);
+    if (!bytes)
+      return;
+    int64_t until = liveness.getEnd(op);
+    if (isa<ReduceScatterStartOp>(op))
+      for (Operation *wait : op->getResult(0).getUsers())
+        until = std::max(until, liveness.getEnd(wait));
+    delta[Comm][liveness.getStart(op)] += bytes;
+    delta[Comm][until + 1] -= bytes;
+  });
   // Casts for the wire stage a copy while the collective runs.
   model.walk([&](Operation *op) {
     Type wire;

@@ -21,6 +21,14 @@ namespace shardc::dist {
 /// Bytes of a tensor, or of the tensor a token completes to.
 int64_t getBufferBytes(mlir::Value value);
 
+/// Ranks in the group spanning `axes` of mesh `meshRef` (1 if unknown).
+int64_t getGroupSize(mlir::Operation *op, mlir::FlatSymbolRefAttr meshRef,
+                     mlir::ArrayAttr axes);
+
+/// A reduce-scatter of uneven dim-0 shards sends N padded shards: the bytes
+/// of the padded copy of its input it stages until its wait (0 if none).
+int64_t getStagingBytes(mlir::Operation *reduceScatter);
+
 class BufferLiveness {
 public:
   struct Buffer {

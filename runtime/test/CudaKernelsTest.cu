@@ -1,0 +1,693 @@
+//===- CudaKernelsTest.cu - CUDA kernels against the CPU kernels ----------===//
+//
+// Runs every kernel of shardc_rt/CudaKernels.h on random inputs of a few
+// shapes (T = 1 attention, odd sizes, C not a multiple of 32, more than 1024
+// rows, empty dimensions, in-place elementwise calls, the attention chunking)
+// and compares it with the CPU kernel of shardc_rt/Kernels.h, plus the
+// device-side index checks, AdamW against runtime/host/Optimizer.cpp's
+// arithmetic, and the TF32 switch.
+//
+// The reference is the CPU kernel instantiated for double (the same code as
+// the f32 C ABI, shardc::rt::cpu<double>) run on the same f32 inputs, so
+// that the tolerance budgets the GPU's f32 rounding alone, not the CPU's
+// too. One line per check, then "cudakernels: N passed, M failed"; the exit
+// status is 0 when everything passed, 1 otherwise, and 77 (skipped) when
+// there is no CUDA device.
+//
+// Build and run (from the repository root):
+//   nvcc -std=c++17 -O3 -arch=sm_90 -Iruntime/include
+//       runtime/test/CudaKernelsTest.cu runtime/cuda/Kernels.cu
+//       runtime/host/Kernels.cpp -lcublas -lcublasLt -lopenblas
+//       -o /tmp/cudatest && /tmp/cudatest
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardc_rt/CudaKernels.h"
+#include "shardc_rt/Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cpu = shardc::rt::cpu;
+
+#define TEST_CUDA_CHECK(call)                                                  \
+  do {                                                                         \
+    cudaError_t testError_ = (call);                                           \
+    if (testError_ != cudaSuccess) {                                           \
+      std::fprintf(stderr, "cudakernels: %s: %s (%s:%d)\n", #call,             \
+                   cudaGetErrorString(testError_), __FILE__, __LINE__);        \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (0)
+
+namespace {
+
+using Floats = std::vector<float>;
+using Doubles = std::vector<double>;
+using Ids = std::vector<int32_t>;
+
+/// Every check passes when, for every element,
+///   |gpu - reference| <= kTolerance * (|reference| + mean |reference|),
+/// a mixed relative / absolute bound: relative for the elements of the
+/// tensor's usual magnitude or above, absolute at 1e-5 of that magnitude for
+/// the elements near zero (cancellations: a sum of O(1) terms that happens
+/// to be small has an O(1) rounding error, not a small one). The absolute
+/// part is scaled to the tensor, rather than fixed at 1e-5, so that a wrong
+/// factor in a tensor of small values (cross-entropy gradients are O(1 / V))
+/// cannot hide under it. The f32 errors are far below: f32 rounding is 6e-8,
+/// grown by sums of at most a few hundred terms (~sqrt(n) in practice) and
+/// the 1 / std of a layernorm, so a few 1e-7; an indexing or formula bug
+/// gives O(1e-2..1).
+constexpr double kTolerance = 1e-5;
+
+std::mt19937_64 rng(0xc0dac0ffee5eedULL);
+cudaStream_t stream;
+shardc_rt_cuda_kernels *kernels;
+
+int numPassed = 0, numFailed = 0;
+
+void report(bool ok, const std::string &name, const std::string &detail) {
+  ok ? ++numPassed : ++numFailed;
+  std::printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", name.c_str(),
+              detail.empty() ? "" : ": ", detail.c_str());
+  std::fflush(stdout);
+}
+
+Floats random(size_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Floats v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+Ids randomIds(size_t n, int32_t v) {
+  std::uniform_int_distribution<int32_t> dist(0, v - 1);
+  Ids ids(n);
+  for (int32_t &id : ids)
+    id = dist(rng);
+  return ids;
+}
+
+Doubles widen(const Floats &v) { return Doubles(v.begin(), v.end()); }
+
+std::string shape(std::initializer_list<int64_t> dims) {
+  std::string s = "[";
+  for (int64_t d : dims)
+    s += (s.size() > 1 ? "x" : "") + std::to_string(d);
+  return s + "]";
+}
+
+/// A device buffer of n elements (at least one is allocated, so that empty
+/// tensors have a valid pointer).
+template <typename T> class Buffer {
+public:
+  explicit Buffer(size_t n) : size(n) {
+    TEST_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T)));
+  }
+  explicit Buffer(const std::vector<T> &v) : Buffer(v.size()) { upload(v); }
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  ~Buffer() { cudaFree(ptr); }
+
+  T *get() const { return ptr; }
+  void upload(const std::vector<T> &v) {
+    if (v.empty())
+      return;
+    TEST_CUDA_CHECK(cudaMemcpyAsync(ptr, v.data(), v.size() * sizeof(T),
+                                    cudaMemcpyHostToDevice, stream));
+    TEST_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  /// Waits for the stream (the kernels writing the buffer), then copies.
+  std::vector<T> download() const {
+    std::vector<T> v(size);
+    if (size > 0)
+      TEST_CUDA_CHECK(cudaMemcpyAsync(v.data(), ptr, size * sizeof(T),
+                                      cudaMemcpyDeviceToHost, stream));
+    TEST_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return v;
+  }
+
+private:
+  T *ptr = nullptr;
+  size_t size;
+};
+
+/// Compares a GPU result with the reference (see kTolerance).
+void compare(const std::string &name, const Floats &got, const Doubles &want,
+             double tolerance = kTolerance) {
+  if (got.size() != want.size()) {
+    report(false, name, "size " + std::to_string(got.size()) + ", expected " +
+                            std::to_string(want.size()));
+    return;
+  }
+  double scale = 0;
+  for (double w : want)
+    scale += std::fabs(w);
+  scale = want.empty() ? 0 : scale / static_cast<double>(want.size());
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
+    double bound = std::fabs(want[i]) + scale;
+    double error = diff == 0 ? 0 : bound > 0 ? diff / bound : INFINITY;
+    if (!(error <= worst)) { // NaN included
+      worst = std::isnan(error) ? INFINITY : error;
+      at = i;
+    }
+  }
+  char detail[200];
+  if (worst <= tolerance)
+    std::snprintf(detail, sizeof(detail), "max error %.2e", worst);
+  else
+    std::snprintf(detail, sizeof(detail),
+                  "error %.2e > %.0e at %zu: got %.9g, expected %.9g", worst,
+                  tolerance, at, static_cast<double>(got[at]), want[at]);
+  report(worst <= tolerance, name, detail);
+}
+
+/// The error slot must be clear after calls with valid ids.
+void expectNoIndexError(const std::string &name) {
+  const char *op = nullptr;
+  int64_t bad = shardc_rt_cuda_kernels_check(kernels, &op);
+  report(bad == -1 && op == nullptr, name + ": no index error",
+         bad == -1 ? "" : "got " + std::to_string(bad) + " in " + (op ? op : "?"));
+}
+
+//===----------------------------------------------------------------------===//
+// GEMMs
+//===----------------------------------------------------------------------===//
+
+void testLinear(shardc_rt_cuda_kernels *k, int64_t m, int64_t kd, int64_t n,
+                bool bias, double tolerance = kTolerance,
+                const char *tag = "") {
+  Floats x = random(m * kd), w = random(n * kd), b = random(n);
+  Buffer<float> dx(x), dw(w), db(b), dy(m * n);
+  shardc_rt_cuda_fill_f32(kernels, dy.get(), 123.0f, m * n); // overwritten
+  shardc_rt_cuda_linear_f32(k, dx.get(), dw.get(), bias ? db.get() : nullptr,
+                            dy.get(), m, kd, n);
+  Doubles y(m * n), bb = widen(b);
+  cpu::linear<double>(widen(x).data(), widen(w).data(),
+                      bias ? bb.data() : nullptr, y.data(), m, kd, n);
+  compare(std::string("linear") + tag + " " + shape({m, kd}) + " x " +
+              shape({n, kd}) + "^T" + (bias ? " + b" : ""),
+          dy.download(), y, tolerance);
+}
+
+void testMatmul(int64_t batch, int64_t m, int64_t kd, int64_t n, bool tl,
+                bool tr) {
+  Floats lhs = random(batch * m * kd), rhs = random(batch * kd * n);
+  Buffer<float> dl(lhs), dr(rhs), dout(batch * m * n);
+  shardc_rt_cuda_matmul_f32(kernels, dl.get(), dr.get(), dout.get(), batch, m,
+                            kd, n, tl, tr);
+  Doubles out(batch * m * n);
+  cpu::matmul<double>(widen(lhs).data(), widen(rhs).data(), out.data(), batch,
+                      m, kd, n, tl, tr);
+  compare("matmul batch " + std::to_string(batch) + " " +
+              shape({m, kd, n}) + (tl ? " lhs^T" : "") + (tr ? " rhs^T" : ""),
+          dout.download(), out);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise and memory
+//===----------------------------------------------------------------------===//
+
+void testElementwise(int64_t n) {
+  std::string size = " n=" + std::to_string(n);
+  Floats x = random(n, -6.0f, 6.0f), dy = random(n);
+  // Edge values: zero, both signs of large, where gelu's exp overflows.
+  if (n >= 6) {
+    x[0] = 0.0f;
+    x[1] = -100.0f;
+    x[2] = 100.0f;
+    x[3] = -1e-30f;
+    x[4] = 30.0f;
+    x[5] = -30.0f;
+  }
+  Doubles wx = widen(x), wdy = widen(dy);
+  {
+    int64_t m = 1; // the longest of a few suffixes that divides n
+    for (int64_t candidate : {int64_t(37), int64_t(13)})
+      if (n % candidate == 0) {
+        m = candidate;
+        break;
+      }
+    Floats rhs = random(m);
+    Buffer<float> a(x), r(rhs), y(n);
+    shardc_rt_cuda_add_f32(kernels, a.get(), r.get(), y.get(), n, m);
+    Doubles want(n);
+    cpu::add<double>(wx.data(), widen(rhs).data(), want.data(), n, m);
+    compare("add" + size + " m=" + std::to_string(m), y.download(), want);
+    shardc_rt_cuda_add_f32(kernels, a.get(), r.get(), a.get(), n, m);
+    Floats sum = a.download();
+    compare("add in place" + size, sum, want);
+    Buffer<float> full(dy);
+    shardc_rt_cuda_add_f32(kernels, a.get(), full.get(), y.get(), n, n);
+    Doubles want2(n);
+    cpu::add<double>(widen(sum).data(), wdy.data(), want2.data(), n, n);
+    compare("add same shape" + size, y.download(), want2);
+  }
+  {
+    Buffer<float> a(x), y(n);
+    double factor = 0.3; // not a float: rounded once, as the CPU kernel
+    shardc_rt_cuda_scale_f32(kernels, a.get(), y.get(), n, factor);
+    Doubles want(n);
+    cpu::scale<double>(wx.data(), want.data(), n, factor);
+    compare("scale" + size, y.download(), want);
+    shardc_rt_cuda_scale_f32(kernels, a.get(), a.get(), n, factor);
+    compare("scale in place" + size, a.download(), want);
+  }
+  {
+    Buffer<float> a(x), y(n);
+    shardc_rt_cuda_gelu_f32(kernels, a.get(), y.get(), n);
+    Doubles want(n);
+    cpu::gelu<double>(wx.data(), want.data(), n);
+    compare("gelu" + size, y.download(), want);
+    shardc_rt_cuda_gelu_f32(kernels, a.get(), a.get(), n);
+    compare("gelu in place" + size, a.download(), want);
+  }
+  {
+    Buffer<float> a(x), y(n);
+    shardc_rt_cuda_relu_f32(kernels, a.get(), y.get(), n);
+    Doubles want(n);
+    cpu::relu<double>(wx.data(), want.data(), n);
+    compare("relu" + size, y.download(), want);
+    shardc_rt_cuda_relu_f32(kernels, a.get(), a.get(), n);
+    compare("relu in place" + size, a.download(), want);
+  }
+  {
+    Buffer<float> a(x), g(dy), dx(n);
+    shardc_rt_cuda_gelu_grad_f32(kernels, g.get(), a.get(), dx.get(), n);
+    Doubles want(n);
+    cpu::geluGrad<double>(wdy.data(), wx.data(), want.data(), n);
+    compare("gelu_grad" + size, dx.download(), want);
+    shardc_rt_cuda_gelu_grad_f32(kernels, g.get(), a.get(), g.get(), n);
+    compare("gelu_grad in place" + size, g.download(), want);
+  }
+  {
+    Buffer<float> a(x), g(dy), dx(n);
+    shardc_rt_cuda_relu_grad_f32(kernels, g.get(), a.get(), dx.get(), n);
+    Doubles want(n);
+    cpu::reluGrad<double>(wdy.data(), wx.data(), want.data(), n);
+    compare("relu_grad" + size, dx.download(), want);
+    shardc_rt_cuda_relu_grad_f32(kernels, g.get(), a.get(), g.get(), n);
+    compare("relu_grad in place" + size, g.download(), want);
+  }
+  {
+    Buffer<float> src(x), dst(n);
+    shardc_rt_cuda_copy_f32(kernels, dst.get(), src.get(), n);
+    compare("copy" + size, dst.download(), wx);
+    shardc_rt_cuda_fill_f32(kernels, dst.get(), -2.5f, n);
+    compare("fill" + size, dst.download(), Doubles(n, -2.5));
+    Buffer<float> acc(dy);
+    shardc_rt_cuda_accumulate_f32(kernels, acc.get(), src.get(), n);
+    Doubles want = wdy;
+    cpu::accumulate<double>(want.data(), wx.data(), n);
+    compare("accumulate" + size, acc.download(), want);
+  }
+  {
+    Buffer<int32_t> out(n);
+    shardc_rt_cuda_iota_i32(kernels, out.get(), n);
+    Ids got = out.download(), want(n);
+    cpu::iota(want.data(), n);
+    report(got == want, "iota_i32" + size, "");
+  }
+}
+
+void testSumTo(int64_t outer, int64_t inner) {
+  Floats x = random(outer * inner);
+  Buffer<float> dx(x), dy(inner);
+  shardc_rt_cuda_fill_f32(kernels, dy.get(), 123.0f, inner); // overwritten
+  shardc_rt_cuda_sum_to_f32(kernels, dx.get(), dy.get(), outer, inner);
+  Doubles y(inner);
+  cpu::sumTo<double>(widen(x).data(), y.data(), outer, inner);
+  compare("sum_to " + shape({outer, inner}) + " -> " + shape({inner}),
+          dy.download(), y);
+}
+
+//===----------------------------------------------------------------------===//
+// Layernorm, embedding, attention, cross-entropy
+//===----------------------------------------------------------------------===//
+
+void testLayerNorm(int64_t rows, int64_t c, float offset) {
+  double eps = 1e-5;
+  Floats x = random(rows * c), w = random(c, 0.5f, 1.5f), b = random(c);
+  for (float &v : x)
+    v += offset; // a large mean: the variance must be of centered values
+  Buffer<float> dx(x), dw(w), db(b), dy(rows * c);
+  shardc_rt_cuda_layernorm_f32(kernels, dx.get(), dw.get(), db.get(), dy.get(),
+                               rows, c, eps);
+  Doubles y(rows * c);
+  cpu::layerNorm<double>(widen(x).data(), widen(w).data(), widen(b).data(),
+                         y.data(), rows, c, eps);
+  compare("layernorm " + shape({rows, c}) +
+              (offset != 0 ? " mean " + std::to_string(int(offset)) : ""),
+          dy.download(), y);
+}
+
+void testLayerNormGrad(int64_t rows, int64_t c) {
+  double eps = 1e-5;
+  Floats g = random(rows * c), x = random(rows * c), w = random(c, 0.5f, 1.5f);
+  Buffer<float> dg(g), dx(x), dw(w), ddx(rows * c), ddw(c), ddb(c);
+  shardc_rt_cuda_fill_f32(kernels, ddw.get(), 123.0f, c); // overwritten
+  shardc_rt_cuda_fill_f32(kernels, ddb.get(), 123.0f, c);
+  shardc_rt_cuda_layernorm_grad_f32(kernels, dg.get(), dx.get(), dw.get(),
+                                    ddx.get(), ddw.get(), ddb.get(), rows, c,
+                                    eps);
+  Doubles wdx(rows * c), wdw(c), wdb(c);
+  cpu::layerNormGrad<double>(widen(g).data(), widen(x).data(), widen(w).data(),
+                             wdx.data(), wdw.data(), wdb.data(), rows, c, eps);
+  std::string name = "layernorm_grad " + shape({rows, c});
+  compare(name + " dx", ddx.download(), wdx);
+  compare(name + " dweight", ddw.download(), wdw);
+  compare(name + " dbias", ddb.download(), wdb);
+}
+
+void testEmbedding(int64_t n, int64_t v, int64_t c) {
+  Ids ids = randomIds(n, static_cast<int32_t>(v));
+  Floats table = random(v * c);
+  Buffer<int32_t> dids(ids);
+  Buffer<float> dtable(table), dout(n * c);
+  shardc_rt_cuda_embedding_f32(kernels, dids.get(), dtable.get(), dout.get(), n,
+                               v, c);
+  Doubles out(n * c);
+  cpu::embedding<double>(ids.data(), widen(table).data(), out.data(), n, v, c);
+  std::string name = "embedding " + shape({n}) + " of " + shape({v, c});
+  compare(name, dout.download(), out);
+  expectNoIndexError(name);
+}
+
+void testEmbeddingGrad(int64_t n, int64_t v, int64_t c) {
+  Ids ids = randomIds(n, static_cast<int32_t>(v)); // many repeats when n > v
+  Floats dy = random(n * c);
+  Buffer<int32_t> dids(ids);
+  Buffer<float> ddy(dy), dtable(v * c);
+  shardc_rt_cuda_fill_f32(kernels, dtable.get(), 123.0f, v * c); // zeroed
+  shardc_rt_cuda_embedding_grad_f32(kernels, ddy.get(), dids.get(),
+                                    dtable.get(), n, v, c);
+  Doubles table(v * c);
+  cpu::embeddingGrad<double>(widen(dy).data(), ids.data(), table.data(), n, v,
+                             c);
+  std::string name = "embedding_grad " + shape({n, c}) + " into " +
+                     shape({v, c});
+  compare(name, dtable.download(), table);
+  expectNoIndexError(name);
+}
+
+void testAttention(shardc_rt_cuda_kernels *k, int64_t b, int64_t t, int64_t c,
+                   int64_t heads, float range, const char *tag = "") {
+  Floats qkv = random(b * t * 3 * c, -range, range), dy = random(b * t * c);
+  Buffer<float> dqkv(qkv), ddy(dy), dout(b * t * c), dgrad(b * t * 3 * c);
+  shardc_rt_cuda_attention_f32(k, dqkv.get(), dout.get(), b, t, c, heads);
+  shardc_rt_cuda_fill_f32(kernels, dgrad.get(), 123.0f, b * t * 3 * c);
+  shardc_rt_cuda_attention_grad_f32(k, ddy.get(), dqkv.get(), dgrad.get(), b,
+                                    t, c, heads);
+  Doubles wqkv = widen(qkv), out(b * t * c), grad(b * t * 3 * c);
+  cpu::attention<double>(wqkv.data(), out.data(), b, t, c, heads);
+  cpu::attentionGrad<double>(widen(dy).data(), wqkv.data(), grad.data(), b, t,
+                             c, heads);
+  std::string name = shape({b, t, c}) + " heads " + std::to_string(heads) + tag;
+  compare("attention " + name, dout.download(), out);
+  compare("attention_grad " + name, dgrad.download(), grad);
+}
+
+void testCrossEntropy(int64_t n, int64_t v) {
+  Floats logits = random(n * v, -3.0f, 3.0f);
+  Ids targets = randomIds(n, static_cast<int32_t>(std::max<int64_t>(v, 1)));
+  Buffer<float> dlogits(logits), dloss(1), dgrad(n * v);
+  Buffer<int32_t> dtargets(targets);
+  shardc_rt_cuda_fill_f32(kernels, dloss.get(), 5.0f, 1); // overwritten
+  shardc_rt_cuda_cross_entropy_f32(kernels, dlogits.get(), dtargets.get(),
+                                   dloss.get(), n, v);
+  Doubles wlogits = widen(logits), loss(1);
+  cpu::crossEntropy<double>(wlogits.data(), targets.data(), loss.data(), n, v);
+  std::string name = shape({n, v});
+  compare("cross_entropy " + name, dloss.download(), loss);
+  // dloss = 2.5 n: per-row cotangent 2.5, gradients of O(1 / v) and O(1).
+  float seed = 2.5f * static_cast<float>(n);
+  Buffer<float> dseed(Floats{seed});
+  shardc_rt_cuda_cross_entropy_grad_f32(kernels, dseed.get(), dlogits.get(),
+                                        dtargets.get(), dgrad.get(), n, v);
+  Doubles grad(n * v), wseed{seed};
+  if (n > 0)
+    cpu::crossEntropyGrad<double>(wseed.data(), wlogits.data(), targets.data(),
+                                  grad.data(), n, v);
+  compare("cross_entropy_grad " + name, dgrad.download(), grad);
+  expectNoIndexError("cross_entropy " + name);
+}
+
+//===----------------------------------------------------------------------===//
+// Index checks
+//===----------------------------------------------------------------------===//
+
+void expectIndexError(const std::string &name, int64_t position,
+                      const char *opName) {
+  const char *op = nullptr;
+  int64_t bad = shardc_rt_cuda_kernels_check(kernels, &op);
+  bool ok = bad == position && op && std::strcmp(op, opName) == 0;
+  report(ok, name,
+         "got " + std::to_string(bad) + " in " + (op ? op : "(null)") +
+             ", expected " + std::to_string(position) + " in " + opName);
+}
+
+void expectUntouched(const std::string &name, const Floats &got, float value) {
+  bool ok = std::all_of(got.begin(), got.end(),
+                        [&](float x) { return x == value; });
+  report(ok, name + " leaves its output untouched", "");
+}
+
+void testIndexChecks() {
+  int64_t n = 2000, v = 50, c = 33;
+  Ids ids = randomIds(n, static_cast<int32_t>(v));
+  ids[1800] = static_cast<int32_t>(v); // one past the end
+  ids[1500] = -1;                      // negative: the first bad one
+  Floats table = random(v * c);
+  Buffer<int32_t> dids(ids);
+  Buffer<float> dtable(table), dout(n * c);
+  shardc_rt_cuda_fill_f32(kernels, dout.get(), 7.0f, n * c);
+  shardc_rt_cuda_embedding_f32(kernels, dids.get(), dtable.get(), dout.get(), n,
+                               v, c);
+  // The CPU kernel's answer, through its f32 C ABI.
+  Floats hostOut(n * c, 7.0f);
+  int64_t cpuBad = shardc_rt_embedding_f32(ids.data(), table.data(),
+                                           hostOut.data(), n, v, c);
+  report(cpuBad == 1500, "embedding: the CPU kernel finds position 1500",
+         "got " + std::to_string(cpuBad));
+  expectUntouched("embedding with a bad id", dout.download(), 7.0f);
+  expectIndexError("embedding: first bad id at 1500", 1500,
+                   "shardc_rt_cuda_embedding_f32");
+  expectNoIndexError("check resets the slot");
+
+  // Two failing calls in a step: the first one is reported; the second,
+  // and every checked call after, write nothing.
+  int64_t rows = 20, vocab = 11;
+  Floats logits = random(rows * vocab);
+  Ids targets = randomIds(rows, static_cast<int32_t>(vocab));
+  targets[3] = static_cast<int32_t>(vocab);
+  targets[7] = static_cast<int32_t>(vocab) + 5;
+  Buffer<float> dlogits(logits), dloss(Floats{5.0f}),
+      dgrad(Floats(rows * vocab, 6.0f));
+  Buffer<int32_t> dtargets(targets);
+  shardc_rt_cuda_cross_entropy_f32(kernels, dlogits.get(), dtargets.get(),
+                                   dloss.get(), rows, vocab);
+  Ids goodIdsButOne = randomIds(n, static_cast<int32_t>(v));
+  goodIdsButOne[1] = 1 << 30;
+  Buffer<int32_t> dids2(goodIdsButOne);
+  Buffer<float> dy(random(n * c)), dtableGrad(Floats(v * c, 9.0f));
+  shardc_rt_cuda_embedding_grad_f32(kernels, dy.get(), dids2.get(),
+                                    dtableGrad.get(), n, v, c);
+  Ids goodIds = randomIds(n, static_cast<int32_t>(v));
+  Buffer<int32_t> dgoodIds(goodIds);
+  shardc_rt_cuda_embedding_f32(kernels, dgoodIds.get(), dtable.get(),
+                               dout.get(), n, v, c);
+  Floats hostLoss(1, 5.0f);
+  cpuBad = shardc_rt_cross_entropy_f32(logits.data(), targets.data(),
+                                       hostLoss.data(), rows, vocab);
+  report(cpuBad == 3, "cross_entropy: the CPU kernel finds position 3",
+         "got " + std::to_string(cpuBad));
+  expectUntouched("cross_entropy with a bad target", dloss.download(), 5.0f);
+  expectUntouched("embedding_grad after a failed call",
+                  dtableGrad.download(), 9.0f);
+  expectUntouched("embedding after a failed call", dout.download(), 7.0f);
+  expectIndexError("cross_entropy then embedding_grad: the first is reported",
+                   3, "shardc_rt_cuda_cross_entropy_f32");
+
+  // Alone, after the reset: embedding_grad, then cross_entropy_grad.
+  shardc_rt_cuda_embedding_grad_f32(kernels, dy.get(), dids2.get(),
+                                    dtableGrad.get(), n, v, c);
+  expectUntouched("embedding_grad with a bad id", dtableGrad.download(), 9.0f);
+  expectIndexError("embedding_grad: bad id at 1", 1,
+                   "shardc_rt_cuda_embedding_grad_f32");
+  targets.assign(rows, 0);
+  targets[rows - 1] = -7;
+  dtargets.upload(targets);
+  Buffer<float> dseed(Floats{1.0f});
+  shardc_rt_cuda_cross_entropy_grad_f32(kernels, dseed.get(), dlogits.get(),
+                                        dtargets.get(), dgrad.get(), rows,
+                                        vocab);
+  expectUntouched("cross_entropy_grad with a bad target", dgrad.download(),
+                  6.0f);
+  expectIndexError("cross_entropy_grad: bad target at the last row", rows - 1,
+                   "shardc_rt_cuda_cross_entropy_grad_f32");
+  expectNoIndexError("after the index checks");
+}
+
+//===----------------------------------------------------------------------===//
+// AdamW
+//===----------------------------------------------------------------------===//
+
+/// runtime/host/Optimizer.cpp's adamw, its hyperparameters being the double
+/// fields of shardc_rt_model (here the f32 ones widened, as the runtime
+/// passes them to the CUDA kernel).
+void referenceAdamw(double mlr, double mbeta1, double mbeta2, double meps,
+                    double mweightDecay, int64_t step, float *value,
+                    float *expAvg, float *expAvgSq, const float *grad,
+                    int64_t used) {
+  double correction1 = 1.0 - std::pow(mbeta1, static_cast<double>(step));
+  double correction2 = 1.0 - std::pow(mbeta2, static_cast<double>(step));
+  float lr = static_cast<float>(mlr), decay = 1.0f - lr * mweightDecay;
+  float beta1 = mbeta1, beta2 = mbeta2, eps = meps;
+  float stepSize = static_cast<float>(mlr / correction1);
+  float rootCorrection2 = static_cast<float>(std::sqrt(correction2));
+  for (int64_t i = 0; i < used; ++i) {
+    float g = grad[i];
+    expAvg[i] = beta1 * expAvg[i] + (1.0f - beta1) * g;
+    expAvgSq[i] = beta2 * expAvgSq[i] + (1.0f - beta2) * g * g;
+    float denom = std::sqrt(expAvgSq[i]) / rootCorrection2 + eps;
+    value[i] = value[i] * decay - stepSize * expAvg[i] / denom;
+  }
+}
+
+void testAdamw() {
+  int64_t n = 10007;
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, wd = 0.1f;
+  Floats param = random(n), m(n, 0.0f), v(n, 0.0f);
+  Buffer<float> dparam(param), dm(m), dv(v), dgrad(n);
+  for (int64_t step = 1; step <= 3; ++step) {
+    Floats grad = random(n, -0.1f, 0.1f);
+    if (step == 2)
+      grad[0] = 0.0f; // a zero gradient: sqrt(v) of a decayed moment
+    dgrad.upload(grad);
+    shardc_rt_cuda_adamw_f32(kernels, dparam.get(), dm.get(), dv.get(),
+                             dgrad.get(), n, lr, beta1, beta2, eps, wd, step);
+    referenceAdamw(lr, beta1, beta2, eps, wd, step, param.data(), m.data(),
+                   v.data(), grad.data(), n);
+  }
+  Floats gotParam = dparam.download(), gotM = dm.download(),
+         gotV = dv.download();
+  compare("adamw n=10007, 3 steps: param", gotParam, widen(param));
+  compare("adamw n=10007, 3 steps: exp_avg", gotM, widen(m));
+  compare("adamw n=10007, 3 steps: exp_avg_sq", gotV, widen(v));
+  // Same operations in the same order, IEEE-rounded on both sides (no FMA
+  // contraction in the kernel, none on x86-64 without -mfma): the same bits.
+  bool exact = gotParam == param && gotM == m && gotV == v;
+  report(exact, "adamw matches Optimizer.cpp bit for bit", "");
+}
+
+} // namespace
+
+int main() {
+  int devices = 0;
+  cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status != cudaSuccess || devices == 0) {
+    std::printf("cudakernels: no CUDA device (%s), skipped\n",
+                status != cudaSuccess ? cudaGetErrorString(status)
+                                      : "0 devices");
+    return 77;
+  }
+  TEST_CUDA_CHECK(cudaSetDevice(0));
+  TEST_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  kernels = shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+
+  // GEMMs: odd sizes, a single element, more than 1024 rows, k = 0.
+  testLinear(kernels, 1, 1, 1, true);
+  testLinear(kernels, 37, 33, 65, true);
+  testLinear(kernels, 37, 33, 65, false);
+  testLinear(kernels, 1500, 96, 50, true);
+  testLinear(kernels, 5, 0, 7, true);
+  testLinear(kernels, 5, 0, 7, false);
+  for (int tl = 0; tl < 2; ++tl)
+    for (int tr = 0; tr < 2; ++tr) {
+      testMatmul(3, 17, 33, 9, tl, tr);
+      testMatmul(1, 40, 7, 1, tl, tr);
+    }
+  testMatmul(2, 3, 0, 4, false, false);
+
+  testElementwise(1);
+  testElementwise(10007);
+  testElementwise(37 * 1001);
+  testSumTo(1500, 77);
+  testSumTo(3, 33);
+  testSumTo(1, 5);
+  testSumTo(0, 5);
+  testSumTo(20000, 3);
+
+  testLayerNorm(1, 1, 0.0f);
+  testLayerNorm(1500, 100, 0.0f);
+  testLayerNorm(7, 768, 3.0f);
+  testLayerNorm(3, 1000, 0.0f);
+  testLayerNormGrad(1500, 100);
+  testLayerNormGrad(7, 768);
+  testLayerNormGrad(2, 33);
+  testLayerNormGrad(0, 5);
+
+  testEmbedding(1100, 50, 33);
+  testEmbedding(3, 7, 1);
+  testEmbeddingGrad(1100, 50, 33);
+  testEmbeddingGrad(5, 40, 20);
+
+  // Attention: T = 1, C not a multiple of 32, batches over heads (heads >= B)
+  // and over batch elements (B > heads), one head of one sequence.
+  testAttention(kernels, 2, 1, 12, 3, 1.0f);
+  testAttention(kernels, 2, 37, 48, 4, 1.0f);
+  testAttention(kernels, 3, 70, 20, 5, 1.0f);
+  testAttention(kernels, 5, 9, 6, 2, 1.0f);
+  testAttention(kernels, 1, 33, 16, 1, 3.0f);
+  testAttention(kernels, 4, 64, 96, 2, 2.0f);
+
+  testCrossEntropy(1100, 77);
+  testCrossEntropy(3, 5003);
+  testCrossEntropy(1, 1);
+  testCrossEntropy(0, 10);
+
+  testIndexChecks();
+  testAdamw();
+
+  // The attention scores computed in chunks: at most two (batch, head)
+  // pairs' scores at a time, for a walk over heads and one over batch.
+  {
+    setenv("SHARDC_RT_CUDA_ATTENTION_SCORES", std::to_string(2 * 9 * 9).c_str(),
+           1);
+    shardc_rt_cuda_kernels *chunked =
+        shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+    unsetenv("SHARDC_RT_CUDA_ATTENTION_SCORES");
+    testAttention(chunked, 2, 9, 20, 5, 1.0f, " (chunks of 2 heads)");
+    testAttention(chunked, 5, 9, 6, 2, 1.0f, " (chunks of 2 sequences)");
+    shardc_rt_cuda_kernels_destroy(chunked);
+  }
+
+  // TF32: a 10-bit mantissa, so ~5e-4 per product; the sum of 96 products
+  // stays within 1e-2 of the tensor's magnitude. Checks that the switch
+  // works, not its accuracy.
+  {
+    shardc_rt_cuda_kernels *tf32 =
+        shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/1);
+    testLinear(tf32, 300, 96, 50, true, 1e-2, " (tf32)");
+    shardc_rt_cuda_kernels_destroy(tf32);
+  }
+
+  expectNoIndexError("at the end");
+  TEST_CUDA_CHECK(cudaStreamSynchronize(stream));
+  TEST_CUDA_CHECK(cudaGetLastError());
+  shardc_rt_cuda_kernels_destroy(kernels);
+  TEST_CUDA_CHECK(cudaStreamDestroy(stream));
+
+  std::printf("cudakernels: %d passed, %d failed\n", numPassed, numFailed);
+  return numFailed == 0 ? 0 : 1;
+}

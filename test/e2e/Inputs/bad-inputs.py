@@ -1,0 +1,100 @@
+"""Writes the bad inputs failures.test feeds the executables, from what a
+good run left in OUT_DIR: good.safetensors (an --export of shardc-gen mlp)
+and ckpt/ (a --save of it). The MLP's inputs are shardc-gen mlp's defaults:
+x [32, 64] f32, y [32] i32 below 10; the GPT's vocabulary is 256 and its
+sequence length 32.
+
+usage: bad-inputs.py OUT_DIR
+"""
+
+import os
+import shutil
+import struct
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import lib  # noqa: E402
+
+TOKEN_MAGIC = 20240520
+
+
+def f32(values):
+    return struct.pack("<%df" % len(values), *values)
+
+
+def i32(values):
+    return struct.pack("<%di" % len(values), *values)
+
+
+def tokens(path, magic, values, count=None):
+    """An llm.c token file: a 256-int32 header, then uint16 tokens."""
+    header = [0] * 256
+    header[0] = magic
+    header[1] = 1
+    header[2] = len(values) if count is None else count
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        f.write(struct.pack("<%dH" % len(values), *values))
+
+
+def truncate(path, keep):
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[:keep(len(data))])
+
+
+def main():
+    out = sys.argv[1]
+    at = lambda name: os.path.join(out, name)  # noqa: E731
+
+    # --init: from the good export, one thing wrong in each file.
+    good = {name: ("F32", shape, f32(values))
+            for name, (shape, values) in
+            lib.read_safetensors(at("good.safetensors")).items()}
+    bias = good["layers.1.bias"][2]
+    lib.write_safetensors(at("init-missing.safetensors"),
+                          {n: t for n, t in good.items()
+                           if n != "layers.1.bias"})
+    lib.write_safetensors(at("init-shape.safetensors"),
+                          dict(good, **{"layers.1.bias":
+                                        ("F32", [128, 2], bias)}))
+    lib.write_safetensors(at("init-dtype.safetensors"),
+                          dict(good, **{"layers.1.bias":
+                                        ("I32", [256], bias)}))
+    shutil.copy(at("good.safetensors"), at("init-truncated.safetensors"))
+    truncate(at("init-truncated.safetensors"), lambda n: n // 2)
+
+    # --data: two steps of [steps, B, ...] per input.
+    x = ("F32", [2, 32, 64], f32([0.5] * (2 * 32 * 64)))
+    y = [1] * 64
+    lib.write_safetensors(at("data-no-y.safetensors"),
+                          {"x": x, "labels": ("I32", [2, 32], i32(y))})
+    lib.write_safetensors(at("data-shape.safetensors"),
+                          {"x": ("F32", [2, 32, 32], f32([0.5] * 2048)),
+                           "y": ("I32", [2, 32], i32(y))})
+    lib.write_safetensors(at("data-dtype.safetensors"),
+                          {"x": x, "y": ("F32", [2, 32], f32([1.0] * 64))})
+    label = list(y)
+    label[32 + 8] = 10  # step 1, row 8: one past the 10 classes
+    lib.write_safetensors(at("data-label.safetensors"),
+                          {"x": x, "y": ("I32", [2, 32], i32(label))})
+
+    # Token files for the GPT (T = 32, vocabulary 256).
+    window = [t % 256 for t in range(100)]
+    tokens(at("tokens-good.bin"), TOKEN_MAGIC, window)
+    tokens(at("tokens-magic.bin"), 12345, window)
+    tokens(at("tokens-few.bin"), TOKEN_MAGIC, [1] * 20)
+    tokens(at("tokens-vocab.bin"), TOKEN_MAGIC, window[:50] + [300] +
+           window[51:])
+    tokens(at("tokens-count.bin"), TOKEN_MAGIC, window, count=200)
+
+    # Checkpoints: rank 1's file cut short; checkpoint.json cut short.
+    shutil.copytree(at("ckpt"), at("ckpt-truncated"))
+    truncate(at("ckpt-truncated/rank-1.safetensors"), lambda n: n - 100)
+    shutil.copytree(at("ckpt"), at("ckpt-json"))
+    truncate(at("ckpt-json/checkpoint.json"), lambda n: n // 2)
+
+
+if __name__ == "__main__":
+    main()
