@@ -29,9 +29,12 @@ import sys
 
 config.substitutions.append(("%shardc", os.path.join(config.shardc_tools_dir, "shardc")))
 config.substitutions.append(("%python", sys.executable))
-# OpenMPI as root on a machine with fewer cores than ranks (PLATFORM.md).
+# OpenMPI as root on a machine with fewer cores than ranks (PLATFORM.md); a
+# rank that exits non-zero ends the job at once, not after the default 1 s
+# before mpirun kills the others.
 config.substitutions.append(
-    ("%mpirun", "mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1"))
+    ("%mpirun", "mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1"
+                " --mca odls_base_sigkill_timeout 0"))
 config.environment["OPENBLAS_NUM_THREADS"] = "1"
 
 # target=cuda is built where nvcc and NCCL are (no GPU needed); running its

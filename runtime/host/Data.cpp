@@ -157,7 +157,7 @@ std::string StepData::tryCheckInput(const std::string &input,
                                        "integer", 0, 0, batch, slice)
                               : locate(data, input, globalShape, {"F32"},
                                        "float", 0, 0, batch, slice);
-  if (!error.empty() || !integer || bound <= 1)
+  if (!error.empty() || !integer)
     return error;
   const TensorView &view = *slice.view;
   int64_t elementBytes = view.dtype == "I64" ? 8 : 4;

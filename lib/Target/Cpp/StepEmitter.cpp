@@ -219,7 +219,8 @@ int64_t StepEmitter::integerBound(Value input) {
         bound = std::min(bound, shapeOf(ce.getLogits()).back());
     }
   }
-  return bound == std::numeric_limits<int64_t>::max() ? 1 : bound;
+  // Unread by any bounded op: any non-negative int32.
+  return std::min<int64_t>(bound, int64_t(1) << 31);
 }
 
 void StepEmitter::emitTables() {

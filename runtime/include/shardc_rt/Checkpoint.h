@@ -90,8 +90,9 @@ std::string tryLoadCheckpoint(const std::string &dir,
 /// Reads and checks only dir/checkpoint.json, no rank file: returns "" and
 /// sets `metadata`, or says what is wrong. For checks that should come
 /// before any tensor is read (which model saved it).
-std::string tryReadCheckpointMetadata(
-    const std::string &dir, std::map<std::string, std::string> &metadata);
+std::string
+tryReadCheckpointMetadata(const std::string &dir,
+                          std::map<std::string, std::string> &metadata);
 
 } // namespace shardc::rt
 

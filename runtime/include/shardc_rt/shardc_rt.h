@@ -73,7 +73,8 @@ typedef struct {
   shardc_rt_dtype dtype;
   int32_t rank;
   const int64_t *shape; /* the global batch; ranks take consecutive rows */
-  int64_t bound;        /* integer inputs: values lie in [0, bound) */
+  int64_t bound;        /* integer inputs: values lie in [0, bound); 2^31
+                           where no op bounds them */
 } shardc_rt_input_info;
 
 typedef struct {
