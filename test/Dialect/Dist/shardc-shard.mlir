@@ -14,6 +14,7 @@
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 grad-accum=2" | FileCheck %s --check-prefix=ACCUM
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 layout=flat" | FileCheck %s --check-prefix=FLAT
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero1 mesh=2 layout=flat" | FileCheck %s --check-prefix=FLAT1
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=2 layout=flat bucket-mb=0" | FileCheck %s --check-prefix=FLAT2
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 layout=flat bucket-mb=0" | FileCheck %s --check-prefix=DDP-FLAT
 // Every strategy's output verifies and parses back.
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=2x2 layout=flat grad-accum=2" | shardc-opt | FileCheck %s --check-prefix=ROUNDTRIP-FLAT
@@ -183,18 +184,31 @@
 // FLAT-NOT:  train.adamw
 
 // ZeRO-1 with flat pieces (DeepSpeed's layout): whole params; after the
-// backward each unit's gradients are packed and reduce-scattered, the piece
-// updated, gathered, unpacked and written back.
+// backward the gradients, in the order the backward produced them, fill a
+// 25 MiB bucket: packed, reduce-scattered once, the piece updated, gathered,
+// unpacked and written back.
 // FLAT1:      train.param "fc0.weight" of unit "fc0" init({{.*}}) : tensor<3x4xf32>
 // FLAT1-NOT:  dist.flat_param
+// FLAT1:      %[[BW1:.*]]:2 = train.backward "fc1"
 // FLAT1:      %[[BW0:.*]]:2 = train.backward "fc0"
-// FLAT1:      %[[P:.*]] = dist.pack %[[BW0]]#0, %[[BW0]]#1 : tensor<3x4xf32>, tensor<3xf32> -> tensor<16xf32>
-// FLAT1-NEXT: %[[RS:.*]] = dist.reduce_scatter %[[P]] on @mesh ["shard"] avg flat : tensor<16xf32> -> tensor<8xf32>
-// FLAT1:      %[[U:.*]] = dist.adamw_flat "fc0" ["fc0.weight", "fc0.bias"], %[[RS]] on @mesh ["shard"] : tensor<8xf32> -> tensor<8xf32>
-// FLAT1-NEXT: %[[W:.*]] = dist.all_gather %[[U]] on @mesh ["shard"] flat : tensor<8xf32> -> tensor<16xf32>
-// FLAT1-NEXT: %[[V:.*]]:2 = dist.unpack %[[W]] : tensor<16xf32> -> tensor<3x4xf32>, tensor<3xf32>
-// FLAT1-NEXT: dist.set_param "fc0.weight", %[[V]]#0
-// FLAT1-NEXT: dist.set_param "fc0.bias", %[[V]]#1
+// FLAT1:      %[[P:.*]] = dist.pack %[[BW1]]#1, %[[BW0]]#0, %[[BW0]]#1 : tensor<2x3xf32>, tensor<3x4xf32>, tensor<3xf32> -> tensor<22xf32>
+// FLAT1-NEXT: %[[RS:.*]] = dist.reduce_scatter %[[P]] on @mesh ["shard"] avg flat : tensor<22xf32> -> tensor<11xf32>
+// FLAT1:      %[[U:.*]] = dist.adamw_flat "bucket0" ["fc1.weight", "fc0.weight", "fc0.bias"], %[[RS]] on @mesh ["shard"] : tensor<11xf32> -> tensor<11xf32>
+// FLAT1-NEXT: %[[W:.*]] = dist.all_gather %[[U]] on @mesh ["shard"] flat : tensor<11xf32> -> tensor<22xf32>
+// FLAT1-NEXT: %[[V:.*]]:3 = dist.unpack %[[W]] : tensor<22xf32> -> tensor<2x3xf32>, tensor<3x4xf32>, tensor<3xf32>
+// FLAT1-NEXT: dist.set_param "fc1.weight", %[[V]]#0
+// FLAT1-NEXT: dist.set_param "fc0.weight", %[[V]]#1
+// FLAT1-NEXT: dist.set_param "fc0.bias", %[[V]]#2
+
+// ZeRO-2 with bucket-mb=0: a bucket per gradient, each reduce-scattered as
+// soon as the backward produces it.
+// FLAT2:      %[[BW1:.*]]:2 = train.backward "fc1"
+// FLAT2:      dist.pack %[[BW1]]#1 : tensor<2x3xf32> -> tensor<6xf32>
+// FLAT2-NEXT: dist.reduce_scatter
+// FLAT2:      %[[BW0:.*]]:2 = train.backward "fc0"
+// FLAT2:      dist.pack %[[BW0]]#0 : tensor<3x4xf32> -> tensor<12xf32>
+// FLAT2:      dist.pack %[[BW0]]#1 : tensor<3xf32> -> tensor<4xf32>
+// FLAT2:      dist.adamw_flat "bucket1" ["fc0.weight"]
 
 // DDP shards nothing: the layout changes nothing.
 // DDP-FLAT-NOT: flat

@@ -51,7 +51,7 @@ struct ShardcPipelineOptions
       llvm::cl::values(clEnumValN(DType::f32, "f32", "float32"),
                        clEnumValN(DType::bf16, "bf16", "bfloat16"))};
   Option<int64_t> bucketMB{*this, "bucket-mb",
-                           llvm::cl::desc("ddp: gradient bucket size in MiB"),
+                           llvm::cl::desc("ddp, zero1/zero2 flat: gradient bucket size in MiB"),
                            llvm::cl::init(25)};
   Option<int64_t> gradAccum{*this, "grad-accum",
                             llvm::cl::desc("micro-batches per step"),

@@ -10,6 +10,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <map>
+
 #define DEBUG_TYPE "shardc-shard"
 
 namespace shardc::dist {
@@ -67,7 +69,7 @@ struct Plan {
   bool reshardAfterForward;
   Type paramType, reduceType;
   int64_t gradAccum;
-  int64_t bucketBytes; // ddp; 0: a collective per gradient
+  int64_t bucketBytes; // ddp, zero1/zero2 flat; 0: a collective per gradient
   Layout layout;
 
   bool shardsParams() const {
@@ -111,6 +113,35 @@ FailureOr<SmallVector<int64_t>> parseMesh(StringRef text) {
     shape.push_back(size);
   }
   return shape;
+}
+
+/// Gradients in the order the backward produces them, in buckets of up to
+/// `bucketBytes` on the wire, as DDP's compute_bucket_assignment_by_size: a
+/// bucket closes once it holds the cap or more (0: a gradient each).
+SmallVector<SmallVector<train::AdamWOp>>
+fillBuckets(ArrayRef<train::AdamWOp> updates, const Plan &plan) {
+  auto producedBefore = [](train::AdamWOp a, train::AdamWOp b) {
+    Value ga = a.getGrad(), gb = b.getGrad();
+    Operation *da = ga.getDefiningOp(), *db = gb.getDefiningOp();
+    if (da != db)
+      return da->isBeforeInBlock(db);
+    return cast<OpResult>(ga).getResultNumber() <
+           cast<OpResult>(gb).getResultNumber();
+  };
+  SmallVector<train::AdamWOp> order(updates);
+  llvm::stable_sort(order, producedBefore);
+  SmallVector<SmallVector<train::AdamWOp>> buckets(1);
+  int64_t filled = 0;
+  for (train::AdamWOp update : order) {
+    if (filled >= plan.bucketBytes && !buckets.back().empty()) {
+      buckets.emplace_back();
+      filled = 0;
+    }
+    buckets.back().push_back(update);
+    filled += typeOf(update.getGrad()).getNumElements() *
+              plan.reduceType.getIntOrFloatBitWidth() / 8;
+  }
+  return buckets;
 }
 
 class Sharder {
@@ -171,8 +202,10 @@ private:
   FlatSymbolRefAttr meshRef;
   /// With a flat layout: each unit's trainable params, in order ("" is the
   /// root unit), and the group each param belongs to.
-  llvm::MapVector<StringRef, SmallVector<ParamOp>> flatGroups;
-  llvm::StringMap<StringRef> flatGroupOf;
+  llvm::MapVector<std::string, SmallVector<ParamOp>,
+                  std::map<std::string, unsigned>>
+      flatGroups;
+  llvm::StringMap<std::string> flatGroupOf;
 };
 
 //===----------------------------------------------------------------------===//
@@ -302,14 +335,31 @@ void Sharder::accumulateMicrobatches() {
 /// The trainable params of each unit, in declaration order: one flat
 /// parameter each (frozen params keep dim0 shards: they have no optimizer
 /// state to share a piece of).
+///
+/// ZeRO-1/2 keep params whole, so their flat pieces need not follow units:
+/// as DeepSpeed's reduce buckets, the gradients fill buckets of `bucket-mb`
+/// in the order the backward produces them, and each bucket is
+/// reduce-scattered once full.
 void Sharder::groupFlatParams() {
   if (!plan.flat())
     return;
-  for (auto param : model.getBody().front().getOps<ParamOp>()) {
+  Block &body = model.getBody().front();
+  if (!plan.shardsParams()) {
+    llvm::StringMap<ParamOp> params = model.getParamsByName();
+    auto updates = llvm::to_vector(body.getOps<train::AdamWOp>());
+    for (auto [i, bucket] : llvm::enumerate(fillBuckets(updates, plan)))
+      for (train::AdamWOp update : bucket) {
+        std::string name = "bucket" + std::to_string(i);
+        flatGroups[name].push_back(params.lookup(update.getName()));
+        flatGroupOf[update.getName()] = name;
+      }
+    return;
+  }
+  for (auto param : body.getOps<ParamOp>()) {
     if (!param.isTrainable())
       continue;
-    flatGroups[param.getUnitName()].push_back(param);
-    flatGroupOf[param.getName()] = param.getUnitName();
+    flatGroups[param.getUnitName().str()].push_back(param);
+    flatGroupOf[param.getName()] = param.getUnitName().str();
   }
 }
 
@@ -551,34 +601,9 @@ Value Sharder::reduce(Value grad, Operation *firstUpdate,
   return shard;
 }
 
-/// DDP's buckets: gradients in the order the backward produces them, packed
-/// into buffers of up to `bucketBytes`, each all-reduced once its last
-/// gradient exists.
+/// DDP's buckets, each all-reduced once its last gradient exists.
 void Sharder::allReduceBuckets(ArrayRef<train::AdamWOp> updates) {
-  auto producedBefore = [](train::AdamWOp a, train::AdamWOp b) {
-    Value ga = a.getGrad(), gb = b.getGrad();
-    Operation *da = ga.getDefiningOp(), *db = gb.getDefiningOp();
-    if (da != db)
-      return da->isBeforeInBlock(db);
-    return cast<OpResult>(ga).getResultNumber() <
-           cast<OpResult>(gb).getResultNumber();
-  };
-  SmallVector<train::AdamWOp> order(updates);
-  llvm::stable_sort(order, producedBefore);
-
-  // As DDP's compute_bucket_assignment_by_size: a bucket closes once it
-  // holds the cap or more.
-  SmallVector<SmallVector<train::AdamWOp>> buckets(1);
-  int64_t filled = 0;
-  for (train::AdamWOp update : order) {
-    if (filled >= plan.bucketBytes) {
-      buckets.emplace_back();
-      filled = 0;
-    }
-    buckets.back().push_back(update);
-    filled += typeOf(update.getGrad()).getNumElements() *
-              plan.reduceType.getIntOrFloatBitWidth() / 8;
-  }
+  SmallVector<SmallVector<train::AdamWOp>> buckets = fillBuckets(updates, plan);
 
   auto avg = ReductionAttr::get(ctx, Reduction::avg);
   llvm::DenseMap<Operation *, Operation *> lastAfter;

@@ -127,9 +127,10 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
              clEnumValN(::shardc::dist::DType::f32, "f32", "float32"),
              clEnumValN(::shardc::dist::DType::bf16, "bf16", "bfloat16"))}]>,
     Option<"bucketMB", "bucket-mb", "int64_t", "25",
-           "ddp: gradients are packed, in the order the backward produces "
-           "them, into buckets of up to this many MiB, one All-Reduce each "
-           "(0: one per gradient)">,
+           "ddp, and zero1/zero2 with layout=flat: gradients are packed, in "
+           "the order the backward produces them, into buckets of up to "
+           "this many MiB, one All-Reduce (ddp) or Reduce-Scatter each (0: "
+           "one per gradient)">,
     Option<"gradAccum", "grad-accum", "int64_t", "1",
            "micro-batches per step: forward and backward run in a "
            "train.microbatches loop, the loss scaled by 1/K, and gradient "
