@@ -76,10 +76,10 @@
 // FLAT: shardc_rt_adamw_flat(ctx, 0, [[S]], nullptr); // unit "l0"
 // FLAT: model.num_flats = 1;
 
-// ZeRO-2 with flat pieces: whole params, the optimizer's piece updated,
+// ZeRO-2 with a flat bucket: whole params, the optimizer's piece updated,
 // gathered and written back.
-// FLAT2: {"l0", 2, kFlatMembers0, {1u}, 0},
-// FLAT2: shardc_rt_adamw_flat(ctx, 0, {{v[0-9]+}}, [[U:v[0-9]+]]); // unit "l0"
+// FLAT2: {"bucket0", 2, kFlatMembers0, {1u}, 0},
+// FLAT2: shardc_rt_adamw_flat(ctx, 0, {{v[0-9]+}}, [[U:v[0-9]+]]); // unit "bucket0"
 // FLAT2: shardc_rt_all_gather_start(ctx, 1u, [[U]], [[W:v[0-9]+]], 10);
 // FLAT2: shardc_rt_set_param(ctx, 0, ([[W]] + 0)); // l0.w
 // FLAT2: shardc_rt_set_param(ctx, 1, ([[W]] + 15)); // l0.b
