@@ -1,6 +1,7 @@
 //===- Optimizer.cpp - AdamW on the device --------------------------------===//
 
 #include "../host/Context.h"
+#include "../host/GradCheck.h"
 
 #include "shardc_rt/Error.h"
 #include "shardc_rt/shardc_rt_cuda.h"
@@ -33,6 +34,8 @@ extern "C" {
 void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index,
                      const float *grad) {
   ParamState &p = paramAt(ctx, index, "shardc_rt_adamw");
+  if (captureGradient(*ctx, index, -1, grad))
+    return;
   adamw(ctx, p.value, p.expAvg, p.expAvgSq, grad,
         p.stored.end - p.stored.begin);
 }
@@ -49,6 +52,8 @@ void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
 void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
                           const float *grad, float *updated) {
   FlatState &f = flatAt(ctx, group, "shardc_rt_adamw_flat");
+  if (f.value && captureGradient(*ctx, -1, group, grad))
+    return;
   if (f.value) {
     adamw(ctx, f.value, f.expAvg, f.expAvgSq, grad, f.used);
     if (updated)

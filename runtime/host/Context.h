@@ -90,6 +90,8 @@ struct shardc_rt_context {
   std::vector<std::vector<int32_t>> inputStaging;
   /// The backend's own state (device, streams, communicators).
   void *backend = nullptr;
+  /// While --check-grads runs: each param's gradient, whole.
+  std::vector<std::vector<float>> *capturedGrads = nullptr;
 
   /// Ranks in the group spanning `axes` and this rank's index in it.
   int64_t groupSize(shardc_rt_axes axes) const;

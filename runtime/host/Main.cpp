@@ -9,6 +9,7 @@
 
 #include "Backend.h"
 #include "Context.h"
+#include "GradCheck.h"
 
 #include "shardc_rt/Checkpoint.h"
 #include "shardc_rt/Data.h"
@@ -45,12 +46,15 @@ struct Flags {
   uint64_t seed = 0;
   std::string init, data, exportPath, save, load, logJson;
   bool quiet = false;
+  int64_t checkGrads = 0;
 };
 
 const char *kUsage =
     "usage: %s [--steps K] [--seed S] [--init FILE.safetensors]\n"
     "          [--data FILE.safetensors|FILE.bin] [--export FILE.safetensors]\n"
     "          [--save DIR] [--load DIR] [--log-json FILE] [--quiet]\n"
+    "          [--check-grads K]  (one rank: K elements of each gradient\n"
+    "                              against finite differences of the loss)\n"
     "Trains model @%s (%s over %d ranks); run under mpirun -np %d.\n";
 
 std::string formatBytes(int64_t bytes) {
@@ -120,6 +124,12 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
       flags.logJson = value();
     } else if (flag == "--quiet") {
       flags.quiet = true;
+    } else if (flag == "--check-grads") {
+      const char *v = value();
+      if (error.empty() &&
+          (!parseInt(v, flags.checkGrads) || flags.checkGrads < 1))
+        error = std::string("expected elements per param >= 1, got '") + v +
+                "'";
     } else {
       error = "unknown flag (see --help)";
     }
@@ -511,6 +521,12 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   openData(ctx, flags);
   if (!flags.load.empty())
     loadState(ctx, flags.load);
+  if (flags.checkGrads > 0) {
+    int rc = checkGradients(ctx, flags.checkGrads);
+    backendTearDown(ctx);
+    MPI_Finalize();
+    return rc;
+  }
 
   std::FILE *log = nullptr;
   if (!flags.logJson.empty() && ctx.worldRank == 0)

@@ -1,0 +1,145 @@
+//===- GradCheck.cpp - The compiled step against finite differences -------===//
+//
+// `--check-grads K` runs the step as compiled (autodiff, kernels, emitter and
+// runtime together) on one rank with the optimizer turned into a recorder of
+// the gradients it is handed, then compares K elements of each trainable
+// param's gradient with central differences of the step's loss.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GradCheck.h"
+
+#include "Backend.h"
+#include "Context.h"
+
+#include "shardc_rt/Error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+namespace shardc::rt {
+
+namespace {
+
+/// Where element `e` of param `i` lives in backend memory.
+float *elementOf(shardc_rt_context &ctx, int32_t i, int64_t e) {
+  ParamState &p = ctx.params[i];
+  if (p.value)
+    return p.value + (e - p.stored.begin);
+  FlatState &f = ctx.flats[p.info->flat];
+  int32_t member = 0;
+  while (f.info->members[member] != i)
+    ++member;
+  return f.value + (f.offsets[member] + e - f.begin);
+}
+
+float runStep(shardc_rt_context &ctx) {
+  float loss = 0.0f;
+  backendStartStep(ctx);
+  ctx.model->step(&ctx, &loss);
+  backendFinishStep(ctx);
+  return loss;
+}
+
+} // namespace
+
+bool captureGradient(shardc_rt_context &ctx, int32_t param, int32_t flat,
+                     const float *grad) {
+  if (!ctx.capturedGrads)
+    return false;
+  std::vector<std::vector<float>> &grads = *ctx.capturedGrads;
+  if (param >= 0) {
+    ParamState &p = ctx.params[param];
+    backendCopyOut(grads[param].data(), grad, p.numel * 4);
+    return true;
+  }
+  FlatState &f = ctx.flats[flat];
+  forEachMemberRange(ctx, f, [&](ParamState &p, int64_t from, int64_t to,
+                                 int64_t at) {
+    backendCopyOut(grads[&p - ctx.params.data()].data() + from, grad + at,
+                   (to - from) * 4);
+  });
+  return true;
+}
+
+int checkGradients(shardc_rt_context &ctx, int64_t perParam) {
+  SHARDC_RT_CHECK_ALL(ctx.worldSize == 1, "--check-grads",
+                      "runs on one rank: build with --mesh 1");
+  for (ParamState &p : ctx.params) {
+    bool whole = p.stored.end - p.stored.begin == p.numel;
+    bool updatedInPlace =
+        p.info->frozen || p.info->optimizer.axes == p.info->storage.axes;
+    if (p.info->flat >= 0)
+      updatedInPlace = ctx.model->flats[p.info->flat].stores;
+    SHARDC_RT_CHECK_ALL(whole && updatedInPlace, "--check-grads",
+                        "needs --strategy ddp, zero3 or hsdp (zero1/zero2 "
+                        "write updates back through all-gathers)");
+  }
+  std::vector<std::vector<float>> grads(ctx.params.size());
+  for (size_t i = 0; i < ctx.params.size(); ++i)
+    grads[i].assign(ctx.params[i].numel, 0.0f);
+  ctx.capturedGrads = &grads;
+  ctx.step = 1;
+  float loss = runStep(ctx);
+  // The perturbed steps' gradients go elsewhere: only the loss counts.
+  std::vector<std::vector<float>> scratch = grads;
+  ctx.capturedGrads = &scratch;
+
+  // Central differences in f32: the truncation error is h^2 |L'''| / 6 and
+  // the rounding error about eps_f32 |L| / h; h = 1e-2 keeps both near 1e-5
+  // for losses of order 1, so a gradient passes within 1e-4 + 1e-2 |g|.
+  const float h = 1e-2f;
+  int failures = 0;
+  int64_t checked = 0;
+  std::printf("check-grads: loss %.6f, h = %g, |fd - g| <= 1e-4 + 1e-2 |g|\n",
+              loss, h);
+  for (size_t i = 0; i < ctx.params.size(); ++i) {
+    ParamState &p = ctx.params[i];
+    if (p.info->frozen)
+      continue;
+    // The largest gradients, and evenly spread others.
+    std::vector<int64_t> order(p.numel);
+    std::iota(order.begin(), order.end(), 0);
+    int64_t largest = std::min<int64_t>(perParam / 2 + perParam % 2, p.numel);
+    std::partial_sort(order.begin(), order.begin() + largest, order.end(),
+                      [&](int64_t a, int64_t b) {
+                        return std::fabs(grads[i][a]) > std::fabs(grads[i][b]);
+                      });
+    std::vector<int64_t> elements(order.begin(), order.begin() + largest);
+    for (int64_t k = 0; k < perParam / 2 && k < p.numel; ++k)
+      elements.push_back((k * 7919 + 13) % p.numel);
+    double worst = 0, worstAllowed = 0;
+    for (int64_t e : elements) {
+      float *where = elementOf(ctx, static_cast<int32_t>(i), e);
+      float value;
+      backendCopyOut(&value, where, 4);
+      float shifted = value + h;
+      backendCopyIn(where, &shifted, 4);
+      double up = runStep(ctx);
+      shifted = value - h;
+      backendCopyIn(where, &shifted, 4);
+      double down = runStep(ctx);
+      backendCopyIn(where, &value, 4);
+      double fd = (up - down) / (2.0 * h);
+      double g = grads[i][e];
+      double error = std::fabs(fd - g), allowed = 1e-4 + 1e-2 * std::fabs(g);
+      if (error / allowed > worst / std::max(worstAllowed, 1e-30)) {
+        worst = error;
+        worstAllowed = allowed;
+      }
+      failures += error > allowed;
+      ++checked;
+    }
+    std::printf("  %-32s %3zu elements  max |fd - g| %.2e (allowed %.2e) %s\n",
+                p.info->name, elements.size(), worst, worstAllowed,
+                worst <= worstAllowed ? "ok" : "FAIL");
+  }
+  ctx.capturedGrads = nullptr;
+  std::printf("check-grads: %lld elements, %d off\n",
+              static_cast<long long>(checked), failures);
+  return failures ? 1 : 0;
+}
+
+} // namespace shardc::rt
