@@ -79,6 +79,24 @@ void backendCopyInput(shardc_rt_context &ctx, void *dst, const void *hostSrc,
                         backendOf(ctx).compute));
 }
 
+void backendCopy(shardc_rt_context &ctx, float *dst, const float *src,
+                 int64_t count) {
+  if (count > 0)
+    CHECK(cudaMemcpyAsync(dst, src, count * 4, cudaMemcpyDeviceToDevice,
+                          backendOf(ctx).compute));
+}
+
+void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
+                  float *expAvgSq, const float *grad, int64_t count) {
+  const shardc_rt_model &m = *ctx.model;
+  shardc_rt_cuda_adamw_f32(backendOf(ctx).kernels, value, expAvg, expAvgSq,
+                           grad, count, static_cast<float>(m.lr),
+                           static_cast<float>(m.beta1),
+                           static_cast<float>(m.beta2),
+                           static_cast<float>(m.eps),
+                           static_cast<float>(m.weight_decay), ctx.step);
+}
+
 void backendSetUp(shardc_rt_context &ctx) {
   // A clear message, and the same on every rank, where there is no GPU
   // (on a machine without a driver cudaGetDeviceCount returns 35).

@@ -1,9 +1,12 @@
 //===- Backend.cpp - The CPU backend: host memory -------------------------===//
 
 #include "Backend.h"
+#include "Context.h"
 
 #include "shardc_rt/Kernels.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -30,6 +33,30 @@ void backendCopyOut(void *hostDst, const void *src, int64_t bytes) {
 void backendCopyInput(shardc_rt_context &, void *dst, const void *hostSrc,
                       int64_t bytes) {
   std::memcpy(dst, hostSrc, bytes);
+}
+
+void backendCopy(shardc_rt_context &, float *dst, const float *src,
+                 int64_t count) {
+  std::copy(src, src + count, dst);
+}
+
+void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
+                  float *expAvgSq, const float *grad, int64_t count) {
+  const shardc_rt_model &m = *ctx.model;
+  double step = static_cast<double>(ctx.step);
+  double correction1 = 1.0 - std::pow(m.beta1, step);
+  double correction2 = 1.0 - std::pow(m.beta2, step);
+  float lr = static_cast<float>(m.lr), decay = 1.0f - lr * m.weight_decay;
+  float beta1 = m.beta1, beta2 = m.beta2, eps = m.eps;
+  float stepSize = static_cast<float>(m.lr / correction1);
+  float rootCorrection2 = static_cast<float>(std::sqrt(correction2));
+  for (int64_t i = 0; i < count; ++i) {
+    float g = grad[i];
+    expAvg[i] = beta1 * expAvg[i] + (1.0f - beta1) * g;
+    expAvgSq[i] = beta2 * expAvgSq[i] + (1.0f - beta2) * g * g;
+    float denom = std::sqrt(expAvgSq[i]) / rootCorrection2 + eps;
+    value[i] = value[i] * decay - stepSize * expAvg[i] / denom;
+  }
 }
 
 void backendSetUp(shardc_rt_context &) {}

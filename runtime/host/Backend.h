@@ -30,6 +30,14 @@ void backendCopyOut(void *hostDst, const void *src, int64_t bytes);
 void backendCopyInput(shardc_rt_context &ctx, void *dst, const void *hostSrc,
                       int64_t bytes);
 
+/// A copy within backend memory, in order with the step's work.
+void backendCopy(shardc_rt_context &ctx, float *dst, const float *src,
+                 int64_t count);
+/// AdamW as torch.optim.AdamW (decoupled weight decay, bias-corrected
+/// moments, step ctx.step) on `count` elements, in order with the step.
+void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
+                  float *expAvgSq, const float *grad, int64_t count);
+
 /// Before params are allocated (MPI and the communicators are up): select
 /// the device, create streams and communicators.
 void backendSetUp(shardc_rt_context &ctx);

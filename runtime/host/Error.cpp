@@ -7,30 +7,26 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace shardc::rt {
 
-int worldRank() {
+/// MPI_COMM_WORLD's rank and size, or 0 and 1 outside MPI_Init/Finalize.
+static std::pair<int, int> world() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (!initialized || finalized)
-    return 0;
-  int rank = 0;
+    return {0, 1};
+  int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return {rank, size};
 }
 
-static int worldSize() {
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (!initialized || finalized)
-    return 1;
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
+int worldRank() { return world().first; }
+
+static int worldSize() { return world().second; }
 
 static void print(const char *file, int line, const std::string &call,
                   const std::string &message) {

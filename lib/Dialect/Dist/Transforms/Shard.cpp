@@ -163,6 +163,9 @@ private:
   void groupFlatParams();
   void shardStorage();
   void flattenStorage();
+  void gatherAroundUsers(
+      SmallVector<Operation *> users,
+      function_ref<Value(OpBuilder &, Operation *, Value)> gatherFor);
   void gatherForUnits(ParamOp param);
   void gatherForRoot(ParamOp param);
   void gatherFlatForUnit(FlatParamOp flat, ArrayRef<ParamOp> members);
@@ -403,7 +406,7 @@ void Sharder::flattenStorage() {
     }
     OpBuilder b(members.front());
     auto piece = RankedTensorType::get(
-        {llvm::divideCeil(total, plan.shardRanks())}, plan.paramType);
+        {static_cast<int64_t>(llvm::divideCeil(total, plan.shardRanks()))}, plan.paramType);
     auto flat = FlatParamOp::create(b, members.front().getLoc(), piece,
                                     b.getStringAttr(unit),
                                     b.getStrArrayAttr(names), meshRef,
@@ -417,25 +420,20 @@ void Sharder::flattenStorage() {
 
 /// zero3: gather before the unit's forward and again before its backward,
 /// freeing each gather after; with reshard-after-forward=false the first
-/// gather serves both.
-void Sharder::gatherForUnits(ParamOp param) {
-  RankedTensorType full = param.getFullType();
-  Value stored = param.getResult();
+/// gather serves both. `gatherFor(b, user, kept)` rewires `user` to a new
+/// gather, or to `kept`, and returns the gathered buffer.
+void Sharder::gatherAroundUsers(
+    SmallVector<Operation *> users,
+    function_ref<Value(OpBuilder &, Operation *, Value)> gatherFor) {
   // The unit's forward first, then its backward.
-  SmallVector<OpOperand *> uses;
-  for (OpOperand &use : stored.getUses())
-    uses.push_back(&use);
-  llvm::sort(uses, [](OpOperand *a, OpOperand *b) {
-    return a->getOwner()->isBeforeInBlock(b->getOwner());
-  });
+  llvm::sort(users,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
   Value kept;
   Operation *keptBy = nullptr;
-  for (OpOperand *use : uses) {
-    Operation *user = use->getOwner();
+  for (Operation *user : users) {
     OpBuilder b(user);
     bool forward = isa<train::UnitOp>(user);
-    Value gathered = (!forward && kept) ? kept : allGather(b, stored, full);
-    use->set(gathered);
+    Value gathered = gatherFor(b, user, forward ? Value() : kept);
     if (forward && !plan.reshardAfterForward) {
       kept = gathered;
       keptBy = user;
@@ -451,6 +449,20 @@ void Sharder::gatherForUnits(ParamOp param) {
     b.setInsertionPointAfter(keptBy);
     FreeOp::create(b, kept.getLoc(), kept);
   }
+}
+
+void Sharder::gatherForUnits(ParamOp param) {
+  Value stored = param.getResult();
+  SmallVector<Operation *> users;
+  for (Operation *user : stored.getUsers())
+    if (!llvm::is_contained(users, user))
+      users.push_back(user);
+  gatherAroundUsers(users, [&](OpBuilder &b, Operation *user, Value kept) {
+    Value gathered = kept ? kept : allGather(b, stored, param.getFullType());
+    stored.replaceUsesWithIf(
+        gathered, [&](OpOperand &use) { return use.getOwner() == user; });
+    return gathered;
+  });
 }
 
 /// The root unit's params: FSDP2 does not reshard the root after forward,
@@ -474,43 +486,22 @@ void Sharder::gatherForRoot(ParamOp param) {
   FreeOp::create(b, param.getLoc(), gathered);
 }
 
-/// gatherForUnits for a flat parameter: one gather of the whole unit before
-/// its forward and before its backward, the members unpacked from it.
+/// gatherForUnits for a flat parameter: one gather of the whole unit, the
+/// members unpacked from it.
 void Sharder::gatherFlatForUnit(FlatParamOp flat, ArrayRef<ParamOp> members) {
-  // The ops reading any member, in order: the unit, then its backward.
   SmallVector<Operation *> users;
   for (ParamOp member : members)
     for (Operation *user : member.getResult().getUsers())
       if (!llvm::is_contained(users, user))
         users.push_back(user);
-  llvm::sort(users, [](Operation *a, Operation *b) {
-    return a->isBeforeInBlock(b);
-  });
-  UnpackOp kept;
-  Operation *keptBy = nullptr;
-  for (Operation *user : users) {
-    OpBuilder b(user);
-    bool forward = isa<train::UnitOp>(user);
-    UnpackOp views = (!forward && kept)
-                         ? kept
-                         : gatherMembers(b, user->getLoc(), flat, members);
+  gatherAroundUsers(users, [&](OpBuilder &b, Operation *user, Value kept) {
+    UnpackOp views = kept ? cast<UnpackOp>(*kept.user_begin())
+                          : gatherMembers(b, user->getLoc(), flat, members);
     for (auto [member, view] : llvm::zip(members, views.getResults()))
       ParamOp(member).getResult().replaceUsesWithIf(
           view, [&](OpOperand &use) { return use.getOwner() == user; });
-    if (forward && !plan.reshardAfterForward) {
-      kept = views;
-      keptBy = user;
-      continue;
-    }
-    kept = nullptr;
-    b.setInsertionPointAfter(user);
-    FreeOp::create(b, user->getLoc(), views.getInput());
-  }
-  if (kept) {
-    OpBuilder b(ctx);
-    b.setInsertionPointAfter(keptBy);
-    FreeOp::create(b, kept.getLoc(), kept.getInput());
-  }
+    return views.getInput();
+  });
 }
 
 /// gatherForRoot for the root unit's flat parameter.
@@ -673,7 +664,7 @@ void Sharder::reduceFlatGradients(ArrayRef<train::AdamWOp> updates,
     for (Value grad : grads)
       total += typeOf(grad).getNumElements();
     auto piece = RankedTensorType::get(
-        {llvm::divideCeil(total, plan.shardRanks())}, plan.reduceType);
+        {static_cast<int64_t>(llvm::divideCeil(total, plan.shardRanks()))}, plan.reduceType);
     TypeAttr wire =
         element == plan.reduceType ? TypeAttr() : TypeAttr::get(plan.reduceType);
     Value packed =
