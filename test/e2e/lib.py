@@ -58,9 +58,16 @@ def max_param_diff(a, b):
     return worst
 
 
-def run(cmd, **kwargs):
-    """Runs a command; on failure prints it with its output and exits 1."""
-    result = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+def run(cmd, timeout=600, **kwargs):
+    """Runs a command; on failure or a hang (no end within `timeout`
+    seconds) prints it with its output and exits 1."""
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True,
+                                timeout=timeout, **kwargs)
+    except subprocess.TimeoutExpired as hang:
+        print("HUNG (no end in %d s): %s" % (timeout, " ".join(cmd)))
+        print((hang.stdout or b"").decode() + (hang.stderr or b"").decode())
+        sys.exit(1)
     if result.returncode != 0:
         print("FAILED (exit %d): %s" % (result.returncode, " ".join(cmd)))
         print(result.stdout + result.stderr)
