@@ -66,7 +66,10 @@ def run(cmd, timeout=600, **kwargs):
                                 timeout=timeout, **kwargs)
     except subprocess.TimeoutExpired as hang:
         print("HUNG (no end in %d s): %s" % (timeout, " ".join(cmd)))
-        print((hang.stdout or b"").decode() + (hang.stderr or b"").decode())
+        for out in (hang.stdout, hang.stderr):
+            if isinstance(out, bytes):
+                out = out.decode(errors="replace")
+            print(out or "")
         sys.exit(1)
     if result.returncode != 0:
         print("FAILED (exit %d): %s" % (result.returncode, " ".join(cmd)))
