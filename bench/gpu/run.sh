@@ -1,0 +1,870 @@
+#!/usr/bin/env bash
+# One prepared script for a lent GPU machine (one H200): build, check the GPU
+# against the CPU, time GPT-2 small under shardc (zero3, ddp) and PyTorch
+# (eager, torch.compile, FSDP2), print one table last. Every phase runs under
+# `timeout`, inside one overall budget; a phase that cannot run says why and
+# the script goes on. Without a GPU it builds, runs the CPU half of the check
+# and prints "no GPU: skipped ..." for the rest: exit 0 when what ran passed.
+#
+#   bench/gpu/run.sh             the run (here: a dry run; there: the real one)
+#   bench/gpu/run.sh --prepare   here, before a device call: also compile every
+#                                executable the device run needs and bundle
+#                                them, with the CPU reference run, OpenMPI's
+#                                libraries and a BLAS, into $BUILD/gpu-bundle
+#                                (23 MiB); the GPU machine has no LLVM/MLIR to
+#                                run shardc and may have no MPI: carry that.
+#
+# bench/gpu/README.md has the device call, the phases and their budgets.
+# Environment (defaults in brackets): SHARDC_BUILD_DIR [build], BATCHES
+# ["32 16 8 4"], TOTAL_BUDGET [450 s], PHASES [build,check,shardc,torch],
+# TORCH_MODES [eager compile fsdp2], SHARDC_WARMUP [2], SHARDC_STEPS [8],
+# TORCH_WARMUP [3], TORCH_STEPS [10], PEAK_TFLOPS [494], and the per-phase
+# budgets *_BUDGET below. $OUT (set on the device machine) receives run.log,
+# rows.json, RESULTS-entry.md and logs.tar.gz.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+HERE="$ROOT/bench/gpu"
+BUILD="${SHARDC_BUILD_DIR:-$ROOT/build}"
+case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
+BUNDLE="$BUILD/gpu-bundle"
+
+PREPARE=0
+for arg in "$@"; do
+  case "$arg" in
+  --prepare) PREPARE=1 ;;
+  -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+  *) echo "run.sh: unknown argument '$arg' (--prepare, --help)" >&2; exit 2 ;;
+  esac
+done
+
+# Budgets, seconds. TOTAL_BUDGET bounds the whole run; each phase also has
+# its own cap, and gets no more than what is left less TABLE_RESERVE.
+TOTAL_BUDGET="${TOTAL_BUDGET:-450}"
+TABLE_RESERVE="${TABLE_RESERVE:-15}"
+BUILD_BUDGET="${BUILD_BUDGET:-300}"
+CHECK_BUDGET="${CHECK_BUDGET:-120}"
+KERNEL_TEST_BUDGET="${KERNEL_TEST_BUDGET:-60}"
+SHARDC_BUDGET="${SHARDC_BUDGET:-200}"
+SHARDC_ATTEMPT_BUDGET="${SHARDC_ATTEMPT_BUDGET:-90}"
+TORCH_EAGER_BUDGET="${TORCH_EAGER_BUDGET:-70}"
+TORCH_COMPILE_BUDGET="${TORCH_COMPILE_BUDGET:-160}"
+TORCH_FSDP2_BUDGET="${TORCH_FSDP2_BUDGET:-90}"
+PREPARE_BUDGET="${PREPARE_BUDGET:-1200}" # compiling here, no device time
+
+BATCHES="${BATCHES:-32 16 8 4}"
+PHASES="${PHASES:-build,check,shardc,torch}"
+TORCH_MODES="${TORCH_MODES:-eager compile fsdp2}"
+SHARDC_WARMUP="${SHARDC_WARMUP:-2}"
+SHARDC_STEPS="${SHARDC_STEPS:-8}"
+TORCH_WARMUP="${TORCH_WARMUP:-3}"
+TORCH_STEPS="${TORCH_STEPS:-10}"
+PEAK_TFLOPS="${PEAK_TFLOPS:-494}" # H200 SXM dense TF32; dense BF16 is 989
+CHECK_STRATEGIES="zero3 ddp"
+TIME_STRATEGIES="zero3 ddp"
+# GPT-2 small as the brief gives it; the check model is a small GPT.
+G_LAYERS=12 G_HIDDEN=768 G_HEADS=12 G_VOCAB=50257 G_SEQ=1024
+# AdamW eps 1e-4 in the check: a gradient that is zero in exact arithmetic
+# (the attention key bias's: softmax ignores a constant added to a row) is
+# rounding noise, which eps 1e-8 turns into +-lr-sized updates whose sign
+# differs between any two correct implementations (seen CPU against CPU,
+# OpenBLAS against the reference BLAS); eps 1e-4 keeps every update a smooth
+# function of its gradient (the e2e tests use 1e-6 for the same reason).
+SMALL_ARGS="--layers 2 --hidden 64 --heads 4 --seq 32 --batch 4 --eps 1e-4"
+SMALL_VOCAB=256
+SMALL="small-$(echo "$SMALL_ARGS --vocab $SMALL_VOCAB" | cksum | cut -d' ' -f1)"
+CHECK_SEED=1234 CHECK_STEPS=3 TIME_SEED=1
+[ "$PREPARE" = 1 ] && TOTAL_BUDGET=$((TOTAL_BUDGET + PREPARE_BUDGET))
+
+START=$SECONDS
+WORK="$(mktemp -d /tmp/shardc-gpu-bench.XXXXXX)"
+mkdir -p "$WORK/rows" "$WORK/logs"
+OUTDIR="${OUT:-}"
+if [ -n "$OUTDIR" ] && [ -d "$OUTDIR" ] && [ -w "$OUTDIR" ]; then
+  exec > >(tee "$OUTDIR/run.log") 2>&1
+else
+  OUTDIR=""
+  exec 2>&1
+fi
+
+# --- small helpers ----------------------------------------------------------
+
+FAILED=0          # something that ran failed
+CHECK_LINES=()    # "what: verdict" for the summary and RESULTS.md
+COMMANDS=()       # the commands whose numbers the table shows
+NOTES=()
+HAVE_GPU=0
+GPU_DESC="no GPU"
+GPU_MEM_MB=0
+
+elapsed() { echo $((SECONDS - START)); }
+left() { echo $((TOTAL_BUDGET - (SECONDS - START) - TABLE_RESERVE)); }
+# cap SECONDS: min(SECONDS, what is left); 0 when nothing is.
+cap() {
+  local want=$1 rest
+  rest=$(left)
+  [ "$rest" -lt "$want" ] && want=$rest
+  [ "$want" -lt 5 ] && want=0
+  echo "$want"
+}
+phase() { printf '\n== [%3ds] %s\n' "$(elapsed)" "$*"; }
+say() { echo "   $*"; }
+record() { CHECK_LINES+=("$1: $2"); say "$1: $2"; }
+fail() { FAILED=1; record "$1" "FAIL${2:+ ($2)}"; }
+wants() { case ",$PHASES," in *,"$1",*) return 0 ;; esac; return 1; }
+tail_of() { tail -n "${2:-12}" "$1" 2>/dev/null | sed 's/^/     | /'; }
+one_line() { grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n 1 | cut -c1-160; }
+# run_limited SECONDS LOG CMD...: the command's exit code, 124 on timeout.
+run_limited() {
+  local secs=$1 log=$2
+  shift 2
+  if [ "$secs" -le 0 ]; then
+    echo "out of time budget" >"$log"
+    return 124
+  fi
+  timeout -k 10 "$secs" "$@" >"$log" 2>&1
+}
+row() { # row FILE NAME STATUS [BATCH]: a table row with no numbers
+  python3 - "$@" <<'EOF'
+import json, sys
+path, name, status = sys.argv[1:4]
+batch = int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[4] else None
+json.dump({"name": name, "status": status, "batch": batch}, open(path, "w"))
+EOF
+}
+json_get() { # json_get FILE EXPR (python over `d`)
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1" 2>/dev/null
+}
+
+# nvidia-smi memory sampler: the largest device memory used while it runs.
+SMI_PID=""
+smi_start() {
+  SMI_LOG="$1"
+  : >"$SMI_LOG"
+  [ "$HAVE_GPU" = 1 ] || return 0
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 \
+    >"$SMI_LOG" 2>/dev/null &
+  SMI_PID=$!
+}
+smi_stop() { # prints GB (10^9 bytes), or nothing
+  if [ -n "$SMI_PID" ]; then
+    kill "$SMI_PID" 2>/dev/null
+    wait "$SMI_PID" 2>/dev/null
+    SMI_PID=""
+  fi
+  awk '$1+0 > m { m = $1+0 } END { if (m > 0) printf "%.2f", m * 1048576 / 1e9 }' "$SMI_LOG"
+}
+
+finish() {
+  [ -n "$SMI_PID" ] && kill "$SMI_PID" 2>/dev/null
+  if [ -n "$OUTDIR" ]; then
+    tar -czf "$OUTDIR/logs.tar.gz" -C "$WORK" --exclude='*.safetensors' \
+      --exclude='*.bin' logs rows check 2>/dev/null
+  fi
+  rm -rf "$WORK"
+}
+trap finish EXIT
+
+# --- phase 0: the machine ---------------------------------------------------
+
+phase "0/5 machine"
+say "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); host $(uname -n), $(uname -m), $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+say "tree: $ROOT; build dir: $BUILD; total budget ${TOTAL_BUDGET}s"
+if command -v nvidia-smi >/dev/null 2>&1 &&
+  GPU_LINE=$(timeout 20 nvidia-smi --query-gpu=name,memory.total,driver_version \
+    --format=csv,noheader,nounits 2>/dev/null | head -n 1) && [ -n "$GPU_LINE" ]; then
+  HAVE_GPU=1
+  GPU_MEM_MB=$(echo "$GPU_LINE" | cut -d, -f2 | tr -d ' ')
+  GPU_DESC="$(echo "$GPU_LINE" | cut -d, -f1 | sed 's/ *$//'), $GPU_MEM_MB MiB, driver $(echo "$GPU_LINE" | cut -d, -f3 | tr -d ' ')"
+  say "GPU: $GPU_DESC"
+else
+  say "GPU: none (nvidia-smi missing or found no device)"
+fi
+NVCC="$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)"
+[ -n "$NVCC" ] && say "nvcc: $("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+
+fingerprint() {
+  # What the executables are built from, as a device's copy of the tree has
+  # it (git-ignored files do not travel).
+  (cd "$ROOT" && find CMakeLists.txt include lib tools runtime -type f \
+    -not -path '*/__pycache__/*' -print0 2>/dev/null | LC_ALL=C sort -z |
+    xargs -0 sha256sum | sha256sum | cut -c1-16)
+}
+TREE_FP=$(fingerprint)
+BUNDLE_FP=$(cat "$BUNDLE/FINGERPRINT" 2>/dev/null || true)
+if [ -n "$BUNDLE_FP" ]; then
+  say "prepared bundle: $BUNDLE ($(cat "$BUNDLE/INFO" 2>/dev/null || echo "not made by --prepare")); $([ "$BUNDLE_FP" = "$TREE_FP" ] && echo "matches this tree" || echo "built from ANOTHER tree ($BUNDLE_FP, this one $TREE_FP)")"
+fi
+
+# --- phase 1: build ---------------------------------------------------------
+
+phase "1/5 build (budget ${BUILD_BUDGET}s)"
+BIN="$BUILD/bin"
+SHARDC_OK=0   # shardc and shardc-gen run here
+CUDA_TARGET="unknown" # yes | no (why)
+
+missing_packages() {
+  (source "$ROOT/scripts/common.sh" >/dev/null 2>&1
+   for p in "${SHARDC_PACKAGES[@]}"; do
+     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+       printf '%s ' "$p"
+   done)
+}
+# Another ninja in the same build dir (a colleague's build) corrupts both:
+# wait for it.
+other_ninja() {
+  local pid dir cwd real
+  real=$(realpath -m "$BUILD")
+  for pid in $(pgrep -x ninja 2>/dev/null); do
+    dir=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | sed -n '/^-C$/{n;p;q}')
+    cwd=$(readlink "/proc/$pid/cwd" 2>/dev/null)
+    [ -z "$dir" ] && dir=.
+    case "$dir" in /*) ;; *) dir="$cwd/$dir" ;; esac
+    [ "$(realpath -m "$dir")" = "$real" ] && return 0
+  done
+  return 1
+}
+
+wait_for_ninja() {
+  local said=0
+  while other_ninja && [ "$(cap 300)" -gt 0 ]; do
+    [ "$said" = 0 ] && say "another ninja is building $BUILD: waiting for it"
+    said=1
+    sleep 5
+  done
+}
+
+if wants build; then
+  MISSING=$(missing_packages)
+  if [ -n "$MISSING" ] && [ -n "$BUNDLE_FP" ]; then
+    say "not building: packages missing here ($MISSING) and a prepared bundle is present; no registry is reachable from a device machine"
+    if [ "$BUNDLE_FP" = "$TREE_FP" ]; then
+      record "build" "skipped, using the prepared bundle (same tree)"
+    else
+      record "build" "skipped, using a prepared bundle from ANOTHER tree (rebuild it with --prepare)"
+      NOTES+=("the bundle was prepared from another tree than this one")
+    fi
+  else
+    wait_for_ninja
+    if [ -n "$MISSING" ]; then
+      # No registry on a device machine: fail fast there (carry a bundle).
+      t=$(cap 150)
+      say "installing: $MISSING (limit ${t}s; a device machine reaches no registry: prepare a bundle instead)"
+      if ! run_limited "$t" "$WORK/logs/install.log" bash -c \
+        'source "$1/scripts/common.sh" && shardc_install_missing' _ "$ROOT"; then
+        tail_of "$WORK/logs/install.log" 5
+        fail "install" "the packages could not be installed"
+      fi
+    fi
+    t=$(cap "$BUILD_BUDGET")
+    if run_limited "$t" "$WORK/logs/build.log" env SHARDC_BUILD_DIR="$BUILD" bash -c \
+      'source "$1/scripts/common.sh" && shardc_build' _ "$ROOT"; then
+      steps=$(grep -c "^\[" "$WORK/logs/build.log"); record "build" "ok ($([ "$steps" = 0 ] && echo "up to date" || echo "$steps ninja steps"), $(elapsed)s)"
+    else
+      rc=$?
+      tail_of "$WORK/logs/build.log" 25
+      if [ "$rc" = 124 ]; then fail "build" "timed out after ${t}s"; else fail "build" "exit $rc"; fi
+      # The targets that do build (a colleague's half-added one must not stop
+      # the timing run).
+      if [ -f "$BUILD/build.ninja" ] && [ "$(cap 120)" -gt 0 ]; then
+        say "building what does build: ninja -k 0"
+        timeout -k 5 "$(cap 120)" ninja -C "$BUILD" -k 0 all >"$WORK/logs/build-k0.log" 2>&1
+        grep -E '^FAILED: ' "$WORK/logs/build-k0.log" | head -n 5 | sed 's/^/     /'
+      fi
+    fi
+  fi
+else
+  say "skipped (PHASES=$PHASES)"
+fi
+if "$BIN/shardc" --help >/dev/null 2>&1 && "$BIN/shardc-gen" --help >/dev/null 2>&1; then
+  SHARDC_OK=1
+  if grep -q '^SHARDC_RT_CUDA_AVAILABLE:INTERNAL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null &&
+    [ -f "$BUILD/lib/libshardc_rt_cuda.a" ]; then
+    CUDA_TARGET="yes"
+  else
+    CUDA_TARGET="no (this build has no target=cuda: no nvcc/NCCL at configure time, or the runtime's CUDA half is not in yet; see runtime/CMakeLists.txt)"
+  fi
+  say "shardc: $BIN/shardc runs; target=cuda: $CUDA_TARGET"
+else
+  say "shardc: cannot run $BIN/shardc here ($( { "$BIN/shardc" --help 2>&1 || true; } | head -n 1 | cut -c1-120))"
+  if [ -n "$BUNDLE_FP" ]; then
+    CUDA_TARGET=$([ -d "$BUNDLE/exe" ] && ls "$BUNDLE"/exe/*-cuda-* >/dev/null 2>&1 && echo "yes (prepared executables)" || echo "no (the bundle has no target=cuda executables)")
+    say "using the executables prepared in $BUNDLE; target=cuda: $CUDA_TARGET"
+  else
+    CUDA_TARGET="no (no shardc and no prepared bundle)"
+  fi
+fi
+
+# Refresh a bundle made from another tree when this machine can rebuild it.
+if [ "$SHARDC_OK" = 1 ] && [ -n "$BUNDLE_FP" ] && [ "$BUNDLE_FP" != "$TREE_FP" ]; then
+  say "the bundle is from another tree: dropping its executables, they are rebuilt as needed"
+  rm -rf "$BUNDLE/exe" "$BUNDLE/ledger" "$BUNDLE/ref" "$BUNDLE/models" "$BUNDLE/bf16.txt" "$BUNDLE/INFO"
+  BUNDLE_FP=""
+fi
+if [ "$SHARDC_OK" = 1 ]; then
+  mkdir -p "$BUNDLE/exe" "$BUNDLE/ledger" "$BUNDLE/models" "$BUNDLE/ref"
+  echo "$TREE_FP" >"$BUNDLE/FINGERPRINT"
+fi
+
+# --- executables ------------------------------------------------------------
+
+# model_file NAME BATCH: sets MODEL to the MLIR of $SMALL or `gpt2` at
+# BATCH (kept in the bundle, so a device run reads the header too).
+MODEL=""
+model_file() {
+  local name=$1 batch=$2 f="$BUNDLE/models/$1-b$2.mlir"
+  MODEL=""
+  if [ ! -s "$f" ] && [ "$SHARDC_OK" = 1 ]; then
+    if [ "$name" = "$SMALL" ]; then
+      # shellcheck disable=SC2086
+      "$BIN/shardc-gen" gpt $SMALL_ARGS --vocab $SMALL_VOCAB >"$f.tmp" && mv "$f.tmp" "$f"
+    else
+      "$BIN/shardc-gen" gpt --layers $G_LAYERS --hidden $G_HIDDEN --heads $G_HEADS \
+        --vocab $G_VOCAB --seq $G_SEQ --batch "$batch" >"$f.tmp" && mv "$f.tmp" "$f"
+    fi
+  fi
+  [ -s "$f" ] && MODEL="$f"
+  [ -n "$MODEL" ]
+}
+# get_exe NAME TARGET STRATEGY BATCH: sets EXE to a built executable (built
+# now when shardc runs here), or EXE_WHY to why there is none.
+EXE="" EXE_WHY=""
+get_exe() {
+  local name=$1 target=$2 strategy=$3 batch=$4
+  local exe="$BUNDLE/exe/$name-$target-$strategy-b$batch" log t
+  EXE="" EXE_WHY=""
+  if [ -x "$exe" ]; then EXE="$exe"; return 0; fi
+  if [ "$SHARDC_OK" != 1 ]; then
+    EXE_WHY="not prepared: no $exe (run bench/gpu/run.sh --prepare where shardc builds, and carry $BUNDLE)"
+    return 1
+  fi
+  if [ "$target" = cuda ] && [ "${CUDA_TARGET%% *}" != yes ]; then
+    EXE_WHY="target=cuda: $CUDA_TARGET"
+    return 1
+  fi
+  model_file "$name" "$batch" || { EXE_WHY="shardc-gen failed"; return 1; }
+  log="$WORK/logs/build-$name-$target-$strategy-b$batch.log"
+  local _ ok=0
+  for _ in 1 2; do
+    # A colleague's ninja rewriting the runtime library mid-link leaves
+    # undefined references: wait for it, and try once more.
+    wait_for_ninja
+    t=$(cap 300)
+    if run_limited "$t" "$log" "$BIN/shardc" build "$MODEL" --strategy "$strategy" --mesh 1 \
+      --target "$target" --ledger-json "$BUNDLE/ledger/$name-$target-$strategy-b$batch.json" \
+      -o "$exe"; then
+      ok=1
+      break
+    fi
+    grep -q "undefined reference" "$log" || break
+  done
+  if [ "$ok" != 1 ]; then
+    if grep -q "built without nvcc" "$log"; then
+      EXE_WHY="target=cuda: not available in this build"
+    else
+      EXE_WHY="shardc build --target $target failed: $(grep -m1 -iE 'error|undefined|out of time' "$log" | cut -c1-140)"
+    fi
+    rm -f "$exe"
+    return 1
+  fi
+  EXE="$exe"
+}
+
+# Libraries an executable needs that this machine lacks: the bundle's
+# (OpenMPI, OpenBLAS), CUDA's, or those PyTorch's wheels carry.
+PY_LIB_DIRS=""
+# with_dirs DIRS: LD_LIBRARY_PATH with DIRS (a:b:) in front.
+with_dirs() { local d=${1%:}; echo "$d${LD_LIBRARY_PATH:+${d:+:}$LD_LIBRARY_PATH}"; }
+lib_dirs_for() { # prints directories to put in front, "a:b:" (may be empty)
+  local exe=$1 extra="" _ lib dir
+  for _ in 1 2 3 4; do
+    local missing
+    missing=$(LD_LIBRARY_PATH="$(with_dirs "$extra")" ldd "$exe" 2>/dev/null | awk '/not found/ { print $1 }' | sort -u)
+    [ -z "$missing" ] && break
+    if [ -z "$PY_LIB_DIRS" ]; then
+      PY_LIB_DIRS=$(python3 - <<'EOF' 2>/dev/null
+import glob, os, site
+dirs = set()
+for sp in site.getsitepackages() + [site.getusersitepackages()]:
+    for pattern in ("nvidia/*/lib", "nvidia/*/*/lib", "torch/lib"):
+        dirs.update(glob.glob(os.path.join(sp, pattern)))
+print(" ".join(sorted(dirs)))
+EOF
+      )
+      [ -z "$PY_LIB_DIRS" ] && PY_LIB_DIRS=" "
+    fi
+    local added=0
+    for lib in $missing; do
+      for dir in "$BUNDLE/lib/mpi" "$BUNDLE/lib/blas" /usr/local/cuda/lib64 /usr/local/cuda/lib \
+        /usr/local/cuda/targets/x86_64-linux/lib $PY_LIB_DIRS; do
+        if [ -e "$dir/$lib" ]; then
+          case ":$extra" in *":$dir:"*) ;; *) extra="$dir:$extra"; added=1 ;; esac
+          break
+        fi
+      done
+    done
+    [ "$added" = 0 ] && break
+  done
+  echo "$extra"
+}
+# exe_cmd EXE: sets EXE_CMD to `env VARS... EXE`, with what the executable
+# needs on this machine; run it as "${EXE_CMD[@]}" ARGS...
+EXE_CMD=()
+exe_cmd() {
+  local exe=$1 extra
+  extra=$(lib_dirs_for "$exe")
+  EXE_CMD=(env OMPI_MCA_ess_singleton_isolated=1 OPENBLAS_NUM_THREADS=1)
+  if [ -n "$extra" ]; then
+    EXE_CMD+=("LD_LIBRARY_PATH=$(with_dirs "$extra")")
+    case "$extra" in
+    *"$BUNDLE/lib/mpi"*)
+      # The bundle's OpenMPI, relocated: its components and help files.
+      # shellcheck disable=SC2054
+      EXE_CMD+=("OPAL_PREFIX=$BUNDLE/ompi/usr" OMPI_MCA_mca_base_component_show_load_errors=0
+        OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 "OMPI_MCA_mtl=^ofi" "OMPI_MCA_osc=^ucx,pt2pt"
+        OMPI_MCA_btl_base_warn_component_unused=0)
+      ;;
+    esac
+  fi
+  EXE_CMD+=("$exe")
+}
+missing_libs() { # what is still missing after lib_dirs_for, or nothing
+  LD_LIBRARY_PATH="$(with_dirs "$(lib_dirs_for "$1")")" ldd "$1" 2>/dev/null |
+    awk '/not found/ { printf "%s%s", (n++ ? " " : ""), $1 }'
+}
+
+
+# --- phase 2: the GPU against the CPU ---------------------------------------
+
+phase "2/5 check: target=cuda against target=host, small GPT, world size 1 (budget ${CHECK_BUDGET}s)"
+CHECK_END=$((SECONDS + $(cap "$CHECK_BUDGET")))
+check_left() { local t=$((CHECK_END - SECONDS)); [ "$t" -lt 0 ] && t=0; echo "$t"; }
+mkdir -p "$WORK/check"
+TOKENS="$WORK/check/tokens.bin"
+if wants check; then
+  python3 "$HERE/compare.py" tokens "$TOKENS" --tokens 8192 --vocab $SMALL_VOCAB --seed 7
+  say "model: shardc-gen gpt $SMALL_ARGS --vocab $SMALL_VOCAB; --steps $CHECK_STEPS --seed $CHECK_SEED --data (llm.c tokens, uniform, seed 7); GPU run with SHARDC_TF32=0"
+  for strategy in $CHECK_STRATEGIES; do
+    d="$WORK/check/$strategy"
+    mkdir -p "$d"
+    args=(--steps "$CHECK_STEPS" --seed "$CHECK_SEED" --data "$TOKENS")
+    # The CPU (target=host).
+    ref_log="" ref_export=""
+    if get_exe "$SMALL" host "$strategy" 4; then
+      host=$EXE
+      lacking=$(missing_libs "$host")
+      if [ -n "$lacking" ]; then
+        if [ -s "$BUNDLE/ref/$SMALL/$strategy/host.jsonl" ]; then
+          ref_log="$BUNDLE/ref/$SMALL/$strategy/host.jsonl" ref_export="$BUNDLE/ref/$SMALL/$strategy/host.safetensors"
+          record "check $strategy cpu" "not run here (no $lacking); the CPU run prepared with the bundle stands in"
+        else
+          fail "check $strategy cpu" "cannot start: no $lacking, and no prepared CPU run"
+        fi
+      else
+        exe_cmd "$host"
+        blas=""
+        case "${EXE_CMD[*]}" in *"$BUNDLE/lib/blas"*) blas=" [CPU BLAS: $(cat "$BUNDLE/lib/blas/KIND" 2>/dev/null || echo "the bundle's")]" ;; esac
+        if run_limited "$(check_left)" "$d/host.out" "${EXE_CMD[@]}" "${args[@]}" \
+          --export "$d/host.safetensors" --log-json "$d/host.jsonl" --quiet; then
+          ref_log="$d/host.jsonl" ref_export="$d/host.safetensors"
+          if python3 "$HERE/compare.py" validate --log "$ref_log" --export "$ref_export" \
+            --steps $CHECK_STEPS >"$d/validate.out" 2>&1; then
+            record "check $strategy cpu" "ok, $(head -n 1 "$d/validate.out")$blas"
+          else
+            tail_of "$d/validate.out"
+            fail "check $strategy cpu" "bad losses or export"
+          fi
+          if [ "$SHARDC_OK" = 1 ]; then # the reference a device run can use
+            mkdir -p "$BUNDLE/ref/$SMALL/$strategy"
+            cp "$ref_log" "$ref_export" "$BUNDLE/ref/$SMALL/$strategy/"
+          fi
+        else
+          rc=$?
+          tail_of "$d/host.out"
+          fail "check $strategy cpu" "$([ $rc = 124 ] && echo "timed out" || echo "exit $rc")"
+        fi
+      fi
+    else
+      fail "check $strategy cpu" "$EXE_WHY"
+    fi
+    # The GPU (target=cuda).
+    if ! get_exe "$SMALL" cuda "$strategy" 4; then
+      case "$EXE_WHY" in
+      target=cuda*) record "check $strategy gpu" "n/a: $EXE_WHY" ;;
+      *) fail "check $strategy gpu" "$EXE_WHY" ;;
+      esac
+      continue
+    fi
+    cuda=$EXE
+    exe_cmd "$cuda"
+    if [ "$HAVE_GPU" != 1 ]; then
+      record "check $strategy gpu" "no GPU: skipped (its target=cuda executable builds)"
+      # Without a GPU it must refuse cleanly rather than crash.
+      run_limited 30 "$d/cuda-nogpu.out" "${EXE_CMD[@]}" --steps 1 --quiet
+      rc=$?
+      if [ "$rc" != 0 ] && grep -q "no CUDA device" "$d/cuda-nogpu.out"; then
+        say "  and here it exits $rc: $(grep -m1 -o 'no CUDA device[^;(]*' "$d/cuda-nogpu.out")"
+      else
+        say "  here it exited $rc: $(one_line "$d/cuda-nogpu.out")"
+      fi
+      continue
+    fi
+    if [ -z "$ref_log" ]; then
+      fail "check $strategy gpu" "no CPU run to compare with"
+      continue
+    fi
+    lacking=$(missing_libs "$cuda")
+    if [ -n "$lacking" ]; then
+      fail "check $strategy gpu" "cannot start: no $lacking"
+      continue
+    fi
+    if run_limited "$(check_left)" "$d/cuda.out" env SHARDC_TF32=0 "${EXE_CMD[@]}" "${args[@]}" \
+      --export "$d/cuda.safetensors" --log-json "$d/cuda.jsonl" --quiet; then
+      COMMANDS+=("shardc-gen gpt $SMALL_ARGS --vocab $SMALL_VOCAB > small.mlir; shardc build small.mlir --strategy $strategy --mesh 1 --target host|cuda; each: --steps $CHECK_STEPS --seed $CHECK_SEED --data tokens.bin --export F --log-json F (cuda: SHARDC_TF32=0); bench/gpu/compare.py check")
+      if python3 "$HERE/compare.py" check --ref-log "$ref_log" --ref-export "$ref_export" \
+        --log "$d/cuda.jsonl" --export "$d/cuda.safetensors" --rtol 1e-4 --atol 1e-6 \
+        >"$d/compare.out" 2>&1; then
+        grep -E 'loss|params:' "$d/compare.out" | sed 's/^/     /'
+        record "check $strategy gpu vs cpu" "PASS ($(grep -o 'worst loss rel diff [^:]*' "$d/compare.out"); $(grep -o '[0-9]* elements, 0 outside' "$d/compare.out") tolerance)"
+      else
+        sed 's/^/     /' "$d/compare.out" | tail -n 20
+        fail "check $strategy gpu vs cpu" "see above"
+      fi
+    else
+      rc=$?
+      tail_of "$d/cuda.out"
+      fail "check $strategy gpu" "$([ $rc = 124 ] && echo "timed out" || echo "exit $rc")"
+    fi
+  done
+  say "tolerance: every loss and exported element within |gpu - cpu| <= 1e-4 * max(|gpu|, |cpu|) + 1e-6 (relative, absolute floor 1e-6)"
+  # The runtime's kernel test (exit 77: no GPU).
+  KT=""
+  for c in "$BUILD/bin/shardc-rt-cudakernels" "$BUNDLE/bin/shardc-rt-cudakernels"; do
+    [ -x "$c" ] && { KT=$c; break; }
+  done
+  if [ -z "$KT" ]; then
+    record "cuda kernel test" "n/a: shardc-rt-cudakernels is not built (runtime/test/CudaKernelsTest.cu not in, or no target=cuda)"
+  elif lacking=$(missing_libs "$KT") && [ -n "$lacking" ]; then
+    fail "cuda kernel test" "cannot start: no $lacking"
+  else
+    exe_cmd "$KT"
+    run_limited "$(cap "$KERNEL_TEST_BUDGET")" "$WORK/logs/cudakernels.out" "${EXE_CMD[@]}"
+    rc=$?
+    line=$(grep -o 'cudakernels: [0-9]* passed, [0-9]* failed' "$WORK/logs/cudakernels.out" | tail -n 1)
+    [ "$HAVE_GPU" = 1 ] && COMMANDS+=("$BUILD/bin/shardc-rt-cudakernels")
+    if [ "$rc" = 77 ] && [ "$HAVE_GPU" != 1 ]; then
+      record "cuda kernel test" "no GPU: skipped (exit 77)"
+    elif [ "$rc" = 0 ] && [ -n "$line" ] && [ "$(echo "$line" | sed -E 's/.* ([0-9]+) failed/\1/')" = 0 ]; then
+      record "cuda kernel test" "PASS ($line)"
+    else
+      tail_of "$WORK/logs/cudakernels.out" 15
+      fail "cuda kernel test" "exit $rc${line:+, $line}$([ "$rc" = 77 ] && echo ": it found no GPU where nvidia-smi did")"
+    fi
+  fi
+else
+  say "skipped (PHASES=$PHASES)"
+fi
+
+# --- phase 3: shardc, GPT-2 small -------------------------------------------
+
+fpt_of() { echo $((6 * $1 + 6 * G_LAYERS * G_SEQ * G_HIDDEN)); }
+G_PARAMS=124439808
+if model_file gpt2 "${BATCHES%% *}"; then
+  G_PARAMS=$(head -n 1 "$MODEL" | sed -E 's/.*: ([0-9]+) parameters.*/\1/')
+fi
+phase "3/5 shardc target=cuda, GPT-2 small (124M, T=$G_SEQ), world size 1, fp32 (TF32 GEMMs), batches tried: $BATCHES (budget ${SHARDC_BUDGET}s)"
+declare -A FOUND=()
+ROWS="$WORK/rows"
+n=1
+shardc_rows_all() { # status for every shardc row
+  local i=1 s
+  for s in $TIME_STRATEGIES; do row "$ROWS/$i-shardc-$s.json" "shardc $s" "$1"; i=$((i + 1)); done
+}
+if ! wants shardc; then
+  shardc_rows_all "skipped (PHASES)"
+  say "skipped (PHASES=$PHASES)"
+elif [ "${CUDA_TARGET%% *}" != yes ]; then
+  shardc_rows_all "n/a: no target=cuda"
+  say "target=cuda is not available: $CUDA_TARGET"
+elif [ "$HAVE_GPU" != 1 ] && [ "$PREPARE" != 1 ]; then
+  shardc_rows_all "no GPU: skipped"
+  say "no GPU: skipped timing shardc zero3 and ddp (run with --prepare to compile their executables for a device run)"
+else
+  budget=$SHARDC_BUDGET
+  [ "$HAVE_GPU" != 1 ] && budget=$PREPARE_BUDGET
+  SHARDC_END=$((SECONDS + $(cap "$budget")))
+  for strategy in $TIME_STRATEGIES; do
+    rowf="$ROWS/$n-shardc-$strategy.json"
+    n=$((n + 1))
+    tried=()
+    for batch in $BATCHES; do
+      if [ $((SHARDC_END - SECONDS)) -lt 10 ]; then tried+=("b$batch: out of time"); break; fi
+      if ! get_exe gpt2 cuda "$strategy" "$batch"; then
+        tried+=("b$batch: $EXE_WHY")
+        case "$EXE_WHY" in target=cuda* | "not prepared"*) ;; *) FAILED=1 ;; esac
+        continue
+      fi
+      exe=$EXE
+      ledger="$BUNDLE/ledger/gpt2-cuda-$strategy-b$batch.json"
+      predicted=$(json_get "$ledger" 'd["per_rank"]["peak_bytes"]')
+      if [ "$HAVE_GPU" != 1 ]; then
+        tried+=("b$batch: built, predicted peak $(awk -v b="${predicted:-0}" 'BEGIN { printf "%.1f", b / 1e9 }') GB")
+        continue
+      fi
+      if [ -n "$predicted" ] && awk -v p="$predicted" -v m="$GPU_MEM_MB" 'BEGIN { exit !(p > 0.97 * m * 1048576) }'; then
+        tried+=("b$batch: skipped, predicted peak $(awk -v b="$predicted" 'BEGIN { printf "%.1f", b / 1e9 }') GB > the GPU's")
+        continue
+      fi
+      lacking=$(missing_libs "$exe")
+      if [ -n "$lacking" ]; then tried+=("b$batch: cannot start: no $lacking"); break; fi
+      t=$((SHARDC_END - SECONDS))
+      [ "$t" -gt "$SHARDC_ATTEMPT_BUDGET" ] && t=$SHARDC_ATTEMPT_BUDGET
+      log="$WORK/logs/shardc-$strategy-b$batch"
+      exe_cmd "$exe"
+      say "$strategy batch $batch: $((SHARDC_WARMUP + SHARDC_STEPS)) steps (limit ${t}s) ..."
+      smi_start "$log.smi"
+      run_limited "$t" "$log.out" "${EXE_CMD[@]}" --steps $((SHARDC_WARMUP + SHARDC_STEPS)) \
+        --seed $TIME_SEED --log-json "$log.jsonl"
+      rc=$?
+      smi=$(smi_stop)
+      done_steps=$(grep -c '"step"' "$log.jsonl" 2>/dev/null)
+      done_steps=${done_steps:-0}
+      if [ "$rc" = 0 ] || { [ "$rc" = 124 ] && [ "$done_steps" -gt "$SHARDC_WARMUP" ]; }; then
+        # A run slower than its limit still counts the steps it finished.
+        python3 "$HERE/compare.py" shardc-row --log "$log.jsonl" --name "shardc $strategy" \
+          --warmup "$SHARDC_WARMUP" --batch "$batch" --seq $G_SEQ --hidden $G_HIDDEN \
+          --layers $G_LAYERS --params "$G_PARAMS" --peak-tflops "$PEAK_TFLOPS" \
+          ${smi:+--smi-gb "$smi"} --out "$rowf"
+        if [ "$rc" = 124 ]; then
+          python3 - "$rowf" "$done_steps" "$t" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["status"] = "ok (timed out after %ss: %s of the steps)" % (sys.argv[3], sys.argv[2])
+json.dump(r, open(sys.argv[1], "w"))
+EOF
+        fi
+        FOUND[$strategy]=$batch
+        case "$(json_get "$rowf" 'd["status"]')" in FAILED*) FAILED=1 ;; esac
+        tried+=("b$batch: ran$([ "$rc" = 124 ] && echo " $done_steps steps before the limit")")
+        grep -E '^step ' "$log.out" | sed 's/^/     /' | head -n 12
+        COMMANDS+=("shardc-gen gpt --layers $G_LAYERS --hidden $G_HIDDEN --heads $G_HEADS --vocab $G_VOCAB --seq $G_SEQ --batch $batch > gpt2-b$batch.mlir")
+        COMMANDS+=("shardc build gpt2-b$batch.mlir --strategy $strategy --mesh 1 --target cuda -o gpt2-$strategy-b$batch")
+        COMMANDS+=("./gpt2-$strategy-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG   # median step_ms of steps $((SHARDC_WARMUP + 1))..$((SHARDC_WARMUP + SHARDC_STEPS))")
+        break
+      fi
+      if [ "$rc" = 124 ]; then
+        why="timed out after ${t}s, $done_steps steps"
+      elif grep -qi "out of memory" "$log.out"; then
+        why="out of memory"
+      else
+        why="exit $rc: $(one_line "$log.out")"
+      fi
+      tried+=("b$batch: $why")
+      tail_of "$log.out" 6
+    done
+    say "shardc $strategy: $(IFS=';'; echo "${tried[*]}")"
+    if [ -z "${FOUND[$strategy]:-}" ]; then
+      if [ "$HAVE_GPU" = 1 ]; then
+        FAILED=1
+        row "$rowf" "shardc $strategy" "FAILED: $(IFS=';'; echo "${tried[*]}" | cut -c1-200)"
+      else
+        row "$rowf" "shardc $strategy" "no GPU: skipped (prepared: $(IFS=';'; echo "${tried[*]}" | cut -c1-200))"
+      fi
+    fi
+  done
+fi
+# bf16: FSDP2's MixedPrecisionPolicy(param_dtype=bf16) as shardc spells it.
+BF16_LINE="bf16: not lowered yet"
+if [ "$SHARDC_OK" = 1 ] && model_file gpt2 "${BATCHES%% *}"; then
+  bf16_target=(--target host)
+  [ "${CUDA_TARGET%% *}" = yes ] && bf16_target=(--target cuda)
+  if "$BIN/shardc" emit "$MODEL" --strategy zero3 --mesh 1 --param-dtype bf16 --quiet \
+    "${bf16_target[@]}" -o "$WORK/bf16.cu" >"$WORK/logs/bf16.out" 2>&1; then
+    BF16_LINE="bf16: --param-dtype bf16 now emits; this script does not time it yet"
+  else
+    BF16_LINE="bf16: not lowered yet ($(grep -m1 -o 'bf16 mixed precision[^)]*' "$WORK/logs/bf16.out" || one_line "$WORK/logs/bf16.out"))"
+  fi
+  echo "$BF16_LINE" >"$BUNDLE/bf16.txt"
+elif [ -s "$BUNDLE/bf16.txt" ]; then
+  BF16_LINE="$(cat "$BUNDLE/bf16.txt") [as prepared]"
+fi
+say "$BF16_LINE"
+
+# --- phase 4: PyTorch -------------------------------------------------------
+
+TORCH_BATCH="${FOUND[zero3]:-${FOUND[ddp]:-}}"
+if [ -n "$TORCH_BATCH" ]; then
+  TORCH_BATCHES=$TORCH_BATCH
+  for b in $BATCHES; do [ "$b" -lt "$TORCH_BATCH" ] && TORCH_BATCHES="$TORCH_BATCHES,$b"; done
+else
+  TORCH_BATCHES=$(echo "$BATCHES" | tr ' ' ',')
+fi
+phase "4/5 PyTorch on the same model, batch ${TORCH_BATCH:-from $TORCH_BATCHES} (budgets: eager ${TORCH_EAGER_BUDGET}s, compile ${TORCH_COMPILE_BUDGET}s, fsdp2 ${TORCH_FSDP2_BUDGET}s)"
+i=$(($(echo $TIME_STRATEGIES | wc -w) + 1)) # the next row's number
+declare -A TORCH_NAME=([eager]="torch eager" [compile]="torch.compile" [fsdp2]="torch FSDP2")
+declare -A TORCH_BUDGET_OF=([eager]=$TORCH_EAGER_BUDGET [compile]=$TORCH_COMPILE_BUDGET [fsdp2]=$TORCH_FSDP2_BUDGET)
+TORCH_VERSION=""
+torch_skip() { local m; for m in $TORCH_MODES; do row "$ROWS/$i-torch-$m.json" "${TORCH_NAME[$m]}" "$1"; i=$((i + 1)); done; }
+if ! wants torch; then
+  torch_skip "skipped (PHASES)"
+  say "skipped (PHASES=$PHASES)"
+elif [ "$HAVE_GPU" != 1 ]; then
+  torch_skip "no GPU: skipped"
+  say "no GPU: skipped PyTorch eager, torch.compile and FSDP2"
+elif ! TORCH_VERSION=$(timeout 60 python3 -c 'import torch; print(torch.__version__)' 2>/dev/null); then
+  torch_skip "n/a: python3 has no torch"
+  FAILED=1
+  say "python3 cannot import torch"
+else
+  say "torch $TORCH_VERSION"
+  for mode in $TORCH_MODES; do
+    rowf="$ROWS/$i-torch-$mode.json"
+    i=$((i + 1))
+    t=$(cap "${TORCH_BUDGET_OF[$mode]}")
+    log="$WORK/logs/torch-$mode"
+    targs=(--mode "$mode" --batches "$TORCH_BATCHES" --layers "$G_LAYERS" --hidden "$G_HIDDEN"
+      --heads "$G_HEADS" --vocab "$G_VOCAB" --seq "$G_SEQ" --warmup "$TORCH_WARMUP"
+      --steps "$TORCH_STEPS" --peak-tflops "$PEAK_TFLOPS")
+    say "${TORCH_NAME[$mode]} (limit ${t}s) ..."
+    smi_start "$log.smi"
+    run_limited "$t" "$log.out" env PYTHONUNBUFFERED=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 \
+      RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 python3 "$HERE/torch_gpt.py" "${targs[@]}" --out "$rowf"
+    rc=$?
+    smi=$(smi_stop)
+    [ -s "$rowf" ] || row "$rowf" "${TORCH_NAME[$mode]}" "FAILED: no result"
+    python3 - "$rowf" "$rc" "$t" "${smi:-}" <<'EOF'
+import json, sys
+path, rc, limit, smi = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+r = json.load(open(path))
+if rc == 124:
+    r["status"] = "TIMEOUT after %ss (%s)" % (limit, r.get("status", ""))
+if smi and r.get("status", "").startswith("ok"):
+    r["smi_gb"] = float(smi)
+json.dump(r, open(path, "w"))
+EOF
+    COMMANDS+=("python3 bench/gpu/torch_gpt.py ${targs[*]} --out ROW.json")
+    if [ "$rc" = 0 ]; then
+      grep -E "^${TORCH_NAME[$mode]}: batch" "$log.out" | sed 's/^/     /'
+    else
+      FAILED=1
+      tail_of "$log.out" 10
+      say "${TORCH_NAME[$mode]}: $([ "$rc" = 124 ] && echo "timed out after ${t}s" || echo "exit $rc")"
+    fi
+  done
+fi
+
+# --- --prepare: the bundle a device run carries -----------------------------
+
+prepare_bundle() {
+  phase "prepare: bundle for a device run"
+  if [ "$SHARDC_OK" != 1 ]; then
+    FAILED=1
+    say "cannot prepare: shardc does not run here"
+    return
+  fi
+  mkdir -p "$BUNDLE/bin" "$BUNDLE/lib/mpi" "$BUNDLE/lib/blas"
+  [ -x "$BUILD/bin/shardc-rt-cudakernels" ] && cp "$BUILD/bin/shardc-rt-cudakernels" "$BUNDLE/bin/"
+  # Shared libraries of OpenMPI and OpenBLAS that the executables and MPI's
+  # components load: a device machine may have neither. CUDA, cuBLAS and
+  # NCCL are not bundled (too large): the device's CUDA or PyTorch's wheels
+  # provide them.
+  local ompi_pkglib ompi_data lib
+  ompi_pkglib=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+  ompi_data=$(ompi_info --path pkgdatadir --parsable 2>/dev/null | sed -n 's/^path:pkgdatadir://p')
+  ompi_pkglib=${ompi_pkglib:-/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3}
+  ompi_data=${ompi_data:-/usr/share/openmpi}
+  for lib in $( { ldd "$BUNDLE"/exe/* "$BUNDLE"/bin/* 2>/dev/null
+    for f in "$ompi_pkglib"/*.so; do ldd "$f" 2>/dev/null; done; } |
+    awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u); do
+    case "$(basename "$lib")" in
+    libmpi.so* | libopen-rte.so* | libopen-pal.so* | libhwloc.so* | libevent*.so* | \
+      libmca_common_*.so* | libpmix.so* | libnuma.so* | libltdl.so*)
+      cp -L "$lib" "$BUNDLE/lib/mpi/" ;;
+    esac
+  done
+  # BLAS: OpenBLAS is 35 MiB, too much to carry; the CPU side (the check's
+  # target=host run, the kernel test's reference) calls cblas_sgemm and
+  # cblas_dgemm only, which the reference BLAS (Debian's libblas3, 0.4 MiB,
+  # libc only) has too: it stands in under OpenBLAS's file name.
+  rm -rf "$BUNDLE/lib/blas"
+  mkdir -p "$BUNDLE/lib/blas"
+  local refblas
+  refblas=$(ls /usr/lib/x86_64-linux-gnu/blas/libblas.so.3 2>/dev/null || true)
+  if [ -n "$refblas" ] && [ "$(nm -D "$refblas" 2>/dev/null | grep -c -E ' T cblas_[sd]gemm$')" = 2 ]; then
+    cp -L "$refblas" "$BUNDLE/lib/blas/libopenblas.so.0"
+    echo "reference BLAS ($refblas) standing in for OpenBLAS" >"$BUNDLE/lib/blas/KIND"
+  else
+    say "no reference BLAS with CBLAS here (libblas3): a device without libopenblas.so.0 uses the prepared CPU run, and cannot run the kernel test"
+  fi
+  # OpenMPI's components and help files, relocated with OPAL_PREFIX.
+  rm -rf "$BUNDLE/ompi"
+  local rel=${ompi_pkglib#/usr/}
+  mkdir -p "$BUNDLE/ompi/usr/$(dirname "$rel")" "$BUNDLE/ompi/usr/share"
+  cp -a "$ompi_pkglib" "$BUNDLE/ompi/usr/$rel"
+  cp -a "$ompi_data" "$BUNDLE/ompi/usr/share/"
+  echo "prepared $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n) ($(. /etc/os-release && echo "$PRETTY_NAME")), tree $TREE_FP" >"$BUNDLE/INFO"
+  local mib
+  mib=$(du -sm "$BUNDLE" | cut -f1)
+  say "bundle: $BUNDLE, ${mib} MiB ($(ls "$BUNDLE/exe" | wc -l) executables, $(ls "$BUNDLE/lib/mpi" | wc -l) MPI libraries, BLAS: $(cat "$BUNDLE/lib/blas/KIND" 2>/dev/null || echo none)); the working tree and carried paths must stay under 64 MiB"
+  say "device call: run(command=\"SHARDC_BUILD_DIR=${BUILD#"$ROOT"/} bench/gpu/run.sh\", carry=[\"${BUNDLE#"$ROOT"/}\"], timeout_s=$((TOTAL_BUDGET - PREPARE_BUDGET + 30)))"
+}
+[ "$PREPARE" = 1 ] && prepare_bundle
+
+# --- phase 5: the table -----------------------------------------------------
+
+phase "5/5 results"
+NOW=$(date -u '+%Y-%m-%d %H:%M UTC')
+FPT=$(fpt_of "$G_PARAMS")
+NOTES_OUT=(
+  "GPU: $GPU_DESC${TORCH_VERSION:+; torch $TORCH_VERSION}"
+  "model: GPT-2 small, $G_PARAMS parameters, T=$G_SEQ, fp32 params/activations, TF32 matmuls (shardc: default SHARDC_TF32; torch: matmul precision high)"
+  "MFU = tokens/s x FLOPs/token / ${PEAK_TFLOPS} TFLOP/s (H200 dense TF32 peak; the dense BF16 peak, 989, does not apply to fp32)"
+  "FLOPs/token = 6N + 6LTC (llm.c) = $(awk -v f="$FPT" 'BEGIN { printf "%.1f", f / 1e6 }') MFLOP, N = $G_PARAMS = every parameter counted once (the tied wte once, wpe included), L=$G_LAYERS T=$G_SEQ C=$G_HIDDEN"
+  "ms/step: median over the steps after the warm-up (shardc $SHARDC_WARMUP + $SHARDC_STEPS, torch $TORCH_WARMUP + $TORCH_STEPS), host clock around a synchronised step"
+  "peak GB (10^9 B): shardc = measured allocator high-water mark / the ledger's prediction; torch = torch.cuda.max_memory_allocated; smi GB = the largest nvidia-smi memory.used sampled during the run (whole process: CUDA context, cuBLAS workspace, caches)"
+  "$BF16_LINE"
+)
+for note in "${NOTES[@]}"; do NOTES_OUT+=("note: $note"); done
+for note in "${NOTES_OUT[@]}"; do say "$note"; done
+echo
+for line in "${CHECK_LINES[@]}"; do say "$line"; done
+ROW_FILES=$(ls "$ROWS"/*.json 2>/dev/null)
+if [ -n "$OUTDIR" ]; then
+  # shellcheck disable=SC2086
+  python3 - "$OUTDIR/rows.json" $ROW_FILES <<'EOF'
+import json, sys
+json.dump([json.load(open(p)) for p in sys.argv[2:]], open(sys.argv[1], "w"), indent=1)
+EOF
+fi
+# Append to bench/RESULTS.md when a GPU ran (a dry run records nothing).
+if [ "$HAVE_GPU" = 1 ]; then
+  entry="$WORK/RESULTS-entry.md"
+  {
+    echo
+    echo "## $NOW: $GPU_DESC"
+    echo
+    echo "- verdict: $([ "$FAILED" = 0 ] && echo "PASS" || echo "FAIL") (bench/gpu/run.sh, tree $TREE_FP${BUNDLE_FP:+, bundle: $(sed -n 1p "$BUNDLE/INFO" 2>/dev/null)})"
+    echo "- machine: $(uname -n), $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1); nvcc ${NVCC:+$("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')}"
+    for note in "${NOTES_OUT[@]}"; do echo "- $note"; done
+    echo "- checks:"
+    for line in "${CHECK_LINES[@]}"; do echo "  - $line"; done
+    echo "- commands:"
+    for c in "${COMMANDS[@]}"; do echo "  - \`$c\`"; done
+    echo
+    # shellcheck disable=SC2086
+    python3 "$HERE/compare.py" table --markdown $ROW_FILES
+  } >"$entry"
+  if [ -f "$ROOT/bench/RESULTS.md" ]; then
+    cat "$entry" >>"$ROOT/bench/RESULTS.md"
+    say "appended this run to bench/RESULTS.md"
+  fi
+  [ -n "$OUTDIR" ] && cp "$entry" "$OUTDIR/RESULTS-entry.md"
+else
+  say "bench/RESULTS.md: nothing appended (no GPU ran)"
+fi
+echo
+echo "overall: $([ "$FAILED" = 0 ] && echo "PASS: everything that ran passed" || echo "FAIL") ($(elapsed)s of ${TOTAL_BUDGET}s)"
+echo
+# shellcheck disable=SC2086
+python3 "$HERE/compare.py" table $ROW_FILES
+exit "$FAILED"
