@@ -65,11 +65,16 @@ void backendZero(shardc_rt_context &ctx, void *ptr, int64_t bytes) {
   CHECK(cudaMemsetAsync(ptr, 0, bytes, backendOf(ctx).compute));
 }
 
+// Set-up and files: after everything the compute stream has enqueued (the
+// zeroing of new state, a step's updates), which the legacy stream of a
+// plain cudaMemcpy would not wait for.
 void backendCopyIn(void *dst, const void *hostSrc, int64_t bytes) {
+  CHECK(cudaDeviceSynchronize());
   CHECK(cudaMemcpy(dst, hostSrc, bytes, cudaMemcpyHostToDevice));
 }
 
 void backendCopyOut(void *hostDst, const void *src, int64_t bytes) {
+  CHECK(cudaDeviceSynchronize());
   CHECK(cudaMemcpy(hostDst, src, bytes, cudaMemcpyDeviceToHost));
 }
 

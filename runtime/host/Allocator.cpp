@@ -26,7 +26,7 @@ Allocator::~Allocator() {
     backendRelease(ptr);
 }
 
-void *Allocator::allocate(shardc_rt_context &ctx, int64_t bytes) {
+void *Allocator::allocate(int64_t bytes) {
   SHARDC_RT_CHECK(bytes >= 0, "shardc_rt_alloc",
                   "negative size " + std::to_string(bytes));
   int64_t capacity = roundUp(bytes > 0 ? bytes : 1);
@@ -43,7 +43,6 @@ void *Allocator::allocate(shardc_rt_context &ctx, int64_t bytes) {
                         " already held)");
     reserved += capacity;
   }
-  backendZero(ctx, ptr, bytes);
   inUse[ptr] = {bytes, capacity};
   live += bytes;
   if (live > peak)

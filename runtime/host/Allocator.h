@@ -28,8 +28,9 @@ public:
   Allocator &operator=(const Allocator &) = delete;
   ~Allocator();
 
-  /// `bytes` zeroed bytes, 256-byte aligned.
-  void *allocate(shardc_rt_context &ctx, int64_t bytes);
+  /// `bytes` uninitialised bytes, 256-byte aligned: the step writes every
+  /// buffer before reading it (the emitter zeroes padding and sums).
+  void *allocate(int64_t bytes);
   /// Returns a block to the cache; a pointer not from allocate() is fatal.
   void release(void *ptr);
 

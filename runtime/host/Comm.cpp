@@ -84,7 +84,9 @@ shardc_rt_reduce_scatter_start(shardc_rt_context *ctx, shardc_rt_axes axes,
   if (used < group * count) {
     // Uneven dim-0 shards: the last ranks' rows are padding.
     r->staging = shardc_rt_alloc(ctx, group * count * 4);
-    std::copy(in, in + used, static_cast<float *>(r->staging));
+    float *staging = static_cast<float *>(r->staging);
+    std::copy(in, in + used, staging);
+    std::fill(staging + used, staging + group * count, 0.0f);
     in = static_cast<const float *>(r->staging);
   }
   if (average)

@@ -73,7 +73,7 @@ int64_t shardc_rt_group_index(shardc_rt_context *ctx, shardc_rt_axes axes) {
 }
 
 void *shardc_rt_alloc(shardc_rt_context *ctx, int64_t bytes) {
-  return ctx->allocator.allocate(*ctx, bytes);
+  return ctx->allocator.allocate(bytes);
 }
 
 void shardc_rt_free(shardc_rt_context *ctx, void *ptr) {

@@ -169,7 +169,10 @@ InitSpec initSpec(const shardc_rt_param_info &info) {
 }
 
 float *allocateFloats(shardc_rt_context &ctx, int64_t count) {
-  return static_cast<float *>(ctx.allocator.allocate(ctx, count * 4));
+  // Zeroed: shard padding stays zero, moments start at zero.
+  void *ptr = ctx.allocator.allocate(count * 4);
+  backendZero(ctx, ptr, count * 4);
+  return static_cast<float *>(ptr);
 }
 
 /// Host copies of state in backend memory, for files: fill() reads the

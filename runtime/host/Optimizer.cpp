@@ -31,6 +31,7 @@ void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
   float *shard = p.value + p.optimized.begin;
   backendAdamW(*ctx, shard, p.expAvg, p.expAvgSq, grad, used);
   backendCopy(*ctx, updated, shard, used);
+  backendZero(*ctx, updated + used, (p.optimized.count - used) * 4);
 }
 
 void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
@@ -48,6 +49,7 @@ void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
   // `updated` (the step's buffer for it) and written back.
   SHARDC_RT_CHECK(updated, "shardc_rt_adamw_flat",
                   "a piece of whole params needs an output buffer");
+  backendZero(*ctx, updated + f.used, (f.count - f.used) * 4);
   forEachMemberRange(*ctx, f, [&](ParamState &p, int64_t from, int64_t to,
                                   int64_t at) {
     backendCopy(*ctx, updated + at, p.value + from, to - from);

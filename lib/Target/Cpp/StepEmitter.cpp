@@ -489,8 +489,11 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
       })
       .Case([&](train::MicrobatchesOp loop) {
         // The results accumulate the yields of every micro-batch.
-        for (Value acc : loop.getResults())
-          allocate(acc);
+        for (Value acc : loop.getResults()) {
+          std::string sum = allocate(acc);
+          os << kernel("fill_f32") << sum << ", 0.0f, " << numel(acc)
+             << ");\n";
+        }
         os << "for (int64_t mb = 0; mb < " << loop.getCount() << "; ++mb) {\n";
         os.indent();
         Block &body = loop.getBody().front();
@@ -563,6 +566,10 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
              << name(in) << ", " << numel(in) << ");\n";
           offset += numel(in);
         }
+        // Padding to the ranks' equal pieces reduces as zeros.
+        if (int64_t padding = numel(pack.getResult()) - offset)
+          os << kernel("fill_f32") << out << " + " << offset << ", 0.0f, "
+             << padding << ");\n";
         return success();
       })
       .Case([&](UnpackOp unpack) {
@@ -684,6 +691,8 @@ LogicalResult StepEmitter::emitNcclCollective(Operation *op, Value in,
          << bytes << "));\n";
       os << kernel("copy_f32") << staging << ", " << source << ", "
          << numel(in) << ");\n";
+      os << kernel("fill_f32") << staging << " + " << numel(in) << ", 0.0f, "
+         << bytes / 4 - numel(in) << ");\n";
       stagings[result] = staging;
       source = staging;
     }

@@ -107,8 +107,8 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model);
 
 /*--- Memory -------------------------------------------------------------*/
 
-/* Zeroed bytes from the caching allocator, counted towards the high-water
- * mark. */
+/* Uninitialised bytes from the caching allocator, counted towards the
+ * high-water mark. */
 void *shardc_rt_alloc(shardc_rt_context *ctx, int64_t bytes);
 void shardc_rt_free(shardc_rt_context *ctx, void *ptr);
 
