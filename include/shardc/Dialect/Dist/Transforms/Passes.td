@@ -31,6 +31,12 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
        shards (`sharded(...)`, uneven and empty shards allowed), gathered
        per unit as above; with `reshard-after-forward=false` the forward's
        gather is kept for the backward (one All-Gather fewer per unit);
+       with `layout=flat` each unit's trainable parameters are one
+       `dist.flat_param` instead (FSDP1), gathered whole and viewed through
+       `dist.unpack`, their gradients packed and reduce-scattered in one
+       call and updated by one `dist.adamw_flat`; `zero1`/`zero2` with
+       `layout=flat` keep whole parameters and cut the optimizer state of
+       each `bucket-mb` gradient bucket into flat pieces (DeepSpeed);
     4. splits the global batch over the data-parallel ranks: every input's
        leading dimension, and every activation with it, is divided by the
        number of ranks, and the compute runs in `param-dtype`;
