@@ -37,7 +37,7 @@ echo "# shardc CPU training step: $(uname -m), $cores cores (nproc), ${cpu:-unkn
 echo "# one OpenBLAS thread per rank; ranks > cores oversubscribe (4 ranks on $cores cores);"
 echo "# median over steps after $WARMUP warm-up step (tiny: $TINY_STEPS, small: $SMALL_STEPS measured);"
 echo "# gemm = gemm_ms / step_ms on rank 0; exposed = comm_wait_ms; hidden = comm_ms - comm_wait_ms"
-echo "#   (comm_ms sums each collective's start-to-wait time, so hidden can exceed the step)"
+echo "#   (comm_ms: the time any collective is in flight, from a start to the wait that empties the queue)"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other work skews every column)"
 for name in tiny small; do
   echo "# $name: $(head -n 1 "$work/$name.mlir" | sed 's|^// ||')"

@@ -22,7 +22,6 @@ struct shardc_rt_request {
   int64_t count;
   float scale = 1.0f;         // 1 / group for an average
   void *staging = nullptr;    // a padded copy of the input, freed at the wait
-  std::chrono::steady_clock::time_point started;
 };
 
 static double secondsSince(std::chrono::steady_clock::time_point t) {
@@ -47,7 +46,10 @@ static shardc_rt_request *start(shardc_rt_context *ctx, const char *call,
   r->call = call;
   r->out = out;
   r->count = count;
-  r->started = std::chrono::steady_clock::now();
+  // Communication time is the union of the collectives' lives: from the
+  // first start to the last wait of each busy stretch.
+  if (ctx->pending.empty())
+    ctx->inFlightSince = std::chrono::steady_clock::now();
   ctx->pending.push_back(r);
   return r;
 }
@@ -119,7 +121,6 @@ void shardc_rt_wait(shardc_rt_context *ctx, shardc_rt_request *r) {
   auto waitStarted = std::chrono::steady_clock::now();
   checkMpi(MPI_Wait(&r->request, MPI_STATUS_IGNORE), r->call);
   ctx->timers.commWaitSeconds += secondsSince(waitStarted);
-  ctx->timers.commSeconds += secondsSince(r->started);
   if (r->scale != 1.0f)
     for (int64_t i = 0; i < r->count; ++i)
       r->out[i] *= r->scale;
@@ -127,6 +128,8 @@ void shardc_rt_wait(shardc_rt_context *ctx, shardc_rt_request *r) {
     shardc_rt_free(ctx, r->staging);
   ctx->pending.erase(
       std::find(ctx->pending.begin(), ctx->pending.end(), r));
+  if (ctx->pending.empty())
+    ctx->timers.commSeconds += secondsSince(ctx->inFlightSince);
   delete r;
 }
 

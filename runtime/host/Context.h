@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,7 +54,7 @@ struct FlatState {
 /// Where time went, for the per-step line and the benchmarks.
 struct Timers {
   double commWaitSeconds = 0; // blocked in MPI (exposed communication)
-  double commSeconds = 0;     // from each collective's start to its wait
+  double commSeconds = 0;     // while any collective is in flight
   int64_t bytesSent = 0;      // ring formulas, as the ledger counts
 };
 
@@ -86,6 +87,8 @@ struct shardc_rt_context {
   shardc::rt::DataSource *data = nullptr;
   shardc::rt::Timers timers;
   std::vector<shardc_rt_request *> pending;
+  /// When the oldest collective still in flight started.
+  std::chrono::steady_clock::time_point inFlightSince;
   /// Each input's rows for the current step, on the host.
   std::vector<std::vector<int32_t>> inputStaging;
   /// The backend's own state (device, streams, communicators).
