@@ -38,6 +38,11 @@ def configurations(layouts):
             for reshard in (True, False):
                 for accum in (1, 2):
                     yield strategy, n, layout, reshard, accum
+    # Small units bucketed into one flat parameter.
+    if "flat" in layouts:
+        for strategy, n in (("zero3", "4"), ("hsdp", "2x2")):
+            for reshard in (True, False):
+                yield strategy, n, "flat-merged", reshard, 2
 
 
 def main():
@@ -56,8 +61,10 @@ def main():
         tag = "%s-%s-%s-reshard%d-accum%d" % (strategy, mesh, layout,
                                                reshard, accum)
         extra = ["--grad-accum", str(accum)]
-        if layout != "dim0":
-            extra += ["--layout", layout]
+        if layout == "flat":
+            extra += ["--layout", "flat"]
+        elif layout == "flat-merged":
+            extra += ["--layout", "flat", "--unit-bucket-mb", "100"]
         if strategy in ("zero3", "hsdp"):
             extra += ["--reshard-after-forward", "true" if reshard else "false"]
         params, log = lib.train(shardc, model, out_dir, tag, strategy, mesh,

@@ -51,6 +51,7 @@ options (as --shardc-pipeline's):
   --layout dim0|flat           FSDP2 per-param shards, or FSDP1 flat params
   --param-dtype f32|bf16  --reduce-dtype f32|bf16
   --bucket-mb MB  --grad-accum K  --prefetch D
+  --unit-bucket-mb MB          zero3/hsdp flat: small units share a flat param
   --memory-budget BYTES        fail when the predicted peak is larger
   --ledger-json FILE           the ledger as JSON (else a table on stderr)
   --quiet                      no ledger table
@@ -114,7 +115,8 @@ std::string checkPipelineValue(const std::string &name,
   if (name == "reshard-after-forward")
     return expect({"true", "false", "1", "0"}, "true or false");
   int64_t number;
-  if ((name == "bucket-mb" || name == "grad-accum" || name == "prefetch" ||
+  if ((name == "bucket-mb" || name == "unit-bucket-mb" ||
+       name == "grad-accum" || name == "prefetch" ||
        name == "memory-budget") &&
       llvm::StringRef(value).getAsInteger(10, number))
     return "--" + name + ": expected an integer, got '" + value + "'";
@@ -148,7 +150,7 @@ Options parseArgs(int argc, char **argv) {
   static const char *pipelineOptions[] = {
       "strategy",   "mesh",      "wrap",       "reshard-after-forward",
       "param-dtype", "reduce-dtype", "bucket-mb", "grad-accum",
-      "prefetch",   "memory-budget", "layout"};
+      "prefetch",   "memory-budget", "layout", "unit-bucket-mb"};
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") {

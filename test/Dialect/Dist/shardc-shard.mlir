@@ -13,6 +13,7 @@
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 param-dtype=bf16 reduce-dtype=f32" | FileCheck %s --check-prefix=MIXED
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 grad-accum=2" | FileCheck %s --check-prefix=ACCUM
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 layout=flat" | FileCheck %s --check-prefix=FLAT
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 layout=flat unit-bucket-mb=1" | FileCheck %s --check-prefix=MERGED
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero1 mesh=2 layout=flat" | FileCheck %s --check-prefix=FLAT1
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=2 layout=flat bucket-mb=0" | FileCheck %s --check-prefix=FLAT2
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 layout=flat bucket-mb=0" | FileCheck %s --check-prefix=DDP-FLAT
@@ -182,6 +183,24 @@
 // FLAT:      dist.adamw_flat "fc0" ["fc0.weight", "fc0.bias"], %[[RS0]] on @mesh ["shard"] : tensor<4xf32>
 // FLAT-NEXT: dist.adamw_flat "fc1" ["fc1.weight"], %[[RS1]] on @mesh ["shard"] : tensor<2xf32>
 // FLAT-NOT:  train.adamw
+
+// Small units bucketed: fc0 and fc1 (21 elements) share one flat parameter,
+// gathered once before fc0's forward and freed after fc1's, gathered once
+// around the backwards (only fc1's reads it), reduce-scattered once.
+// MERGED:      %[[F:.*]] = dist.flat_param "fc0+fc1" ["fc0.weight", "fc0.bias", "fc1.weight"] on @mesh ["shard"] : tensor<6xf32>
+// MERGED:      %[[G:.*]] = dist.all_gather %[[F]] on @mesh ["shard"] flat : tensor<6xf32> -> tensor<24xf32>
+// MERGED-NEXT: %[[V:.*]]:3 = dist.unpack %[[G]]
+// MERGED-NEXT: train.unit "fc0"(%{{.*}}, %[[V]]#0, %[[V]]#1)
+// MERGED:      train.unit "fc1"(%{{.*}}, %[[V]]#2)
+// MERGED:      dist.free %[[G]]
+// MERGED:      %[[GB:.*]] = dist.all_gather %[[F]]
+// MERGED:      train.backward "fc1"
+// MERGED:      dist.free %[[GB]]
+// MERGED:      %[[BW0:.*]]:2 = train.backward "fc0"
+// MERGED:      dist.pack %[[BW0]]#0, %[[BW0]]#1, %{{.*}} : tensor<3x4xf32>, tensor<3xf32>, tensor<2x3xf32> -> tensor<24xf32>
+// MERGED-NEXT: dist.reduce_scatter
+// MERGED:      dist.adamw_flat "fc0+fc1" ["fc0.weight", "fc0.bias", "fc1.weight"]
+// MERGED-NOT:  dist.all_gather
 
 // ZeRO-1 with flat pieces (DeepSpeed's layout): whole params; after the
 // backward the gradients, in the order the backward produced them, fill a

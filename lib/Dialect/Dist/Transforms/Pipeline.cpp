@@ -53,6 +53,10 @@ struct ShardcPipelineOptions
   Option<int64_t> bucketMB{*this, "bucket-mb",
                            llvm::cl::desc("ddp, zero1/zero2 flat: gradient bucket size in MiB"),
                            llvm::cl::init(25)};
+  Option<int64_t> unitBucketMB{
+      *this, "unit-bucket-mb",
+      llvm::cl::desc("zero3/hsdp flat: bucket small units (MiB, 0: off)"),
+      llvm::cl::init(0)};
   Option<int64_t> gradAccum{*this, "grad-accum",
                             llvm::cl::desc("micro-batches per step"),
                             llvm::cl::init(1)};
@@ -86,6 +90,7 @@ void buildShardcPipeline(OpPassManager &pm,
   shard.reduceDType = options.reduceDType;
   shard.gradAccum = options.gradAccum;
   shard.bucketMB = options.bucketMB;
+  shard.unitBucketMB = options.unitBucketMB;
   pm.addPass(createShardcShardPass(shard));
   pm.addPass(createShardcSchedulePass({options.prefetch}));
   pm.addPass(createShardcLedgerPass(

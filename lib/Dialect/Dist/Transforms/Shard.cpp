@@ -71,6 +71,7 @@ struct Plan {
   int64_t gradAccum;
   int64_t bucketBytes; // ddp, zero1/zero2 flat; 0: a collective per gradient
   Layout layout;
+  int64_t unitBucketBytes; // zero3/hsdp flat: small units share a flat param
 
   bool shardsParams() const {
     return strategy == Strategy::zero3 || strategy == Strategy::hsdp;
@@ -358,11 +359,36 @@ void Sharder::groupFlatParams() {
       }
     return;
   }
-  for (auto param : body.getOps<ParamOp>()) {
-    if (!param.isTrainable())
-      continue;
-    flatGroups[param.getUnitName().str()].push_back(param);
-    flatGroupOf[param.getName()] = param.getUnitName().str();
+  // Each unit's params, units in order; consecutive small units share one
+  // flat parameter while it stays within unit-bucket-mb (never the root,
+  // which is gathered around the whole step).
+  llvm::MapVector<StringRef, SmallVector<ParamOp>> byUnit;
+  for (auto param : body.getOps<ParamOp>())
+    if (param.isTrainable())
+      byUnit[param.getUnitName()].push_back(param);
+  std::string open;
+  int64_t openBytes = 0;
+  for (auto &[unit, params] : byUnit) {
+    int64_t bytes = 0;
+    for (ParamOp param : params)
+      bytes += param.getNumElements() *
+               plan.paramType.getIntOrFloatBitWidth() / 8;
+    bool joins = !unit.empty() && !open.empty() &&
+                 openBytes + bytes <= plan.unitBucketBytes;
+    std::string group = joins ? open + "+" + unit.str() : unit.str();
+    if (joins) {
+      SmallVector<ParamOp> earlier = std::move(flatGroups[open]);
+      flatGroups.erase(open);
+      for (ParamOp member : earlier)
+        flatGroupOf[member.getName()] = group;
+      flatGroups[group] = std::move(earlier);
+    }
+    for (ParamOp param : params) {
+      flatGroups[group].push_back(param);
+      flatGroupOf[param.getName()] = group;
+    }
+    open = unit.empty() ? "" : group;
+    openBytes = joins ? openBytes + bytes : bytes;
   }
 }
 
@@ -486,22 +512,54 @@ void Sharder::gatherForRoot(ParamOp param) {
   FreeOp::create(b, param.getLoc(), gathered);
 }
 
-/// gatherForUnits for a flat parameter: one gather of the whole unit, the
-/// members unpacked from it.
+/// gatherForUnits for a flat parameter: one gather of the whole group of
+/// units, the members unpacked from it. A group of several small units is
+/// gathered once before the first unit's forward and freed after the last's
+/// (after the last backward with reshard-after-forward=false), and gathered
+/// once more around their backwards.
 void Sharder::gatherFlatForUnit(FlatParamOp flat, ArrayRef<ParamOp> members) {
-  SmallVector<Operation *> users;
+  SmallVector<Operation *> forwards, backwards;
   for (ParamOp member : members)
-    for (Operation *user : member.getResult().getUsers())
-      if (!llvm::is_contained(users, user))
-        users.push_back(user);
-  gatherAroundUsers(users, [&](OpBuilder &b, Operation *user, Value kept) {
-    UnpackOp views = kept ? cast<UnpackOp>(*kept.user_begin())
-                          : gatherMembers(b, user->getLoc(), flat, members);
+    for (Operation *user : member.getResult().getUsers()) {
+      auto &phase = isa<train::UnitOp>(user) ? forwards : backwards;
+      if (!llvm::is_contained(phase, user))
+        phase.push_back(user);
+    }
+  auto inOrder = [](Operation *a, Operation *b) {
+    return a->isBeforeInBlock(b);
+  };
+  llvm::sort(forwards, inOrder);
+  llvm::sort(backwards, inOrder);
+  auto rewire = [&](UnpackOp views, ArrayRef<Operation *> users) {
     for (auto [member, view] : llvm::zip(members, views.getResults()))
-      ParamOp(member).getResult().replaceUsesWithIf(
-          view, [&](OpOperand &use) { return use.getOwner() == user; });
-    return views.getInput();
-  });
+      ParamOp(member).getResult().replaceUsesWithIf(view, [&](OpOperand &use) {
+        return llvm::is_contained(users, use.getOwner());
+      });
+  };
+  auto freeAfter = [&](Operation *last, UnpackOp views) {
+    OpBuilder b(ctx);
+    b.setInsertionPointAfter(last);
+    FreeOp::create(b, last->getLoc(), views.getInput());
+  };
+  UnpackOp kept;
+  if (!forwards.empty()) {
+    OpBuilder b(forwards.front());
+    kept = gatherMembers(b, forwards.front()->getLoc(), flat, members);
+    rewire(kept, forwards);
+    if (plan.reshardAfterForward || backwards.empty()) {
+      freeAfter(forwards.back(), kept);
+      kept = nullptr;
+    }
+  }
+  if (backwards.empty())
+    return;
+  UnpackOp views = kept;
+  if (!views) {
+    OpBuilder b(backwards.front());
+    views = gatherMembers(b, backwards.front()->getLoc(), flat, members);
+  }
+  rewire(views, backwards);
+  freeAfter(backwards.back(), views);
 }
 
 /// gatherForRoot for the root unit's flat parameter.
@@ -815,10 +873,14 @@ void ShardcShardPass::runOnOperation() {
   if (bucketMB < 0 || bucketMB > (int64_t(1) << 40))
     return fail("expected 0 <= bucket-mb <= 2^40, got " +
                 Twine(static_cast<int64_t>(bucketMB)));
+  if (unitBucketMB < 0 || unitBucketMB > (int64_t(1) << 40))
+    return fail("expected 0 <= unit-bucket-mb <= 2^40, got " +
+                Twine(static_cast<int64_t>(unitBucketMB)));
   Plan plan{strategy, *meshShape, reshardAfterForward,
             elementTypeOf(&getContext(), paramDType),
             elementTypeOf(&getContext(), reduceDType), gradAccum,
-            bucketMB * (int64_t(1) << 20), layout};
+            bucketMB * (int64_t(1) << 20), layout,
+            unitBucketMB * (int64_t(1) << 20)};
   // Divided in two steps: ranks times micro-batches could overflow.
   int64_t ranks = plan.dataParallelRanks();
   if (model.getBatch() % ranks != 0 ||

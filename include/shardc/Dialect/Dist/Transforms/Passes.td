@@ -137,6 +137,11 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
            "the order the backward produces them, into buckets of up to "
            "this many MiB, one All-Reduce (ddp) or Reduce-Scatter each (0: "
            "one per gradient)">,
+    Option<"unitBucketMB", "unit-bucket-mb", "int64_t", "0",
+           "zero3/hsdp with layout=flat: consecutive units whose flat "
+           "parameters together stay within this many MiB share one (one "
+           "All-Gather and one Reduce-Scatter for all of them; 0: one per "
+           "unit)">,
     Option<"gradAccum", "grad-accum", "int64_t", "1",
            "micro-batches per step: forward and backward run in a "
            "train.microbatches loop, the loss scaled by 1/K, and gradient "
