@@ -81,8 +81,7 @@ private:
   LogicalResult emitCompute(Operation *op);
   LogicalResult emitCollective(Operation *op);
   LogicalResult emitNcclCollective(Operation *op, Value in, Value result,
-                                   uint32_t mask, int64_t group,
-                                   bool average);
+                                   uint32_t mask, bool average);
 
   /// "shardc_rt_NAME(" on the host, "shardc_rt_cuda_NAME(K, " on a device.
   std::string kernel(StringRef name) {
@@ -103,7 +102,6 @@ private:
     return (prefix + Twine(counter++)).str();
   }
   uint32_t axesMask(ArrayAttr axes);
-  int64_t groupSize(ArrayAttr axes);
   int64_t paramIndex(StringRef param) { return paramIndices.lookup(param); }
   /// For integer inputs: the bound their users (embedding tables, logits)
   /// put on the values.
@@ -151,13 +149,6 @@ uint32_t StepEmitter::axesMask(ArrayAttr axes) {
   for (Attribute axis : axes)
     mask |= 1u << mesh.getAxisIndex(cast<StringAttr>(axis).getValue());
   return mask;
-}
-
-int64_t StepEmitter::groupSize(ArrayAttr axes) {
-  int64_t size = 1;
-  for (Attribute axis : axes)
-    size *= mesh.getShape()[mesh.getAxisIndex(cast<StringAttr>(axis).getValue())];
-  return size;
 }
 
 std::string StepEmitter::allocate(Value v, int64_t bytes) {
@@ -633,9 +624,8 @@ LogicalResult StepEmitter::emitCollective(Operation *op) {
     return op->emitOpError() << "sends " << wire
                              << " on the wire: the emitted steps send f32 only";
   uint32_t mask = axesMask(axes);
-  int64_t group = groupSize(axes);
   if (target == Target::cuda)
-    return emitNcclCollective(op, in, result, mask, group, average);
+    return emitNcclCollective(op, in, result, mask, average);
   std::string out, call;
   if (isa<AllGatherOp, AllGatherStartOp>(op)) {
     // The gathered buffer has room for every rank's padded shard
@@ -670,7 +660,7 @@ LogicalResult StepEmitter::emitCollective(Operation *op) {
 /// compute stream waits for its event where the schedule waits.
 LogicalResult StepEmitter::emitNcclCollective(Operation *op, Value in,
                                               Value result, uint32_t mask,
-                                              int64_t group, bool average) {
+                                              bool average) {
   std::string out, call, source = name(in);
   std::string comm = "nccl" + std::to_string(mask);
   std::string stream = "comm" + std::to_string(mask);
