@@ -95,9 +95,9 @@ private:
 
   /// The C expression for a value's data.
   std::string name(Value v) { return names.lookup(v); }
-  /// Declares and allocates the buffer of `v`, `bytes` long (its own size
-  /// unless a collective needs padding).
-  std::string allocate(Value v, int64_t bytes = -1);
+  /// Declares and allocates the buffer of `v`, of the size BufferLiveness
+  /// gives it (a gathered buffer holds every rank's padded shard).
+  std::string allocate(Value v);
   std::string fresh(StringRef prefix = "v") {
     return (prefix + Twine(counter++)).str();
   }
@@ -151,11 +151,10 @@ uint32_t StepEmitter::axesMask(ArrayAttr axes) {
   return mask;
 }
 
-std::string StepEmitter::allocate(Value v, int64_t bytes) {
+std::string StepEmitter::allocate(Value v) {
   std::string n = fresh();
   std::string type = cType(tensorType(v).getElementType());
-  if (bytes < 0)
-    bytes = liveness.getBuffers().lookup(v).bytes;
+  int64_t bytes = liveness.getBuffers().lookup(v).bytes;
   os << type << " *" << n << " = static_cast<" << type
      << " *>(shardc_rt_alloc(ctx, " << bytes << "));\n";
   names[v] = n;
