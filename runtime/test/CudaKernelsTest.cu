@@ -25,6 +25,8 @@
 #include "shardc_rt/CudaKernels.h"
 #include "shardc_rt/Kernels.h"
 
+#include "TestRandom.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -80,19 +82,11 @@ void report(bool ok, const std::string &name, const std::string &detail) {
 }
 
 Floats random(size_t n, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  Floats v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
+  return shardc::rt::test::randomValues(rng, n, lo, hi);
 }
 
 Ids randomIds(size_t n, int32_t v) {
-  std::uniform_int_distribution<int32_t> dist(0, v - 1);
-  Ids ids(n);
-  for (int32_t &id : ids)
-    id = dist(rng);
-  return ids;
+  return shardc::rt::test::randomIds(rng, n, v);
 }
 
 Doubles widen(const Floats &v) { return Doubles(v.begin(), v.end()); }

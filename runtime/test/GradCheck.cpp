@@ -23,6 +23,8 @@
 
 #include "shardc_rt/Kernels.h"
 
+#include "TestRandom.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -59,19 +61,11 @@ std::mt19937_64 rng(0x5eed5a4dc0ffeeULL);
 int numPassed = 0, numFailed = 0;
 
 Vec random(size_t n, double lo = -1, double hi = 1) {
-  std::uniform_real_distribution<double> dist(lo, hi);
-  Vec v(n);
-  for (double &x : v)
-    x = dist(rng);
-  return v;
+  return shardc::rt::test::randomValues(rng, n, lo, hi);
 }
 
 Ids randomIds(size_t n, int32_t v) {
-  std::uniform_int_distribution<int32_t> dist(0, v - 1);
-  Ids ids(n);
-  for (int32_t &id : ids)
-    id = dist(rng);
-  return ids;
+  return shardc::rt::test::randomIds(rng, n, v);
 }
 
 double contract(const Vec &a, const Vec &b) {
