@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -522,6 +523,7 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   backendSetUp(ctx);
   setUpParams(ctx, flags);
   openData(ctx, flags);
+  std::unique_ptr<DataSource> ownsData(ctx.data);
   if (!flags.load.empty())
     loadState(ctx, flags.load);
   if (flags.checkGrads > 0) {
