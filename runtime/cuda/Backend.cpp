@@ -84,18 +84,20 @@ void backendCopyInput(shardc_rt_context &ctx, void *dst, const void *hostSrc,
                         backendOf(ctx).compute));
 }
 
-void backendCopy(shardc_rt_context &ctx, float *dst, const float *src,
-                 int64_t count) {
-  if (count > 0)
-    CHECK(cudaMemcpyAsync(dst, src, count * 4, cudaMemcpyDeviceToDevice,
+void backendCopy(shardc_rt_context &ctx, void *dst, const void *src,
+                 int64_t bytes) {
+  if (bytes > 0)
+    CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
                           backendOf(ctx).compute));
 }
 
 void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
-                  float *expAvgSq, const float *grad, int64_t count) {
+                  float *expAvgSq, const void *grad, shardc_rt_dtype gradDtype,
+                  int64_t count, shardc_rt_bf16 *rounded) {
   const shardc_rt_model &m = *ctx.model;
   shardc_rt_cuda_adamw_f32(backendOf(ctx).kernels, value, expAvg, expAvgSq,
-                           grad, count, static_cast<float>(m.lr),
+                           grad, gradDtype == SHARDC_RT_BF16 ? 1 : 0, rounded,
+                           count, static_cast<float>(m.lr),
                            static_cast<float>(m.beta1),
                            static_cast<float>(m.beta2),
                            static_cast<float>(m.eps),

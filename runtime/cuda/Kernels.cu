@@ -19,7 +19,13 @@
 //  - cross-entropy: one block per row (max-subtracted, sums of exponentials
 //    in double as the CPU kernel), per-row losses in the workspace, then one
 //    block sums them in a fixed order: the loss is deterministic;
-//  - elementwise kernels: grid-stride loops, 64-bit indices.
+//  - elementwise kernels: grid-stride loops, 64-bit indices;
+//  - bf16 (mixed precision): GEMMs take bf16 operands and accumulate in f32
+//    (cublasGemmEx); elementwise kernels are the f32 ones as templates over
+//    the stored type, loading to f32 and rounding their stores; the rest
+//    (layernorm, attention, cross-entropy, column sums, embedding_grad) widen
+//    their bf16 inputs into f32 copies in a second workspace, run the f32
+//    kernel and round its outputs.
 // Every CUDA and cuBLAS call is checked (SHARDC_CUDA_CHECK,
 // SHARDC_CUBLAS_CHECK): an error prints the call and aborts.
 //
@@ -28,6 +34,7 @@
 #include "shardc_rt/CudaKernels.h"
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <climits>
@@ -35,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <type_traits>
 
 //===----------------------------------------------------------------------===//
 // Error checks
@@ -110,6 +118,10 @@ struct shardc_rt_cuda_kernels {
   /// The scratch workspace (stream-ordered allocation) and its size.
   void *scratch = nullptr;
   size_t scratchBytes = 0;
+  /// bf16 kernels' f32 copies of their operands (a second workspace, since
+  /// the f32 kernels they call use the first).
+  void *wide = nullptr;
+  size_t wideBytes = 0;
   ErrorSlot *slot = nullptr;     // device
   ErrorSlot *hostSlot = nullptr; // pinned, for check
   int smCount = 1;
@@ -120,19 +132,24 @@ using Kernels = shardc_rt_cuda_kernels;
 
 namespace {
 
-/// The scratch workspace, grown (stream-ordered) to at least `bytes`.
-void *scratch(Kernels *k, size_t bytes) {
-  if (bytes > k->scratchBytes) {
-    if (k->scratch)
-      SHARDC_CUDA_CHECK(cudaFreeAsync(k->scratch, k->stream));
-    k->scratch = nullptr;
-    k->scratchBytes = 0;
+/// A workspace, grown (stream-ordered) to at least `bytes`.
+void *grow(Kernels *k, void *&buffer, size_t &size, size_t bytes) {
+  if (bytes > size) {
+    if (buffer)
+      SHARDC_CUDA_CHECK(cudaFreeAsync(buffer, k->stream));
+    buffer = nullptr;
+    size = 0;
     // Whole MiBs: a few bytes more than the last call must not regrow.
     size_t grown = (bytes + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);
-    SHARDC_CUDA_CHECK(cudaMallocAsync(&k->scratch, grown, k->stream));
-    k->scratchBytes = grown;
+    SHARDC_CUDA_CHECK(cudaMallocAsync(&buffer, grown, k->stream));
+    size = grown;
   }
-  return k->scratch;
+  return buffer;
+}
+
+/// The scratch workspace of the f32 kernels.
+void *scratch(Kernels *k, size_t bytes) {
+  return grow(k, k->scratch, k->scratchBytes, bytes);
 }
 
 /// Bytes of `count` elements of T, rounded up to 256 (keeps every piece of
@@ -218,65 +235,95 @@ __device__ bool failed(const ErrorSlot *slot) {
                    threadIdx.x;                                                \
        i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
-__global__ void addKernel(const float *lhs, const float *rhs, float *y,
-                          int64_t n, int64_t m) {
-  SHARDC_GRID_STRIDE(i, n) y[i] = lhs[i] + rhs[i % m];
+/// Elementwise kernels are templates over the stored type T (float or
+/// __nv_bfloat16): they load to f32, compute in f32 and round their stores.
+__device__ __forceinline__ float load(float x) { return x; }
+__device__ __forceinline__ float load(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+template <typename T> __device__ __forceinline__ T store(float v);
+template <> __device__ __forceinline__ float store<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
 }
 
-__global__ void scaleKernel(const float *x, float *y, int64_t n, float f) {
-  SHARDC_GRID_STRIDE(i, n) y[i] = x[i] * f;
+template <typename T>
+__global__ void addKernel(const T *lhs, const T *rhs, T *y, int64_t n,
+                          int64_t m) {
+  SHARDC_GRID_STRIDE(i, n) y[i] = store<T>(load(lhs[i]) + load(rhs[i % m]));
+}
+
+template <typename T>
+__global__ void scaleKernel(const T *x, T *y, int64_t n, float f) {
+  SHARDC_GRID_STRIDE(i, n) y[i] = store<T>(load(x[i]) * f);
+}
+
+/// dst[n] = src[n] converted (rounded where narrower); skipped when `guard`
+/// (may be null) records an error.
+template <typename From, typename To>
+__global__ void convertKernel(To *dst, const From *src, int64_t n,
+                              const ErrorSlot *guard) {
+  if (guard && failed(guard))
+    return;
+  SHARDC_GRID_STRIDE(i, n) dst[i] = store<To>(load(src[i]));
 }
 
 /// sqrt(2 / pi) and the cubic coefficient of GPT-2's GELU.
 constexpr float kGeluScale = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
 
-__global__ void geluKernel(const float *x, float *y, int64_t n) {
+template <typename T>
+__global__ void geluKernel(const T *x, T *y, int64_t n) {
   // As the CPU kernel: 0.5 (1 + tanh u) = sigmoid(2 u), x / inf = 0 where
   // the exponential overflows.
   SHARDC_GRID_STRIDE(i, n) {
-    float v = x[i];
-    y[i] = v / (1.0f + expf(-2.0f * kGeluScale * (v + kGeluCubic * v * v * v)));
+    float v = load(x[i]);
+    y[i] = store<T>(
+        v / (1.0f + expf(-2.0f * kGeluScale * (v + kGeluCubic * v * v * v))));
   }
 }
 
-__global__ void reluKernel(const float *x, float *y, int64_t n) {
+template <typename T> __global__ void reluKernel(const T *x, T *y, int64_t n) {
   SHARDC_GRID_STRIDE(i, n) {
-    float v = x[i];
-    y[i] = v > 0.0f ? v : 0.0f;
+    float v = load(x[i]);
+    y[i] = store<T>(v > 0.0f ? v : 0.0f);
   }
 }
 
-__global__ void geluGradKernel(const float *dy, const float *x, float *dx,
-                               int64_t n) {
+template <typename T>
+__global__ void geluGradKernel(const T *dy, const T *x, T *dx, int64_t n) {
   // gelu' = sig + 2 x sig (1 - sig) s (1 + 3 a x^2), sig (1 - sig) = e sig^2
   // (see the CPU kernel); 0 where e overflows.
   SHARDC_GRID_STRIDE(i, n) {
-    float v = x[i];
+    float v = load(x[i]);
     float e = expf(-2.0f * kGeluScale * (v + kGeluCubic * v * v * v));
     float sig = 1.0f / (1.0f + e);
     float sigSlope = isinf(e) ? 0.0f : e * sig * sig;
     float derivative =
         sig + 2.0f * v * sigSlope * kGeluScale * (1.0f + 3.0f * kGeluCubic * v * v);
-    dx[i] = dy[i] * derivative;
+    dx[i] = store<T>(load(dy[i]) * derivative);
   }
 }
 
-__global__ void reluGradKernel(const float *dy, const float *x, float *dx,
-                               int64_t n) {
-  SHARDC_GRID_STRIDE(i, n) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+template <typename T>
+__global__ void reluGradKernel(const T *dy, const T *x, T *dx, int64_t n) {
+  SHARDC_GRID_STRIDE(i, n)
+  dx[i] = store<T>(load(x[i]) > 0.0f ? load(dy[i]) : 0.0f);
 }
 
 /// dst[n] = value; skipped when `guard` (may be null) records an error.
-__global__ void fillKernel(float *dst, float value, int64_t n,
+template <typename T>
+__global__ void fillKernel(T *dst, float value, int64_t n,
                            const ErrorSlot *guard) {
   if (guard && failed(guard))
     return;
-  SHARDC_GRID_STRIDE(i, n) dst[i] = value;
+  SHARDC_GRID_STRIDE(i, n) dst[i] = store<T>(value);
 }
 
-__global__ void accumulateKernel(float *dst, const float *src, int64_t n) {
-  SHARDC_GRID_STRIDE(i, n) dst[i] += src[i];
+template <typename T>
+__global__ void accumulateKernel(T *dst, const T *src, int64_t n) {
+  SHARDC_GRID_STRIDE(i, n) dst[i] = store<T>(load(dst[i]) + load(src[i]));
 }
 
 __global__ void iotaKernel(int32_t *out, int64_t n) {
@@ -284,23 +331,28 @@ __global__ void iotaKernel(int32_t *out, int64_t n) {
 }
 
 /// y[m, n] = b[n] broadcast over rows (linear's bias, before its GEMM).
-__global__ void broadcastRowsKernel(float *y, const float *b, int64_t total,
+template <typename T>
+__global__ void broadcastRowsKernel(T *y, const T *b, int64_t total,
                                     int64_t n) {
   SHARDC_GRID_STRIDE(i, total) y[i] = b[i % n];
 }
 
 /// Zeroes `batch` matrices [m, n] of row stride ldc, `stride` apart.
-__global__ void zeroMatricesKernel(float *c, int64_t batch, int64_t m,
-                                   int64_t n, int64_t ldc, int64_t stride) {
+template <typename T>
+__global__ void zeroMatricesKernel(T *c, int64_t batch, int64_t m, int64_t n,
+                                   int64_t ldc, int64_t stride) {
   SHARDC_GRID_STRIDE(i, batch * m * n) {
     int64_t matrix = i / (m * n), rest = i % (m * n);
-    c[matrix * stride + (rest / n) * ldc + rest % n] = 0.0f;
+    c[matrix * stride + (rest / n) * ldc + rest % n] = store<T>(0.0f);
   }
 }
 
+/// `rounded`, where not null, receives the updated params rounded to bf16
+/// (a bf16 param's value, from its f32 master).
+template <typename G>
 __global__ void adamwKernel(float *param, float *expAvg, float *expAvgSq,
-                            const float *grad, int64_t n, float beta1,
-                            float beta2, float eps, float decay,
+                            const G *grad, __nv_bfloat16 *rounded, int64_t n,
+                            float beta1, float beta2, float eps, float decay,
                             float stepSize, float rootCorrection2) {
   // Explicitly rounded operations: no FMA contraction, so that every result
   // is the one of runtime/host/Optimizer.cpp's loop (same order, same
@@ -308,15 +360,18 @@ __global__ void adamwKernel(float *param, float *expAvg, float *expAvgSq,
   float oneMinusBeta1 = __fsub_rn(1.0f, beta1);
   float oneMinusBeta2 = __fsub_rn(1.0f, beta2);
   SHARDC_GRID_STRIDE(i, n) {
-    float g = grad[i];
+    float g = load(grad[i]);
     float m = __fadd_rn(__fmul_rn(beta1, expAvg[i]), __fmul_rn(oneMinusBeta1, g));
     float v = __fadd_rn(__fmul_rn(beta2, expAvgSq[i]),
                         __fmul_rn(__fmul_rn(oneMinusBeta2, g), g));
     expAvg[i] = m;
     expAvgSq[i] = v;
     float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), rootCorrection2), eps);
-    param[i] = __fsub_rn(__fmul_rn(param[i], decay),
-                         __fdiv_rn(__fmul_rn(stepSize, m), denom));
+    float updated = __fsub_rn(__fmul_rn(param[i], decay),
+                              __fdiv_rn(__fmul_rn(stepSize, m), denom));
+    param[i] = updated;
+    if (rounded)
+      rounded[i] = __float2bfloat16_rn(updated);
   }
 }
 
@@ -622,9 +677,9 @@ void columnSums(Kernels *k, Terms terms, int64_t outer, int64_t inner,
 // Embedding and cross-entropy
 //===----------------------------------------------------------------------===//
 
-__global__ void embeddingKernel(const int32_t *ids, const float *table,
-                                float *out, int64_t n, int64_t c,
-                                const ErrorSlot *slot) {
+template <typename T>
+__global__ void embeddingKernel(const int32_t *ids, const T *table, T *out,
+                                int64_t n, int64_t c, const ErrorSlot *slot) {
   if (failed(slot))
     return;
   SHARDC_GRID_STRIDE(i, n * c) {
@@ -736,10 +791,13 @@ unsigned rowBlockGrid(const Kernels *k, int64_t n) {
 /// lda, ldb, ldc are the row strides of the stored matrices (as CBLAS
 /// row-major). beta is 0 or 1. cuBLAS is column-major: it computes
 /// c^T = op(b)^T op(a)^T, reading the row-major b and a as their transposes.
+/// T is float (cublasSgemm: TF32 where the handle allows it) or
+/// __nv_bfloat16 (cublasGemmEx, accumulating in f32, c rounded once).
+template <typename T>
 void gemm(Kernels *k, bool transA, bool transB, int64_t m, int64_t n,
-          int64_t kd, float alpha, const float *a, int64_t lda,
-          int64_t strideA, const float *b, int64_t ldb, int64_t strideB,
-          float beta, float *c, int64_t ldc, int64_t strideC, int64_t batch) {
+          int64_t kd, float alpha, const T *a, int64_t lda, int64_t strideA,
+          const T *b, int64_t ldb, int64_t strideB, float beta, T *c,
+          int64_t ldc, int64_t strideC, int64_t batch) {
   if (m <= 0 || n <= 0 || batch <= 0)
     return;
   if (kd <= 0) {
@@ -761,18 +819,25 @@ void gemm(Kernels *k, bool transA, bool transB, int64_t m, int64_t n,
   checkIntRange("gemm batch", batch);
   cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  if (batch == 1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    SHARDC_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        k->blas, opB, opA, static_cast<int>(n), static_cast<int>(m),
+        static_cast<int>(kd), &alpha, b, CUDA_R_16BF, static_cast<int>(ldb),
+        strideB, a, CUDA_R_16BF, static_cast<int>(lda), strideA, &beta, c,
+        CUDA_R_16BF, static_cast<int>(ldc), strideC, static_cast<int>(batch),
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  } else if (batch == 1) {
     SHARDC_CUBLAS_CHECK(cublasSgemm(
         k->blas, opB, opA, static_cast<int>(n), static_cast<int>(m),
         static_cast<int>(kd), &alpha, b, static_cast<int>(ldb), a,
         static_cast<int>(lda), &beta, c, static_cast<int>(ldc)));
-    return;
+  } else {
+    SHARDC_CUBLAS_CHECK(cublasSgemmStridedBatched(
+        k->blas, opB, opA, static_cast<int>(n), static_cast<int>(m),
+        static_cast<int>(kd), &alpha, b, static_cast<int>(ldb), strideB, a,
+        static_cast<int>(lda), strideA, &beta, c, static_cast<int>(ldc),
+        strideC, static_cast<int>(batch)));
   }
-  SHARDC_CUBLAS_CHECK(cublasSgemmStridedBatched(
-      k->blas, opB, opA, static_cast<int>(n), static_cast<int>(m),
-      static_cast<int>(kd), &alpha, b, static_cast<int>(ldb), strideB, a,
-      static_cast<int>(lda), strideA, &beta, c, static_cast<int>(ldc), strideC,
-      static_cast<int>(batch)));
 }
 
 //===----------------------------------------------------------------------===//
@@ -814,6 +879,49 @@ void attentionProbabilities(Kernels *k, const HeadWalk &walk, const float *q,
   int64_t rows = count * t;
   causalSoftmaxKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(probs,
                                                                      rows, t);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+/// linear and matmul for T = float or __nv_bfloat16 (see gemm).
+template <typename T>
+void linear(Kernels *k, const T *x, const T *w, const T *b, T *y, int64_t m,
+            int64_t kdim, int64_t n) {
+  if (m <= 0 || n <= 0)
+    return;
+  // The bias goes in first and the GEMM accumulates onto it.
+  if (b) {
+    broadcastRowsKernel<<<gridFor(k, m * n), kThreads, 0, k->stream>>>(
+        y, b, m * n, n);
+    SHARDC_CUDA_CHECK_LAUNCH();
+  }
+  gemm(k, false, true, m, n, kdim, 1.0f, x, kdim, 0, w, kdim, 0,
+       b ? 1.0f : 0.0f, y, n, 0, 1);
+}
+
+template <typename T>
+void matmul(Kernels *k, const T *lhs, const T *rhs, T *out, int64_t batch,
+            int64_t m, int64_t kdim, int64_t n, int transposeLhs,
+            int transposeRhs) {
+  int64_t lda = transposeLhs ? m : kdim;
+  int64_t ldb = transposeRhs ? kdim : n;
+  gemm(k, transposeLhs != 0, transposeRhs != 0, m, n, kdim, 1.0f, lhs, lda,
+       m * kdim, rhs, ldb, kdim * n, 0.0f, out, n, m * n, batch);
+}
+
+/// dst[n] = src[n], on the kernels' stream.
+template <typename T> void copy(Kernels *k, T *dst, const T *src, int64_t n) {
+  if (n <= 0)
+    return;
+  SHARDC_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(T),
+                                    cudaMemcpyDeviceToDevice, k->stream));
+}
+
+/// Launches an elementwise kernel over n elements on the kernels' stream.
+template <typename... Params, typename... Args>
+void launch(Kernels *k, int64_t n, void (*kernel)(Params...), Args... args) {
+  if (n <= 0)
+    return;
+  kernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(args...);
   SHARDC_CUDA_CHECK_LAUNCH();
 }
 
@@ -859,10 +967,10 @@ void shardc_rt_cuda_kernels_destroy(shardc_rt_cuda_kernels *k) {
   if (!k)
     return;
   SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
-  if (k->scratch) {
-    SHARDC_CUDA_CHECK(cudaFreeAsync(k->scratch, k->stream));
-    SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
-  }
+  for (void *workspace : {k->scratch, k->wide})
+    if (workspace)
+      SHARDC_CUDA_CHECK(cudaFreeAsync(workspace, k->stream));
+  SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
   SHARDC_CUBLAS_CHECK(cublasDestroy(k->blas));
   SHARDC_CUDA_CHECK(cudaFree(k->blasWorkspace));
   SHARDC_CUDA_CHECK(cudaFree(k->slot));
@@ -891,26 +999,14 @@ int64_t shardc_rt_cuda_kernels_check(shardc_rt_cuda_kernels *k,
 void shardc_rt_cuda_linear_f32(shardc_rt_cuda_kernels *k, const float *x,
                                const float *w, const float *b, float *y,
                                int64_t m, int64_t kdim, int64_t n) {
-  if (m <= 0 || n <= 0)
-    return;
-  // The bias goes in first and the GEMM accumulates onto it.
-  if (b) {
-    broadcastRowsKernel<<<gridFor(k, m * n), kThreads, 0, k->stream>>>(
-        y, b, m * n, n);
-    SHARDC_CUDA_CHECK_LAUNCH();
-  }
-  gemm(k, false, true, m, n, kdim, 1.0f, x, kdim, 0, w, kdim, 0,
-       b ? 1.0f : 0.0f, y, n, 0, 1);
+  linear(k, x, w, b, y, m, kdim, n);
 }
 
 void shardc_rt_cuda_matmul_f32(shardc_rt_cuda_kernels *k, const float *lhs,
                                const float *rhs, float *out, int64_t batch,
                                int64_t m, int64_t kdim, int64_t n,
                                int transposeLhs, int transposeRhs) {
-  int64_t lda = transposeLhs ? m : kdim;
-  int64_t ldb = transposeRhs ? kdim : n;
-  gemm(k, transposeLhs != 0, transposeRhs != 0, m, n, kdim, 1.0f, lhs, lda,
-       m * kdim, rhs, ldb, kdim * n, 0.0f, out, n, m * n, batch);
+  matmul(k, lhs, rhs, out, batch, m, kdim, n, transposeLhs, transposeRhs);
 }
 
 void shardc_rt_cuda_add_f32(shardc_rt_cuda_kernels *k, const float *lhs,
@@ -1029,11 +1125,7 @@ void shardc_rt_cuda_sum_to_f32(shardc_rt_cuda_kernels *k, const float *x,
 
 void shardc_rt_cuda_copy_f32(shardc_rt_cuda_kernels *k, float *dst,
                              const float *src, int64_t n) {
-  if (n <= 0)
-    return;
-  SHARDC_CUDA_CHECK(cudaMemcpyAsync(dst, src,
-                                    static_cast<size_t>(n) * sizeof(float),
-                                    cudaMemcpyDeviceToDevice, k->stream));
+  copy(k, dst, src, n);
 }
 
 void shardc_rt_cuda_fill_f32(shardc_rt_cuda_kernels *k, float *dst,
@@ -1169,9 +1261,9 @@ void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
 }
 
 void shardc_rt_cuda_adamw_f32(shardc_rt_cuda_kernels *k, float *param,
-                              float *expAvg, float *expAvgSq,
-                              const float *grad, int64_t n, float lr,
-                              float beta1, float beta2, float eps,
+                              float *expAvg, float *expAvgSq, const void *grad,
+                              int gradBf16, shardc_rt_bf16 *rounded, int64_t n,
+                              float lr, float beta1, float beta2, float eps,
                               float weightDecay, int64_t step) {
   if (n <= 0)
     return;
@@ -1185,10 +1277,258 @@ void shardc_rt_cuda_adamw_f32(shardc_rt_cuda_kernels *k, float *param,
                                              static_cast<double>(weightDecay));
   float stepSize = static_cast<float>(static_cast<double>(lr) / correction1);
   float rootCorrection2 = static_cast<float>(std::sqrt(correction2));
-  adamwKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(
-      param, expAvg, expAvgSq, grad, n, beta1, beta2, eps, decay, stepSize,
-      rootCorrection2);
-  SHARDC_CUDA_CHECK_LAUNCH();
+  auto *round = reinterpret_cast<__nv_bfloat16 *>(rounded);
+  if (gradBf16)
+    launch(k, n, adamwKernel<__nv_bfloat16>, param, expAvg, expAvgSq,
+           static_cast<const __nv_bfloat16 *>(grad), round, n, beta1, beta2,
+           eps, decay, stepSize, rootCorrection2);
+  else
+    launch(k, n, adamwKernel<float>, param, expAvg, expAvgSq,
+           static_cast<const float *>(grad), round, n, beta1, beta2, eps,
+           decay, stepSize, rootCorrection2);
+}
+
+} // extern "C"
+
+//===----------------------------------------------------------------------===//
+// Mixed precision
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+const bf16 *bf(const shardc_rt_bf16 *p) {
+  return reinterpret_cast<const bf16 *>(p);
+}
+bf16 *bf(shardc_rt_bf16 *p) { return reinterpret_cast<bf16 *>(p); }
+
+/// f32 copies of a bf16 kernel's operands in the second workspace, for the
+/// kernels that run the f32 kernel in between: declare every piece's size
+/// up front, then take inputs (widened) and outputs in that order.
+class Widened {
+public:
+  Widened(Kernels *k, std::initializer_list<int64_t> counts) : k(k) {
+    size_t bytes = 0;
+    for (int64_t count : counts)
+      bytes += pieceBytes<float>(count);
+    cursor = static_cast<char *>(grow(k, k->wide, k->wideBytes, bytes));
+  }
+  float *in(const shardc_rt_bf16 *x, int64_t n) {
+    float *piece = carve<float>(cursor, n);
+    launch(k, n, convertKernel<bf16, float>, piece, bf(x), n,
+           static_cast<const ErrorSlot *>(nullptr));
+    return piece;
+  }
+  float *out(int64_t n) { return carve<float>(cursor, n); }
+  /// Rounds an output into dst; with `guarded`, not after a recorded bad
+  /// index (the f32 kernel then wrote nothing).
+  void store(shardc_rt_bf16 *dst, const float *piece, int64_t n,
+             bool guarded = false) {
+    launch(k, n, convertKernel<float, bf16>, bf(dst), piece, n,
+           guarded ? static_cast<const ErrorSlot *>(k->slot) : nullptr);
+  }
+
+private:
+  Kernels *k;
+  char *cursor;
+};
+
+} // namespace
+
+extern "C" {
+
+void shardc_rt_cuda_convert_f32_bf16(shardc_rt_cuda_kernels *k,
+                                     shardc_rt_bf16 *dst, const float *src,
+                                     int64_t n) {
+  launch(k, n, convertKernel<float, bf16>, bf(dst), src, n,
+         static_cast<const ErrorSlot *>(nullptr));
+}
+
+void shardc_rt_cuda_convert_bf16_f32(shardc_rt_cuda_kernels *k, float *dst,
+                                     const shardc_rt_bf16 *src, int64_t n) {
+  launch(k, n, convertKernel<bf16, float>, dst, bf(src), n,
+         static_cast<const ErrorSlot *>(nullptr));
+}
+
+void shardc_rt_cuda_linear_bf16(shardc_rt_cuda_kernels *k,
+                                const shardc_rt_bf16 *x,
+                                const shardc_rt_bf16 *w,
+                                const shardc_rt_bf16 *b, shardc_rt_bf16 *y,
+                                int64_t m, int64_t kdim, int64_t n) {
+  linear(k, bf(x), bf(w), b ? bf(b) : nullptr, bf(y), m, kdim, n);
+}
+
+void shardc_rt_cuda_matmul_bf16(shardc_rt_cuda_kernels *k,
+                                const shardc_rt_bf16 *lhs,
+                                const shardc_rt_bf16 *rhs, shardc_rt_bf16 *out,
+                                int64_t batch, int64_t m, int64_t kdim,
+                                int64_t n, int transposeLhs,
+                                int transposeRhs) {
+  matmul(k, bf(lhs), bf(rhs), bf(out), batch, m, kdim, n, transposeLhs,
+         transposeRhs);
+}
+
+void shardc_rt_cuda_add_bf16(shardc_rt_cuda_kernels *k,
+                             const shardc_rt_bf16 *lhs,
+                             const shardc_rt_bf16 *rhs, shardc_rt_bf16 *y,
+                             int64_t n, int64_t m) {
+  if (m > 0)
+    launch(k, n, addKernel<bf16>, bf(lhs), bf(rhs), bf(y), n, m);
+}
+
+void shardc_rt_cuda_scale_bf16(shardc_rt_cuda_kernels *k,
+                               const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
+                               int64_t n, double factor) {
+  launch(k, n, scaleKernel<bf16>, bf(x), bf(y), n,
+         static_cast<float>(factor));
+}
+
+void shardc_rt_cuda_gelu_bf16(shardc_rt_cuda_kernels *k,
+                              const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
+                              int64_t n) {
+  launch(k, n, geluKernel<bf16>, bf(x), bf(y), n);
+}
+
+void shardc_rt_cuda_relu_bf16(shardc_rt_cuda_kernels *k,
+                              const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
+                              int64_t n) {
+  launch(k, n, reluKernel<bf16>, bf(x), bf(y), n);
+}
+
+void shardc_rt_cuda_gelu_grad_bf16(shardc_rt_cuda_kernels *k,
+                                   const shardc_rt_bf16 *dy,
+                                   const shardc_rt_bf16 *x,
+                                   shardc_rt_bf16 *dx, int64_t n) {
+  launch(k, n, geluGradKernel<bf16>, bf(dy), bf(x), bf(dx), n);
+}
+
+void shardc_rt_cuda_relu_grad_bf16(shardc_rt_cuda_kernels *k,
+                                   const shardc_rt_bf16 *dy,
+                                   const shardc_rt_bf16 *x,
+                                   shardc_rt_bf16 *dx, int64_t n) {
+  launch(k, n, reluGradKernel<bf16>, bf(dy), bf(x), bf(dx), n);
+}
+
+void shardc_rt_cuda_copy_bf16(shardc_rt_cuda_kernels *k, shardc_rt_bf16 *dst,
+                              const shardc_rt_bf16 *src, int64_t n) {
+  copy(k, dst, src, n);
+}
+
+void shardc_rt_cuda_fill_bf16(shardc_rt_cuda_kernels *k, shardc_rt_bf16 *dst,
+                              float value, int64_t n) {
+  launch(k, n, fillKernel<bf16>, bf(dst), value, n,
+         static_cast<const ErrorSlot *>(nullptr));
+}
+
+void shardc_rt_cuda_accumulate_bf16(shardc_rt_cuda_kernels *k,
+                                    shardc_rt_bf16 *dst,
+                                    const shardc_rt_bf16 *src, int64_t n) {
+  launch(k, n, accumulateKernel<bf16>, bf(dst), bf(src), n);
+}
+
+void shardc_rt_cuda_embedding_bf16(shardc_rt_cuda_kernels *k,
+                                   const int32_t *ids,
+                                   const shardc_rt_bf16 *table,
+                                   shardc_rt_bf16 *out, int64_t n, int64_t v,
+                                   int64_t c) {
+  checkIds(k, ids, n, v, kOpEmbedding);
+  if (c > 0)
+    launch(k, n * c, embeddingKernel<bf16>, ids, bf(table), bf(out), n, c,
+           static_cast<const ErrorSlot *>(k->slot));
+}
+
+void shardc_rt_cuda_layernorm_bf16(shardc_rt_cuda_kernels *k,
+                                   const shardc_rt_bf16 *x,
+                                   const shardc_rt_bf16 *w,
+                                   const shardc_rt_bf16 *b, shardc_rt_bf16 *y,
+                                   int64_t rows, int64_t c, double eps) {
+  Widened wide(k, {rows * c, c, c, rows * c});
+  float *fx = wide.in(x, rows * c), *fw = wide.in(w, c), *fb = wide.in(b, c);
+  float *fy = wide.out(rows * c);
+  shardc_rt_cuda_layernorm_f32(k, fx, fw, fb, fy, rows, c, eps);
+  wide.store(y, fy, rows * c);
+}
+
+void shardc_rt_cuda_layernorm_grad_bf16(
+    shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *dy,
+    const shardc_rt_bf16 *x, const shardc_rt_bf16 *w, shardc_rt_bf16 *dx,
+    shardc_rt_bf16 *dw, shardc_rt_bf16 *db, int64_t rows, int64_t c,
+    double eps) {
+  int64_t n = rows * c;
+  Widened wide(k, {n, n, c, n, c, c});
+  float *fdy = wide.in(dy, n), *fx = wide.in(x, n), *fw = wide.in(w, c);
+  float *fdx = wide.out(n), *fdw = wide.out(c), *fdb = wide.out(c);
+  shardc_rt_cuda_layernorm_grad_f32(k, fdy, fx, fw, fdx, fdw, fdb, rows, c,
+                                    eps);
+  wide.store(dx, fdx, n);
+  wide.store(dw, fdw, c);
+  wide.store(db, fdb, c);
+}
+
+void shardc_rt_cuda_attention_bf16(shardc_rt_cuda_kernels *k,
+                                   const shardc_rt_bf16 *qkv,
+                                   shardc_rt_bf16 *out, int64_t b, int64_t t,
+                                   int64_t c, int64_t heads) {
+  int64_t n = b * t * c;
+  Widened wide(k, {3 * n, n});
+  float *fqkv = wide.in(qkv, 3 * n), *fout = wide.out(n);
+  shardc_rt_cuda_attention_f32(k, fqkv, fout, b, t, c, heads);
+  wide.store(out, fout, n);
+}
+
+void shardc_rt_cuda_attention_grad_bf16(shardc_rt_cuda_kernels *k,
+                                        const shardc_rt_bf16 *dy,
+                                        const shardc_rt_bf16 *qkv,
+                                        shardc_rt_bf16 *dqkv, int64_t b,
+                                        int64_t t, int64_t c, int64_t heads) {
+  int64_t n = b * t * c;
+  Widened wide(k, {n, 3 * n, 3 * n});
+  float *fdy = wide.in(dy, n), *fqkv = wide.in(qkv, 3 * n);
+  float *fdqkv = wide.out(3 * n);
+  shardc_rt_cuda_attention_grad_f32(k, fdy, fqkv, fdqkv, b, t, c, heads);
+  wide.store(dqkv, fdqkv, 3 * n);
+}
+
+void shardc_rt_cuda_cross_entropy_bf16(shardc_rt_cuda_kernels *k,
+                                       const shardc_rt_bf16 *logits,
+                                       const int32_t *targets, float *loss,
+                                       int64_t n, int64_t v) {
+  Widened wide(k, {n * v});
+  shardc_rt_cuda_cross_entropy_f32(k, wide.in(logits, n * v), targets, loss,
+                                   n, v);
+}
+
+void shardc_rt_cuda_cross_entropy_grad_bf16(shardc_rt_cuda_kernels *k,
+                                            const float *dloss,
+                                            const shardc_rt_bf16 *logits,
+                                            const int32_t *targets,
+                                            shardc_rt_bf16 *dlogits, int64_t n,
+                                            int64_t v) {
+  Widened wide(k, {n * v, n * v});
+  float *flogits = wide.in(logits, n * v), *fd = wide.out(n * v);
+  shardc_rt_cuda_cross_entropy_grad_f32(k, dloss, flogits, targets, fd, n, v);
+  wide.store(dlogits, fd, n * v, /*guarded=*/true);
+}
+
+void shardc_rt_cuda_sum_to_bf16(shardc_rt_cuda_kernels *k,
+                                const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
+                                int64_t outer, int64_t inner) {
+  Widened wide(k, {outer * inner, inner});
+  float *fx = wide.in(x, outer * inner), *fy = wide.out(inner);
+  shardc_rt_cuda_sum_to_f32(k, fx, fy, outer, inner);
+  wide.store(y, fy, inner);
+}
+
+void shardc_rt_cuda_embedding_grad_bf16(shardc_rt_cuda_kernels *k,
+                                        const shardc_rt_bf16 *dy,
+                                        const int32_t *ids,
+                                        shardc_rt_bf16 *dtable, int64_t n,
+                                        int64_t v, int64_t c) {
+  Widened wide(k, {n * c, v * c});
+  float *fdy = wide.in(dy, n * c), *fdt = wide.out(v * c);
+  shardc_rt_cuda_embedding_grad_f32(k, fdy, ids, fdt, n, v, c);
+  wide.store(dtable, fdt, v * c, /*guarded=*/true);
 }
 
 } // extern "C"

@@ -35,13 +35,14 @@ void backendCopyInput(shardc_rt_context &, void *dst, const void *hostSrc,
   std::memcpy(dst, hostSrc, bytes);
 }
 
-void backendCopy(shardc_rt_context &, float *dst, const float *src,
-                 int64_t count) {
-  std::copy(src, src + count, dst);
+void backendCopy(shardc_rt_context &, void *dst, const void *src,
+                 int64_t bytes) {
+  std::memmove(dst, src, bytes);
 }
 
 void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
-                  float *expAvgSq, const float *grad, int64_t count) {
+                  float *expAvgSq, const void *grad, shardc_rt_dtype gradDtype,
+                  int64_t count, shardc_rt_bf16 *rounded) {
   const shardc_rt_model &m = *ctx.model;
   double step = static_cast<double>(ctx.step);
   double correction1 = 1.0 - std::pow(m.beta1, step);
@@ -50,12 +51,19 @@ void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
   float beta1 = m.beta1, beta2 = m.beta2, eps = m.eps;
   float stepSize = static_cast<float>(m.lr / correction1);
   float rootCorrection2 = static_cast<float>(std::sqrt(correction2));
+  auto gradAt = [&](int64_t i) {
+    return gradDtype == SHARDC_RT_BF16
+               ? widen(static_cast<const shardc_rt_bf16 *>(grad)[i])
+               : static_cast<const float *>(grad)[i];
+  };
   for (int64_t i = 0; i < count; ++i) {
-    float g = grad[i];
+    float g = gradAt(i);
     expAvg[i] = beta1 * expAvg[i] + (1.0f - beta1) * g;
     expAvgSq[i] = beta2 * expAvgSq[i] + (1.0f - beta2) * g * g;
     float denom = std::sqrt(expAvgSq[i]) / rootCorrection2 + eps;
     value[i] = value[i] * decay - stepSize * expAvg[i] / denom;
+    if (rounded)
+      rounded[i] = narrow(value[i]);
   }
 }
 

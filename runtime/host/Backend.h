@@ -10,6 +10,8 @@
 #ifndef SHARDC_RT_HOST_BACKEND_H
 #define SHARDC_RT_HOST_BACKEND_H
 
+#include "shardc_rt/shardc_rt.h"
+
 #include <cstdint>
 
 struct shardc_rt_context;
@@ -31,12 +33,15 @@ void backendCopyInput(shardc_rt_context &ctx, void *dst, const void *hostSrc,
                       int64_t bytes);
 
 /// A copy within backend memory, in order with the step's work.
-void backendCopy(shardc_rt_context &ctx, float *dst, const float *src,
-                 int64_t count);
+void backendCopy(shardc_rt_context &ctx, void *dst, const void *src,
+                 int64_t bytes);
 /// AdamW as torch.optim.AdamW (decoupled weight decay, bias-corrected
-/// moments, step ctx.step) on `count` elements, in order with the step.
+/// moments, step ctx.step) on `count` f32 elements from a gradient of
+/// `gradDtype`, in order with the step. Where `rounded` is not null it
+/// receives the updated values rounded to bf16 (a BF16 param's value).
 void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
-                  float *expAvgSq, const float *grad, int64_t count);
+                  float *expAvgSq, const void *grad, shardc_rt_dtype gradDtype,
+                  int64_t count, shardc_rt_bf16 *rounded);
 
 /// Before params are allocated (MPI and the communicators are up): select
 /// the device, create streams and communicators.

@@ -2,6 +2,8 @@
 //
 // Each collective runs on its group's communicator (Context.cpp) as one
 // non-blocking MPI call; shardc_rt_wait completes it where the schedule says.
+// bf16 travels as MPI_UINT16_T and is summed by a user-defined operation
+// that rounds each partial sum to bf16, as a bf16 ring reduction does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,10 +20,10 @@ using namespace shardc::rt;
 struct shardc_rt_request {
   MPI_Request request = MPI_REQUEST_NULL;
   const char *call;
-  float *out;
+  void *out;
+  shardc_rt_dtype dtype;
   int64_t count;
   float scale = 1.0f;         // 1 / group for an average
-  void *staging = nullptr;    // a padded copy of the input, freed at the wait
 };
 
 static double secondsSince(std::chrono::steady_clock::time_point t) {
@@ -38,13 +40,38 @@ static void checkMpi(int status, const char *call) {
   SHARDC_RT_FAIL(call, std::string(text, length));
 }
 
+static void sumBf16(void *in, void *inout, int *count, MPI_Datatype *) {
+  auto *a = static_cast<const shardc_rt_bf16 *>(in);
+  auto *b = static_cast<shardc_rt_bf16 *>(inout);
+  for (int i = 0; i < *count; ++i)
+    b[i] = narrow(widen(a[i]) + widen(b[i]));
+}
+
+static MPI_Datatype mpiType(shardc_rt_dtype dtype, const char *call) {
+  SHARDC_RT_CHECK(dtype == SHARDC_RT_F32 || dtype == SHARDC_RT_BF16, call,
+                  "collectives send f32 or bf16, not dtype " +
+                      std::to_string(dtype));
+  return dtype == SHARDC_RT_BF16 ? MPI_UINT16_T : MPI_FLOAT;
+}
+
+static MPI_Op mpiSum(shardc_rt_dtype dtype) {
+  static MPI_Op bf16 = MPI_OP_NULL;
+  if (dtype != SHARDC_RT_BF16)
+    return MPI_SUM;
+  if (bf16 == MPI_OP_NULL)
+    MPI_Op_create(sumBf16, /*commute=*/1, &bf16);
+  return bf16;
+}
+
 extern "C" {
 
 static shardc_rt_request *start(shardc_rt_context *ctx, const char *call,
-                                float *out, int64_t count) {
+                                shardc_rt_dtype dtype, void *out,
+                                int64_t count) {
   auto *r = new shardc_rt_request;
   r->call = call;
   r->out = out;
+  r->dtype = dtype;
   r->count = count;
   // Communication time is the union of the collectives' lives: from the
   // first start to the last wait of each busy stretch.
@@ -63,57 +90,54 @@ static int mpiCount(int64_t count, const char *call) {
 
 shardc_rt_request *shardc_rt_all_gather_start(shardc_rt_context *ctx,
                                               shardc_rt_axes axes,
-                                              const float *in, float *out,
+                                              shardc_rt_dtype dtype,
+                                              const void *in, void *out,
                                               int64_t count) {
   const char *call = "MPI_Iallgather";
-  shardc_rt_request *r = start(ctx, call, out, count);
+  shardc_rt_request *r = start(ctx, call, dtype, out, count);
   int64_t group = ctx->groupSize(axes);
-  checkMpi(MPI_Iallgather(in, mpiCount(count, call), MPI_FLOAT, out,
-                          mpiCount(count, call), MPI_FLOAT, ctx->comms[axes],
+  MPI_Datatype type = mpiType(dtype, call);
+  checkMpi(MPI_Iallgather(in, mpiCount(count, call), type, out,
+                          mpiCount(count, call), type, ctx->comms[axes],
                           &r->request),
            call);
-  ctx->timers.bytesSent += (group - 1) * count * 4;
+  ctx->timers.bytesSent += (group - 1) * count * elementBytes(dtype);
   return r;
 }
 
 shardc_rt_request *
 shardc_rt_reduce_scatter_start(shardc_rt_context *ctx, shardc_rt_axes axes,
-                               const float *in, int64_t used, float *out,
-                               int64_t count, int32_t average) {
+                               shardc_rt_dtype dtype, const void *in,
+                               void *out, int64_t count, int32_t average) {
   const char *call = "MPI_Ireduce_scatter_block";
-  shardc_rt_request *r = start(ctx, call, out, count);
+  shardc_rt_request *r = start(ctx, call, dtype, out, count);
   int64_t group = ctx->groupSize(axes);
-  if (used < group * count) {
-    // Uneven dim-0 shards: the last ranks' rows are padding.
-    r->staging = shardc_rt_alloc(ctx, group * count * 4);
-    float *staging = static_cast<float *>(r->staging);
-    std::copy(in, in + used, staging);
-    std::fill(staging + used, staging + group * count, 0.0f);
-    in = static_cast<const float *>(r->staging);
-  }
   if (average)
     r->scale = 1.0f / static_cast<float>(group);
   checkMpi(MPI_Ireduce_scatter_block(in, out, mpiCount(count, call),
-                                     MPI_FLOAT, MPI_SUM, ctx->comms[axes],
-                                     &r->request),
+                                     mpiType(dtype, call), mpiSum(dtype),
+                                     ctx->comms[axes], &r->request),
            call);
-  ctx->timers.bytesSent += (group - 1) * count * 4;
+  ctx->timers.bytesSent += (group - 1) * count * elementBytes(dtype);
   return r;
 }
 
 shardc_rt_request *shardc_rt_all_reduce_start(shardc_rt_context *ctx,
                                               shardc_rt_axes axes,
-                                              const float *in, float *out,
+                                              shardc_rt_dtype dtype,
+                                              const void *in, void *out,
                                               int64_t count, int32_t average) {
   const char *call = "MPI_Iallreduce";
-  shardc_rt_request *r = start(ctx, call, out, count);
+  shardc_rt_request *r = start(ctx, call, dtype, out, count);
   int64_t group = ctx->groupSize(axes);
   if (average)
     r->scale = 1.0f / static_cast<float>(group);
-  checkMpi(MPI_Iallreduce(in, out, mpiCount(count, call), MPI_FLOAT, MPI_SUM,
+  checkMpi(MPI_Iallreduce(in, out, mpiCount(count, call),
+                          mpiType(dtype, call), mpiSum(dtype),
                           ctx->comms[axes], &r->request),
            call);
-  ctx->timers.bytesSent += (2 * (group - 1) * count * 4 + group / 2) / group;
+  ctx->timers.bytesSent +=
+      (2 * (group - 1) * count * elementBytes(dtype) + group / 2) / group;
   return r;
 }
 
@@ -121,11 +145,15 @@ void shardc_rt_wait(shardc_rt_context *ctx, shardc_rt_request *r) {
   auto waitStarted = std::chrono::steady_clock::now();
   checkMpi(MPI_Wait(&r->request, MPI_STATUS_IGNORE), r->call);
   ctx->timers.commWaitSeconds += secondsSince(waitStarted);
-  if (r->scale != 1.0f)
+  if (r->scale != 1.0f && r->dtype == SHARDC_RT_BF16) {
+    auto *out = static_cast<shardc_rt_bf16 *>(r->out);
     for (int64_t i = 0; i < r->count; ++i)
-      r->out[i] *= r->scale;
-  if (r->staging)
-    shardc_rt_free(ctx, r->staging);
+      out[i] = narrow(widen(out[i]) * r->scale);
+  } else if (r->scale != 1.0f) {
+    auto *out = static_cast<float *>(r->out);
+    for (int64_t i = 0; i < r->count; ++i)
+      out[i] *= r->scale;
+  }
   ctx->pending.erase(
       std::find(ctx->pending.begin(), ctx->pending.end(), r));
   if (ctx->pending.empty())

@@ -80,11 +80,11 @@ void shardc_rt_free(shardc_rt_context *ctx, void *ptr) {
   ctx->allocator.release(ptr);
 }
 
-float *shardc_rt_param(shardc_rt_context *ctx, int32_t index) {
+void *shardc_rt_param(shardc_rt_context *ctx, int32_t index) {
   return paramAt(ctx, index, "shardc_rt_param").value;
 }
 
-float *shardc_rt_flat_param(shardc_rt_context *ctx, int32_t group) {
+void *shardc_rt_flat_param(shardc_rt_context *ctx, int32_t group) {
   return flatAt(ctx, group, "shardc_rt_flat_param").value;
 }
 

@@ -19,6 +19,11 @@ namespace shardc::rt {
 
 class DataSource;
 
+/// Bytes of one element of `dtype`.
+inline int64_t elementBytes(shardc_rt_dtype dtype) {
+  return dtype == SHARDC_RT_BF16 ? 2 : 4;
+}
+
 /// The part of a tensor one rank holds under a split: elements
 /// [begin, end) of the flattened full tensor, stored in `count` elements
 /// (count >= end - begin: a dim-0 shard is padded to ceil(rows / group)
@@ -32,9 +37,13 @@ struct ParamState {
   std::vector<int64_t> shape;
   int64_t numel = 1;
   Range stored, optimized;
-  float *value = nullptr;             // `stored.count` elements
+  shardc_rt_dtype dtype = SHARDC_RT_F32; // of `value`
+  void *value = nullptr;              // `stored.count` elements
   float *expAvg = nullptr;            // `optimized.count` elements
   float *expAvgSq = nullptr;
+  /// A BF16 param's f32 master copy of what this rank updates
+  /// (`optimized.count` elements); the value is it rounded.
+  float *master = nullptr;
   /// Whether this rank writes its stored part to files: one replica does.
   bool writesStored = false, writesOptimized = false;
 };
@@ -46,8 +55,10 @@ struct FlatState {
   const shardc_rt_flat_info *info;
   std::vector<int64_t> offsets; // of each member in the flat buffer
   int64_t total = 0, begin = 0, count = 0, used = 0;
-  float *value = nullptr; // the piece, when it is the members' storage
+  shardc_rt_dtype dtype = SHARDC_RT_F32; // its members'
+  void *value = nullptr; // the piece, when it is the members' storage
   float *expAvg = nullptr, *expAvgSq = nullptr;
+  float *master = nullptr; // BF16 members: the piece in f32
   bool writes = false; // the first replica writes the piece to files
 };
 

@@ -27,12 +27,12 @@ namespace {
 float *elementOf(shardc_rt_context &ctx, int32_t i, int64_t e) {
   ParamState &p = ctx.params[i];
   if (p.value)
-    return p.value + (e - p.stored.begin);
+    return static_cast<float *>(p.value) + (e - p.stored.begin);
   FlatState &f = ctx.flats[p.info->flat];
   int32_t member = 0;
   while (f.info->members[member] != i)
     ++member;
-  return f.value + (f.offsets[member] + e - f.begin);
+  return static_cast<float *>(f.value) + (f.offsets[member] + e - f.begin);
 }
 
 float runStep(shardc_rt_context &ctx) {
@@ -46,9 +46,11 @@ float runStep(shardc_rt_context &ctx) {
 } // namespace
 
 bool captureGradient(shardc_rt_context &ctx, int32_t param, int32_t flat,
-                     const float *grad) {
+                     const void *gradData) {
   if (!ctx.capturedGrads)
     return false;
+  // checkGradients admits f32 params only, whose gradients are f32.
+  const float *grad = static_cast<const float *>(gradData);
   std::vector<std::vector<float>> &grads = *ctx.capturedGrads;
   if (param >= 0) {
     ParamState &p = ctx.params[param];
@@ -76,6 +78,10 @@ int checkGradients(shardc_rt_context &ctx, int64_t perParam) {
     SHARDC_RT_CHECK_ALL(whole && updatedInPlace, "--check-grads",
                         "needs --strategy ddp, zero3 or hsdp (zero1/zero2 "
                         "write updates back through all-gathers)");
+    SHARDC_RT_CHECK_ALL(p.dtype == SHARDC_RT_F32, "--check-grads",
+                        std::string("needs f32 params: '") + p.info->name +
+                            "' is bf16 (--param-dtype bf16), too coarse for "
+                            "finite differences");
   }
   std::vector<std::vector<float>> grads(ctx.params.size());
   for (size_t i = 0; i < ctx.params.size(); ++i)

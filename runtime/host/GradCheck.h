@@ -13,7 +13,7 @@ namespace shardc::rt {
 /// for param `param` (or flat param `flat`) and returns true, and the
 /// optimizer then leaves the params as they are.
 bool captureGradient(shardc_rt_context &ctx, int32_t param, int32_t flat,
-                     const float *grad);
+                     const void *grad);
 
 /// Compares `perParam` elements of each trainable param's gradient with
 /// central differences of the loss; prints a line per param; returns the

@@ -169,70 +169,125 @@ InitSpec initSpec(const shardc_rt_param_info &info) {
   return {kinds[info.init], info.a, info.b};
 }
 
+/// Zeroed state: shard padding stays zero, moments start at zero.
+void *allocateZeroed(shardc_rt_context &ctx, int64_t bytes) {
+  void *ptr = ctx.allocator.allocate(bytes);
+  backendZero(ctx, ptr, bytes);
+  return ptr;
+}
+
 float *allocateFloats(shardc_rt_context &ctx, int64_t count) {
-  // Zeroed: shard padding stays zero, moments start at zero.
-  void *ptr = ctx.allocator.allocate(count * 4);
-  backendZero(ctx, ptr, count * 4);
-  return static_cast<float *>(ptr);
+  return static_cast<float *>(allocateZeroed(ctx, count * 4));
+}
+
+/// A piece of state in backend memory: a checkpoint Piece whose data points
+/// at `dtype` elements there.
+struct StatePiece {
+  Piece piece;
+  shardc_rt_dtype dtype;
+};
+
+/// Copies `count` elements of `dtype` in backend memory out as floats, and
+/// floats in as `dtype` (rounded).
+void copyOutFloats(float *host, const void *src, shardc_rt_dtype dtype,
+                   int64_t count) {
+  if (dtype == SHARDC_RT_F32) {
+    backendCopyOut(host, src, count * 4);
+    return;
+  }
+  std::vector<shardc_rt_bf16> narrowed(count);
+  backendCopyOut(narrowed.data(), src, count * 2);
+  for (int64_t i = 0; i < count; ++i)
+    host[i] = widen(narrowed[i]);
+}
+
+void copyInFloats(void *dst, shardc_rt_dtype dtype, const float *host,
+                  int64_t count) {
+  if (dtype == SHARDC_RT_F32) {
+    backendCopyIn(dst, host, count * 4);
+    return;
+  }
+  std::vector<shardc_rt_bf16> narrowed(count);
+  for (int64_t i = 0; i < count; ++i)
+    narrowed[i] = narrow(host[i]);
+  backendCopyIn(dst, narrowed.data(), count * 2);
 }
 
 /// Host copies of state in backend memory, for files: fill() reads the
-/// pieces' data into host buffers and points the pieces there; store()
-/// writes the host buffers back.
+/// pieces' data into host floats and points the pieces there; store()
+/// writes the host floats back, rounded where the state is bf16.
 class HostMirror {
 public:
-  explicit HostMirror(std::vector<Piece> pieces) : pieces(std::move(pieces)) {
-    for (Piece &piece : this->pieces) {
-      device.push_back(piece.data);
-      host.emplace_back(piece.end - piece.begin);
-      piece.data = host.back().data();
+  explicit HostMirror(std::vector<StatePiece> state) {
+    for (StatePiece &s : state) {
+      device.push_back({s.piece.data, s.dtype});
+      host.emplace_back(s.piece.end - s.piece.begin);
+      s.piece.data = host.back().data();
+      pieces.push_back(s.piece);
     }
   }
   /// The pieces, pointing at host memory.
   std::vector<Piece> &get() { return pieces; }
   void fill() {
     for (size_t i = 0; i < pieces.size(); ++i)
-      backendCopyOut(host[i].data(), device[i], host[i].size() * 4);
+      copyOutFloats(host[i].data(), device[i].first, device[i].second,
+                    host[i].size());
   }
   void store() {
     for (size_t i = 0; i < pieces.size(); ++i)
-      backendCopyIn(device[i], host[i].data(), host[i].size() * 4);
+      copyInFloats(device[i].first, device[i].second, host[i].data(),
+                   host[i].size());
   }
 
 private:
   std::vector<Piece> pieces;
-  std::vector<float *> device;
+  std::vector<std::pair<void *, shardc_rt_dtype>> device;
   std::vector<std::vector<float>> host;
 };
 
 /// A contiguous part of a param's value this rank holds: elements
-/// [begin, end) of param `index`, at `data`.
+/// [begin, end) of param `index`, at `data`, of `dtype`. A BF16 param's
+/// value is its f32 master rounded: pieces of both are filled from the
+/// same values, and the master's are the ones written to files.
 struct ValuePiece {
   int32_t index;
   int64_t begin, end;
-  float *data;
+  void *data;
+  shardc_rt_dtype dtype;
   bool writes;
 };
 
 /// Where this rank holds each param's values: its own storage, or its
-/// unit's flat parameter.
+/// unit's flat parameter, and the master copies.
 std::vector<ValuePiece> valuePieces(shardc_rt_context &ctx) {
   std::vector<ValuePiece> pieces;
+  auto at = [](void *base, int64_t element, shardc_rt_dtype dtype) {
+    return static_cast<void *>(static_cast<char *>(base) +
+                               element * elementBytes(dtype));
+  };
   for (size_t i = 0; i < ctx.params.size(); ++i) {
     ParamState &p = ctx.params[i];
+    auto index = static_cast<int32_t>(i);
+    // Trainable BF16 params have a master (their own or their flat's).
+    bool mastered = p.dtype == SHARDC_RT_BF16 && !p.info->frozen;
     if (p.value)
-      pieces.push_back({static_cast<int32_t>(i), p.stored.begin, p.stored.end,
-                        p.value, p.writesStored});
+      pieces.push_back({index, p.stored.begin, p.stored.end, p.value, p.dtype,
+                        p.writesStored && !mastered});
+    if (p.master)
+      pieces.push_back({index, p.optimized.begin, p.optimized.end, p.master,
+                        SHARDC_RT_F32, p.writesOptimized});
   }
-  for (FlatState &f : ctx.flats) {
-    if (!f.value)
-      continue;
+  for (FlatState &f : ctx.flats)
     forEachMemberRange(ctx, f, [&](ParamState &p, int64_t from, int64_t to,
-                                   int64_t at) {
-      pieces.push_back({static_cast<int32_t>(&p - ctx.params.data()), from, to,
-                        f.value + at, f.writes});
+                                   int64_t offset) {
+      auto index = static_cast<int32_t>(&p - ctx.params.data());
+      if (f.value)
+        pieces.push_back({index, from, to, at(f.value, offset, f.dtype),
+                          f.dtype, f.writes && !f.master});
+      if (f.master)
+        pieces.push_back({index, from, to, f.master + offset, SHARDC_RT_F32,
+                          f.writes});
     });
-  }
   return pieces;
 }
 
@@ -244,6 +299,7 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
     p.info = &info;
     p.shape = shapeOf(info.rank, info.shape);
     p.numel = numElements(p.shape);
+    p.dtype = info.dtype;
     p.stored = ctx.rangeOf(p.shape, info.storage);
     // ZeRO-1/2 update a shard of a whole param; otherwise the stored part.
     p.optimized = info.optimizer.axes == info.storage.axes
@@ -255,22 +311,27 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
     // values when it is their storage.
     bool flat = info.flat >= 0;
     if (!flat || !m.flats[info.flat].stores)
-      p.value =
-          allocateFloats(ctx, p.stored.count);
+      p.value = allocateZeroed(ctx, p.stored.count * elementBytes(p.dtype));
     if (!info.frozen && !flat) {
-      p.expAvg =
-          allocateFloats(ctx, p.optimized.count);
-      p.expAvgSq =
-          allocateFloats(ctx, p.optimized.count);
+      p.expAvg = allocateFloats(ctx, p.optimized.count);
+      p.expAvgSq = allocateFloats(ctx, p.optimized.count);
+      if (p.dtype == SHARDC_RT_BF16)
+        p.master = allocateFloats(ctx, p.optimized.count);
     }
     ctx.params.push_back(p);
   }
   for (int32_t g = 0; g < m.num_flats; ++g) {
     FlatState f;
     f.info = &m.flats[g];
+    f.dtype = ctx.params[f.info->members[0]].dtype;
     for (int32_t i = 0; i < f.info->num_members; ++i) {
+      const ParamState &member = ctx.params[f.info->members[i]];
+      SHARDC_RT_CHECK(member.dtype == f.dtype, "flat parameter",
+                      std::string("unit '") + f.info->unit +
+                          "' mixes dtypes: '" + member.info->name +
+                          "' differs from its first member");
       f.offsets.push_back(f.total);
-      f.total += ctx.params[f.info->members[i]].numel;
+      f.total += member.numel;
     }
     int64_t group = ctx.groupSize(f.info->split.axes);
     f.count = (f.total + group - 1) / group;
@@ -278,9 +339,11 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
     f.used = std::max<int64_t>(0, std::min(f.count, f.total - f.begin));
     f.writes = ctx.firstReplica(f.info->split);
     if (f.info->stores)
-      f.value = allocateFloats(ctx, f.count);
+      f.value = allocateZeroed(ctx, f.count * elementBytes(f.dtype));
     f.expAvg = allocateFloats(ctx, f.count);
     f.expAvgSq = allocateFloats(ctx, f.count);
+    if (f.dtype == SHARDC_RT_BF16)
+      f.master = allocateFloats(ctx, f.count);
     ctx.flats.push_back(f);
   }
 
@@ -302,24 +365,30 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
     else if (error.empty())
       error = tryReadF32(*init, p.info->name, p.shape, piece.begin, piece.end,
                          host.data());
-    backendCopyIn(piece.data, host.data(), host.size() * 4);
+    copyInFloats(piece.data, piece.dtype, host.data(), host.size());
   }
   SHARDC_RT_CHECK_ALL(error.empty(), "--init", error);
 }
 
 /// Every piece of state this rank holds, for checkpoints.
-std::vector<Piece> statePieces(shardc_rt_context &ctx) {
-  std::vector<Piece> pieces;
+std::vector<StatePiece> statePieces(shardc_rt_context &ctx) {
+  std::vector<StatePiece> pieces;
   for (const ValuePiece &v : valuePieces(ctx)) {
     ParamState &p = ctx.params[v.index];
-    pieces.push_back({p.info->name, p.shape, v.begin, v.end, v.data, v.writes});
+    // Checkpoint pieces point at floats; HostMirror converts.
+    pieces.push_back({{p.info->name, p.shape, v.begin, v.end,
+                       static_cast<float *>(v.data), v.writes},
+                      v.dtype});
   }
   auto moments = [&](ParamState &p, int64_t begin, int64_t end, float *expAvg,
                      float *expAvgSq, bool writes) {
     std::string name = p.info->name;
-    pieces.push_back({name + ".exp_avg", p.shape, begin, end, expAvg, writes});
     pieces.push_back(
-        {name + ".exp_avg_sq", p.shape, begin, end, expAvgSq, writes});
+        {{name + ".exp_avg", p.shape, begin, end, expAvg, writes},
+         SHARDC_RT_F32});
+    pieces.push_back(
+        {{name + ".exp_avg_sq", p.shape, begin, end, expAvgSq, writes},
+         SHARDC_RT_F32});
   };
   for (ParamState &p : ctx.params)
     if (p.expAvg)
@@ -385,8 +454,8 @@ void exportParams(shardc_rt_context &ctx, const std::string &path) {
     ParamState &p = ctx.params[i];
     std::vector<float> mine(p.numel, 0.0f);
     for (const ValuePiece &piece : piecesOf[i])
-      backendCopyOut(mine.data() + piece.begin, piece.data,
-                     (piece.end - piece.begin) * 4);
+      copyOutFloats(mine.data() + piece.begin, piece.data, piece.dtype,
+                    piece.end - piece.begin);
     if (ctx.worldRank == 0)
       full[i].assign(p.numel, 0.0f);
     // Each element is written by exactly one rank; the others add zeros.
@@ -481,8 +550,19 @@ void *shardc_rt_input(shardc_rt_context *ctx, int32_t index) {
     syntheticFloats(ctx->seed, info.name, step, first * rowSize,
                     (first + rows) * rowSize, static_cast<float *>(out));
   }
-  void *buffer = shardc_rt_alloc(ctx, rows * rowSize * 4);
-  backendCopyInput(*ctx, buffer, out, rows * rowSize * 4);
+  int64_t bytes = rows * rowSize * elementBytes(info.dtype);
+  if (info.dtype == SHARDC_RT_BF16) {
+    // Rounded in place: element i's two bytes land before float i + 1.
+    char *base = static_cast<char *>(out);
+    for (int64_t i = 0; i < rows * rowSize; ++i) {
+      float f;
+      std::memcpy(&f, base + 4 * i, 4);
+      shardc_rt_bf16 h = narrow(f);
+      std::memcpy(base + 2 * i, &h, 2);
+    }
+  }
+  void *buffer = shardc_rt_alloc(ctx, bytes);
+  backendCopyInput(*ctx, buffer, out, bytes);
   return buffer;
 }
 

@@ -5,7 +5,8 @@
 // rows, empty dimensions, in-place elementwise calls, the attention chunking)
 // and compares it with the CPU kernel of shardc_rt/Kernels.h, plus the
 // device-side index checks, AdamW against runtime/host/Optimizer.cpp's
-// arithmetic, and the TF32 switch.
+// arithmetic, the TF32 switch, and the bf16 kernels of mixed precision
+// against the CPU's bf16 kernels.
 //
 // The reference is the CPU kernel instantiated for double (the same code as
 // the f32 C ABI, shardc::rt::cpu<double>) run on the same f32 inputs, so
@@ -17,7 +18,8 @@
 // Build and run (from the repository root):
 //   nvcc -std=c++17 -O3 -arch=sm_90 -Iruntime/include
 //       runtime/test/CudaKernelsTest.cu runtime/cuda/Kernels.cu
-//       runtime/host/Kernels.cpp -lcublas -lcublasLt -lopenblas
+//       runtime/host/Kernels.cpp runtime/host/KernelsBf16.cpp -lcublas
+//       -lcublasLt -lopenblas
 //       -o /tmp/cudatest && /tmp/cudatest
 //
 //===----------------------------------------------------------------------===//
@@ -569,7 +571,8 @@ void testAdamw() {
       grad[0] = 0.0f; // a zero gradient: sqrt(v) of a decayed moment
     dgrad.upload(grad);
     shardc_rt_cuda_adamw_f32(kernels, dparam.get(), dm.get(), dv.get(),
-                             dgrad.get(), n, lr, beta1, beta2, eps, wd, step);
+                             dgrad.get(), /*gradBf16=*/0, nullptr, n, lr,
+                             beta1, beta2, eps, wd, step);
     referenceAdamw(lr, beta1, beta2, eps, wd, step, param.data(), m.data(),
                    v.data(), grad.data(), n);
   }
@@ -582,6 +585,162 @@ void testAdamw() {
   // contraction in the kernel, none on x86-64 without -mfma): the same bits.
   bool exact = gotParam == param && gotM == m && gotV == v;
   report(exact, "adamw matches Optimizer.cpp bit for bit", "");
+}
+
+//===----------------------------------------------------------------------===//
+// Mixed precision
+//===----------------------------------------------------------------------===//
+
+using Halves = std::vector<shardc_rt_bf16>;
+
+Halves halves(const Floats &f) {
+  Halves h(f.size());
+  for (size_t i = 0; i < f.size(); ++i)
+    h[i] = shardc::rt::narrow(f[i]);
+  return h;
+}
+
+Floats floatsOf(const Halves &h) {
+  Floats f(h.size());
+  for (size_t i = 0; i < h.size(); ++i)
+    f[i] = shardc::rt::widen(h[i]);
+  return f;
+}
+
+/// A bf16 kernel against the CPU's on the same bf16 inputs: both compute in
+/// f32 and round to bf16 (2^-8 relative), so results agree to a rounding
+/// flip of an ulp or two where f32 sums ran in another order: 1e-2 of the
+/// mixed bound. A wrong index or formula is off by far more.
+constexpr double kBf16Tolerance = 1e-2;
+
+void compareBf16(const std::string &name, const Halves &got,
+                 const Halves &want) {
+  compare(name + " (bf16)", floatsOf(got), widen(floatsOf(want)),
+          kBf16Tolerance);
+}
+
+void testBf16(int64_t rows, int64_t c, int64_t heads, int64_t v) {
+  int64_t n = rows * c, b = 2, t = rows / 2;
+  std::string tag = " " + shape({rows, c});
+  Halves x = halves(random(n)), y2 = halves(random(n)), w = halves(random(c * c));
+  Halves bias = halves(random(c)), lnw = halves(random(c, 0.5f, 1.5f));
+  Buffer<shardc_rt_bf16> dx(x), dy2(y2), dw(w), db(bias), dlnw(lnw);
+  Buffer<shardc_rt_bf16> out(n), out2(n), outc(c), outc2(c);
+  Halves want(n), want2(n), wantc(c), wantc2(c);
+
+  shardc_rt_cuda_linear_bf16(kernels, dx.get(), dw.get(), db.get(), out.get(),
+                             rows, c, c);
+  shardc_rt_linear_bf16(x.data(), w.data(), bias.data(), want.data(), rows, c,
+                        c);
+  compareBf16("linear" + tag, out.download(), want);
+  shardc_rt_cuda_matmul_bf16(kernels, dx.get(), dy2.get(), outc2.get(), 1, c,
+                             rows, 1, 1, 0);
+  Halves mm(c);
+  shardc_rt_matmul_bf16(x.data(), y2.data(), mm.data(), 1, c, rows, 1, 1, 0);
+  compareBf16("matmul^T" + tag, outc2.download(), mm);
+
+  shardc_rt_cuda_add_bf16(kernels, dx.get(), db.get(), out.get(), n, c);
+  shardc_rt_add_bf16(x.data(), bias.data(), want.data(), n, c);
+  compareBf16("add" + tag, out.download(), want);
+  shardc_rt_cuda_gelu_bf16(kernels, dx.get(), out.get(), n);
+  shardc_rt_gelu_bf16(x.data(), want.data(), n);
+  compareBf16("gelu" + tag, out.download(), want);
+  shardc_rt_cuda_gelu_grad_bf16(kernels, dy2.get(), dx.get(), out.get(), n);
+  shardc_rt_gelu_grad_bf16(y2.data(), x.data(), want.data(), n);
+  compareBf16("gelu_grad" + tag, out.download(), want);
+  shardc_rt_cuda_copy_bf16(kernels, out.get(), dx.get(), n);
+  shardc_rt_cuda_accumulate_bf16(kernels, out.get(), dy2.get(), n);
+  want = x;
+  shardc_rt_accumulate_bf16(want.data(), y2.data(), n);
+  compareBf16("accumulate" + tag, out.download(), want);
+
+  shardc_rt_cuda_layernorm_bf16(kernels, dx.get(), dlnw.get(), db.get(),
+                                out.get(), rows, c, 1e-5);
+  shardc_rt_layernorm_bf16(x.data(), lnw.data(), bias.data(), want.data(),
+                           rows, c, 1e-5);
+  compareBf16("layernorm" + tag, out.download(), want);
+  shardc_rt_cuda_layernorm_grad_bf16(kernels, dy2.get(), dx.get(), dlnw.get(),
+                                     out.get(), outc.get(), outc2.get(), rows,
+                                     c, 1e-5);
+  shardc_rt_layernorm_grad_bf16(y2.data(), x.data(), lnw.data(), want.data(),
+                                wantc.data(), wantc2.data(), rows, c, 1e-5);
+  compareBf16("layernorm_grad dx" + tag, out.download(), want);
+  compareBf16("layernorm_grad dw" + tag, outc.download(), wantc);
+  compareBf16("layernorm_grad db" + tag, outc2.download(), wantc2);
+  shardc_rt_cuda_sum_to_bf16(kernels, dx.get(), outc.get(), rows, c);
+  shardc_rt_sum_to_bf16(x.data(), wantc.data(), rows, c);
+  compareBf16("sum_to" + tag, outc.download(), wantc);
+
+  // Attention on [2, rows / 2, c / 3] with qkv the first 3/3 of x's columns.
+  int64_t ac = c / 3 / heads * heads;
+  Halves qkv = halves(random(b * t * 3 * ac)), dya = halves(random(b * t * ac));
+  Buffer<shardc_rt_bf16> dqkv(qkv), ddya(dya), aout(b * t * ac),
+      agrad(b * t * 3 * ac);
+  Halves aw(b * t * ac), agw(b * t * 3 * ac);
+  shardc_rt_cuda_attention_bf16(kernels, dqkv.get(), aout.get(), b, t, ac,
+                                heads);
+  shardc_rt_attention_bf16(qkv.data(), aw.data(), b, t, ac, heads);
+  compareBf16("attention" + tag, aout.download(), aw);
+  shardc_rt_cuda_attention_grad_bf16(kernels, ddya.get(), dqkv.get(),
+                                     agrad.get(), b, t, ac, heads);
+  shardc_rt_attention_grad_bf16(dya.data(), qkv.data(), agw.data(), b, t, ac,
+                                heads);
+  compareBf16("attention_grad" + tag, agrad.download(), agw);
+
+  // Cross-entropy over rows x v logits, and the embedding of v rows.
+  Halves logits = halves(random(rows * v, -3.0f, 3.0f));
+  Ids targets = randomIds(rows, static_cast<int32_t>(v));
+  Buffer<shardc_rt_bf16> dlogits(logits), dgrad(rows * v);
+  Buffer<int32_t> dtargets(targets);
+  Buffer<float> dloss(1), dseed(Floats{1.0f});
+  shardc_rt_cuda_cross_entropy_bf16(kernels, dlogits.get(), dtargets.get(),
+                                    dloss.get(), rows, v);
+  float loss = 0.0f, seed = 1.0f;
+  shardc_rt_cross_entropy_bf16(logits.data(), targets.data(), &loss, rows, v);
+  compare("cross_entropy" + tag + " (bf16 logits)", dloss.download(),
+          Doubles{loss}, kTolerance);
+  shardc_rt_cuda_cross_entropy_grad_bf16(kernels, dseed.get(), dlogits.get(),
+                                         dtargets.get(), dgrad.get(), rows, v);
+  Halves gw(rows * v);
+  shardc_rt_cross_entropy_grad_bf16(&seed, logits.data(), targets.data(),
+                                    gw.data(), rows, v);
+  compareBf16("cross_entropy_grad" + tag, dgrad.download(), gw);
+  Halves table = halves(random(v * c));
+  Buffer<shardc_rt_bf16> dtable(table), dtgrad(v * c);
+  shardc_rt_cuda_embedding_bf16(kernels, dtargets.get(), dtable.get(),
+                                out.get(), rows, v, c);
+  shardc_rt_embedding_bf16(targets.data(), table.data(), want.data(), rows, v,
+                           c);
+  compareBf16("embedding" + tag, out.download(), want);
+  shardc_rt_cuda_embedding_grad_bf16(kernels, dx.get(), dtargets.get(),
+                                     dtgrad.get(), rows, v, c);
+  Halves tgw(v * c);
+  shardc_rt_embedding_grad_bf16(x.data(), targets.data(), tgw.data(), rows, v,
+                                c);
+  compareBf16("embedding_grad" + tag, dtgrad.download(), tgw);
+  expectNoIndexError("bf16" + tag);
+}
+
+/// AdamW on an f32 master from a bf16 gradient, rounding the value: the
+/// master as the f32 reference from the widened gradient, the value its
+/// rounding, bit for bit.
+void testAdamwBf16() {
+  int64_t n = 4099;
+  Floats master = random(n), m(n, 0.0f), v(n, 0.0f);
+  Halves grad = halves(random(n, -0.1f, 0.1f));
+  Buffer<float> dmaster(master), dm(m), dv(v);
+  Buffer<shardc_rt_bf16> dgrad(grad), dvalue(n);
+  shardc_rt_cuda_adamw_f32(kernels, dmaster.get(), dm.get(), dv.get(),
+                           dgrad.get(), /*gradBf16=*/1, dvalue.get(), n, 1e-3f,
+                           0.9f, 0.999f, 1e-8f, 0.1f, 1);
+  referenceAdamw(1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 1, master.data(), m.data(),
+                 v.data(), floatsOf(grad).data(), n);
+  Floats gotMaster = dmaster.download();
+  Halves gotValue = dvalue.download();
+  bool exact = std::memcmp(gotMaster.data(), master.data(), n * 4) == 0 &&
+               gotValue == halves(master);
+  report(exact, "adamw from a bf16 gradient: master and rounded value exact",
+         "");
 }
 
 } // namespace
@@ -652,6 +811,9 @@ int main() {
 
   testIndexChecks();
   testAdamw();
+  testAdamwBf16();
+  testBf16(1100, 96, 4, 77);
+  testBf16(6, 33, 1, 5);
 
   // The attention scores computed in chunks: at most two (batch, head)
   // pairs' scores at a time, for a walk over heads and one over batch.

@@ -51,7 +51,34 @@ int64_t numel(Value v) { return tensorType(v).getNumElements(); }
 ArrayRef<int64_t> shapeOf(Value v) { return tensorType(v).getShape(); }
 
 std::string cType(Type elementType) {
-  return elementType.isInteger(32) ? "int32_t" : "float";
+  if (elementType.isInteger(32))
+    return "int32_t";
+  return elementType.isBF16() ? "shardc_rt_bf16" : "float";
+}
+
+/// The suffix of a kernel on `elementType`: f32, bf16 or i32.
+StringRef dtypeSuffix(Type elementType) {
+  if (elementType.isInteger(32))
+    return "i32";
+  return elementType.isBF16() ? "bf16" : "f32";
+}
+
+/// The runtime's shardc_rt_dtype of `elementType`.
+StringRef dtypeEnum(Type elementType) {
+  if (elementType.isInteger(32))
+    return "SHARDC_RT_I32";
+  return elementType.isBF16() ? "SHARDC_RT_BF16" : "SHARDC_RT_F32";
+}
+
+Type elementTypeOf(Value v) { return tensorType(v).getElementType(); }
+
+/// A collective's wire type; null for other ops.
+Type wireTypeOf(Operation *op) {
+  return TypeSwitch<Operation *, Type>(op)
+      .Case<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
+            ReduceScatterStartOp, AllReduceOp, AllReduceStartOp>(
+          [](auto c) { return c.getWireType(); })
+      .Default([](Operation *) { return Type(); });
 }
 
 /// A double as C++ reads it back exactly.
@@ -72,6 +99,10 @@ public:
 
 private:
   LogicalResult checkLowerable();
+  /// The buffer a collective sends from: its input, or a copy cast to the
+  /// wire type and (reduce-scatter) padded to the group's equal pieces, of
+  /// getStagingBytes; the copy is freed at the wait.
+  std::string emitStaging(Operation *op, Value in, Type wire);
   void emitTables();
   void emitMain();
   LogicalResult emitBlock(Block &block);
@@ -80,13 +111,20 @@ private:
   LogicalResult emitOp(Operation *op);
   LogicalResult emitCompute(Operation *op);
   LogicalResult emitCollective(Operation *op);
-  LogicalResult emitNcclCollective(Operation *op, Value in, Value result,
-                                   uint32_t mask, bool average);
+  /// target=cuda: the NCCL call of a collective sending `count` elements
+  /// of its wire type per rank from `source` into `out`.
+  LogicalResult emitNcclCollective(Operation *op, StringRef source,
+                                   StringRef out, int64_t count, uint32_t mask,
+                                   bool average);
 
   /// "shardc_rt_NAME(" on the host, "shardc_rt_cuda_NAME(K, " on a device.
   std::string kernel(StringRef name) {
     return target == Target::cuda ? ("shardc_rt_cuda_" + name + "(K, ").str()
                                   : ("shardc_rt_" + name + "(").str();
+  }
+  /// The kernel NAME for the element type of `typed`: NAME_f32 or NAME_bf16.
+  std::string kernel(StringRef name, Value typed) {
+    return kernel((name + "_" + dtypeSuffix(elementTypeOf(typed))).str());
   }
   /// A fresh event of the step's pool (target=cuda).
   std::string event() {
@@ -123,8 +161,8 @@ private:
   llvm::MapVector<StringRef, Operation *> flats;
   int counter = 0;
   int numEvents = 0;
-  /// target=cuda: the event each token's wait waits on, and the padded
-  /// staging copy a reduce-scatter frees at its wait.
+  /// target=cuda: the event each token's wait waits on. Both targets: the
+  /// staging copy (emitStaging) a collective frees at its wait.
   llvm::DenseMap<Value, std::string> tokenEvents, stagings;
 };
 
@@ -169,17 +207,25 @@ LogicalResult StepEmitter::checkLowerable() {
     if (!tensor)
       return success();
     Type element = tensor.getElementType();
-    if (element.isF32() || element.isInteger(32))
+    if (element.isF32() || element.isBF16() || element.isInteger(32))
       return success();
     return op->emitOpError()
            << "has type " << type
-           << ": the emitted steps compute in f32 with i32 indices (bf16 "
-              "mixed precision is not lowered yet)";
+           << ": the emitted steps compute on f32 or bf16 tensors with i32 "
+              "indices";
   };
   WalkResult result = model.walk([&](Operation *op) {
     for (Value v : op->getResults())
       if (failed(checkType(op, v.getType())))
         return WalkResult::interrupt();
+    if (Type wire = wireTypeOf(op)) {
+      if (elementTypeOf(op->getResult(0)) != wire) {
+        op->emitOpError() << "receives " << elementTypeOf(op->getResult(0))
+                          << " from a " << wire
+                          << " wire: the emitted steps keep the wire type";
+        return WalkResult::interrupt();
+      }
+    }
     return WalkResult::advance();
   });
   return failure(result.wasInterrupted());
@@ -286,7 +332,8 @@ void StepEmitter::emitTables() {
        << param.getFullType().getRank() << ", kParamShape" << i << ", "
        << init << ", " << a << ", " << b << ", "
        << (param.getFrozen() ? 1 : 0) << ", {" << stored << "u}, {"
-       << optimized << "u}, " << flat << "},\n";
+       << optimized << "u}, " << flat << ", "
+       << dtypeEnum(param.getType().getElementType()) << "},\n";
   }
   os.unindent();
   os << "};\n\nconst shardc_rt_input_info kInputs[] = {\n";
@@ -294,8 +341,7 @@ void StepEmitter::emitTables() {
   for (auto [i, input] : llvm::enumerate(inputs)) {
     Type element = cast<RankedTensorType>(input.getType()).getElementType();
     bool integer = element.isInteger(32);
-    os << "{\"" << input.getName() << "\", "
-       << (integer ? "SHARDC_RT_I32" : "SHARDC_RT_F32") << ", "
+    os << "{\"" << input.getName() << "\", " << dtypeEnum(element) << ", "
        << shapeOf(input.getResult()).size() << ", kInputShape" << i << ", "
        << (integer ? integerBound(input.getResult()) : 0) << "},\n";
   }
@@ -443,9 +489,10 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         if (param.getResult().use_empty())
           return success();
         std::string n = fresh();
-        os << "float *" << n << " = shardc_rt_param(ctx, "
-           << paramIndex(param.getName()) << "); // " << param.getName()
-           << "\n";
+        std::string type = cType(param.getType().getElementType());
+        os << type << " *" << n << " = static_cast<" << type
+           << " *>(shardc_rt_param(ctx, " << paramIndex(param.getName())
+           << ")); // " << param.getName() << "\n";
         names[param.getResult()] = n;
         return success();
       })
@@ -481,7 +528,7 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         // The results accumulate the yields of every micro-batch.
         for (Value acc : loop.getResults()) {
           std::string sum = allocate(acc);
-          os << kernel("fill_f32") << sum << ", 0.0f, " << numel(acc)
+          os << kernel("fill", acc) << sum << ", 0.0f, " << numel(acc)
              << ");\n";
         }
         os << "for (int64_t mb = 0; mb < " << loop.getCount() << "; ++mb) {\n";
@@ -501,7 +548,7 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         if (auto loop = dyn_cast<train::MicrobatchesOp>(yield->getParentOp()))
           for (auto [acc, value] :
                llvm::zip(loop.getResults(), yield.getValues()))
-            os << kernel("accumulate_f32") << name(acc) << ", "
+            os << kernel("accumulate", acc) << name(acc) << ", "
                << name(value) << ", " << numel(value) << ");\n";
         return success();
       })
@@ -515,20 +562,26 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
       })
       .Case([&](train::AdamWOp adamw) {
         os << "shardc_rt_adamw(ctx, " << paramIndex(adamw.getName()) << ", "
-           << name(adamw.getGrad()) << "); // " << adamw.getName() << "\n";
+           << name(adamw.getGrad()) << ", "
+           << dtypeEnum(elementTypeOf(adamw.getGrad())) << "); // "
+           << adamw.getName() << "\n";
         return success();
       })
       .Case([&](AdamWShardOp adamw) {
         std::string out = allocate(adamw.getResult());
         os << "shardc_rt_adamw_shard(ctx, " << paramIndex(adamw.getName())
-           << ", " << name(adamw.getGrad()) << ", " << out << "); // "
+           << ", " << name(adamw.getGrad()) << ", "
+           << dtypeEnum(elementTypeOf(adamw.getGrad())) << ", " << out
+           << "); // "
            << adamw.getName() << "\n";
         return success();
       })
       .Case([&](FlatParamOp flat) {
         std::string n = fresh();
-        os << "float *" << n << " = shardc_rt_flat_param(ctx, "
-           << flats.find(flat.getUnit()) - flats.begin() << "); // unit \""
+        std::string type = cType(elementTypeOf(flat.getResult()));
+        os << type << " *" << n << " = static_cast<" << type
+           << " *>(shardc_rt_flat_param(ctx, "
+           << flats.find(flat.getUnit()) - flats.begin() << ")); // unit \""
            << flat.getUnit() << "\"\n";
         names[flat.getResult()] = n;
         return success();
@@ -538,7 +591,9 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
             adamw.getUpdated() ? allocate(adamw.getUpdated()) : "nullptr";
         os << "shardc_rt_adamw_flat(ctx, "
            << flats.find(adamw.getUnit()) - flats.begin() << ", "
-           << name(adamw.getGrad()) << ", " << out << "); // unit \""
+           << name(adamw.getGrad()) << ", "
+           << dtypeEnum(elementTypeOf(adamw.getGrad())) << ", " << out
+           << "); // unit \""
            << adamw.getUnit() << "\"\n";
         return success();
       })
@@ -552,13 +607,14 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         std::string out = allocate(pack.getResult());
         int64_t offset = 0;
         for (Value in : pack.getInputs()) {
-          os << kernel("copy_f32") << out << " + " << offset << ", "
+          os << kernel("copy", in) << out << " + " << offset << ", "
              << name(in) << ", " << numel(in) << ");\n";
           offset += numel(in);
         }
         // Padding to the ranks' equal pieces reduces as zeros.
         if (int64_t padding = numel(pack.getResult()) - offset)
-          os << kernel("fill_f32") << out << " + " << offset << ", 0.0f, "
+          os << kernel("fill", pack.getResult()) << out << " + " << offset
+             << ", 0.0f, "
              << padding << ");\n";
         return success();
       })
@@ -573,13 +629,12 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
       })
       .Case([&](WaitOp wait) {
         names[wait.getResult()] = name(wait.getToken());
-        if (target == Target::host) {
+        if (target == Target::host)
           os << "shardc_rt_wait(ctx, " << requests.lookup(wait.getToken())
              << ");\n";
-          return success();
-        }
-        os << "SHARDC_CUDA(cudaStreamWaitEvent(compute, "
-           << tokenEvents.lookup(wait.getToken()) << ", 0));\n";
+        else
+          os << "SHARDC_CUDA(cudaStreamWaitEvent(compute, "
+             << tokenEvents.lookup(wait.getToken()) << ", 0));\n";
         if (std::string staging = stagings.lookup(wait.getToken());
             !staging.empty())
           os << "shardc_rt_free(ctx, " << staging << ");\n";
@@ -592,9 +647,9 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         auto dense = dyn_cast<DenseFPElementsAttr>(constant.getValue());
         if (!dense || !dense.isSplat())
           return LogicalResult(constant.emitOpError(
-              "only splat f32 constants lower to target=host"));
+              "only splat float constants lower to an executable"));
         std::string out = allocate(constant.getResult());
-        os << kernel("fill_f32") << out << ", "
+        os << kernel("fill", constant.getResult()) << out << ", "
            << literal(dense.getSplatValue<APFloat>()) << "f, "
            << numel(constant.getResult()) << ");\n";
         return success();
@@ -602,104 +657,104 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
       .Default([&](Operation *op) { return emitCompute(op); });
 }
 
+std::string StepEmitter::emitStaging(Operation *op, Value in, Type wire) {
+  int64_t bytes = getStagingBytes(op);
+  if (!bytes)
+    return name(in);
+  std::string staging = fresh(), type = cType(wire);
+  os << type << " *" << staging << " = static_cast<" << type
+     << " *>(shardc_rt_alloc(ctx, " << bytes << "));\n";
+  if (elementTypeOf(in) == wire)
+    os << kernel("copy", in);
+  else
+    os << kernel(("convert_" + dtypeSuffix(elementTypeOf(in)) + "_" +
+                  dtypeSuffix(wire))
+                     .str());
+  os << staging << ", " << name(in) << ", " << numel(in) << ");\n";
+  int64_t sent = bytes / (wire.getIntOrFloatBitWidth() / 8);
+  // Uneven dim-0 shards: the last ranks' rows are padding, reduced as zeros.
+  if (sent > numel(in))
+    os << kernel(("fill_" + dtypeSuffix(wire)).str()) << staging << " + "
+       << numel(in) << ", 0.0f, " << sent - numel(in) << ");\n";
+  stagings[op->getResult(0)] = staging;
+  return staging;
+}
+
 LogicalResult StepEmitter::emitCollective(Operation *op) {
   Value in = op->getOperand(0), result = op->getResult(0);
   bool async = isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op);
   ArrayAttr axes;
-  Type wire;
   bool average = false;
   TypeSwitch<Operation *>(op)
-      .Case<AllGatherOp, AllGatherStartOp>([&](auto c) {
-        axes = c.getAxes();
-        wire = c.getWireType();
-      })
+      .Case<AllGatherOp, AllGatherStartOp>([&](auto c) { axes = c.getAxes(); })
       .Case<ReduceScatterOp, ReduceScatterStartOp, AllReduceOp,
             AllReduceStartOp>([&](auto c) {
         axes = c.getAxes();
-        wire = c.getWireType();
         average = c.getReduction() == Reduction::avg;
       });
-  if (!wire.isF32())
-    return op->emitOpError() << "sends " << wire
-                             << " on the wire: the emitted steps send f32 only";
+  Type wire = wireTypeOf(op);
   uint32_t mask = axesMask(axes);
+  std::string source = emitStaging(op, in, wire);
+  // Every rank's padded piece: the gathered buffer has room for all of them
+  // (BufferLiveness), a reduce-scatter's source holds all of them.
+  int64_t count = isa<AllGatherOp, AllGatherStartOp>(op) ? numel(in)
+                                                         : numel(result);
+  if (isa<AllReduceOp, AllReduceStartOp>(op))
+    count = numel(in);
+  std::string out = allocate(result);
   if (target == Target::cuda)
-    return emitNcclCollective(op, in, result, mask, average);
-  std::string out, call;
-  if (isa<AllGatherOp, AllGatherStartOp>(op)) {
-    // The gathered buffer has room for every rank's padded shard
-    // (BufferLiveness).
-    int64_t count = numel(in);
-    out = allocate(result);
-    call = llvm::formatv("shardc_rt_all_gather_start(ctx, {0}u, {1}, {2}, {3})",
-                         mask, name(in), out, count);
-  } else if (isa<ReduceScatterOp, ReduceScatterStartOp>(op)) {
-    out = allocate(result);
-    call = llvm::formatv(
-        "shardc_rt_reduce_scatter_start(ctx, {0}u, {1}, {2}, {3}, {4}, {5})",
-        mask, name(in), numel(in), out, numel(result), average ? 1 : 0);
-  } else {
-    out = allocate(result);
-    call = llvm::formatv(
-        "shardc_rt_all_reduce_start(ctx, {0}u, {1}, {2}, {3}, {4})", mask,
-        name(in), out, numel(in), average ? 1 : 0);
-  }
+    return emitNcclCollective(op, source, out, count, mask, average);
+  std::string call;
+  std::string common = llvm::formatv("ctx, {0}u, {1}, {2}, {3}, {4}", mask,
+                                     dtypeEnum(wire), source, out, count);
+  if (isa<AllGatherOp, AllGatherStartOp>(op))
+    call = "shardc_rt_all_gather_start(" + common + ")";
+  else if (isa<ReduceScatterOp, ReduceScatterStartOp>(op))
+    call = "shardc_rt_reduce_scatter_start(" + common + ", " +
+           (average ? "1" : "0") + ")";
+  else
+    call = "shardc_rt_all_reduce_start(" + common + ", " +
+           (average ? "1" : "0") + ")";
   std::string request = fresh("r");
   os << "shardc_rt_request *" << request << " = " << call << ";\n";
   if (async) {
     requests[result] = request;
-  } else {
-    os << "shardc_rt_wait(ctx, " << request << ");\n";
+    return success();
   }
+  os << "shardc_rt_wait(ctx, " << request << ");\n";
+  if (std::string staging = stagings.lookup(result); !staging.empty())
+    os << "shardc_rt_free(ctx, " << staging << ");\n";
   return success();
 }
 
 /// A collective on its communicator's stream: it starts once the compute
 /// stream has produced its input (and released its output buffer), and the
 /// compute stream waits for its event where the schedule waits.
-LogicalResult StepEmitter::emitNcclCollective(Operation *op, Value in,
-                                              Value result, uint32_t mask,
-                                              bool average) {
-  std::string out, call, source = name(in);
+LogicalResult StepEmitter::emitNcclCollective(Operation *op, StringRef source,
+                                              StringRef out, int64_t count,
+                                              uint32_t mask, bool average) {
   std::string comm = "nccl" + std::to_string(mask);
   std::string stream = "comm" + std::to_string(mask);
   const char *reduction = average ? "ncclAvg" : "ncclSum";
-  if (isa<AllGatherOp, AllGatherStartOp>(op)) {
-    int64_t count = numel(in);
-    out = allocate(result);
-    call = llvm::formatv("ncclAllGather({0}, {1}, {2}, ncclFloat, {3}, {4})",
-                         source, out, count, comm, stream);
-  } else if (isa<ReduceScatterOp, ReduceScatterStartOp>(op)) {
-    out = allocate(result);
-    int64_t count = numel(result);
-    if (int64_t bytes = getStagingBytes(op)) {
-      // Uneven dim-0 shards: NCCL takes group x count elements, the last
-      // ranks' rows padding.
-      std::string staging = fresh();
-      os << "float *" << staging << " = static_cast<float *>(shardc_rt_alloc(ctx, "
-         << bytes << "));\n";
-      os << kernel("copy_f32") << staging << ", " << source << ", "
-         << numel(in) << ");\n";
-      os << kernel("fill_f32") << staging << " + " << numel(in) << ", 0.0f, "
-         << bytes / 4 - numel(in) << ");\n";
-      stagings[result] = staging;
-      source = staging;
-    }
+  const char *type = wireTypeOf(op).isBF16() ? "ncclBfloat16" : "ncclFloat";
+  std::string call;
+  if (isa<AllGatherOp, AllGatherStartOp>(op))
+    call = llvm::formatv("ncclAllGather({0}, {1}, {2}, {3}, {4}, {5})", source,
+                         out, count, type, comm, stream);
+  else if (isa<ReduceScatterOp, ReduceScatterStartOp>(op))
     call = llvm::formatv(
-        "ncclReduceScatter({0}, {1}, {2}, ncclFloat, {3}, {4}, {5})", source,
-        out, count, reduction, comm, stream);
-  } else {
-    out = allocate(result);
-    call = llvm::formatv(
-        "ncclAllReduce({0}, {1}, {2}, ncclFloat, {3}, {4}, {5})", source, out,
-        numel(in), reduction, comm, stream);
-  }
+        "ncclReduceScatter({0}, {1}, {2}, {3}, {4}, {5}, {6})", source, out,
+        count, type, reduction, comm, stream);
+  else
+    call = llvm::formatv("ncclAllReduce({0}, {1}, {2}, {3}, {4}, {5}, {6})",
+                         source, out, count, type, reduction, comm, stream);
   std::string ready = event(), done = event();
   os << "SHARDC_CUDA(cudaEventRecord(" << ready << ", compute));\n";
   os << "SHARDC_CUDA(cudaStreamWaitEvent(" << stream << ", " << ready
      << ", 0));\n";
   os << "SHARDC_NCCL(" << call << ");\n";
   os << "SHARDC_CUDA(cudaEventRecord(" << done << ", " << stream << "));\n";
+  Value result = op->getResult(0);
   if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op)) {
     tokenEvents[result] = done;
     return success();
@@ -713,20 +768,19 @@ LogicalResult StepEmitter::emitNcclCollective(Operation *op, Value in,
 LogicalResult StepEmitter::emitCompute(Operation *op) {
   // Kernels that read indices check them: on the host at once, on a
   // device at the end of the step (the kernel records the position).
-  auto checkIds = [&](StringRef kernelName, StringRef args) {
+  auto checkIds = [&](StringRef call, StringRef args) {
     if (target == Target::cuda) {
-      os << kernel(kernelName) << args << ");\n";
+      os << call << args << ");\n";
       return;
     }
-    os << "if (int64_t bad = " << kernel(kernelName) << args
-       << "); bad >= 0)\n";
+    os << "if (int64_t bad = " << call << args << "); bad >= 0)\n";
     os << "  shardc_rt_bad_index(ctx, \"" << where(op) << "\", bad);\n";
   };
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](train::LinearOp o) {
         std::string y = allocate(o.getResult());
         int64_t k = shapeOf(o.getWeight())[1], n = shapeOf(o.getWeight())[0];
-        os << kernel("linear_f32") << name(o.getInput()) << ", "
+        os << kernel("linear", o.getResult()) << name(o.getInput()) << ", "
            << name(o.getWeight()) << ", "
            << (o.getBias() ? name(o.getBias()) : "nullptr") << ", " << y
            << ", " << numel(o.getInput()) / k << ", " << k << ", " << n
@@ -738,7 +792,7 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
         ArrayRef<int64_t> lhs = shapeOf(o.getLhs()), res = shapeOf(o.getResult());
         int64_t m = res[res.size() - 2], n = res.back();
         int64_t k = o.getTransposeLhs() ? lhs[lhs.size() - 2] : lhs.back();
-        os << kernel("matmul_f32") << name(o.getLhs()) << ", "
+        os << kernel("matmul", o.getResult()) << name(o.getLhs()) << ", "
            << name(o.getRhs()) << ", " << c << ", "
            << numel(o.getResult()) / (m * n) << ", " << m << ", " << k << ", "
            << n << ", " << (o.getTransposeLhs() ? 1 : 0) << ", "
@@ -747,28 +801,28 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
       })
       .Case([&](train::AddOp o) {
         std::string y = allocate(o.getResult());
-        os << kernel("add_f32") << name(o.getLhs()) << ", "
+        os << kernel("add", o.getResult()) << name(o.getLhs()) << ", "
            << name(o.getRhs()) << ", " << y << ", " << numel(o.getLhs())
            << ", " << numel(o.getRhs()) << ");\n";
         return success();
       })
       .Case([&](train::ScaleOp o) {
         std::string y = allocate(o.getResult());
-        os << kernel("scale_f32") << name(o.getInput()) << ", " << y
+        os << kernel("scale", o.getResult()) << name(o.getInput()) << ", " << y
            << ", " << numel(o.getInput()) << ", "
            << literal(o.getFactor().convertToDouble()) << ");\n";
         return success();
       })
       .Case<train::GeluOp, train::ReluOp>([&](Operation *o) {
         std::string y = allocate(o->getResult(0));
-        os << kernel((o->getName().stripDialect() + "_f32").str())
+        os << kernel(o->getName().stripDialect(), o->getResult(0))
            << name(o->getOperand(0)) << ", " << y << ", "
            << numel(o->getResult(0)) << ");\n";
         return success();
       })
       .Case<train::GeluGradOp, train::ReluGradOp>([&](Operation *o) {
         std::string dx = allocate(o->getResult(0));
-        os << kernel((o->getName().stripDialect() + "_f32").str())
+        os << kernel(o->getName().stripDialect(), o->getResult(0))
            << name(o->getOperand(0)) << ", " << name(o->getOperand(1)) << ", "
            << dx << ", " << numel(o->getResult(0)) << ");\n";
         return success();
@@ -776,7 +830,7 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
       .Case([&](train::LayerNormOp o) {
         std::string y = allocate(o.getResult());
         int64_t c = shapeOf(o.getInput()).back();
-        os << kernel("layernorm_f32") << name(o.getInput()) << ", "
+        os << kernel("layernorm", o.getResult()) << name(o.getInput()) << ", "
            << name(o.getWeight()) << ", " << name(o.getBias()) << ", " << y
            << ", " << numel(o.getInput()) / c << ", " << c << ", "
            << literal(o.getEps().convertToDouble()) << ");\n";
@@ -787,7 +841,7 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
         std::string dw = allocate(o.getWeightGrad());
         std::string db = allocate(o.getBiasGrad());
         int64_t c = shapeOf(o.getInput()).back();
-        os << kernel("layernorm_grad_f32") << name(o.getGrad()) << ", "
+        os << kernel("layernorm_grad", o.getInputGrad()) << name(o.getGrad()) << ", "
            << name(o.getInput()) << ", " << name(o.getWeight()) << ", " << dx
            << ", " << dw << ", " << db << ", " << numel(o.getInput()) / c
            << ", " << c << ", " << literal(o.getEps().convertToDouble())
@@ -797,7 +851,7 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
       .Case([&](train::EmbeddingOp o) {
         std::string y = allocate(o.getResult());
         ArrayRef<int64_t> table = shapeOf(o.getTable());
-        checkIds("embedding_f32", llvm::formatv("{0}, {1}, {2}, {3}, "
+        checkIds(kernel("embedding", o.getResult()), llvm::formatv("{0}, {1}, {2}, {3}, "
                                "{4}, {5}",
                                name(o.getIds()), name(o.getTable()), y,
                                numel(o.getIds()), table[0], table[1])
@@ -807,7 +861,7 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
       .Case([&](train::EmbeddingGradOp o) {
         std::string dt = allocate(o.getResult());
         ArrayRef<int64_t> table = shapeOf(o.getResult());
-        checkIds("embedding_grad_f32", llvm::formatv("{0}, {1}, {2}, "
+        checkIds(kernel("embedding_grad", o.getResult()), llvm::formatv("{0}, {1}, {2}, "
                                "{3}, {4}, {5}",
                                name(o.getGrad()), name(o.getIds()), dt,
                                numel(o.getIds()), table[0], table[1])
@@ -817,7 +871,7 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
       .Case([&](train::AttentionOp o) {
         std::string y = allocate(o.getResult());
         ArrayRef<int64_t> res = shapeOf(o.getResult());
-        os << kernel("attention_f32") << name(o.getQkv()) << ", " << y
+        os << kernel("attention", o.getResult()) << name(o.getQkv()) << ", " << y
            << ", " << res[0] << ", " << res[1] << ", " << res[2] << ", "
            << o.getHeads() << ");\n";
         return success();
@@ -825,7 +879,7 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
       .Case([&](train::AttentionGradOp o) {
         std::string dqkv = allocate(o.getResult());
         ArrayRef<int64_t> dy = shapeOf(o.getGrad());
-        os << kernel("attention_grad_f32") << name(o.getGrad()) << ", "
+        os << kernel("attention_grad", o.getResult()) << name(o.getGrad()) << ", "
            << name(o.getQkv()) << ", " << dqkv << ", " << dy[0] << ", "
            << dy[1] << ", " << dy[2] << ", " << o.getHeads() << ");\n";
         return success();
@@ -833,7 +887,7 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
       .Case([&](train::CrossEntropyOp o) {
         std::string l = allocate(o.getResult());
         int64_t v = shapeOf(o.getLogits()).back();
-        checkIds("cross_entropy_f32", llvm::formatv("{0}, {1}, {2}, "
+        checkIds(kernel("cross_entropy", o.getLogits()), llvm::formatv("{0}, {1}, {2}, "
                                "{3}, {4}",
                                name(o.getLogits()), name(o.getTargets()), l,
                                numel(o.getTargets()), v)
@@ -843,7 +897,7 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
       .Case([&](train::CrossEntropyGradOp o) {
         std::string d = allocate(o.getResult());
         int64_t v = shapeOf(o.getLogits()).back();
-        checkIds("cross_entropy_grad_f32", llvm::formatv("{0}, {1}, "
+        checkIds(kernel("cross_entropy_grad", o.getResult()), llvm::formatv("{0}, {1}, "
                                "{2}, {3}, {4}, {5}",
                                name(o.getGrad()), name(o.getLogits()),
                                name(o.getTargets()), d, numel(o.getTargets()),
@@ -860,7 +914,7 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
       .Case([&](train::SumToOp o) {
         std::string y = allocate(o.getResult());
         int64_t inner = numel(o.getResult());
-        os << kernel("sum_to_f32") << name(o.getInput()) << ", " << y
+        os << kernel("sum_to", o.getResult()) << name(o.getInput()) << ", " << y
            << ", " << numel(o.getInput()) / inner << ", " << inner << ");\n";
         return success();
       })

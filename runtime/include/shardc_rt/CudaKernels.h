@@ -44,6 +44,8 @@
 #ifndef SHARDC_RT_CUDA_KERNELS_H
 #define SHARDC_RT_CUDA_KERNELS_H
 
+#include "shardc_rt/BFloat16.h"
+
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -198,7 +200,9 @@ void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
 // Optimizer
 //===----------------------------------------------------------------------===//
 
-/// AdamW over n elements of a rank's shard, as torch.optim.AdamW (decoupled
+/// AdamW over n f32 elements of a rank's shard (a bf16 param's master), from
+/// a gradient in f32 (gradBf16 = 0) or bf16; where `rounded` is not null it
+/// receives the updated elements rounded to bf16. As torch.optim.AdamW (decoupled
 /// weight decay, bias-corrected moments, step >= 1) and with the operation
 /// order and roundings of runtime/host/Optimizer.cpp's adamw: bit for bit
 /// the same results when its double hyperparameters hold these float values
@@ -209,10 +213,107 @@ void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
 ///   param = param (1 - lr wd) - lr / (1 - beta1^step) m
 ///           / (sqrt(v) / sqrt(1 - beta2^step) + eps).
 void shardc_rt_cuda_adamw_f32(shardc_rt_cuda_kernels *k, float *param,
-                              float *expAvg, float *expAvgSq,
-                              const float *grad, int64_t n, float lr,
-                              float beta1, float beta2, float eps,
+                              float *expAvg, float *expAvgSq, const void *grad,
+                              int gradBf16, shardc_rt_bf16 *rounded, int64_t n,
+                              float lr, float beta1, float beta2, float eps,
                               float weightDecay, int64_t step);
+
+//===----------------------------------------------------------------------===//
+// Mixed precision: the kernels above on bf16 tensors, and the casts
+//===----------------------------------------------------------------------===//
+//
+// As shardc_rt/Kernels.h's _bf16 kernels: f32 compute on the exact values,
+// results rounded to bf16; GEMMs (linear, matmul) run on bf16 tensor cores
+// accumulating in f32 and round once. layernorm(_grad), attention(_grad),
+// cross_entropy(_grad), sum_to and embedding_grad run their f32 kernels on
+// f32 copies of their operands in a second workspace that grows as the
+// first does (to the largest need of one call).
+
+void shardc_rt_cuda_convert_f32_bf16(shardc_rt_cuda_kernels *k,
+                                     shardc_rt_bf16 *dst, const float *src,
+                                     int64_t n);
+void shardc_rt_cuda_convert_bf16_f32(shardc_rt_cuda_kernels *k, float *dst,
+                                     const shardc_rt_bf16 *src, int64_t n);
+void shardc_rt_cuda_linear_bf16(shardc_rt_cuda_kernels *k,
+                                const shardc_rt_bf16 *x,
+                                const shardc_rt_bf16 *w,
+                                const shardc_rt_bf16 *b, shardc_rt_bf16 *y,
+                                int64_t m, int64_t k_, int64_t n);
+void shardc_rt_cuda_matmul_bf16(shardc_rt_cuda_kernels *k,
+                                const shardc_rt_bf16 *lhs,
+                                const shardc_rt_bf16 *rhs, shardc_rt_bf16 *out,
+                                int64_t batch, int64_t m, int64_t k_,
+                                int64_t n, int transposeLhs, int transposeRhs);
+void shardc_rt_cuda_add_bf16(shardc_rt_cuda_kernels *k,
+                             const shardc_rt_bf16 *lhs,
+                             const shardc_rt_bf16 *rhs, shardc_rt_bf16 *y,
+                             int64_t n, int64_t m);
+void shardc_rt_cuda_scale_bf16(shardc_rt_cuda_kernels *k,
+                               const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
+                               int64_t n, double factor);
+void shardc_rt_cuda_gelu_bf16(shardc_rt_cuda_kernels *k,
+                              const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
+                              int64_t n);
+void shardc_rt_cuda_relu_bf16(shardc_rt_cuda_kernels *k,
+                              const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
+                              int64_t n);
+void shardc_rt_cuda_layernorm_bf16(shardc_rt_cuda_kernels *k,
+                                   const shardc_rt_bf16 *x,
+                                   const shardc_rt_bf16 *w,
+                                   const shardc_rt_bf16 *b, shardc_rt_bf16 *y,
+                                   int64_t rows, int64_t c, double eps);
+void shardc_rt_cuda_embedding_bf16(shardc_rt_cuda_kernels *k,
+                                   const int32_t *ids,
+                                   const shardc_rt_bf16 *table,
+                                   shardc_rt_bf16 *out, int64_t n, int64_t v,
+                                   int64_t c);
+void shardc_rt_cuda_attention_bf16(shardc_rt_cuda_kernels *k,
+                                   const shardc_rt_bf16 *qkv,
+                                   shardc_rt_bf16 *out, int64_t b, int64_t t,
+                                   int64_t c, int64_t heads);
+void shardc_rt_cuda_cross_entropy_bf16(shardc_rt_cuda_kernels *k,
+                                       const shardc_rt_bf16 *logits,
+                                       const int32_t *targets, float *loss,
+                                       int64_t n, int64_t v);
+void shardc_rt_cuda_sum_to_bf16(shardc_rt_cuda_kernels *k,
+                                const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
+                                int64_t outer, int64_t inner);
+void shardc_rt_cuda_copy_bf16(shardc_rt_cuda_kernels *k, shardc_rt_bf16 *dst,
+                              const shardc_rt_bf16 *src, int64_t n);
+void shardc_rt_cuda_fill_bf16(shardc_rt_cuda_kernels *k, shardc_rt_bf16 *dst,
+                              float value, int64_t n);
+void shardc_rt_cuda_accumulate_bf16(shardc_rt_cuda_kernels *k,
+                                    shardc_rt_bf16 *dst,
+                                    const shardc_rt_bf16 *src, int64_t n);
+void shardc_rt_cuda_gelu_grad_bf16(shardc_rt_cuda_kernels *k,
+                                   const shardc_rt_bf16 *dy,
+                                   const shardc_rt_bf16 *x,
+                                   shardc_rt_bf16 *dx, int64_t n);
+void shardc_rt_cuda_relu_grad_bf16(shardc_rt_cuda_kernels *k,
+                                   const shardc_rt_bf16 *dy,
+                                   const shardc_rt_bf16 *x,
+                                   shardc_rt_bf16 *dx, int64_t n);
+void shardc_rt_cuda_layernorm_grad_bf16(
+    shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *dy,
+    const shardc_rt_bf16 *x, const shardc_rt_bf16 *w, shardc_rt_bf16 *dx,
+    shardc_rt_bf16 *dw, shardc_rt_bf16 *db, int64_t rows, int64_t c,
+    double eps);
+void shardc_rt_cuda_embedding_grad_bf16(shardc_rt_cuda_kernels *k,
+                                        const shardc_rt_bf16 *dy,
+                                        const int32_t *ids,
+                                        shardc_rt_bf16 *dtable, int64_t n,
+                                        int64_t v, int64_t c);
+void shardc_rt_cuda_attention_grad_bf16(shardc_rt_cuda_kernels *k,
+                                        const shardc_rt_bf16 *dy,
+                                        const shardc_rt_bf16 *qkv,
+                                        shardc_rt_bf16 *dqkv, int64_t b,
+                                        int64_t t, int64_t c, int64_t heads);
+void shardc_rt_cuda_cross_entropy_grad_bf16(shardc_rt_cuda_kernels *k,
+                                            const float *dloss,
+                                            const shardc_rt_bf16 *logits,
+                                            const int32_t *targets,
+                                            shardc_rt_bf16 *dlogits, int64_t n,
+                                            int64_t v);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -4,7 +4,11 @@
 // op (include/shardc/Dialect/Train/IR/TrainOps.td is their specification).
 //
 // Conventions of the C ABI:
-//  - f32 only; tensors are raw pointers to row-major contiguous memory, with
+//  - each kernel is there in f32 and, for mixed precision, in bf16 (suffix
+//    _bf16, shardc_rt/BFloat16.h): the bf16 ones read bf16, compute as the
+//    f32 ones do on the exact f32 values and round what they write; the
+//    loss of cross_entropy and the dloss of cross_entropy_grad stay f32.
+//    Tensors are raw pointers to row-major contiguous memory, with
 //    their dimensions as int64_t; leading dimensions are flattened by the
 //    caller (a linear on [B, T, C] is one with M = B * T).
 //  - compute kernels take their inputs, then their outputs, then dimensions,
@@ -28,6 +32,8 @@
 
 #ifndef SHARDC_RT_KERNELS_H
 #define SHARDC_RT_KERNELS_H
+
+#include "shardc_rt/BFloat16.h"
 
 #include <stdint.h>
 
@@ -156,6 +162,76 @@ int64_t shardc_rt_cross_entropy_grad_f32(const float *dloss,
                                          const float *logits,
                                          const int32_t *targets, float *dlogits,
                                          int64_t n, int64_t v);
+
+//===----------------------------------------------------------------------===//
+// Mixed precision: the kernels above on bf16 tensors, and the casts
+//===----------------------------------------------------------------------===//
+
+void shardc_rt_convert_f32_bf16(shardc_rt_bf16 *dst, const float *src,
+                                int64_t n);
+void shardc_rt_convert_bf16_f32(float *dst, const shardc_rt_bf16 *src,
+                                int64_t n);
+
+void shardc_rt_linear_bf16(const shardc_rt_bf16 *x, const shardc_rt_bf16 *w,
+                           const shardc_rt_bf16 *b, shardc_rt_bf16 *y,
+                           int64_t m, int64_t k, int64_t n);
+void shardc_rt_matmul_bf16(const shardc_rt_bf16 *lhs,
+                           const shardc_rt_bf16 *rhs, shardc_rt_bf16 *out,
+                           int64_t batch, int64_t m, int64_t k, int64_t n,
+                           int transposeLhs, int transposeRhs);
+void shardc_rt_add_bf16(const shardc_rt_bf16 *lhs, const shardc_rt_bf16 *rhs,
+                        shardc_rt_bf16 *y, int64_t n, int64_t m);
+void shardc_rt_scale_bf16(const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
+                          int64_t n, double factor);
+void shardc_rt_gelu_bf16(const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
+                         int64_t n);
+void shardc_rt_relu_bf16(const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
+                         int64_t n);
+void shardc_rt_layernorm_bf16(const shardc_rt_bf16 *x,
+                              const shardc_rt_bf16 *w,
+                              const shardc_rt_bf16 *b, shardc_rt_bf16 *y,
+                              int64_t rows, int64_t c, double eps);
+int64_t shardc_rt_embedding_bf16(const int32_t *ids,
+                                 const shardc_rt_bf16 *table,
+                                 shardc_rt_bf16 *out, int64_t n, int64_t v,
+                                 int64_t c);
+void shardc_rt_attention_bf16(const shardc_rt_bf16 *qkv, shardc_rt_bf16 *out,
+                              int64_t b, int64_t t, int64_t c, int64_t heads);
+int64_t shardc_rt_cross_entropy_bf16(const shardc_rt_bf16 *logits,
+                                     const int32_t *targets, float *loss,
+                                     int64_t n, int64_t v);
+void shardc_rt_sum_to_bf16(const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
+                           int64_t outer, int64_t inner);
+void shardc_rt_copy_bf16(shardc_rt_bf16 *dst, const shardc_rt_bf16 *src,
+                         int64_t n);
+/// dst[n] = value rounded to bf16.
+void shardc_rt_fill_bf16(shardc_rt_bf16 *dst, float value, int64_t n);
+void shardc_rt_accumulate_bf16(shardc_rt_bf16 *dst, const shardc_rt_bf16 *src,
+                               int64_t n);
+void shardc_rt_gelu_grad_bf16(const shardc_rt_bf16 *dy,
+                              const shardc_rt_bf16 *x, shardc_rt_bf16 *dx,
+                              int64_t n);
+void shardc_rt_relu_grad_bf16(const shardc_rt_bf16 *dy,
+                              const shardc_rt_bf16 *x, shardc_rt_bf16 *dx,
+                              int64_t n);
+void shardc_rt_layernorm_grad_bf16(const shardc_rt_bf16 *dy,
+                                   const shardc_rt_bf16 *x,
+                                   const shardc_rt_bf16 *w, shardc_rt_bf16 *dx,
+                                   shardc_rt_bf16 *dw, shardc_rt_bf16 *db,
+                                   int64_t rows, int64_t c, double eps);
+int64_t shardc_rt_embedding_grad_bf16(const shardc_rt_bf16 *dy,
+                                      const int32_t *ids,
+                                      shardc_rt_bf16 *dtable, int64_t n,
+                                      int64_t v, int64_t c);
+void shardc_rt_attention_grad_bf16(const shardc_rt_bf16 *dy,
+                                   const shardc_rt_bf16 *qkv,
+                                   shardc_rt_bf16 *dqkv, int64_t b, int64_t t,
+                                   int64_t c, int64_t heads);
+int64_t shardc_rt_cross_entropy_grad_bf16(const float *dloss,
+                                          const shardc_rt_bf16 *logits,
+                                          const int32_t *targets,
+                                          shardc_rt_bf16 *dlogits, int64_t n,
+                                          int64_t v);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -12,6 +12,8 @@
 #ifndef SHARDC_RT_SHARDC_RT_H
 #define SHARDC_RT_SHARDC_RT_H
 
+#include "shardc_rt/BFloat16.h"
+
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -21,7 +23,12 @@ extern "C" {
 typedef struct shardc_rt_context shardc_rt_context;
 typedef struct shardc_rt_request shardc_rt_request;
 
-typedef enum { SHARDC_RT_F32 = 0, SHARDC_RT_I32 = 1 } shardc_rt_dtype;
+typedef enum {
+  SHARDC_RT_F32 = 0,
+  SHARDC_RT_I32 = 1,
+  SHARDC_RT_BF16 = 2, /* bfloat16: the upper half of an f32 */
+} shardc_rt_dtype;
+
 
 typedef enum {
   SHARDC_RT_INIT_ZEROS = 0,
@@ -52,11 +59,15 @@ typedef struct {
   shardc_rt_split optimizer; /* the part it updates (ZeRO-1/2: a shard of a
                                 full param) */
   int32_t flat;              /* its unit's flat parameter, or -1 */
+  /* Of the stored value: F32, or BF16 under mixed precision (param-dtype
+   * bf16), where the optimizer keeps an f32 master copy of the part it
+   * updates and writes the value as the master rounded. */
+  shardc_rt_dtype dtype;
 } shardc_rt_param_info;
 
 /* FSDP1's flat parameter of a unit: the members flattened and concatenated
  * in order, zero-padded to `group` equal pieces; this rank holds piece
- * groupIndex(split). */
+ * groupIndex(split). It has its members' dtype. */
 typedef struct {
   const char *unit;
   int32_t num_members;
@@ -112,11 +123,13 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model);
 void *shardc_rt_alloc(shardc_rt_context *ctx, int64_t bytes);
 void shardc_rt_free(shardc_rt_context *ctx, void *ptr);
 
-/* This rank's stored part of param i (see shardc_rt_param_info::storage). */
-float *shardc_rt_param(shardc_rt_context *ctx, int32_t index);
+/* This rank's stored part of param i (see shardc_rt_param_info::storage), of
+ * the param's dtype. */
+void *shardc_rt_param(shardc_rt_context *ctx, int32_t index);
 
-/* This rank's rows of input i for the current step, in a fresh buffer that
- * the step frees. */
+/* This rank's rows of input i for the current step, of the input's dtype (a
+ * BF16 input is read as f32 and rounded), in a fresh buffer that the step
+ * frees. */
 void *shardc_rt_input(shardc_rt_context *ctx, int32_t index);
 
 /* Fails the job: an index input (a token id, a class label) at `position`
@@ -126,21 +139,26 @@ void shardc_rt_bad_index(shardc_rt_context *ctx, const char *op,
 
 /*--- Collectives: non-blocking, completed by shardc_rt_wait -------------*/
 
+/* Buffers hold elements of `dtype` (F32 or BF16), which is also the type on
+ * the wire and the one sums are rounded to; casting to it and padding are the
+ * caller's. */
+
 /* out = the concatenation of every group member's `count` elements of in. */
 shardc_rt_request *shardc_rt_all_gather_start(shardc_rt_context *ctx,
                                               shardc_rt_axes axes,
-                                              const float *in, float *out,
+                                              shardc_rt_dtype dtype,
+                                              const void *in, void *out,
                                               int64_t count);
-/* in holds group × count elements (a trailing part may be missing: `used`
- * are present, the rest are zeros); out = this member's count elements of the
- * sum (or average) over the group. */
+/* in holds group x count elements; out = this member's count elements of
+ * the sum (or average) over the group. */
 shardc_rt_request *
 shardc_rt_reduce_scatter_start(shardc_rt_context *ctx, shardc_rt_axes axes,
-                               const float *in, int64_t used, float *out,
-                               int64_t count, int32_t average);
+                               shardc_rt_dtype dtype, const void *in,
+                               void *out, int64_t count, int32_t average);
 shardc_rt_request *shardc_rt_all_reduce_start(shardc_rt_context *ctx,
                                               shardc_rt_axes axes,
-                                              const float *in, float *out,
+                                              shardc_rt_dtype dtype,
+                                              const void *in, void *out,
                                               int64_t count, int32_t average);
 void shardc_rt_wait(shardc_rt_context *ctx, shardc_rt_request *request);
 
@@ -149,21 +167,28 @@ int64_t shardc_rt_group_index(shardc_rt_context *ctx, shardc_rt_axes axes);
 
 /*--- Optimizer ------------------------------------------------------------*/
 
+/* Gradients are F32 or BF16 (`grad_dtype`); an `updated` output has the
+ * param's dtype. A BF16 param is updated in its f32 master copy, and its
+ * value (and `updated`) become the master rounded. */
+
 /* AdamW on param i's stored part, with a gradient of the same size. */
-void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index, const float *grad);
+void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index, const void *grad,
+                     shardc_rt_dtype grad_dtype);
 /* AdamW on the shard of param i this rank owns (its optimizer split), from
  * that shard's gradient; writes the updated shard to `updated`. */
 void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
-                           const float *grad, float *updated);
+                           const void *grad, shardc_rt_dtype grad_dtype,
+                           void *updated);
 /* This rank's piece of flat parameter g (shardc_rt_flat_info). */
-float *shardc_rt_flat_param(shardc_rt_context *ctx, int32_t group);
+void *shardc_rt_flat_param(shardc_rt_context *ctx, int32_t group);
 /* AdamW on this rank's piece of flat parameter g from the piece's gradient;
  * writes the updated piece to `updated` unless it is null. */
 void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
-                          const float *grad, float *updated);
-/* Overwrites param i's stored (whole) value with `full`. */
+                          const void *grad, shardc_rt_dtype grad_dtype,
+                          void *updated);
+/* Overwrites param i's stored (whole) value with `full`, of its dtype. */
 void shardc_rt_set_param(shardc_rt_context *ctx, int32_t index,
-                         const float *full);
+                         const void *full);
 
 #ifdef __cplusplus
 }

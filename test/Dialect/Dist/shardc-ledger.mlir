@@ -86,9 +86,9 @@
 
 // Mixed precision stages an f32 copy of each bf16 gradient for the wire.
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 param-dtype=bf16 reduce-dtype=f32" --shardc-ledger="format=json output=-" -o /dev/null | FileCheck %s --check-prefix=STAGE
-// fc0.weight's whole gradient, 3x4 in f32 (48 B), and the padded copy its
-// uneven reduce-scatter stages, 4 shards of 1x4 in f32 (64 B).
-// STAGE: "comm_buffer_bytes": 112,
+// The largest is fc0.weight's: its 3x4 bf16 gradient cast to f32 and padded
+// to the 4 shards of 1x4 its uneven reduce-scatter sends, one copy of 64 B.
+// STAGE: "comm_buffer_bytes": 64,
 
 // A budget below the peak fails, naming each unit.
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4" --shardc-ledger="memory-budget=100" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET

@@ -10,7 +10,11 @@
 // RUN: %shardc build %s --target cuda --strategy zero2 --mesh 2 --layout flat --quiet -o %t/zero2
 // RUN: %shardc build %s --target cuda --strategy zero3 --mesh 2 --grad-accum 2 --quiet -o %t/zero3
 // RUN: %shardc build %s --target cuda --strategy hsdp --mesh 2x2 --layout flat --quiet -o %t/hsdp
+// RUN: %shardc build %s --target cuda --strategy zero3 --mesh 2 --param-dtype bf16 --quiet -o %t/zero3-bf16
+// RUN: %shardc build %s --target cuda --strategy zero2 --mesh 2 --layout flat --param-dtype bf16 --reduce-dtype bf16 --grad-accum 2 --quiet -o %t/zero2-bf16
+// RUN: %shardc build %s --target cuda --strategy ddp --mesh 2 --param-dtype bf16 --quiet -o %t/ddp-bf16
 // RUN: ls %t | FileCheck %s --check-prefix=BUILT
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=BF16
 
 // CHECK: #include "shardc_rt/shardc_rt_cuda.h"
 // CHECK-LABEL: void step(shardc_rt_context *ctx, float *loss) {
@@ -60,10 +64,27 @@
 // DDP-NOT: ncclAllGather
 
 // BUILT: ddp
+// BUILT-NEXT: ddp-bf16
 // BUILT-NEXT: hsdp
 // BUILT-NEXT: zero1
 // BUILT-NEXT: zero2
+// BUILT-NEXT: zero2-bf16
 // BUILT-NEXT: zero3
+// BUILT-NEXT: zero3-bf16
+
+// Mixed precision: params gathered in bf16, bf16 GEMMs, each bf16 gradient
+// cast on the compute stream into an f32 staging copy that NCCL
+// reduce-scatters in f32 and that is freed after the compute stream waits.
+// BF16: SHARDC_NCCL(ncclAllGather({{v[0-9]+}}, [[WF:v[0-9]+]], 9, ncclBfloat16, nccl1, comm1));
+// BF16: shardc_rt_cuda_linear_bf16(K, {{v[0-9]+}}, [[WF]],
+// BF16: float *[[ST:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
+// BF16-NEXT: shardc_rt_cuda_convert_bf16_f32(K, [[ST]], {{v[0-9]+}}, 15);
+// BF16-NEXT: shardc_rt_cuda_fill_f32(K, [[ST]] + 15, 0.0f, 3);
+// BF16: SHARDC_NCCL(ncclReduceScatter([[ST]], {{v[0-9]+}}, 9, ncclFloat, ncclAvg, nccl1, comm1));
+// BF16-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E:[0-9]+]]), comm1));
+// BF16: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E]]), 0));
+// BF16-NEXT: shardc_rt_free(ctx, [[ST]]);
+// BF16: shardc_rt_adamw(ctx, 0, {{v[0-9]+}}, SHARDC_RT_F32); // l0.w
 
 module {
   train.model @tiny batch 4 optimizer <lr = 0.001, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {

@@ -4,20 +4,21 @@
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 layout=flat output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=FLAT
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero2 mesh=2 layout=flat output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=FLAT2
 // RUN: not shardc-translate --shardc-to-host-cpp %s 2>&1 | FileCheck %s --check-prefix=UNSHARDED
-// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 output=/dev/null" | not shardc-translate --shardc-to-host-cpp 2>&1 | FileCheck %s --check-prefix=BF16
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=BF16
+// RUN: shardc-opt %s --shardc-pipeline="strategy=ddp mesh=2 param-dtype=bf16 reduce-dtype=bf16 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=BF16-WIRE
 
 // A unit of 5 rows sharded over 2 ranks: 3-row shards, the second padded.
 // CHECK-LABEL: const shardc_rt_param_info kParams[] = {
-// CHECK-NEXT: {"l0.w", 2, kParamShape0, SHARDC_RT_INIT_NORMAL, 0.{{0+}}e+00, 5.{{0+}}e-01, 0, {1u}, {1u}, -1},
-// CHECK-NEXT: {"l0.b", 1, kParamShape1, SHARDC_RT_INIT_ZEROS, 0, 0, 0, {1u}, {1u}, -1},
+// CHECK-NEXT: {"l0.w", 2, kParamShape0, SHARDC_RT_INIT_NORMAL, 0.{{0+}}e+00, 5.{{0+}}e-01, 0, {1u}, {1u}, -1, SHARDC_RT_F32},
+// CHECK-NEXT: {"l0.b", 1, kParamShape1, SHARDC_RT_INIT_ZEROS, 0, 0, 0, {1u}, {1u}, -1, SHARDC_RT_F32},
 // Class labels lie below the logits' width.
 // CHECK: {"y", SHARDC_RT_I32, 1, kInputShape1, 5},
 // CHECK-LABEL: void step(shardc_rt_context *ctx, float *loss) {
-// CHECK: float *[[W:v[0-9]+]] = shardc_rt_param(ctx, 0); // l0.w
+// CHECK: float *[[W:v[0-9]+]] = static_cast<float *>(shardc_rt_param(ctx, 0)); // l0.w
 // CHECK: float *[[X:v[0-9]+]] = static_cast<float *>(shardc_rt_input(ctx, 0)); // x
 // The gathered buffer holds both padded shards: 2 x 9 floats.
 // CHECK: float *[[WF:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
-// CHECK-NEXT: shardc_rt_request *[[RW:r[0-9]+]] = shardc_rt_all_gather_start(ctx, 1u, [[W]], [[WF]], 9);
+// CHECK-NEXT: shardc_rt_request *[[RW:r[0-9]+]] = shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_F32, [[W]], [[WF]], 9);
 // CHECK: shardc_rt_wait(ctx, [[RW]]);
 // CHECK: // unit "l0"
 // CHECK: shardc_rt_linear_f32([[X]], [[WF]], {{v[0-9]+}}, [[L:v[0-9]+]], 2, 3, 5);
@@ -27,13 +28,18 @@
 // CHECK: shardc_rt_cross_entropy_f32(
 // CHECK-NEXT: shardc_rt_bad_index(ctx, "train.cross_entropy at {{.*}}step-emitter-host.mlir:{{[0-9]+}}:{{[0-9]+}}", bad);
 // CHECK: // backward "l0"
-// The 5x3 weight gradient is reduce-scattered from 15 floats into a 9-float shard.
-// CHECK: shardc_rt_request *[[RS:r[0-9]+]] = shardc_rt_reduce_scatter_start(ctx, 1u, [[G:v[0-9]+]], 15, [[GS:v[0-9]+]], 9, 1);
+// The 5x3 weight gradient is reduce-scattered from 15 floats, padded to
+// 2 x 9 in a staging copy, into a 9-float shard.
+// CHECK: float *[[P:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
+// CHECK-NEXT: shardc_rt_copy_f32([[P]], [[G:v[0-9]+]], 15);
+// CHECK-NEXT: shardc_rt_fill_f32([[P]] + 15, 0.0f, 3);
+// CHECK: shardc_rt_request *[[RS:r[0-9]+]] = shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, [[P]], [[GS:v[0-9]+]], 9, 1);
 // CHECK: shardc_rt_wait(ctx, [[RS]]);
+// CHECK-NEXT: shardc_rt_free(ctx, [[P]]);
 // CHECK-NEXT: shardc_rt_free(ctx, [[G]]);
-// CHECK-NEXT: shardc_rt_adamw(ctx, 0, [[GS]]); // l0.w
+// CHECK-NEXT: shardc_rt_adamw(ctx, 0, [[GS]], SHARDC_RT_F32); // l0.w
 // CHECK-NEXT: shardc_rt_free(ctx, [[GS]]);
-// CHECK: shardc_rt_all_reduce_start(ctx, 1u, {{v[0-9]+}}, [[LOSS:v[0-9]+]], 1, 1);
+// CHECK: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_F32, {{v[0-9]+}}, [[LOSS:v[0-9]+]], 1, 1);
 // CHECK: *loss = [[LOSS]][0];
 // CHECK: model.strategy = "zero3";
 // CHECK: model.step = step;
@@ -44,8 +50,8 @@
 // DDP: float *[[B:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 80));
 // DDP: shardc_rt_copy_f32([[B]] + 0,
 // DDP: shardc_rt_copy_f32([[B]] + 15,
-// DDP: shardc_rt_all_reduce_start(ctx, 1u, [[B]], [[R:v[0-9]+]], 20, 1);
-// DDP: shardc_rt_adamw(ctx, {{[01]}}, ([[R]] + {{0|15}}));
+// DDP: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_F32, [[B]], [[R:v[0-9]+]], 20, 1);
+// DDP: shardc_rt_adamw(ctx, {{[01]}}, ([[R]] + {{0|15}}), SHARDC_RT_F32);
 
 // Micro-batches: accumulators before the loop, slices of the inputs in it,
 // the sums reduced after it. ZeRO-2 updates its shard and gathers it back.
@@ -60,32 +66,58 @@
 
 // FSDP1: the unit's 20 elements in one flat parameter, 10 per rank; its
 // members are not read, its gather is unpacked into views.
-// FLAT: {"l0.w", {{.*}}, {1u}, {1u}, 0},
+// FLAT: {"l0.w", {{.*}}, {1u}, {1u}, 0, SHARDC_RT_F32},
 // FLAT: const int32_t kFlatMembers0[] = {0, 1};
 // FLAT: {"l0", 2, kFlatMembers0, {1u}, 1},
 // FLAT-NOT: shardc_rt_param(
-// FLAT: float *[[F:v[0-9]+]] = shardc_rt_flat_param(ctx, 0); // unit "l0"
+// FLAT: float *[[F:v[0-9]+]] = static_cast<float *>(shardc_rt_flat_param(ctx, 0)); // unit "l0"
 // FLAT: float *[[G:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 80));
-// FLAT-NEXT: shardc_rt_request *[[R:r[0-9]+]] = shardc_rt_all_gather_start(ctx, 1u, [[F]], [[G]], 10);
+// FLAT-NEXT: shardc_rt_request *[[R:r[0-9]+]] = shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_F32, [[F]], [[G]], 10);
 // FLAT: shardc_rt_wait(ctx, [[R]]);
 // FLAT: shardc_rt_linear_f32({{v[0-9]+}}, ([[G]] + 0), ([[G]] + 15),
 // FLAT: float *[[P:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 80));
 // FLAT-NEXT: shardc_rt_copy_f32([[P]] + 0, {{v[0-9]+}}, 15);
 // FLAT-NEXT: shardc_rt_copy_f32([[P]] + 15, {{v[0-9]+}}, 5);
-// FLAT: shardc_rt_reduce_scatter_start(ctx, 1u, [[P]], 20, [[S:v[0-9]+]], 10, 1);
-// FLAT: shardc_rt_adamw_flat(ctx, 0, [[S]], nullptr); // unit "l0"
+// FLAT: shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, [[P]], [[S:v[0-9]+]], 10, 1);
+// FLAT: shardc_rt_adamw_flat(ctx, 0, [[S]], SHARDC_RT_F32, nullptr); // unit "l0"
 // FLAT: model.num_flats = 1;
 
 // ZeRO-2 with a flat bucket: whole params, the optimizer's piece updated,
 // gathered and written back.
 // FLAT2: {"bucket0", 2, kFlatMembers0, {1u}, 0},
-// FLAT2: shardc_rt_adamw_flat(ctx, 0, {{v[0-9]+}}, [[U:v[0-9]+]]); // unit "bucket0"
-// FLAT2: shardc_rt_all_gather_start(ctx, 1u, [[U]], [[W:v[0-9]+]], 10);
+// FLAT2: shardc_rt_adamw_flat(ctx, 0, {{v[0-9]+}}, SHARDC_RT_F32, [[U:v[0-9]+]]); // unit "bucket0"
+// FLAT2: shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_F32, [[U]], [[W:v[0-9]+]], 10);
 // FLAT2: shardc_rt_set_param(ctx, 0, ([[W]] + 0)); // l0.w
 // FLAT2: shardc_rt_set_param(ctx, 1, ([[W]] + 15)); // l0.b
 
 // UNSHARDED: error: 'train.model' op is not sharded: run --shardc-shard (and --shardc-schedule) first
-// BF16: error: 'train.param' op has type 'tensor<3x3xbf16>': the emitted steps compute in f32 with i32 indices (bf16 mixed precision is not lowered yet)
+// Mixed precision (FSDP2's MixedPrecisionPolicy(param_dtype=bf16,
+// reduce_dtype=f32)): params, inputs and activations in bf16, the loss in
+// f32; each bf16 gradient is cast to an f32 staging copy, padded to the
+// equal pieces, reduce-scattered in f32 and freed at the wait; the f32 shard
+// updates the f32 master.
+// BF16: {"l0.w", 2, kParamShape0, {{.*}}, -1, SHARDC_RT_BF16},
+// BF16: {"x", SHARDC_RT_BF16, 2, kInputShape0, 0},
+// BF16: shardc_rt_bf16 *[[W:v[0-9]+]] = static_cast<shardc_rt_bf16 *>(shardc_rt_param(ctx, 0)); // l0.w
+// BF16: shardc_rt_bf16 *[[WF:v[0-9]+]] = static_cast<shardc_rt_bf16 *>(shardc_rt_alloc(ctx, 36));
+// BF16-NEXT: shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_BF16, [[W]], [[WF]], 9);
+// BF16: shardc_rt_linear_bf16(
+// BF16: shardc_rt_gelu_bf16(
+// BF16: float *[[L:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 4));
+// BF16-NEXT: shardc_rt_cross_entropy_bf16({{v[0-9]+}}, {{v[0-9]+}}, [[L]], 2, 5)
+// BF16: shardc_rt_matmul_bf16({{v[0-9]+}}, {{v[0-9]+}}, [[G:v[0-9]+]], 1, 5, 2, 3, 1, 0);
+// BF16: float *[[S:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
+// BF16-NEXT: shardc_rt_convert_bf16_f32([[S]], [[G]], 15);
+// BF16-NEXT: shardc_rt_fill_f32([[S]] + 15, 0.0f, 3);
+// BF16-NEXT: float *[[GS:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 36));
+// BF16-NEXT: shardc_rt_request *[[R:r[0-9]+]] = shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, [[S]], [[GS]], 9, 1);
+// BF16: shardc_rt_wait(ctx, [[R]]);
+// BF16-NEXT: shardc_rt_free(ctx, [[S]]);
+// BF16: shardc_rt_adamw(ctx, 0, [[GS]], SHARDC_RT_F32); // l0.w
+
+// reduce-dtype=bf16: the bucket travels in bf16 and the optimizer reads bf16.
+// BF16-WIRE: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_BF16, [[B:v[0-9]+]], [[R:v[0-9]+]], 20, 1);
+// BF16-WIRE: shardc_rt_adamw(ctx, {{[01]}}, ([[R]] + {{0|15}}), SHARDC_RT_BF16);
 
 module {
   train.model @tiny batch 4 optimizer <lr = 0.001, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {

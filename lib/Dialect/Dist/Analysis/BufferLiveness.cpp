@@ -4,6 +4,8 @@
 
 #include "shardc/Dialect/Dist/IR/DistOps.h"
 
+#include "llvm/ADT/TypeSwitch.h"
+
 using namespace mlir;
 using namespace shardc;
 using namespace shardc::dist;
@@ -31,12 +33,27 @@ int64_t dist::getGroupSize(Operation *op, FlatSymbolRefAttr meshRef,
 }
 
 int64_t dist::getStagingBytes(Operation *op) {
-  if (!isa<ReduceScatterOp, ReduceScatterStartOp>(op))
+  Type wire;
+  int64_t sent = 0;
+  Value input = op->getNumOperands() ? op->getOperand(0) : Value();
+  TypeSwitch<Operation *>(op)
+      .Case<AllGatherOp, AllGatherStartOp, AllReduceOp, AllReduceStartOp>(
+          [&](auto c) {
+            wire = c.getWireType();
+            sent = c.getInput().getType().getNumElements();
+          })
+      .Case<ReduceScatterOp, ReduceScatterStartOp>([&](auto c) {
+        wire = c.getWireType();
+        int64_t group = getGroupSize(op, c.getMeshAttr(), c.getAxes());
+        sent = c.getResultTensorType().getNumElements() * group;
+      });
+  if (!wire)
     return 0;
-  int64_t group = getGroupSize(op, op->getAttrOfType<FlatSymbolRefAttr>("mesh"),
-                               op->getAttrOfType<ArrayAttr>("axes"));
-  int64_t padded = getBufferBytes(op->getResult(0)) * group;
-  return getBufferBytes(op->getOperand(0)) < padded ? padded : 0;
+  auto inputType = cast<RankedTensorType>(input.getType());
+  if (inputType.getElementType() == wire &&
+      inputType.getNumElements() == sent)
+    return 0;
+  return sent * ((wire.getIntOrFloatBitWidth() + 7) / 8);
 }
 
 BufferLiveness::BufferLiveness(train::ModelOp model) {

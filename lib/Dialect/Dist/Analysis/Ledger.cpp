@@ -201,35 +201,18 @@ LedgerReport Ledger::build() {
     delta[category][buffer.def] += buffer.bytes;
     delta[category][buffer.last + 1] -= buffer.bytes;
   }
-  // Uneven reduce-scatters stage a padded copy until their wait.
+  // Collectives that cast to the wire type or pad uneven shards stage a
+  // copy from their start until their wait.
   model.walk([&](Operation *op) {
     int64_t bytes = getStagingBytes(op);
     if (!bytes)
       return;
     int64_t until = liveness.getEnd(op);
-    if (isa<ReduceScatterStartOp>(op))
+    if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op))
       for (Operation *wait : op->getResult(0).getUsers())
         until = std::max(until, liveness.getEnd(wait));
     delta[Comm][liveness.getStart(op)] += bytes;
     delta[Comm][until + 1] -= bytes;
-  });
-  // Casts for the wire stage a copy while the collective runs.
-  model.walk([&](Operation *op) {
-    Type wire;
-    Value input;
-    TypeSwitch<Operation *>(op).Case<AllGatherOp, AllGatherStartOp,
-                                     ReduceScatterOp, ReduceScatterStartOp,
-                                     AllReduceOp, AllReduceStartOp>(
-        [&](auto c) {
-          if (c.getWire())
-            wire = *c.getWire();
-          input = c.getInput();
-        });
-    if (!wire || getElementTypeOrSelf(input.getType()) == wire)
-      return;
-    int64_t bytes = bytesOf(cast<RankedTensorType>(input.getType()).clone(wire));
-    delta[Comm][liveness.getStart(op)] += bytes;
-    delta[Comm][liveness.getEnd(op) + 1] -= bytes;
   });
 
   // Where the forward ends: the loss.

@@ -25,9 +25,11 @@ int64_t getBufferBytes(mlir::Value value);
 int64_t getGroupSize(mlir::Operation *op, mlir::FlatSymbolRefAttr meshRef,
                      mlir::ArrayAttr axes);
 
-/// A reduce-scatter of uneven dim-0 shards sends N padded shards: the bytes
-/// of the padded copy of its input it stages until its wait (0 if none).
-int64_t getStagingBytes(mlir::Operation *reduceScatter);
+/// The bytes of the copy a collective sends from and keeps until its wait
+/// (0 when it sends its input itself): its input cast to the wire type
+/// where the types differ (mixed precision), and for a reduce-scatter of
+/// uneven dim-0 shards padded to N equal pieces.
+int64_t getStagingBytes(mlir::Operation *collective);
 
 class BufferLiveness {
 public:
