@@ -1,6 +1,10 @@
 """Sharded checkpoints reshard on load: save after step 2 with one strategy
 and rank count, load with another, continue; the result matches an
 uninterrupted run (bit for bit when nothing changes but the restart).
+Under bf16 mixed precision the checkpoint holds the f32 masters: resumed on
+the same ranks with any strategy it continues the uninterrupted bf16 run
+(another rank count would round its bf16 gradients differently, see
+mixed_precision.py).
 
 usage: checkpoint.py SHARDC MODEL.mlir OUT_DIR
 """
@@ -25,6 +29,12 @@ def main():
     flat_ckpt = os.path.join(out, "flat-ckpt")
     lib.train(shardc, model, out, "first-flat", "zero3", "4", 2,
               ["--layout", "flat"], run_args=["--save", flat_ckpt])
+    bf16 = ["--param-dtype", "bf16"]
+    whole_bf16, whole_bf16_log = lib.train(shardc, model, out, "whole-bf16",
+                                           "zero3", "4", 3, bf16)
+    bf16_ckpt = os.path.join(out, "bf16-ckpt")
+    lib.train(shardc, model, out, "first-bf16", "zero3", "4", 2, bf16,
+              run_args=["--save", bf16_ckpt])
     print("saved:", " ".join(sorted(os.listdir(ckpt))))
     failures = 0
     for tag, strategy, mesh, extra, source, tolerance in (
@@ -34,19 +44,26 @@ def main():
             ("ddp-1", "ddp", "1", [], ckpt, TOLERANCE),
             ("zero1-2-flat", "zero1", "2", ["--layout", "flat"], ckpt,
              TOLERANCE),
-            ("zero2-2", "zero2", "2", [], flat_ckpt, TOLERANCE)):
-        origin = "zero3-4" + ("-flat" if source == flat_ckpt else "")
+            ("zero2-2", "zero2", "2", [], flat_ckpt, TOLERANCE),
+            ("zero3-4-bf16", "zero3", "4", bf16, bf16_ckpt, 0.0),
+            ("zero2-4-flat-bf16", "zero2", "4", bf16 + ["--layout", "flat"],
+             bf16_ckpt, TOLERANCE),
+            ("hsdp-2x2-bf16", "hsdp", "2x2", bf16, bf16_ckpt, TOLERANCE)):
+        origin = {ckpt: "zero3-4", flat_ckpt: "zero3-4-flat",
+                  bf16_ckpt: "zero3-4-bf16"}[source]
+        reference, reference_log = (whole_bf16, whole_bf16_log) \
+            if source == bf16_ckpt else (whole, whole_log)
         resumed, log = lib.train(shardc, model, out,
                                  "resumed-%s-from-%s" % (tag, origin),
                                  strategy, mesh, 1, extra,
                                  run_args=["--load", source])
-        loss_diff = abs(log[0]["loss"] - whole_log[2]["loss"])
-        param_diff = lib.max_param_diff(lib.read_safetensors(whole),
+        loss_diff = abs(log[0]["loss"] - reference_log[2]["loss"])
+        param_diff = lib.max_param_diff(lib.read_safetensors(reference),
                                         lib.read_safetensors(resumed))
         ok = log[0]["step"] == 3 and loss_diff <= tolerance and \
             param_diff <= tolerance
         failures += not ok
-        print("%-4s %-12s -> %-12s step %d  loss diff %.2e  param diff %.2e"
+        print("%-4s %-12s -> %-17s step %d  loss diff %.2e  param diff %.2e"
               % ("ok" if ok else "FAIL", origin, tag, log[0]["step"],
                  loss_diff, param_diff))
     print("checkpoint: %d resumed runs differ" % failures)

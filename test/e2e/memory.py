@@ -25,6 +25,14 @@ CONFIGS = [
     ("zero3", "4", ["--layout", "flat"]),
     ("zero2", "4", ["--layout", "flat"]),
     ("hsdp", "2x2", ["--layout", "flat", "--grad-accum", "2"]),
+    # Mixed precision: bf16 params and activations, f32 masters, the casts
+    # for the wire staged.
+    ("ddp", "4", ["--param-dtype", "bf16"]),
+    ("zero1", "4", ["--param-dtype", "bf16"]),
+    ("zero2", "4", ["--param-dtype", "bf16", "--reduce-dtype", "bf16"]),
+    ("zero3", "4", ["--param-dtype", "bf16"]),
+    ("zero3", "4", ["--param-dtype", "bf16", "--layout", "flat"]),
+    ("hsdp", "2x2", ["--param-dtype", "bf16", "--grad-accum", "2"]),
 ]
 
 
