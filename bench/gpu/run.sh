@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One prepared script for a lent GPU machine (one H200): build, check the GPU
-# against the CPU, time GPT-2 small under shardc (zero3, ddp) and PyTorch
-# (eager, torch.compile, FSDP2), print one table last. Every phase runs under
+# against the CPU (fp32, and bf16 mixed precision), time GPT-2 small under
+# shardc (zero3, ddp; fp32 and bf16 mixed precision) and PyTorch (eager,
+# torch.compile, FSDP2; torch.compile and FSDP2 in bf16 too), print one table
+# last. Every phase runs under
 # `timeout`, inside one overall budget; a phase that cannot run says why and
 # the script goes on. Without a GPU it builds, runs the CPU half of the check
 # and prints "no GPU: skipped ..." for the rest: exit 0 when what ran passed.
@@ -11,16 +13,20 @@
 #                                executable the device run needs and bundle
 #                                them, with the CPU reference run, OpenMPI's
 #                                libraries and a BLAS, into $BUILD/gpu-bundle
-#                                (23 MiB); the GPU machine has no LLVM/MLIR to
+#                                (about 35 MiB); the GPU machine has no LLVM/MLIR to
 #                                run shardc and may have no MPI: carry that.
 #
 # bench/gpu/README.md has the device call, the phases and their budgets.
 # Environment (defaults in brackets): SHARDC_BUILD_DIR [build], BATCHES
-# ["32 16 8 4"], TOTAL_BUDGET [450 s], PHASES [build,check,shardc,torch],
-# TORCH_MODES [eager compile fsdp2], SHARDC_WARMUP [2], SHARDC_STEPS [8],
-# TORCH_WARMUP [3], TORCH_STEPS [10], PEAK_TFLOPS [494], and the per-phase
-# budgets *_BUDGET below. $OUT (set on the device machine) receives run.log,
-# rows.json, RESULTS-entry.md and logs.tar.gz.
+# ["32 16 8 4"] (fp32), BF16_BATCHES ["64 32 16 8"], TOTAL_BUDGET [540 s],
+# PHASES [build,check,shardc,torch], TIME_VARIANTS [zero3 ddp zero3+bf16
+# ddp+bf16], TORCH_MODES [eager compile fsdp2 compile-bf16 fsdp2-bf16],
+# SHARDC_WARMUP [2], SHARDC_STEPS [8], TORCH_WARMUP [3], TORCH_STEPS [10],
+# PEAK_TFLOPS [494] (fp32 rows), BF16_PEAK_TFLOPS [989] (bf16 rows), the check
+# tolerances CHECK_RTOL/CHECK_ATOL [1e-4/1e-6] and CHECK_BF16_RTOL/
+# CHECK_BF16_ATOL [2e-2/1e-4], and the per-phase budgets *_BUDGET below. $OUT
+# (set on the device machine) receives run.log, rows.json, RESULTS-entry.md
+# and logs.tar.gz.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -38,30 +44,54 @@ for arg in "$@"; do
   esac
 done
 
-# Budgets, seconds. TOTAL_BUDGET bounds the whole run; each phase also has
-# its own cap, and gets no more than what is left less TABLE_RESERVE.
-TOTAL_BUDGET="${TOTAL_BUDGET:-450}"
+# Budgets, seconds. TOTAL_BUDGET bounds the whole run (the device call's
+# timeout_s is 30 s more, under the 600 s a command may run); each phase also
+# has its own cap, and gets no more than what is left less TABLE_RESERVE. The
+# caps add up to more than the total: they stop a hung phase, and the phases
+# run in order of priority (the check, every fp32 row, then the bf16 rows),
+# so a slow early phase leaves the later ones what is left, or nothing.
+# Expected on the H200 with a bundle: about 6 to 7 minutes.
+TOTAL_BUDGET="${TOTAL_BUDGET:-540}"
 TABLE_RESERVE="${TABLE_RESERVE:-15}"
 BUILD_BUDGET="${BUILD_BUDGET:-300}"
 CHECK_BUDGET="${CHECK_BUDGET:-120}"
-KERNEL_TEST_BUDGET="${KERNEL_TEST_BUDGET:-60}"
-SHARDC_BUDGET="${SHARDC_BUDGET:-200}"
-SHARDC_ATTEMPT_BUDGET="${SHARDC_ATTEMPT_BUDGET:-90}"
-TORCH_EAGER_BUDGET="${TORCH_EAGER_BUDGET:-70}"
-TORCH_COMPILE_BUDGET="${TORCH_COMPILE_BUDGET:-160}"
-TORCH_FSDP2_BUDGET="${TORCH_FSDP2_BUDGET:-90}"
+KERNEL_TEST_BUDGET="${KERNEL_TEST_BUDGET:-45}"
+SHARDC_BUDGET="${SHARDC_BUDGET:-150}"           # fp32 rows, both strategies
+SHARDC_BF16_BUDGET="${SHARDC_BF16_BUDGET:-120}" # bf16 rows, both strategies
+SHARDC_ATTEMPT_BUDGET="${SHARDC_ATTEMPT_BUDGET:-75}"
+TORCH_EAGER_BUDGET="${TORCH_EAGER_BUDGET:-60}"
+TORCH_COMPILE_BUDGET="${TORCH_COMPILE_BUDGET:-150}"
+TORCH_FSDP2_BUDGET="${TORCH_FSDP2_BUDGET:-75}"
+TORCH_COMPILE_BF16_BUDGET="${TORCH_COMPILE_BF16_BUDGET:-150}"
+TORCH_FSDP2_BF16_BUDGET="${TORCH_FSDP2_BF16_BUDGET:-75}"
 PREPARE_BUDGET="${PREPARE_BUDGET:-1200}" # compiling here, no device time
 
 BATCHES="${BATCHES:-32 16 8 4}"
+# bf16 halves the activations (and the gathered params): twice the batch.
+BF16_BATCHES="${BF16_BATCHES:-64 32 16 8}"
 PHASES="${PHASES:-build,check,shardc,torch}"
-TORCH_MODES="${TORCH_MODES:-eager compile fsdp2}"
+# Timing keys: STRATEGY, or STRATEGY+bf16 for --param-dtype bf16 (reduce
+# dtype f32: FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)).
+TIME_VARIANTS="${TIME_VARIANTS:-zero3 ddp zero3+bf16 ddp+bf16}"
+TORCH_MODES="${TORCH_MODES:-eager compile fsdp2 compile-bf16 fsdp2-bf16}"
 SHARDC_WARMUP="${SHARDC_WARMUP:-2}"
 SHARDC_STEPS="${SHARDC_STEPS:-8}"
 TORCH_WARMUP="${TORCH_WARMUP:-3}"
 TORCH_STEPS="${TORCH_STEPS:-10}"
-PEAK_TFLOPS="${PEAK_TFLOPS:-494}" # H200 SXM dense TF32; dense BF16 is 989
-CHECK_STRATEGIES="zero3 ddp"
-TIME_STRATEGIES="zero3 ddp"
+PEAK_TFLOPS="${PEAK_TFLOPS:-494}"           # H200 SXM dense TF32: the fp32 rows' MFU
+BF16_PEAK_TFLOPS="${BF16_PEAK_TFLOPS:-989}" # H200 SXM dense BF16: the bf16 rows' MFU
+CHECK_STRATEGIES="zero3 ddp zero3+bf16"
+# fp32: the GPU and the CPU differ by the order of f32 sums only.
+CHECK_RTOL="${CHECK_RTOL:-1e-4}" CHECK_ATOL="${CHECK_ATOL:-1e-6}"
+# bf16: both compute in f32 on bf16-rounded values (params' bf16 copies, GEMM
+# inputs, activations), so where an f32 sum ran in another order (cuBLAS's
+# blocking, the reductions' trees) its rounding to bf16 can flip by one ulp
+# (2^-8 relative), and such flips carry through the layers into the loss and
+# the gradients (~1e-3 relative, not ~1e-6). The check model's AdamW eps 1e-4
+# turns a gradient difference into an update difference of ~lr * 1e-2 per
+# step, far inside rtol 2e-2 of a weight (init std 0.02) plus atol 1e-4, while
+# one update of the wrong sign (2 lr = 1.2e-3) still fails wherever |x| < 0.05.
+CHECK_BF16_RTOL="${CHECK_BF16_RTOL:-2e-2}" CHECK_BF16_ATOL="${CHECK_BF16_ATOL:-1e-4}"
 # GPT-2 small as the brief gives it; the check model is a small GPT.
 G_LAYERS=12 G_HIDDEN=768 G_HEADS=12 G_VOCAB=50257 G_SEQ=1024
 # AdamW eps 1e-4 in the check: a gradient that is zero in exact arithmetic
@@ -326,12 +356,15 @@ model_file() {
   [ -s "$f" ] && MODEL="$f"
   [ -n "$MODEL" ]
 }
-# get_exe NAME TARGET STRATEGY BATCH: sets EXE to a built executable (built
-# now when shardc runs here), or EXE_WHY to why there is none.
+# get_exe NAME TARGET KEY BATCH: sets EXE to a built executable (built now
+# when shardc runs here), or EXE_WHY to why there is none. KEY: STRATEGY, or
+# STRATEGY+bf16 for --param-dtype bf16.
 EXE="" EXE_WHY=""
 get_exe() {
-  local name=$1 target=$2 strategy=$3 batch=$4
-  local exe="$BUNDLE/exe/$name-$target-$strategy-b$batch" log t
+  local name=$1 target=$2 key=$3 batch=$4
+  local strategy=${3%%+*} exe="$BUNDLE/exe/$name-$target-$key-b$batch" log t
+  local -a dtype=()
+  case "$key" in *+bf16) dtype=(--param-dtype bf16) ;; esac
   EXE="" EXE_WHY=""
   if [ -x "$exe" ]; then EXE="$exe"; return 0; fi
   if [ "$SHARDC_OK" != 1 ]; then
@@ -343,15 +376,15 @@ get_exe() {
     return 1
   fi
   model_file "$name" "$batch" || { EXE_WHY="shardc-gen failed"; return 1; }
-  log="$WORK/logs/build-$name-$target-$strategy-b$batch.log"
+  log="$WORK/logs/build-$name-$target-$key-b$batch.log"
   local _ ok=0
   for _ in 1 2; do
     # A colleague's ninja rewriting the runtime library mid-link leaves
     # undefined references: wait for it, and try once more.
     wait_for_ninja
     t=$(cap 300)
-    if run_limited "$t" "$log" "$BIN/shardc" build "$MODEL" --strategy "$strategy" --mesh 1 \
-      --target "$target" --ledger-json "$BUNDLE/ledger/$name-$target-$strategy-b$batch.json" \
+    if run_limited "$t" "$log" "$BIN/shardc" build "$MODEL" --strategy "$strategy" "${dtype[@]}" \
+      --mesh 1 --target "$target" --ledger-json "$BUNDLE/ledger/$name-$target-$key-b$batch.json" \
       -o "$exe"; then
       ok=1
       break
@@ -436,7 +469,7 @@ missing_libs() { # what is still missing after lib_dirs_for, or nothing
 
 # --- phase 2: the GPU against the CPU ---------------------------------------
 
-phase "2/5 check: target=cuda against target=host, small GPT, world size 1 (budget ${CHECK_BUDGET}s)"
+phase "2/5 check: target=cuda against target=host, small GPT, world size 1, $CHECK_STRATEGIES (budget ${CHECK_BUDGET}s)"
 CHECK_END=$((SECONDS + $(cap "$CHECK_BUDGET")))
 check_left() { local t=$((CHECK_END - SECONDS)); [ "$t" -lt 0 ] && t=0; echo "$t"; }
 mkdir -p "$WORK/check"
@@ -444,9 +477,13 @@ TOKENS="$WORK/check/tokens.bin"
 if wants check; then
   python3 "$HERE/compare.py" tokens "$TOKENS" --tokens 8192 --vocab $SMALL_VOCAB --seed 7
   say "model: shardc-gen gpt $SMALL_ARGS --vocab $SMALL_VOCAB; --steps $CHECK_STEPS --seed $CHECK_SEED --data (llm.c tokens, uniform, seed 7); GPU run with SHARDC_TF32=0"
-  for strategy in $CHECK_STRATEGIES; do
+  for strategy in $CHECK_STRATEGIES; do # zero3+bf16: --param-dtype bf16
     d="$WORK/check/$strategy"
     mkdir -p "$d"
+    rtol=$CHECK_RTOL atol=$CHECK_ATOL flags="--strategy $strategy"
+    case "$strategy" in
+    *+bf16) rtol=$CHECK_BF16_RTOL atol=$CHECK_BF16_ATOL flags="--strategy ${strategy%%+*} --param-dtype bf16" ;;
+    esac
     args=(--steps "$CHECK_STEPS" --seed "$CHECK_SEED" --data "$TOKENS")
     # The CPU (target=host).
     ref_log="" ref_export=""
@@ -520,9 +557,9 @@ if wants check; then
     fi
     if run_limited "$(check_left)" "$d/cuda.out" env SHARDC_TF32=0 "${EXE_CMD[@]}" "${args[@]}" \
       --export "$d/cuda.safetensors" --log-json "$d/cuda.jsonl" --quiet; then
-      COMMANDS+=("shardc-gen gpt $SMALL_ARGS --vocab $SMALL_VOCAB > small.mlir; shardc build small.mlir --strategy $strategy --mesh 1 --target host|cuda; each: --steps $CHECK_STEPS --seed $CHECK_SEED --data tokens.bin --export F --log-json F (cuda: SHARDC_TF32=0); bench/gpu/compare.py check")
+      COMMANDS+=("shardc-gen gpt $SMALL_ARGS --vocab $SMALL_VOCAB > small.mlir; shardc build small.mlir $flags --mesh 1 --target host|cuda; each: --steps $CHECK_STEPS --seed $CHECK_SEED --data tokens.bin --export F --log-json F (cuda: SHARDC_TF32=0); bench/gpu/compare.py check")
       if python3 "$HERE/compare.py" check --ref-log "$ref_log" --ref-export "$ref_export" \
-        --log "$d/cuda.jsonl" --export "$d/cuda.safetensors" --rtol 1e-4 --atol 1e-6 \
+        --log "$d/cuda.jsonl" --export "$d/cuda.safetensors" --rtol "$rtol" --atol "$atol" \
         >"$d/compare.out" 2>&1; then
         grep -E 'loss|params:' "$d/compare.out" | sed 's/^/     /'
         record "check $strategy gpu vs cpu" "PASS ($(grep -o 'worst loss rel diff [^:]*' "$d/compare.out"); $(grep -o '[0-9]* elements, 0 outside' "$d/compare.out") tolerance)"
@@ -536,7 +573,7 @@ if wants check; then
       fail "check $strategy gpu" "$([ $rc = 124 ] && echo "timed out" || echo "exit $rc")"
     fi
   done
-  say "tolerance: every loss and exported element within |gpu - cpu| <= 1e-4 * max(|gpu|, |cpu|) + 1e-6 (relative, absolute floor 1e-6)"
+  say "tolerance: every loss and exported element (bf16: the f32 masters) within |gpu - cpu| <= rtol * max(|gpu|, |cpu|) + atol; fp32: rtol $CHECK_RTOL, atol $CHECK_ATOL; bf16: rtol $CHECK_BF16_RTOL, atol $CHECK_BF16_ATOL (one bf16 ulp is 2^-8 relative)"
   # The runtime's kernel test (exit 77: no GPU).
   KT=""
   for c in "$BUILD/bin/shardc-rt-cudakernels" "$BUNDLE/bin/shardc-rt-cudakernels"; do
@@ -565,47 +602,75 @@ else
   say "skipped (PHASES=$PHASES)"
 fi
 
-# --- phase 3: shardc, GPT-2 small -------------------------------------------
+# --- phases 3 and 4: timing GPT-2 small, fp32 then bf16 ----------------------
 
+# Phase 3 times every fp32 row (shardc, then PyTorch), phase 4 the bf16 ones:
+# the fp32 rows come first, and the bf16 ones get what is left.
 fpt_of() { echo $((6 * $1 + 6 * G_LAYERS * G_SEQ * G_HIDDEN)); }
 G_PARAMS=124439808
 if model_file gpt2 "${BATCHES%% *}"; then
   G_PARAMS=$(head -n 1 "$MODEL" | sed -E 's/.*: ([0-9]+) parameters.*/\1/')
 fi
-phase "3/5 shardc target=cuda, GPT-2 small (124M, T=$G_SEQ), world size 1, fp32 (TF32 GEMMs), batches tried: $BATCHES (budget ${SHARDC_BUDGET}s)"
-declare -A FOUND=()
+declare -A FOUND=() # timing key -> the batch that ran
 ROWS="$WORK/rows"
-n=1
-shardc_rows_all() { # status for every shardc row
-  local i=1 s
-  for s in $TIME_STRATEGIES; do row "$ROWS/$i-shardc-$s.json" "shardc $s" "$1"; i=$((i + 1)); done
+ROW_N=0
+# next_row KEY: sets ROWF to the next row file (the table keeps this order).
+ROWF=""
+next_row() { ROW_N=$((ROW_N + 1)); ROWF="$ROWS/$(printf '%02d' "$ROW_N")-$1.json"; }
+prec_of() { case "$1" in *+bf16 | *-bf16) echo bf16 ;; *) echo fp32 ;; esac; }
+of_prec() { # of_prec PREC WORDS: those of WORDS ("zero3+bf16", "compile-bf16") of PREC
+  local w out=""
+  for w in $2; do [ "$(prec_of "$w")" = "$1" ] && out="$out${out:+ }$w"; done
+  echo "$out"
 }
-if ! wants shardc; then
-  shardc_rows_all "skipped (PHASES)"
-  say "skipped (PHASES=$PHASES)"
-elif [ "${CUDA_TARGET%% *}" != yes ]; then
-  shardc_rows_all "n/a: no target=cuda"
-  say "target=cuda is not available: $CUDA_TARGET"
-elif [ "$HAVE_GPU" != 1 ] && [ "$PREPARE" != 1 ]; then
-  shardc_rows_all "no GPU: skipped"
-  say "no GPU: skipped timing shardc zero3 and ddp (run with --prepare to compile their executables for a device run)"
-else
-  budget=$SHARDC_BUDGET
+shardc_name() { echo "shardc ${1%%+*} $(prec_of "$1")"; }
+PREC_DESC_fp32="fp32 (TF32 GEMMs)"
+PREC_DESC_bf16="bf16 mixed precision (bf16 compute, f32 masters, f32 reduce)"
+
+# time_shardc PREC: the shardc rows of TIME_VARIANTS of precision PREC.
+time_shardc() {
+  local prec=$1 variants batches peak budget phase_no key batch exe ledger predicted
+  local lacking t log rc smi done_steps why flags
+  local -a tried
+  variants=$(of_prec "$prec" "$TIME_VARIANTS")
+  [ -z "$variants" ] && return 0
+  if [ "$prec" = bf16 ]; then
+    batches=$BF16_BATCHES peak=$BF16_PEAK_TFLOPS budget=$SHARDC_BF16_BUDGET phase_no=4
+  else
+    batches=$BATCHES peak=$PEAK_TFLOPS budget=$SHARDC_BUDGET phase_no=3
+  fi
+  local desc="PREC_DESC_$prec"
+  phase "$phase_no/5 ${!desc}: shardc target=cuda, GPT-2 small (124M, T=$G_SEQ), world size 1, $variants, batches tried: $batches (budget ${budget}s)"
+  if ! wants shardc; then
+    for key in $variants; do next_row "shardc-$key"; row "$ROWF" "$(shardc_name "$key")" "skipped (PHASES)"; done
+    say "skipped (PHASES=$PHASES)"
+    return 0
+  elif [ "${CUDA_TARGET%% *}" != yes ]; then
+    for key in $variants; do next_row "shardc-$key"; row "$ROWF" "$(shardc_name "$key")" "n/a: no target=cuda"; done
+    say "target=cuda is not available: $CUDA_TARGET"
+    return 0
+  elif [ "$HAVE_GPU" != 1 ] && [ "$PREPARE" != 1 ]; then
+    for key in $variants; do next_row "shardc-$key"; row "$ROWF" "$(shardc_name "$key")" "no GPU: skipped"; done
+    say "no GPU: skipped timing shardc $variants (run with --prepare to compile their executables for a device run)"
+    return 0
+  fi
   [ "$HAVE_GPU" != 1 ] && budget=$PREPARE_BUDGET
-  SHARDC_END=$((SECONDS + $(cap "$budget")))
-  for strategy in $TIME_STRATEGIES; do
-    rowf="$ROWS/$n-shardc-$strategy.json"
-    n=$((n + 1))
+  local shardc_end=$((SECONDS + $(cap "$budget")))
+  for key in $variants; do
+    next_row "shardc-$key"
+    local rowf=$ROWF name
+    name=$(shardc_name "$key")
+    flags="--strategy ${key%%+*}$([ "$prec" = bf16 ] && echo " --param-dtype bf16")"
     tried=()
-    for batch in $BATCHES; do
-      if [ $((SHARDC_END - SECONDS)) -lt 10 ]; then tried+=("b$batch: out of time"); break; fi
-      if ! get_exe gpt2 cuda "$strategy" "$batch"; then
+    for batch in $batches; do
+      if [ $((shardc_end - SECONDS)) -lt 10 ]; then tried+=("b$batch: out of time"); break; fi
+      if ! get_exe gpt2 cuda "$key" "$batch"; then
         tried+=("b$batch: $EXE_WHY")
         case "$EXE_WHY" in target=cuda* | "not prepared"*) ;; *) FAILED=1 ;; esac
         continue
       fi
       exe=$EXE
-      ledger="$BUNDLE/ledger/gpt2-cuda-$strategy-b$batch.json"
+      ledger="$BUNDLE/ledger/gpt2-cuda-$key-b$batch.json"
       predicted=$(json_get "$ledger" 'd["per_rank"]["peak_bytes"]')
       if [ "$HAVE_GPU" != 1 ]; then
         tried+=("b$batch: built, predicted peak $(awk -v b="${predicted:-0}" 'BEGIN { printf "%.1f", b / 1e9 }') GB")
@@ -617,11 +682,11 @@ else
       fi
       lacking=$(missing_libs "$exe")
       if [ -n "$lacking" ]; then tried+=("b$batch: cannot start: no $lacking"); break; fi
-      t=$((SHARDC_END - SECONDS))
+      t=$((shardc_end - SECONDS))
       [ "$t" -gt "$SHARDC_ATTEMPT_BUDGET" ] && t=$SHARDC_ATTEMPT_BUDGET
-      log="$WORK/logs/shardc-$strategy-b$batch"
+      log="$WORK/logs/shardc-$key-b$batch"
       exe_cmd "$exe"
-      say "$strategy batch $batch: $((SHARDC_WARMUP + SHARDC_STEPS)) steps (limit ${t}s) ..."
+      say "$key batch $batch: $((SHARDC_WARMUP + SHARDC_STEPS)) steps (limit ${t}s) ..."
       smi_start "$log.smi"
       run_limited "$t" "$log.out" "${EXE_CMD[@]}" --steps $((SHARDC_WARMUP + SHARDC_STEPS)) \
         --seed $TIME_SEED --log-json "$log.jsonl"
@@ -631,9 +696,9 @@ else
       done_steps=${done_steps:-0}
       if [ "$rc" = 0 ] || { [ "$rc" = 124 ] && [ "$done_steps" -gt "$SHARDC_WARMUP" ]; }; then
         # A run slower than its limit still counts the steps it finished.
-        python3 "$HERE/compare.py" shardc-row --log "$log.jsonl" --name "shardc $strategy" \
+        python3 "$HERE/compare.py" shardc-row --log "$log.jsonl" --name "$name" \
           --warmup "$SHARDC_WARMUP" --batch "$batch" --seq $G_SEQ --hidden $G_HIDDEN \
-          --layers $G_LAYERS --params "$G_PARAMS" --peak-tflops "$PEAK_TFLOPS" \
+          --layers $G_LAYERS --params "$G_PARAMS" --peak-tflops "$peak" --precision "$prec" \
           ${smi:+--smi-gb "$smi"} --out "$rowf"
         if [ "$rc" = 124 ]; then
           python3 - "$rowf" "$done_steps" "$t" <<'EOF'
@@ -643,13 +708,13 @@ r["status"] = "ok (timed out after %ss: %s of the steps)" % (sys.argv[3], sys.ar
 json.dump(r, open(sys.argv[1], "w"))
 EOF
         fi
-        FOUND[$strategy]=$batch
+        FOUND[$key]=$batch
         case "$(json_get "$rowf" 'd["status"]')" in FAILED*) FAILED=1 ;; esac
         tried+=("b$batch: ran$([ "$rc" = 124 ] && echo " $done_steps steps before the limit")")
         grep -E '^step ' "$log.out" | sed 's/^/     /' | head -n 12
         COMMANDS+=("shardc-gen gpt --layers $G_LAYERS --hidden $G_HIDDEN --heads $G_HEADS --vocab $G_VOCAB --seq $G_SEQ --batch $batch > gpt2-b$batch.mlir")
-        COMMANDS+=("shardc build gpt2-b$batch.mlir --strategy $strategy --mesh 1 --target cuda -o gpt2-$strategy-b$batch")
-        COMMANDS+=("./gpt2-$strategy-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG   # median step_ms of steps $((SHARDC_WARMUP + 1))..$((SHARDC_WARMUP + SHARDC_STEPS))")
+        COMMANDS+=("shardc build gpt2-b$batch.mlir $flags --mesh 1 --target cuda -o gpt2-$key-b$batch")
+        COMMANDS+=("./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG   # median step_ms of steps $((SHARDC_WARMUP + 1))..$((SHARDC_WARMUP + SHARDC_STEPS))")
         break
       fi
       if [ "$rc" = 124 ]; then
@@ -662,72 +727,90 @@ EOF
       tried+=("b$batch: $why")
       tail_of "$log.out" 6
     done
-    say "shardc $strategy: $(IFS=';'; echo "${tried[*]}")"
-    if [ -z "${FOUND[$strategy]:-}" ]; then
+    say "$name: $(IFS=';'; echo "${tried[*]}")"
+    if [ -z "${FOUND[$key]:-}" ]; then
       if [ "$HAVE_GPU" = 1 ]; then
         FAILED=1
-        row "$rowf" "shardc $strategy" "FAILED: $(IFS=';'; echo "${tried[*]}" | cut -c1-200)"
+        row "$rowf" "$name" "FAILED: $(IFS=';'; echo "${tried[*]}" | cut -c1-200)"
       else
-        row "$rowf" "shardc $strategy" "no GPU: skipped (prepared: $(IFS=';'; echo "${tried[*]}" | cut -c1-200))"
+        row "$rowf" "$name" "no GPU: skipped (prepared: $(IFS=';'; echo "${tried[*]}" | cut -c1-200))"
       fi
     fi
   done
-fi
-# bf16: FSDP2's MixedPrecisionPolicy(param_dtype=bf16) as shardc spells it.
-BF16_LINE="bf16: not lowered yet"
-if [ "$SHARDC_OK" = 1 ] && model_file gpt2 "${BATCHES%% *}"; then
-  bf16_target=(--target host)
-  [ "${CUDA_TARGET%% *}" = yes ] && bf16_target=(--target cuda)
-  if "$BIN/shardc" emit "$MODEL" --strategy zero3 --mesh 1 --param-dtype bf16 --quiet \
-    "${bf16_target[@]}" -o "$WORK/bf16.cu" >"$WORK/logs/bf16.out" 2>&1; then
-    BF16_LINE="bf16: --param-dtype bf16 now emits; this script does not time it yet"
-  else
-    BF16_LINE="bf16: not lowered yet ($(grep -m1 -o 'bf16 mixed precision[^)]*' "$WORK/logs/bf16.out" || one_line "$WORK/logs/bf16.out"))"
+}
+
+# PyTorch: fp32 modes (eager, compile, fsdp2) at the batch shardc's fp32 rows
+# ran; bf16 mixed precision modes (compile-bf16: autocast; fsdp2-bf16:
+# MixedPrecisionPolicy) at the batch its bf16 rows ran.
+declare -A TORCH_NAME=([eager]="torch eager fp32" [compile]="torch.compile fp32"
+  [fsdp2]="torch FSDP2 fp32" [compile-bf16]="torch.compile bf16" [fsdp2-bf16]="torch FSDP2 bf16")
+declare -A TORCH_BUDGET_OF=([eager]=$TORCH_EAGER_BUDGET [compile]=$TORCH_COMPILE_BUDGET
+  [fsdp2]=$TORCH_FSDP2_BUDGET [compile-bf16]=$TORCH_COMPILE_BF16_BUDGET
+  [fsdp2-bf16]=$TORCH_FSDP2_BF16_BUDGET)
+TORCH_VERSION="" TORCH_STATE="" # TORCH_STATE: ok | none, asked once
+torch_available() {
+  if [ -z "$TORCH_STATE" ]; then
+    TORCH_STATE=none
+    TORCH_VERSION=$(timeout 60 python3 -c 'import torch; print(torch.__version__)' 2>/dev/null) &&
+      TORCH_STATE=ok
   fi
-  echo "$BF16_LINE" >"$BUNDLE/bf16.txt"
-elif [ -s "$BUNDLE/bf16.txt" ]; then
-  BF16_LINE="$(cat "$BUNDLE/bf16.txt") [as prepared]"
-fi
-say "$BF16_LINE"
-
-# --- phase 4: PyTorch -------------------------------------------------------
-
-TORCH_BATCH="${FOUND[zero3]:-${FOUND[ddp]:-}}"
-if [ -n "$TORCH_BATCH" ]; then
-  TORCH_BATCHES=$TORCH_BATCH
-  for b in $BATCHES; do [ "$b" -lt "$TORCH_BATCH" ] && TORCH_BATCHES="$TORCH_BATCHES,$b"; done
-else
-  TORCH_BATCHES=$(echo "$BATCHES" | tr ' ' ',')
-fi
-phase "4/5 PyTorch on the same model, batch ${TORCH_BATCH:-from $TORCH_BATCHES} (budgets: eager ${TORCH_EAGER_BUDGET}s, compile ${TORCH_COMPILE_BUDGET}s, fsdp2 ${TORCH_FSDP2_BUDGET}s)"
-i=$(($(echo $TIME_STRATEGIES | wc -w) + 1)) # the next row's number
-declare -A TORCH_NAME=([eager]="torch eager" [compile]="torch.compile" [fsdp2]="torch FSDP2")
-declare -A TORCH_BUDGET_OF=([eager]=$TORCH_EAGER_BUDGET [compile]=$TORCH_COMPILE_BUDGET [fsdp2]=$TORCH_FSDP2_BUDGET)
-TORCH_VERSION=""
-torch_skip() { local m; for m in $TORCH_MODES; do row "$ROWS/$i-torch-$m.json" "${TORCH_NAME[$m]}" "$1"; i=$((i + 1)); done; }
-if ! wants torch; then
-  torch_skip "skipped (PHASES)"
-  say "skipped (PHASES=$PHASES)"
-elif [ "$HAVE_GPU" != 1 ]; then
-  torch_skip "no GPU: skipped"
-  say "no GPU: skipped PyTorch eager, torch.compile and FSDP2"
-elif ! TORCH_VERSION=$(timeout 60 python3 -c 'import torch; print(torch.__version__)' 2>/dev/null); then
-  torch_skip "n/a: python3 has no torch"
-  FAILED=1
-  say "python3 cannot import torch"
-else
+  [ "$TORCH_STATE" = ok ]
+}
+TORCH_PORT=29517
+# time_torch PREC: the PyTorch rows of TORCH_MODES of precision PREC.
+time_torch() {
+  local prec=$1 modes batches peak found tbatches b mode t log rc smi budgets="" phase_no=3
+  modes=$(of_prec "$prec" "$TORCH_MODES")
+  [ -z "$modes" ] && return 0
+  if [ "$prec" = bf16 ]; then
+    batches=$BF16_BATCHES peak=$BF16_PEAK_TFLOPS phase_no=4
+    found="${FOUND[zero3+bf16]:-${FOUND[ddp+bf16]:-}}"
+  else
+    batches=$BATCHES peak=$PEAK_TFLOPS
+    found="${FOUND[zero3]:-${FOUND[ddp]:-}}"
+  fi
+  if [ -n "$found" ]; then
+    tbatches=$found
+    for b in $batches; do [ "$b" -lt "$found" ] && tbatches="$tbatches,$b"; done
+  else
+    tbatches=$(echo "$batches" | tr ' ' ',')
+  fi
+  for mode in $modes; do budgets="$budgets${budgets:+, }$mode ${TORCH_BUDGET_OF[$mode]:-?}s"; done
+  local desc="PREC_DESC_$prec"
+  phase "$phase_no/5 ${!desc}: PyTorch on the same model, batch ${found:-from $tbatches} (budgets: $budgets)"
+  if ! wants torch; then
+    for mode in $modes; do next_row "torch-$mode"; row "$ROWF" "${TORCH_NAME[$mode]:-torch $mode}" "skipped (PHASES)"; done
+    say "skipped (PHASES=$PHASES)"
+    return 0
+  elif [ "$HAVE_GPU" != 1 ]; then
+    for mode in $modes; do next_row "torch-$mode"; row "$ROWF" "${TORCH_NAME[$mode]:-torch $mode}" "no GPU: skipped"; done
+    say "no GPU: skipped PyTorch $modes"
+    return 0
+  elif ! torch_available; then
+    for mode in $modes; do next_row "torch-$mode"; row "$ROWF" "${TORCH_NAME[$mode]:-torch $mode}" "n/a: python3 has no torch"; done
+    FAILED=1
+    say "python3 cannot import torch"
+    return 0
+  fi
   say "torch $TORCH_VERSION"
-  for mode in $TORCH_MODES; do
-    rowf="$ROWS/$i-torch-$mode.json"
-    i=$((i + 1))
+  for mode in $modes; do
+    next_row "torch-$mode"
+    local rowf=$ROWF
+    if [ -z "${TORCH_NAME[$mode]:-}" ]; then
+      FAILED=1
+      row "$rowf" "torch $mode" "FAILED: unknown mode (TORCH_MODES)"
+      continue
+    fi
     t=$(cap "${TORCH_BUDGET_OF[$mode]}")
     log="$WORK/logs/torch-$mode"
-    targs=(--mode "$mode" --batches "$TORCH_BATCHES" --layers "$G_LAYERS" --hidden "$G_HIDDEN"
+    local -a targs=(--mode "$mode" --batches "$tbatches" --layers "$G_LAYERS" --hidden "$G_HIDDEN"
       --heads "$G_HEADS" --vocab "$G_VOCAB" --seq "$G_SEQ" --warmup "$TORCH_WARMUP"
-      --steps "$TORCH_STEPS" --peak-tflops "$PEAK_TFLOPS")
+      --steps "$TORCH_STEPS" --peak-tflops "$peak")
     say "${TORCH_NAME[$mode]} (limit ${t}s) ..."
     smi_start "$log.smi"
-    run_limited "$t" "$log.out" env PYTHONUNBUFFERED=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 \
+    # A port of its own for each run: the last one's may linger in TIME_WAIT.
+    TORCH_PORT=$((TORCH_PORT + 1))
+    run_limited "$t" "$log.out" env PYTHONUNBUFFERED=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$TORCH_PORT \
       RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 python3 "$HERE/torch_gpt.py" "${targs[@]}" --out "$rowf"
     rc=$?
     smi=$(smi_stop)
@@ -751,7 +834,12 @@ EOF
       say "${TORCH_NAME[$mode]}: $([ "$rc" = 124 ] && echo "timed out after ${t}s" || echo "exit $rc")"
     fi
   done
-fi
+}
+
+time_shardc fp32
+time_torch fp32
+time_shardc bf16
+time_torch bf16
 
 # --- --prepare: the bundle a device run carries -----------------------------
 

@@ -102,6 +102,8 @@ struct shardc_rt_context {
   std::chrono::steady_clock::time_point inFlightSince;
   /// Each input's rows for the current step, on the host.
   std::vector<std::vector<int32_t>> inputStaging;
+  /// The step whose token window (both inputs) inputStaging holds.
+  int64_t tokenWindowStep = -1;
   /// The backend's own state (device, streams, communicators).
   void *backend = nullptr;
   /// While --check-grads runs: each param's gradient, whole.

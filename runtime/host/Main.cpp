@@ -529,12 +529,15 @@ void *shardc_rt_input(shardc_rt_context *ctx, int32_t index) {
   void *out = staging.data();
   int64_t step = ctx->step - 1; // steps count from 1; data from 0
   if (ctx->data->tokens) {
-    // Both inputs come from one window: read both, keep the one asked for.
-    std::vector<int32_t> other(rows * rowSize);
-    int32_t *mine = static_cast<int32_t *>(out);
-    ctx->data->tokens->read(step, globalRows, first, first + rows,
-                            index == 0 ? mine : other.data(),
-                            index == 0 ? other.data() : mine);
+    // Both inputs (tokens, targets) come from one window: the step's first
+    // call reads both, the second finds its half staged.
+    if (ctx->tokenWindowStep != step) {
+      ctx->inputStaging[1 - index].resize(rows * rowSize);
+      ctx->data->tokens->read(step, globalRows, first, first + rows,
+                              ctx->inputStaging[0].data(),
+                              ctx->inputStaging[1].data());
+      ctx->tokenWindowStep = step;
+    }
   } else if (ctx->data->steps) {
     if (info.dtype == SHARDC_RT_I32)
       ctx->data->steps->readInts(info.name, shape, step, first, first + rows,
