@@ -14,6 +14,7 @@
 #include "shardc_rt/Error.h"
 #include "shardc_rt/shardc_rt_cuda.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -173,6 +174,20 @@ void backendFinishStep(shardc_rt_context &ctx) {
                    "index at position " + std::to_string(bad) +
                        " is out of range (check --data against the model)");
   CHECK(cudaStreamSynchronize(b.compute));
+}
+
+void backendKernelTimesEnable(shardc_rt_context &ctx, bool on) {
+  shardc_rt_cuda_kernel_times_enable(backendOf(ctx).kernels, on ? 1 : 0);
+}
+
+std::vector<shardc_rt_kernel_time> backendKernelTimes(shardc_rt_context &ctx) {
+  shardc_rt_cuda_kernels *k = backendOf(ctx).kernels;
+  std::vector<shardc_rt_kernel_time> times(
+      shardc_rt_cuda_kernel_times(k, nullptr, 0));
+  int32_t count = shardc_rt_cuda_kernel_times(
+      k, times.data(), static_cast<int32_t>(times.size()));
+  times.resize(std::min<size_t>(count, times.size()));
+  return times;
 }
 
 void backendTearDown(shardc_rt_context &ctx) {

@@ -42,7 +42,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <cstring>
 #include <type_traits>
+#include <vector>
 
 //===----------------------------------------------------------------------===//
 // Error checks
@@ -122,6 +124,13 @@ struct shardc_rt_cuda_kernels {
   /// the f32 kernels they call use the first).
   void *wide = nullptr;
   size_t wideBytes = 0;
+  /// Per-kernel timing (shardc_rt_cuda_kernel_times): events recorded
+  /// around each outermost timed call not yet collected, two per call.
+  bool timing = false;
+  int timingDepth = 0;
+  std::vector<cudaEvent_t> events;
+  std::vector<const char *> timedCalls;
+  std::vector<shardc_rt_kernel_time> times;
   ErrorSlot *slot = nullptr;     // device
   ErrorSlot *hostSlot = nullptr; // pinned, for check
   int smCount = 1;
@@ -165,6 +174,42 @@ template <typename T> T *carve(char *&cursor, int64_t count) {
   cursor += pieceBytes<T>(count);
   return piece;
 }
+
+/// Times the enclosing C ABI call while timing is on: events on the stream
+/// before and after it (the outermost call only).
+class CallTimer {
+public:
+  CallTimer(Kernels *k, const char *kernel) : k(k) {
+    if (!k->timing)
+      return;
+    counted = true;
+    if (k->timingDepth++ > 0)
+      return;
+    index = k->timedCalls.size();
+    while (k->events.size() < 2 * (index + 1)) {
+      cudaEvent_t event;
+      SHARDC_CUDA_CHECK(cudaEventCreate(&event));
+      k->events.push_back(event);
+    }
+    k->timedCalls.push_back(kernel);
+    SHARDC_CUDA_CHECK(cudaEventRecord(k->events[2 * index], k->stream));
+  }
+  ~CallTimer() {
+    if (!counted)
+      return;
+    if (--k->timingDepth == 0)
+      SHARDC_CUDA_CHECK(cudaEventRecord(k->events[2 * index + 1], k->stream));
+  }
+  CallTimer(const CallTimer &) = delete;
+  CallTimer &operator=(const CallTimer &) = delete;
+
+private:
+  Kernels *k;
+  bool counted = false;
+  size_t index = 0;
+};
+
+#define SHARDC_RT_CUDA_TIME_KERNEL(k, name) CallTimer shardcCallTimer_(k, name)
 
 constexpr int kThreads = 256;
 
@@ -971,6 +1016,8 @@ void shardc_rt_cuda_kernels_destroy(shardc_rt_cuda_kernels *k) {
     if (workspace)
       SHARDC_CUDA_CHECK(cudaFreeAsync(workspace, k->stream));
   SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
+  for (cudaEvent_t event : k->events)
+    SHARDC_CUDA_CHECK(cudaEventDestroy(event));
   SHARDC_CUBLAS_CHECK(cublasDestroy(k->blas));
   SHARDC_CUDA_CHECK(cudaFree(k->blasWorkspace));
   SHARDC_CUDA_CHECK(cudaFree(k->slot));
@@ -996,9 +1043,43 @@ int64_t shardc_rt_cuda_kernels_check(shardc_rt_cuda_kernels *k,
   return static_cast<int64_t>(slot.position);
 }
 
+void shardc_rt_cuda_kernel_times_enable(shardc_rt_cuda_kernels *k, int on) {
+  k->timing = on != 0;
+}
+
+int32_t shardc_rt_cuda_kernel_times(shardc_rt_cuda_kernels *k,
+                                    shardc_rt_kernel_time *out,
+                                    int32_t capacity) {
+  SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
+  for (size_t i = 0; i < k->timedCalls.size(); ++i) {
+    float ms = 0.0f;
+    SHARDC_CUDA_CHECK(
+        cudaEventElapsedTime(&ms, k->events[2 * i], k->events[2 * i + 1]));
+    const char *kernel = k->timedCalls[i];
+    auto it = std::find_if(k->times.begin(), k->times.end(), [&](auto &t) {
+      return std::strcmp(t.kernel, kernel) == 0;
+    });
+    if (it == k->times.end())
+      it = k->times.insert(k->times.end(), {kernel, 0, 0.0});
+    ++it->calls;
+    it->seconds += ms * 1e-3;
+  }
+  k->timedCalls.clear();
+  auto count = static_cast<int32_t>(k->times.size());
+  std::copy_n(k->times.begin(), std::min(count, std::max(capacity, 0)), out);
+  return count;
+}
+
+void shardc_rt_cuda_kernel_times_reset(shardc_rt_cuda_kernels *k) {
+  SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
+  k->timedCalls.clear();
+  k->times.clear();
+}
+
 void shardc_rt_cuda_linear_f32(shardc_rt_cuda_kernels *k, const float *x,
                                const float *w, const float *b, float *y,
                                int64_t m, int64_t kdim, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "linear_f32");
   linear(k, x, w, b, y, m, kdim, n);
 }
 
@@ -1006,11 +1087,13 @@ void shardc_rt_cuda_matmul_f32(shardc_rt_cuda_kernels *k, const float *lhs,
                                const float *rhs, float *out, int64_t batch,
                                int64_t m, int64_t kdim, int64_t n,
                                int transposeLhs, int transposeRhs) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "matmul_f32");
   matmul(k, lhs, rhs, out, batch, m, kdim, n, transposeLhs, transposeRhs);
 }
 
 void shardc_rt_cuda_add_f32(shardc_rt_cuda_kernels *k, const float *lhs,
                             const float *rhs, float *y, int64_t n, int64_t m) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "add_f32");
   if (n <= 0 || m <= 0)
     return;
   addKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(lhs, rhs, y, n, m);
@@ -1019,6 +1102,7 @@ void shardc_rt_cuda_add_f32(shardc_rt_cuda_kernels *k, const float *lhs,
 
 void shardc_rt_cuda_scale_f32(shardc_rt_cuda_kernels *k, const float *x,
                               float *y, int64_t n, double factor) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "scale_f32");
   if (n <= 0)
     return;
   scaleKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(
@@ -1028,6 +1112,7 @@ void shardc_rt_cuda_scale_f32(shardc_rt_cuda_kernels *k, const float *x,
 
 void shardc_rt_cuda_gelu_f32(shardc_rt_cuda_kernels *k, const float *x,
                              float *y, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "gelu_f32");
   if (n <= 0)
     return;
   geluKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(x, y, n);
@@ -1036,6 +1121,7 @@ void shardc_rt_cuda_gelu_f32(shardc_rt_cuda_kernels *k, const float *x,
 
 void shardc_rt_cuda_relu_f32(shardc_rt_cuda_kernels *k, const float *x,
                              float *y, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "relu_f32");
   if (n <= 0)
     return;
   reluKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(x, y, n);
@@ -1045,6 +1131,7 @@ void shardc_rt_cuda_relu_f32(shardc_rt_cuda_kernels *k, const float *x,
 void shardc_rt_cuda_layernorm_f32(shardc_rt_cuda_kernels *k, const float *x,
                                   const float *w, const float *b, float *y,
                                   int64_t rows, int64_t c, double eps) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_f32");
   if (rows <= 0 || c <= 0)
     return;
   layerNormKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
@@ -1056,6 +1143,7 @@ void shardc_rt_cuda_embedding_f32(shardc_rt_cuda_kernels *k,
                                   const int32_t *ids, const float *table,
                                   float *out, int64_t n, int64_t v,
                                   int64_t c) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "embedding_f32");
   checkIds(k, ids, n, v, kOpEmbedding);
   if (n <= 0 || c <= 0)
     return;
@@ -1067,6 +1155,7 @@ void shardc_rt_cuda_embedding_f32(shardc_rt_cuda_kernels *k,
 void shardc_rt_cuda_attention_f32(shardc_rt_cuda_kernels *k, const float *qkv,
                                   float *out, int64_t b, int64_t t, int64_t c,
                                   int64_t heads) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "attention_f32");
   if (b <= 0 || t <= 0 || c <= 0)
     return;
   int64_t d = c / heads;
@@ -1090,6 +1179,7 @@ void shardc_rt_cuda_cross_entropy_f32(shardc_rt_cuda_kernels *k,
                                       const float *logits,
                                       const int32_t *targets, float *loss,
                                       int64_t n, int64_t v) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_f32");
   checkIds(k, targets, n, v, kOpCrossEntropy);
   double *rowLoss = nullptr;
   if (n > 0) {
@@ -1104,6 +1194,7 @@ void shardc_rt_cuda_cross_entropy_f32(shardc_rt_cuda_kernels *k,
 
 void shardc_rt_cuda_iota_i32(shardc_rt_cuda_kernels *k, int32_t *out,
                              int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "iota_i32");
   if (n <= 0)
     return;
   iotaKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(out, n);
@@ -1112,6 +1203,7 @@ void shardc_rt_cuda_iota_i32(shardc_rt_cuda_kernels *k, int32_t *out,
 
 void shardc_rt_cuda_sum_to_f32(shardc_rt_cuda_kernels *k, const float *x,
                                float *y, int64_t outer, int64_t inner) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "sum_to_f32");
   if (inner <= 0)
     return;
   ColumnPlan plan = planColumns(k, outer, inner);
@@ -1125,11 +1217,13 @@ void shardc_rt_cuda_sum_to_f32(shardc_rt_cuda_kernels *k, const float *x,
 
 void shardc_rt_cuda_copy_f32(shardc_rt_cuda_kernels *k, float *dst,
                              const float *src, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "copy_f32");
   copy(k, dst, src, n);
 }
 
 void shardc_rt_cuda_fill_f32(shardc_rt_cuda_kernels *k, float *dst,
                              float value, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "fill_f32");
   if (n <= 0)
     return;
   fillKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(dst, value, n,
@@ -1139,6 +1233,7 @@ void shardc_rt_cuda_fill_f32(shardc_rt_cuda_kernels *k, float *dst,
 
 void shardc_rt_cuda_accumulate_f32(shardc_rt_cuda_kernels *k, float *dst,
                                    const float *src, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "accumulate_f32");
   if (n <= 0)
     return;
   accumulateKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(dst, src, n);
@@ -1147,6 +1242,7 @@ void shardc_rt_cuda_accumulate_f32(shardc_rt_cuda_kernels *k, float *dst,
 
 void shardc_rt_cuda_gelu_grad_f32(shardc_rt_cuda_kernels *k, const float *dy,
                                   const float *x, float *dx, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "gelu_grad_f32");
   if (n <= 0)
     return;
   geluGradKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(dy, x, dx, n);
@@ -1155,6 +1251,7 @@ void shardc_rt_cuda_gelu_grad_f32(shardc_rt_cuda_kernels *k, const float *dy,
 
 void shardc_rt_cuda_relu_grad_f32(shardc_rt_cuda_kernels *k, const float *dy,
                                   const float *x, float *dx, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "relu_grad_f32");
   if (n <= 0)
     return;
   reluGradKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(dy, x, dx, n);
@@ -1166,6 +1263,7 @@ void shardc_rt_cuda_layernorm_grad_f32(shardc_rt_cuda_kernels *k,
                                        const float *w, float *dx, float *dw,
                                        float *db, int64_t rows, int64_t c,
                                        double eps) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_grad_f32");
   if (c <= 0)
     return;
   ColumnPlan plan = planColumns(k, rows, c);
@@ -1192,6 +1290,7 @@ void shardc_rt_cuda_embedding_grad_f32(shardc_rt_cuda_kernels *k,
                                        const float *dy, const int32_t *ids,
                                        float *dtable, int64_t n, int64_t v,
                                        int64_t c) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "embedding_grad_f32");
   checkIds(k, ids, n, v, kOpEmbeddingGrad);
   if (v > 0 && c > 0) {
     fillKernel<<<gridFor(k, v * c), kThreads, 0, k->stream>>>(dtable, 0.0f,
@@ -1209,6 +1308,7 @@ void shardc_rt_cuda_attention_grad_f32(shardc_rt_cuda_kernels *k,
                                        const float *dy, const float *qkv,
                                        float *dqkv, int64_t b, int64_t t,
                                        int64_t c, int64_t heads) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "attention_grad_f32");
   if (b <= 0 || t <= 0 || c <= 0)
     return;
   int64_t d = c / heads, ld = 3 * c;
@@ -1252,6 +1352,7 @@ void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
                                            const int32_t *targets,
                                            float *dlogits, int64_t n,
                                            int64_t v) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_grad_f32");
   checkIds(k, targets, n, v, kOpCrossEntropyGrad);
   if (n <= 0 || v <= 0)
     return;
@@ -1265,6 +1366,7 @@ void shardc_rt_cuda_adamw_f32(shardc_rt_cuda_kernels *k, float *param,
                               int gradBf16, shardc_rt_bf16 *rounded, int64_t n,
                               float lr, float beta1, float beta2, float eps,
                               float weightDecay, int64_t step) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "adamw_f32");
   if (n <= 0)
     return;
   // The scalars exactly as runtime/host/Optimizer.cpp computes them from its
@@ -1341,12 +1443,14 @@ extern "C" {
 void shardc_rt_cuda_convert_f32_bf16(shardc_rt_cuda_kernels *k,
                                      shardc_rt_bf16 *dst, const float *src,
                                      int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "convert_f32_bf16");
   launch(k, n, convertKernel<float, bf16>, bf(dst), src, n,
          static_cast<const ErrorSlot *>(nullptr));
 }
 
 void shardc_rt_cuda_convert_bf16_f32(shardc_rt_cuda_kernels *k, float *dst,
                                      const shardc_rt_bf16 *src, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "convert_bf16_f32");
   launch(k, n, convertKernel<bf16, float>, dst, bf(src), n,
          static_cast<const ErrorSlot *>(nullptr));
 }
@@ -1356,6 +1460,7 @@ void shardc_rt_cuda_linear_bf16(shardc_rt_cuda_kernels *k,
                                 const shardc_rt_bf16 *w,
                                 const shardc_rt_bf16 *b, shardc_rt_bf16 *y,
                                 int64_t m, int64_t kdim, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "linear_bf16");
   linear(k, bf(x), bf(w), b ? bf(b) : nullptr, bf(y), m, kdim, n);
 }
 
@@ -1365,6 +1470,7 @@ void shardc_rt_cuda_matmul_bf16(shardc_rt_cuda_kernels *k,
                                 int64_t batch, int64_t m, int64_t kdim,
                                 int64_t n, int transposeLhs,
                                 int transposeRhs) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "matmul_bf16");
   matmul(k, bf(lhs), bf(rhs), bf(out), batch, m, kdim, n, transposeLhs,
          transposeRhs);
 }
@@ -1373,6 +1479,7 @@ void shardc_rt_cuda_add_bf16(shardc_rt_cuda_kernels *k,
                              const shardc_rt_bf16 *lhs,
                              const shardc_rt_bf16 *rhs, shardc_rt_bf16 *y,
                              int64_t n, int64_t m) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "add_bf16");
   if (m > 0)
     launch(k, n, addKernel<bf16>, bf(lhs), bf(rhs), bf(y), n, m);
 }
@@ -1380,6 +1487,7 @@ void shardc_rt_cuda_add_bf16(shardc_rt_cuda_kernels *k,
 void shardc_rt_cuda_scale_bf16(shardc_rt_cuda_kernels *k,
                                const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
                                int64_t n, double factor) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "scale_bf16");
   launch(k, n, scaleKernel<bf16>, bf(x), bf(y), n,
          static_cast<float>(factor));
 }
@@ -1387,12 +1495,14 @@ void shardc_rt_cuda_scale_bf16(shardc_rt_cuda_kernels *k,
 void shardc_rt_cuda_gelu_bf16(shardc_rt_cuda_kernels *k,
                               const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
                               int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "gelu_bf16");
   launch(k, n, geluKernel<bf16>, bf(x), bf(y), n);
 }
 
 void shardc_rt_cuda_relu_bf16(shardc_rt_cuda_kernels *k,
                               const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
                               int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "relu_bf16");
   launch(k, n, reluKernel<bf16>, bf(x), bf(y), n);
 }
 
@@ -1400,6 +1510,7 @@ void shardc_rt_cuda_gelu_grad_bf16(shardc_rt_cuda_kernels *k,
                                    const shardc_rt_bf16 *dy,
                                    const shardc_rt_bf16 *x,
                                    shardc_rt_bf16 *dx, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "gelu_grad_bf16");
   launch(k, n, geluGradKernel<bf16>, bf(dy), bf(x), bf(dx), n);
 }
 
@@ -1407,16 +1518,19 @@ void shardc_rt_cuda_relu_grad_bf16(shardc_rt_cuda_kernels *k,
                                    const shardc_rt_bf16 *dy,
                                    const shardc_rt_bf16 *x,
                                    shardc_rt_bf16 *dx, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "relu_grad_bf16");
   launch(k, n, reluGradKernel<bf16>, bf(dy), bf(x), bf(dx), n);
 }
 
 void shardc_rt_cuda_copy_bf16(shardc_rt_cuda_kernels *k, shardc_rt_bf16 *dst,
                               const shardc_rt_bf16 *src, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "copy_bf16");
   copy(k, dst, src, n);
 }
 
 void shardc_rt_cuda_fill_bf16(shardc_rt_cuda_kernels *k, shardc_rt_bf16 *dst,
                               float value, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "fill_bf16");
   launch(k, n, fillKernel<bf16>, bf(dst), value, n,
          static_cast<const ErrorSlot *>(nullptr));
 }
@@ -1424,6 +1538,7 @@ void shardc_rt_cuda_fill_bf16(shardc_rt_cuda_kernels *k, shardc_rt_bf16 *dst,
 void shardc_rt_cuda_accumulate_bf16(shardc_rt_cuda_kernels *k,
                                     shardc_rt_bf16 *dst,
                                     const shardc_rt_bf16 *src, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "accumulate_bf16");
   launch(k, n, accumulateKernel<bf16>, bf(dst), bf(src), n);
 }
 
@@ -1432,6 +1547,7 @@ void shardc_rt_cuda_embedding_bf16(shardc_rt_cuda_kernels *k,
                                    const shardc_rt_bf16 *table,
                                    shardc_rt_bf16 *out, int64_t n, int64_t v,
                                    int64_t c) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "embedding_bf16");
   checkIds(k, ids, n, v, kOpEmbedding);
   if (c > 0)
     launch(k, n * c, embeddingKernel<bf16>, ids, bf(table), bf(out), n, c,
@@ -1443,6 +1559,7 @@ void shardc_rt_cuda_layernorm_bf16(shardc_rt_cuda_kernels *k,
                                    const shardc_rt_bf16 *w,
                                    const shardc_rt_bf16 *b, shardc_rt_bf16 *y,
                                    int64_t rows, int64_t c, double eps) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_bf16");
   Widened wide(k, {rows * c, c, c, rows * c});
   float *fx = wide.in(x, rows * c), *fw = wide.in(w, c), *fb = wide.in(b, c);
   float *fy = wide.out(rows * c);
@@ -1455,6 +1572,7 @@ void shardc_rt_cuda_layernorm_grad_bf16(
     const shardc_rt_bf16 *x, const shardc_rt_bf16 *w, shardc_rt_bf16 *dx,
     shardc_rt_bf16 *dw, shardc_rt_bf16 *db, int64_t rows, int64_t c,
     double eps) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_grad_bf16");
   int64_t n = rows * c;
   Widened wide(k, {n, n, c, n, c, c});
   float *fdy = wide.in(dy, n), *fx = wide.in(x, n), *fw = wide.in(w, c);
@@ -1470,6 +1588,7 @@ void shardc_rt_cuda_attention_bf16(shardc_rt_cuda_kernels *k,
                                    const shardc_rt_bf16 *qkv,
                                    shardc_rt_bf16 *out, int64_t b, int64_t t,
                                    int64_t c, int64_t heads) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "attention_bf16");
   int64_t n = b * t * c;
   Widened wide(k, {3 * n, n});
   float *fqkv = wide.in(qkv, 3 * n), *fout = wide.out(n);
@@ -1482,6 +1601,7 @@ void shardc_rt_cuda_attention_grad_bf16(shardc_rt_cuda_kernels *k,
                                         const shardc_rt_bf16 *qkv,
                                         shardc_rt_bf16 *dqkv, int64_t b,
                                         int64_t t, int64_t c, int64_t heads) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "attention_grad_bf16");
   int64_t n = b * t * c;
   Widened wide(k, {n, 3 * n, 3 * n});
   float *fdy = wide.in(dy, n), *fqkv = wide.in(qkv, 3 * n);
@@ -1494,6 +1614,7 @@ void shardc_rt_cuda_cross_entropy_bf16(shardc_rt_cuda_kernels *k,
                                        const shardc_rt_bf16 *logits,
                                        const int32_t *targets, float *loss,
                                        int64_t n, int64_t v) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_bf16");
   Widened wide(k, {n * v});
   shardc_rt_cuda_cross_entropy_f32(k, wide.in(logits, n * v), targets, loss,
                                    n, v);
@@ -1505,6 +1626,7 @@ void shardc_rt_cuda_cross_entropy_grad_bf16(shardc_rt_cuda_kernels *k,
                                             const int32_t *targets,
                                             shardc_rt_bf16 *dlogits, int64_t n,
                                             int64_t v) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_grad_bf16");
   Widened wide(k, {n * v, n * v});
   float *flogits = wide.in(logits, n * v), *fd = wide.out(n * v);
   shardc_rt_cuda_cross_entropy_grad_f32(k, dloss, flogits, targets, fd, n, v);
@@ -1514,6 +1636,7 @@ void shardc_rt_cuda_cross_entropy_grad_bf16(shardc_rt_cuda_kernels *k,
 void shardc_rt_cuda_sum_to_bf16(shardc_rt_cuda_kernels *k,
                                 const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
                                 int64_t outer, int64_t inner) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "sum_to_bf16");
   Widened wide(k, {outer * inner, inner});
   float *fx = wide.in(x, outer * inner), *fy = wide.out(inner);
   shardc_rt_cuda_sum_to_f32(k, fx, fy, outer, inner);
@@ -1525,6 +1648,7 @@ void shardc_rt_cuda_embedding_grad_bf16(shardc_rt_cuda_kernels *k,
                                         const int32_t *ids,
                                         shardc_rt_bf16 *dtable, int64_t n,
                                         int64_t v, int64_t c) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "embedding_grad_bf16");
   Widened wide(k, {n * c, v * c});
   float *fdy = wide.in(dy, n * c), *fdt = wide.out(v * c);
   shardc_rt_cuda_embedding_grad_f32(k, fdy, ids, fdt, n, v, c);

@@ -2,6 +2,7 @@
 
 #include "Backend.h"
 #include "Context.h"
+#include "KernelTimer.h"
 
 #include "shardc_rt/Kernels.h"
 
@@ -43,6 +44,7 @@ void backendCopy(shardc_rt_context &, void *dst, const void *src,
 void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
                   float *expAvgSq, const void *grad, shardc_rt_dtype gradDtype,
                   int64_t count, shardc_rt_bf16 *rounded) {
+  SHARDC_RT_TIME_KERNEL("adamw");
   const shardc_rt_model &m = *ctx.model;
   double step = static_cast<double>(ctx.step);
   double correction1 = 1.0 - std::pow(m.beta1, step);
@@ -73,6 +75,18 @@ void backendFinishStep(shardc_rt_context &) {}
 double backendGemmSeconds(shardc_rt_context &) {
   return shardc_rt_gemm_seconds();
 }
+void backendKernelTimesEnable(shardc_rt_context &, bool on) {
+  shardc_rt_kernel_times_enable(on ? 1 : 0);
+}
+
+std::vector<shardc_rt_kernel_time> backendKernelTimes(shardc_rt_context &) {
+  std::vector<shardc_rt_kernel_time> times(shardc_rt_kernel_times(nullptr, 0));
+  int32_t count =
+      shardc_rt_kernel_times(times.data(), static_cast<int32_t>(times.size()));
+  times.resize(std::min<size_t>(count, times.size()));
+  return times;
+}
+
 void backendTearDown(shardc_rt_context &) {}
 
 } // namespace shardc::rt

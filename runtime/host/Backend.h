@@ -10,9 +10,11 @@
 #ifndef SHARDC_RT_HOST_BACKEND_H
 #define SHARDC_RT_HOST_BACKEND_H
 
+#include "shardc_rt/KernelTime.h"
 #include "shardc_rt/shardc_rt.h"
 
 #include <cstdint>
+#include <vector>
 
 struct shardc_rt_context;
 
@@ -53,6 +55,10 @@ void backendFinishStep(shardc_rt_context &ctx);
 /// Seconds of the last step spent in GEMMs, where the backend measures it
 /// (0 where it does not).
 double backendGemmSeconds(shardc_rt_context &ctx);
+/// Per-kernel timing (--profile), off until enabled; backendKernelTimes
+/// returns the totals since enabled, after backendFinishStep.
+void backendKernelTimesEnable(shardc_rt_context &ctx, bool on);
+std::vector<shardc_rt_kernel_time> backendKernelTimes(shardc_rt_context &ctx);
 void backendTearDown(shardc_rt_context &ctx);
 
 } // namespace shardc::rt

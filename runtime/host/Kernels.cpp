@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelTimer.h"
+
 #include "shardc_rt/Kernels.h"
 
 #include <cblas.h>
@@ -566,74 +568,97 @@ void shardc_rt_gemm_seconds_reset(void) {
 
 void shardc_rt_linear_f32(const float *x, const float *w, const float *b,
                           float *y, int64_t m, int64_t k, int64_t n) {
+  SHARDC_RT_TIME_KERNEL("linear_f32");
   linear(x, w, b, y, m, k, n);
 }
 
 void shardc_rt_matmul_f32(const float *lhs, const float *rhs, float *out,
                           int64_t batch, int64_t m, int64_t k, int64_t n,
                           int transposeLhs, int transposeRhs) {
+  SHARDC_RT_TIME_KERNEL("matmul_f32");
   matmul(lhs, rhs, out, batch, m, k, n, transposeLhs != 0, transposeRhs != 0);
 }
 
 void shardc_rt_add_f32(const float *lhs, const float *rhs, float *y, int64_t n,
                        int64_t m) {
+  SHARDC_RT_TIME_KERNEL("add_f32");
   add(lhs, rhs, y, n, m);
 }
 
 void shardc_rt_scale_f32(const float *x, float *y, int64_t n, double factor) {
+  SHARDC_RT_TIME_KERNEL("scale_f32");
   scale(x, y, n, factor);
 }
 
-void shardc_rt_gelu_f32(const float *x, float *y, int64_t n) { gelu(x, y, n); }
+void shardc_rt_gelu_f32(const float *x, float *y, int64_t n) {
+  SHARDC_RT_TIME_KERNEL("gelu_f32");
+  gelu(x, y, n);
+}
 
-void shardc_rt_relu_f32(const float *x, float *y, int64_t n) { relu(x, y, n); }
+void shardc_rt_relu_f32(const float *x, float *y, int64_t n) {
+  SHARDC_RT_TIME_KERNEL("relu_f32");
+  relu(x, y, n);
+}
 
 void shardc_rt_layernorm_f32(const float *x, const float *w, const float *b,
                              float *y, int64_t rows, int64_t c, double eps) {
+  SHARDC_RT_TIME_KERNEL("layernorm_f32");
   layerNorm(x, w, b, y, rows, c, eps);
 }
 
 int64_t shardc_rt_embedding_f32(const int32_t *ids, const float *table,
                                 float *out, int64_t n, int64_t v, int64_t c) {
+  SHARDC_RT_TIME_KERNEL("embedding_f32");
   return embedding(ids, table, out, n, v, c);
 }
 
 void shardc_rt_attention_f32(const float *qkv, float *out, int64_t b, int64_t t,
                              int64_t c, int64_t heads) {
+  SHARDC_RT_TIME_KERNEL("attention_f32");
   attention(qkv, out, b, t, c, heads);
 }
 
 int64_t shardc_rt_cross_entropy_f32(const float *logits, const int32_t *targets,
                                     float *loss, int64_t n, int64_t v) {
+  SHARDC_RT_TIME_KERNEL("cross_entropy_f32");
   return crossEntropy(logits, targets, loss, n, v);
 }
 
-void shardc_rt_iota_i32(int32_t *out, int64_t n) { iota(out, n); }
+void shardc_rt_iota_i32(int32_t *out, int64_t n) {
+  SHARDC_RT_TIME_KERNEL("iota_i32");
+  iota(out, n);
+}
 
 void shardc_rt_sum_to_f32(const float *x, float *y, int64_t outer,
                           int64_t inner) {
+  SHARDC_RT_TIME_KERNEL("sum_to_f32");
   sumTo(x, y, outer, inner);
 }
 
 void shardc_rt_copy_f32(float *dst, const float *src, int64_t n) {
+  SHARDC_RT_TIME_KERNEL("copy_f32");
   copy(dst, src, n);
 }
 
 void shardc_rt_fill_f32(float *dst, float value, int64_t n) {
+  SHARDC_RT_TIME_KERNEL("fill_f32");
   fill(dst, value, n);
 }
 
 void shardc_rt_accumulate_f32(float *dst, const float *src, int64_t n) {
+  SHARDC_RT_TIME_KERNEL("accumulate_f32");
   accumulate(dst, src, n);
 }
 
 void shardc_rt_gelu_grad_f32(const float *dy, const float *x, float *dx,
                              int64_t n) {
+  SHARDC_RT_TIME_KERNEL("gelu_grad_f32");
   geluGrad(dy, x, dx, n);
 }
 
 void shardc_rt_relu_grad_f32(const float *dy, const float *x, float *dx,
                              int64_t n) {
+  SHARDC_RT_TIME_KERNEL("relu_grad_f32");
   reluGrad(dy, x, dx, n);
 }
 
@@ -641,18 +666,21 @@ void shardc_rt_layernorm_grad_f32(const float *dy, const float *x,
                                   const float *w, float *dx, float *dw,
                                   float *db, int64_t rows, int64_t c,
                                   double eps) {
+  SHARDC_RT_TIME_KERNEL("layernorm_grad_f32");
   layerNormGrad(dy, x, w, dx, dw, db, rows, c, eps);
 }
 
 int64_t shardc_rt_embedding_grad_f32(const float *dy, const int32_t *ids,
                                      float *dtable, int64_t n, int64_t v,
                                      int64_t c) {
+  SHARDC_RT_TIME_KERNEL("embedding_grad_f32");
   return embeddingGrad(dy, ids, dtable, n, v, c);
 }
 
 void shardc_rt_attention_grad_f32(const float *dy, const float *qkv,
                                   float *dqkv, int64_t b, int64_t t, int64_t c,
                                   int64_t heads) {
+  SHARDC_RT_TIME_KERNEL("attention_grad_f32");
   attentionGrad(dy, qkv, dqkv, b, t, c, heads);
 }
 
@@ -660,6 +688,7 @@ int64_t shardc_rt_cross_entropy_grad_f32(const float *dloss,
                                          const float *logits,
                                          const int32_t *targets, float *dlogits,
                                          int64_t n, int64_t v) {
+  SHARDC_RT_TIME_KERNEL("cross_entropy_grad_f32");
   return crossEntropyGrad(dloss, logits, targets, dlogits, n, v);
 }
 

@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelTimer.h"
+
 #include "shardc_rt/Kernels.h"
 
 #include <algorithm>
@@ -56,12 +58,14 @@ extern "C" {
 
 void shardc_rt_convert_f32_bf16(shardc_rt_bf16 *dst, const float *src,
                                 int64_t n) {
+  SHARDC_RT_TIME_KERNEL("convert_f32_bf16");
   for (int64_t i = 0; i < n; ++i)
     dst[i] = narrow(src[i]);
 }
 
 void shardc_rt_convert_bf16_f32(float *dst, const shardc_rt_bf16 *src,
                                 int64_t n) {
+  SHARDC_RT_TIME_KERNEL("convert_bf16_f32");
   for (int64_t i = 0; i < n; ++i)
     dst[i] = widen(src[i]);
 }
@@ -69,6 +73,7 @@ void shardc_rt_convert_bf16_f32(float *dst, const shardc_rt_bf16 *src,
 void shardc_rt_linear_bf16(const shardc_rt_bf16 *x, const shardc_rt_bf16 *w,
                            const shardc_rt_bf16 *b, shardc_rt_bf16 *y,
                            int64_t m, int64_t k, int64_t n) {
+  SHARDC_RT_TIME_KERNEL("linear_bf16");
   Floats fx = wide(x, m * k), fw = wide(w, n * k), fy(m * n);
   Floats fb = b ? wide(b, n) : Floats();
   shardc_rt_linear_f32(fx.data(), fw.data(), b ? fb.data() : nullptr,
@@ -80,6 +85,7 @@ void shardc_rt_matmul_bf16(const shardc_rt_bf16 *lhs,
                            const shardc_rt_bf16 *rhs, shardc_rt_bf16 *out,
                            int64_t batch, int64_t m, int64_t k, int64_t n,
                            int transposeLhs, int transposeRhs) {
+  SHARDC_RT_TIME_KERNEL("matmul_bf16");
   Floats fl = wide(lhs, batch * m * k), fr = wide(rhs, batch * k * n);
   Floats fo(batch * m * n);
   shardc_rt_matmul_f32(fl.data(), fr.data(), fo.data(), batch, m, k, n,
@@ -89,6 +95,7 @@ void shardc_rt_matmul_bf16(const shardc_rt_bf16 *lhs,
 
 void shardc_rt_add_bf16(const shardc_rt_bf16 *lhs, const shardc_rt_bf16 *rhs,
                         shardc_rt_bf16 *y, int64_t n, int64_t m) {
+  SHARDC_RT_TIME_KERNEL("add_bf16");
   Floats fl = wide(lhs, n), fr = wide(rhs, m), fy(n);
   shardc_rt_add_f32(fl.data(), fr.data(), fy.data(), n, m);
   store(y, fy);
@@ -96,6 +103,7 @@ void shardc_rt_add_bf16(const shardc_rt_bf16 *lhs, const shardc_rt_bf16 *rhs,
 
 void shardc_rt_scale_bf16(const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
                           int64_t n, double factor) {
+  SHARDC_RT_TIME_KERNEL("scale_bf16");
   Floats fx = wide(x, n);
   shardc_rt_scale_f32(fx.data(), fx.data(), n, factor);
   store(y, fx);
@@ -103,11 +111,13 @@ void shardc_rt_scale_bf16(const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
 
 void shardc_rt_gelu_bf16(const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
                          int64_t n) {
+  SHARDC_RT_TIME_KERNEL("gelu_bf16");
   unary(shardc_rt_gelu_f32, x, y, n);
 }
 
 void shardc_rt_relu_bf16(const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
                          int64_t n) {
+  SHARDC_RT_TIME_KERNEL("relu_bf16");
   unary(shardc_rt_relu_f32, x, y, n);
 }
 
@@ -115,6 +125,7 @@ void shardc_rt_layernorm_bf16(const shardc_rt_bf16 *x,
                               const shardc_rt_bf16 *w,
                               const shardc_rt_bf16 *b, shardc_rt_bf16 *y,
                               int64_t rows, int64_t c, double eps) {
+  SHARDC_RT_TIME_KERNEL("layernorm_bf16");
   Floats fx = wide(x, rows * c), fw = wide(w, c), fb = wide(b, c);
   Floats fy(rows * c);
   shardc_rt_layernorm_f32(fx.data(), fw.data(), fb.data(), fy.data(), rows, c,
@@ -126,6 +137,7 @@ int64_t shardc_rt_embedding_bf16(const int32_t *ids,
                                  const shardc_rt_bf16 *table,
                                  shardc_rt_bf16 *out, int64_t n, int64_t v,
                                  int64_t c) {
+  SHARDC_RT_TIME_KERNEL("embedding_bf16");
   // A gather copies: no arithmetic, nothing to round.
   for (int64_t i = 0; i < n; ++i)
     if (ids[i] < 0 || ids[i] >= v)
@@ -137,6 +149,7 @@ int64_t shardc_rt_embedding_bf16(const int32_t *ids,
 
 void shardc_rt_attention_bf16(const shardc_rt_bf16 *qkv, shardc_rt_bf16 *out,
                               int64_t b, int64_t t, int64_t c, int64_t heads) {
+  SHARDC_RT_TIME_KERNEL("attention_bf16");
   Floats fq = wide(qkv, b * t * 3 * c), fo(b * t * c);
   shardc_rt_attention_f32(fq.data(), fo.data(), b, t, c, heads);
   store(out, fo);
@@ -145,12 +158,14 @@ void shardc_rt_attention_bf16(const shardc_rt_bf16 *qkv, shardc_rt_bf16 *out,
 int64_t shardc_rt_cross_entropy_bf16(const shardc_rt_bf16 *logits,
                                      const int32_t *targets, float *loss,
                                      int64_t n, int64_t v) {
+  SHARDC_RT_TIME_KERNEL("cross_entropy_bf16");
   Floats fl = wide(logits, n * v);
   return shardc_rt_cross_entropy_f32(fl.data(), targets, loss, n, v);
 }
 
 void shardc_rt_sum_to_bf16(const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
                            int64_t outer, int64_t inner) {
+  SHARDC_RT_TIME_KERNEL("sum_to_bf16");
   Floats fx = wide(x, outer * inner), fy(inner);
   shardc_rt_sum_to_f32(fx.data(), fy.data(), outer, inner);
   store(y, fy);
@@ -158,15 +173,18 @@ void shardc_rt_sum_to_bf16(const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
 
 void shardc_rt_copy_bf16(shardc_rt_bf16 *dst, const shardc_rt_bf16 *src,
                          int64_t n) {
+  SHARDC_RT_TIME_KERNEL("copy_bf16");
   std::copy(src, src + n, dst);
 }
 
 void shardc_rt_fill_bf16(shardc_rt_bf16 *dst, float value, int64_t n) {
+  SHARDC_RT_TIME_KERNEL("fill_bf16");
   std::fill(dst, dst + n, narrow(value));
 }
 
 void shardc_rt_accumulate_bf16(shardc_rt_bf16 *dst, const shardc_rt_bf16 *src,
                                int64_t n) {
+  SHARDC_RT_TIME_KERNEL("accumulate_bf16");
   for (int64_t i = 0; i < n; ++i)
     dst[i] = narrow(widen(dst[i]) + widen(src[i]));
 }
@@ -174,12 +192,14 @@ void shardc_rt_accumulate_bf16(shardc_rt_bf16 *dst, const shardc_rt_bf16 *src,
 void shardc_rt_gelu_grad_bf16(const shardc_rt_bf16 *dy,
                               const shardc_rt_bf16 *x, shardc_rt_bf16 *dx,
                               int64_t n) {
+  SHARDC_RT_TIME_KERNEL("gelu_grad_bf16");
   unaryGrad(shardc_rt_gelu_grad_f32, dy, x, dx, n);
 }
 
 void shardc_rt_relu_grad_bf16(const shardc_rt_bf16 *dy,
                               const shardc_rt_bf16 *x, shardc_rt_bf16 *dx,
                               int64_t n) {
+  SHARDC_RT_TIME_KERNEL("relu_grad_bf16");
   unaryGrad(shardc_rt_relu_grad_f32, dy, x, dx, n);
 }
 
@@ -188,6 +208,7 @@ void shardc_rt_layernorm_grad_bf16(const shardc_rt_bf16 *dy,
                                    const shardc_rt_bf16 *w, shardc_rt_bf16 *dx,
                                    shardc_rt_bf16 *dw, shardc_rt_bf16 *db,
                                    int64_t rows, int64_t c, double eps) {
+  SHARDC_RT_TIME_KERNEL("layernorm_grad_bf16");
   Floats fdy = wide(dy, rows * c), fx = wide(x, rows * c), fw = wide(w, c);
   Floats fdx(rows * c), fdw(c), fdb(c);
   shardc_rt_layernorm_grad_f32(fdy.data(), fx.data(), fw.data(), fdx.data(),
@@ -201,6 +222,7 @@ int64_t shardc_rt_embedding_grad_bf16(const shardc_rt_bf16 *dy,
                                       const int32_t *ids,
                                       shardc_rt_bf16 *dtable, int64_t n,
                                       int64_t v, int64_t c) {
+  SHARDC_RT_TIME_KERNEL("embedding_grad_bf16");
   Floats fdy = wide(dy, n * c), fdt(v * c);
   int64_t bad =
       shardc_rt_embedding_grad_f32(fdy.data(), ids, fdt.data(), n, v, c);
@@ -213,6 +235,7 @@ void shardc_rt_attention_grad_bf16(const shardc_rt_bf16 *dy,
                                    const shardc_rt_bf16 *qkv,
                                    shardc_rt_bf16 *dqkv, int64_t b, int64_t t,
                                    int64_t c, int64_t heads) {
+  SHARDC_RT_TIME_KERNEL("attention_grad_bf16");
   Floats fdy = wide(dy, b * t * c), fq = wide(qkv, b * t * 3 * c);
   Floats fdq(b * t * 3 * c);
   shardc_rt_attention_grad_f32(fdy.data(), fq.data(), fdq.data(), b, t, c,
@@ -225,6 +248,7 @@ int64_t shardc_rt_cross_entropy_grad_bf16(const float *dloss,
                                           const int32_t *targets,
                                           shardc_rt_bf16 *dlogits, int64_t n,
                                           int64_t v) {
+  SHARDC_RT_TIME_KERNEL("cross_entropy_grad_bf16");
   Floats fl = wide(logits, n * v), fd(n * v);
   int64_t bad = shardc_rt_cross_entropy_grad_f32(dloss, fl.data(), targets,
                                                  fd.data(), n, v);

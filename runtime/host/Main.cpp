@@ -17,6 +17,7 @@
 #include "shardc_rt/Init.h"
 #include "shardc_rt/SafeTensors.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -46,7 +47,7 @@ struct Flags {
   int64_t steps = 1;
   uint64_t seed = 0;
   std::string init, data, exportPath, save, load, logJson;
-  bool quiet = false;
+  bool quiet = false, profile = false;
   int64_t checkGrads = 0;
 };
 
@@ -54,6 +55,7 @@ const char *kUsage =
     "usage: %s [--steps K] [--seed S] [--init FILE.safetensors]\n"
     "          [--data FILE.safetensors|FILE.bin] [--export FILE.safetensors]\n"
     "          [--save DIR] [--load DIR] [--log-json FILE] [--quiet]\n"
+    "          [--profile]  (time per kernel, steps after the first)\n"
     "          [--check-grads K]  (one rank: K elements of each gradient\n"
     "                              against finite differences of the loss)\n"
     "Trains model @%s (%s over %d ranks); run under mpirun -np %d.\n";
@@ -125,6 +127,8 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
       flags.logJson = value();
     } else if (flag == "--quiet") {
       flags.quiet = true;
+    } else if (flag == "--profile") {
+      flags.profile = true;
     } else if (flag == "--check-grads") {
       const char *v = value();
       if (error.empty() &&
@@ -507,6 +511,38 @@ void loadState(shardc_rt_context &ctx, const std::string &dir) {
   ctx.step = step;
 }
 
+/// --profile's table: each kernel's calls and time per step on rank 0
+/// (wall time on the CPU, GPU time between events on a GPU), against the
+/// steps' time, and the time blocked waiting for collectives (the host
+/// target; a GPU's compute stream waits on events instead); the rest is
+/// the runtime, copies and launch gaps.
+void printProfile(const std::vector<shardc_rt_kernel_time> &times,
+                  int64_t steps, double stepSeconds, double waitSeconds) {
+  std::vector<shardc_rt_kernel_time> sorted = times;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto &a, const auto &b) { return a.seconds > b.seconds; });
+  double perStep = stepSeconds / static_cast<double>(steps), kernels = 0;
+  std::printf("profile: %" PRId64 " steps after the first, %.3f ms per step "
+              "on rank 0\n  %-28s %10s %10s %7s\n",
+              steps, perStep * 1e3, "kernel", "calls/step", "ms/step",
+              "share");
+  for (const shardc_rt_kernel_time &t : sorted) {
+    double ms = t.seconds / static_cast<double>(steps) * 1e3;
+    kernels += t.seconds;
+    std::printf("  %-28s %10.1f %10.3f %6.1f%%\n", t.kernel,
+                static_cast<double>(t.calls) / static_cast<double>(steps), ms,
+                100.0 * t.seconds / stepSeconds);
+  }
+  if (waitSeconds > 0)
+    std::printf("  %-28s %10s %10.3f %6.1f%%\n", "(blocked in MPI waits)", "",
+                waitSeconds / static_cast<double>(steps) * 1e3,
+                100.0 * waitSeconds / stepSeconds);
+  double rest = stepSeconds - kernels - waitSeconds;
+  std::printf("  %-28s %10s %10.3f %6.1f%%\n", "(the rest)", "",
+              rest / static_cast<double>(steps) * 1e3,
+              100.0 * rest / stepSeconds);
+}
+
 } // namespace
 
 extern "C" {
@@ -632,9 +668,13 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                 static_cast<int>(flags.steps), formatBytes(persistent).c_str(),
                 formatBytes(predicted.params + predicted.optimizer).c_str(),
                 formatBytes(predicted.peak).c_str());
+  // --profile times the steps after the first (which sizes workspaces).
+  double profiledSeconds = 0, profiledWaits = 0;
   for (int64_t s = 0; s < flags.steps; ++s) {
     ++ctx.step;
     ctx.timers = {};
+    if (flags.profile && s == 1)
+      backendKernelTimesEnable(ctx, true);
     backendStartStep(ctx);
     auto started = std::chrono::steady_clock::now();
     float loss = 0.0f;
@@ -651,6 +691,10 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                     "the step ended holding " +
                         std::to_string(ctx.allocator.liveBytes() - persistent) +
                         " bytes it allocated");
+    if (flags.profile && s >= 1) {
+      profiledSeconds += seconds;
+      profiledWaits += ctx.timers.commWaitSeconds;
+    }
     double gemm = backendGemmSeconds(ctx);
     int64_t local[2] = {ctx.allocator.peakBytes(), ctx.timers.bytesSent};
     int64_t worst[2];
@@ -685,6 +729,14 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   }
   if (log)
     std::fclose(log);
+  if (flags.profile && ctx.worldRank == 0) {
+    if (flags.steps > 1)
+      printProfile(backendKernelTimes(ctx), flags.steps - 1, profiledSeconds,
+                   profiledWaits);
+    else
+      std::printf("profile: needs --steps 2 or more (the first step is not "
+                  "timed)\n");
+  }
   if (!flags.save.empty()) {
     HostMirror state(statePieces(ctx));
     state.fill();

@@ -45,6 +45,7 @@
 #define SHARDC_RT_CUDA_KERNELS_H
 
 #include "shardc_rt/BFloat16.h"
+#include "shardc_rt/KernelTime.h"
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -195,6 +196,20 @@ void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
                                            const int32_t *targets,
                                            float *dlogits, int64_t n,
                                            int64_t v);
+
+//===----------------------------------------------------------------------===//
+// Per-kernel timing (shardc_rt/KernelTime.h)
+//===----------------------------------------------------------------------===//
+
+/// Off until enabled: events recorded on the stream around each call.
+void shardc_rt_cuda_kernel_times_enable(shardc_rt_cuda_kernels *k, int on);
+/// Waits for the stream, adds the calls since the last collection to their
+/// kernels' entries, and copies up to `capacity` entries (in the order of
+/// their first call) to `out`; returns how many there are.
+int32_t shardc_rt_cuda_kernel_times(shardc_rt_cuda_kernels *k,
+                                    shardc_rt_kernel_time *out,
+                                    int32_t capacity);
+void shardc_rt_cuda_kernel_times_reset(shardc_rt_cuda_kernels *k);
 
 //===----------------------------------------------------------------------===//
 // Optimizer

@@ -34,6 +34,7 @@
 #define SHARDC_RT_KERNELS_H
 
 #include "shardc_rt/BFloat16.h"
+#include "shardc_rt/KernelTime.h"
 
 #include <stdint.h>
 
@@ -51,6 +52,14 @@ extern "C" {
 double shardc_rt_gemm_seconds(void);
 /// Sets the GEMM timer back to zero.
 void shardc_rt_gemm_seconds_reset(void);
+
+/// Per-kernel timing (shardc_rt/KernelTime.h), off until enabled.
+void shardc_rt_kernel_times_enable(int on);
+/// Copies up to `capacity` entries, one per kernel called since the last
+/// reset in the order of their first call, to `out`; returns how many
+/// there are.
+int32_t shardc_rt_kernel_times(shardc_rt_kernel_time *out, int32_t capacity);
+void shardc_rt_kernel_times_reset(void);
 
 //===----------------------------------------------------------------------===//
 // Forward
