@@ -22,10 +22,11 @@
 //  - elementwise kernels: grid-stride loops, 64-bit indices;
 //  - bf16 (mixed precision): GEMMs take bf16 operands and accumulate in f32
 //    (cublasGemmEx); elementwise kernels are the f32 ones as templates over
-//    the stored type, loading to f32 and rounding their stores; the rest
-//    (layernorm, attention, cross-entropy, column sums, embedding_grad) widen
-//    their bf16 inputs into f32 copies in a second workspace, run the f32
-//    kernel and round its outputs.
+//    the stored type, loading to f32 and rounding their stores; attention
+//    is the f32 one over bf16 GEMMs, its probabilities rounded to bf16 where
+//    a GEMM reads them; the rest (layernorm, cross-entropy, column sums,
+//    embedding_grad) widen their bf16 inputs into f32 copies in a second
+//    workspace, run the f32 kernel and round its outputs.
 // Every CUDA and cuBLAS call is checked (SHARDC_CUDA_CHECK,
 // SHARDC_CUBLAS_CHECK): an error prints the call and aborts.
 //
@@ -836,13 +837,20 @@ unsigned rowBlockGrid(const Kernels *k, int64_t n) {
 /// lda, ldb, ldc are the row strides of the stored matrices (as CBLAS
 /// row-major). beta is 0 or 1. cuBLAS is column-major: it computes
 /// c^T = op(b)^T op(a)^T, reading the row-major b and a as their transposes.
-/// T is float (cublasSgemm: TF32 where the handle allows it) or
-/// __nv_bfloat16 (cublasGemmEx, accumulating in f32, c rounded once).
-template <typename T>
+/// All float: cublasSgemm (TF32 where the handle allows it). bf16 operands
+/// (T = __nv_bfloat16), with a bf16 or f32 result C: cublasGemmEx on bf16
+/// tensor cores, accumulating in f32, c rounded once.
+template <typename T> constexpr cudaDataType_t cudaTypeOf() {
+  return std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
+}
+
+template <typename T, typename C = T>
 void gemm(Kernels *k, bool transA, bool transB, int64_t m, int64_t n,
           int64_t kd, float alpha, const T *a, int64_t lda, int64_t strideA,
-          const T *b, int64_t ldb, int64_t strideB, float beta, T *c,
+          const T *b, int64_t ldb, int64_t strideB, float beta, C *c,
           int64_t ldc, int64_t strideC, int64_t batch) {
+  static_assert(!std::is_same_v<T, float> || std::is_same_v<C, float>,
+                "f32 operands give an f32 result");
   if (m <= 0 || n <= 0 || batch <= 0)
     return;
   if (kd <= 0) {
@@ -864,12 +872,13 @@ void gemm(Kernels *k, bool transA, bool transB, int64_t m, int64_t n,
   checkIntRange("gemm batch", batch);
   cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+  if constexpr (!std::is_same_v<T, float>) {
     SHARDC_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         k->blas, opB, opA, static_cast<int>(n), static_cast<int>(m),
-        static_cast<int>(kd), &alpha, b, CUDA_R_16BF, static_cast<int>(ldb),
-        strideB, a, CUDA_R_16BF, static_cast<int>(lda), strideA, &beta, c,
-        CUDA_R_16BF, static_cast<int>(ldc), strideC, static_cast<int>(batch),
+        static_cast<int>(kd), &alpha, b, cudaTypeOf<T>(),
+        static_cast<int>(ldb), strideB, a, cudaTypeOf<T>(),
+        static_cast<int>(lda), strideA, &beta, c, cudaTypeOf<C>(),
+        static_cast<int>(ldc), strideC, static_cast<int>(batch),
         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else if (batch == 1) {
     SHARDC_CUBLAS_CHECK(cublasSgemm(
@@ -915,8 +924,9 @@ HeadWalk planHeads(const Kernels *k, int64_t b, int64_t t, int64_t c,
 
 /// probs[count, t, t] = causal softmax(q k^T / sqrt(d)) of `count` pairs of
 /// the walk, q and k at the first pair's head.
-void attentionProbabilities(Kernels *k, const HeadWalk &walk, const float *q,
-                            const float *kk, int64_t t, int64_t c, int64_t d,
+template <typename T>
+void attentionProbabilities(Kernels *k, const HeadWalk &walk, const T *q,
+                            const T *kk, int64_t t, int64_t c, int64_t d,
                             int64_t count, float *probs) {
   float alpha = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   gemm(k, false, true, t, t, d, alpha, q, 3 * c, walk.qkvInner, kk, 3 * c,
@@ -968,6 +978,99 @@ void launch(Kernels *k, int64_t n, void (*kernel)(Params...), Args... args) {
     return;
   kernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(args...);
   SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+/// The probabilities (or their gradient) as the GEMMs that read them take
+/// them: the f32 scores themselves, or (bf16) a rounded copy in `narrow`.
+template <typename T>
+const T *asOperand(Kernels *k, float *scores, T *narrow, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    return scores;
+  } else {
+    launch(k, n, convertKernel<float, T>, narrow, scores, n,
+           static_cast<const ErrorSlot *>(nullptr));
+    return narrow;
+  }
+}
+
+/// Scratch per chunk of pairs: the f32 scores (`f32Pieces` of them) and,
+/// for bf16, one rounded copy.
+template <typename T> size_t attentionScratch(int64_t scores, int f32Pieces) {
+  return f32Pieces * pieceBytes<float>(scores) +
+         (std::is_same_v<T, float> ? 0 : pieceBytes<T>(scores));
+}
+
+/// attention and its gradient for T = float or __nv_bfloat16. The scores
+/// and the softmax are f32 either way; with bf16 the probabilities (and
+/// their gradient) are rounded to bf16 for the GEMMs that read them, as a
+/// flash-attention kernel rounds P before P v.
+template <typename T>
+void attention(Kernels *k, const T *qkv, T *out, int64_t b, int64_t t,
+               int64_t c, int64_t heads) {
+  if (b <= 0 || t <= 0 || c <= 0)
+    return;
+  int64_t d = c / heads;
+  HeadWalk walk = planHeads(k, b, t, c, heads);
+  int64_t scores = walk.chunk * t * t;
+  char *cursor =
+      static_cast<char *>(scratch(k, attentionScratch<T>(scores, 1)));
+  float *probs = carve<float>(cursor, scores);
+  T *narrow = std::is_same_v<T, float> ? nullptr : carve<T>(cursor, scores);
+  for (int64_t o = 0; o < walk.outer; ++o)
+    for (int64_t i0 = 0; i0 < walk.inner; i0 += walk.chunk) {
+      int64_t count = std::min(walk.chunk, walk.inner - i0);
+      const T *q = qkv + o * walk.qkvOuter + i0 * walk.qkvInner;
+      const T *kk = q + c, *v = q + 2 * c;
+      T *y = out + o * walk.outOuter + i0 * walk.outInner;
+      attentionProbabilities(k, walk, q, kk, t, c, d, count, probs);
+      // y = P v, each head into its columns of out.
+      gemm(k, false, false, t, d, t, 1.0f,
+           asOperand(k, probs, narrow, count * t * t), t, t * t, v, 3 * c,
+           walk.qkvInner, 0.0f, y, c, walk.outInner, count);
+    }
+}
+
+template <typename T>
+void attentionGrad(Kernels *k, const T *dy, const T *qkv, T *dqkv, int64_t b,
+                   int64_t t, int64_t c, int64_t heads) {
+  if (b <= 0 || t <= 0 || c <= 0)
+    return;
+  int64_t d = c / heads, ld = 3 * c;
+  float alpha = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  HeadWalk walk = planHeads(k, b, t, c, heads);
+  int64_t scores = walk.chunk * t * t;
+  char *cursor =
+      static_cast<char *>(scratch(k, attentionScratch<T>(scores, 2)));
+  float *probs = carve<float>(cursor, scores);
+  float *dprobs = carve<float>(cursor, scores);
+  T *narrow = std::is_same_v<T, float> ? nullptr : carve<T>(cursor, scores);
+  // Every element of dqkv is written once: dq, dk and dv of every head and
+  // row, by the GEMMs below with beta = 0.
+  for (int64_t o = 0; o < walk.outer; ++o)
+    for (int64_t i0 = 0; i0 < walk.inner; i0 += walk.chunk) {
+      int64_t count = std::min(walk.chunk, walk.inner - i0);
+      int64_t offset = o * walk.qkvOuter + i0 * walk.qkvInner;
+      const T *q = qkv + offset, *kk = q + c, *v = q + 2 * c;
+      T *dq = dqkv + offset, *dk = dq + c, *dv = dq + 2 * c;
+      const T *dyh = dy + o * walk.outOuter + i0 * walk.outInner;
+      int64_t s = walk.qkvInner, sy = walk.outInner, n = count * t * t;
+      attentionProbabilities(k, walk, q, kk, t, c, d, count, probs);
+      // y = P v: dP = dy v^T, dv = P^T dy.
+      gemm(k, false, true, t, t, d, 1.0f, dyh, c, sy, v, ld, s, 0.0f, dprobs,
+           t, t * t, count);
+      gemm(k, true, false, t, d, t, 1.0f, asOperand(k, probs, narrow, n), t,
+           t * t, dyh, c, sy, 0.0f, dv, ld, s, count);
+      int64_t rows = count * t;
+      causalSoftmaxGradKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
+          probs, dprobs, rows, t);
+      SHARDC_CUDA_CHECK_LAUNCH();
+      // S = alpha q k^T: dq = alpha dS k, dk = alpha dS^T q.
+      const T *dscores = asOperand(k, dprobs, narrow, n);
+      gemm(k, false, false, t, d, t, alpha, dscores, t, t * t, kk, ld, s, 0.0f,
+           dq, ld, s, count);
+      gemm(k, true, false, t, d, t, alpha, dscores, t, t * t, q, ld, s, 0.0f,
+           dk, ld, s, count);
+    }
 }
 
 } // namespace
@@ -1156,23 +1259,7 @@ void shardc_rt_cuda_attention_f32(shardc_rt_cuda_kernels *k, const float *qkv,
                                   float *out, int64_t b, int64_t t, int64_t c,
                                   int64_t heads) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "attention_f32");
-  if (b <= 0 || t <= 0 || c <= 0)
-    return;
-  int64_t d = c / heads;
-  HeadWalk walk = planHeads(k, b, t, c, heads);
-  float *probs = static_cast<float *>(
-      scratch(k, pieceBytes<float>(walk.chunk * t * t)));
-  for (int64_t o = 0; o < walk.outer; ++o)
-    for (int64_t i0 = 0; i0 < walk.inner; i0 += walk.chunk) {
-      int64_t count = std::min(walk.chunk, walk.inner - i0);
-      const float *q = qkv + o * walk.qkvOuter + i0 * walk.qkvInner;
-      const float *kk = q + c, *v = q + 2 * c;
-      float *y = out + o * walk.outOuter + i0 * walk.outInner;
-      attentionProbabilities(k, walk, q, kk, t, c, d, count, probs);
-      // y = P v, each head into its columns of out.
-      gemm(k, false, false, t, d, t, 1.0f, probs, t, t * t, v, 3 * c,
-           walk.qkvInner, 0.0f, y, c, walk.outInner, count);
-    }
+  attention(k, qkv, out, b, t, c, heads);
 }
 
 void shardc_rt_cuda_cross_entropy_f32(shardc_rt_cuda_kernels *k,
@@ -1309,41 +1396,7 @@ void shardc_rt_cuda_attention_grad_f32(shardc_rt_cuda_kernels *k,
                                        float *dqkv, int64_t b, int64_t t,
                                        int64_t c, int64_t heads) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "attention_grad_f32");
-  if (b <= 0 || t <= 0 || c <= 0)
-    return;
-  int64_t d = c / heads, ld = 3 * c;
-  float alpha = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  HeadWalk walk = planHeads(k, b, t, c, heads);
-  int64_t scores = walk.chunk * t * t;
-  char *cursor = static_cast<char *>(scratch(k, 2 * pieceBytes<float>(scores)));
-  float *probs = carve<float>(cursor, scores);
-  float *dprobs = carve<float>(cursor, scores);
-  // Every element of dqkv is written once: dq, dk and dv of every head and
-  // row, by the GEMMs below with beta = 0.
-  for (int64_t o = 0; o < walk.outer; ++o)
-    for (int64_t i0 = 0; i0 < walk.inner; i0 += walk.chunk) {
-      int64_t count = std::min(walk.chunk, walk.inner - i0);
-      int64_t offset = o * walk.qkvOuter + i0 * walk.qkvInner;
-      const float *q = qkv + offset, *kk = q + c, *v = q + 2 * c;
-      float *dq = dqkv + offset, *dk = dq + c, *dv = dq + 2 * c;
-      const float *dyh = dy + o * walk.outOuter + i0 * walk.outInner;
-      int64_t s = walk.qkvInner, sy = walk.outInner;
-      attentionProbabilities(k, walk, q, kk, t, c, d, count, probs);
-      // y = P v: dP = dy v^T, dv = P^T dy.
-      gemm(k, false, true, t, t, d, 1.0f, dyh, c, sy, v, ld, s, 0.0f, dprobs,
-           t, t * t, count);
-      gemm(k, true, false, t, d, t, 1.0f, probs, t, t * t, dyh, c, sy, 0.0f,
-           dv, ld, s, count);
-      int64_t rows = count * t;
-      causalSoftmaxGradKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
-          probs, dprobs, rows, t);
-      SHARDC_CUDA_CHECK_LAUNCH();
-      // S = alpha q k^T: dq = alpha dS k, dk = alpha dS^T q.
-      gemm(k, false, false, t, d, t, alpha, dprobs, t, t * t, kk, ld, s, 0.0f,
-           dq, ld, s, count);
-      gemm(k, true, false, t, d, t, alpha, dprobs, t, t * t, q, ld, s, 0.0f,
-           dk, ld, s, count);
-    }
+  attentionGrad(k, dy, qkv, dqkv, b, t, c, heads);
 }
 
 void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
@@ -1589,11 +1642,7 @@ void shardc_rt_cuda_attention_bf16(shardc_rt_cuda_kernels *k,
                                    shardc_rt_bf16 *out, int64_t b, int64_t t,
                                    int64_t c, int64_t heads) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "attention_bf16");
-  int64_t n = b * t * c;
-  Widened wide(k, {3 * n, n});
-  float *fqkv = wide.in(qkv, 3 * n), *fout = wide.out(n);
-  shardc_rt_cuda_attention_f32(k, fqkv, fout, b, t, c, heads);
-  wide.store(out, fout, n);
+  attention(k, bf(qkv), bf(out), b, t, c, heads);
 }
 
 void shardc_rt_cuda_attention_grad_bf16(shardc_rt_cuda_kernels *k,
@@ -1602,12 +1651,7 @@ void shardc_rt_cuda_attention_grad_bf16(shardc_rt_cuda_kernels *k,
                                         shardc_rt_bf16 *dqkv, int64_t b,
                                         int64_t t, int64_t c, int64_t heads) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "attention_grad_bf16");
-  int64_t n = b * t * c;
-  Widened wide(k, {n, 3 * n, 3 * n});
-  float *fdy = wide.in(dy, n), *fqkv = wide.in(qkv, 3 * n);
-  float *fdqkv = wide.out(3 * n);
-  shardc_rt_cuda_attention_grad_f32(k, fdy, fqkv, fdqkv, b, t, c, heads);
-  wide.store(dqkv, fdqkv, 3 * n);
+  attentionGrad(k, bf(dy), bf(qkv), bf(dqkv), b, t, c, heads);
 }
 
 void shardc_rt_cuda_cross_entropy_bf16(shardc_rt_cuda_kernels *k,

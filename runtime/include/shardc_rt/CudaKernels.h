@@ -18,7 +18,8 @@
 //      attention       the scores of up to max(B, H) (batch element, head)
 //                      pairs at a time, max(B, H) * T * T floats, bounded
 //                      to 2^26 floats (256 MiB) or one pair's T * T;
-//      attention_grad  twice that (scores and their gradient);
+//      attention_grad  twice that (scores and their gradient); the bf16
+//                      kernels add a bf16 copy of the scores;
 //      layernorm_grad  2 * rows + 2 * chunks * C floats (per-row stats and
 //                      partial column sums of dweight and dbias);
 //      sum_to          chunks * inner floats when the rows are split;
@@ -239,7 +240,10 @@ void shardc_rt_cuda_adamw_f32(shardc_rt_cuda_kernels *k, float *param,
 //
 // As shardc_rt/Kernels.h's _bf16 kernels: f32 compute on the exact values,
 // results rounded to bf16; GEMMs (linear, matmul) run on bf16 tensor cores
-// accumulating in f32 and round once. layernorm(_grad), attention(_grad),
+// accumulating in f32 and round once. attention(_grad) computes its scores
+// and softmax in f32 from bf16 GEMMs and rounds the probabilities (and their
+// gradient) to bf16 for the GEMMs that read them, as flash attention does:
+// a bf16 copy of the scores joins its workspace. layernorm(_grad),
 // cross_entropy(_grad), sum_to and embedding_grad run their f32 kernels on
 // f32 copies of their operands in a second workspace that grows as the
 // first does (to the largest need of one call).
