@@ -24,9 +24,10 @@
 //    (cublasGemmEx); elementwise kernels are the f32 ones as templates over
 //    the stored type, loading to f32 and rounding their stores; attention
 //    is the f32 one over bf16 GEMMs, its probabilities rounded to bf16 where
-//    a GEMM reads them; the rest (layernorm, cross-entropy, column sums,
-//    embedding_grad) widen their bf16 inputs into f32 copies in a second
-//    workspace, run the f32 kernel and round its outputs.
+//    a GEMM reads them; cross-entropy is a template too (the logits are the
+//    largest activation); the rest (layernorm, column sums, embedding_grad)
+//    widen their bf16 inputs into f32 copies in a second workspace, run the
+//    f32 kernel and round its outputs.
 // Every CUDA and cuBLAS call is checked (SHARDC_CUDA_CHECK,
 // SHARDC_CUBLAS_CHECK): an error prints the call and aborts.
 //
@@ -751,25 +752,26 @@ constexpr int kRowThreads = 512;
 
 /// One block per row: rowLoss[row] = log sum_j exp(l_j - max) + max - l_t,
 /// the exponentials in f32 and their sum in double (as the CPU kernel).
-__global__ void crossEntropyRowsKernel(const float *logits,
+template <typename T>
+__global__ void crossEntropyRowsKernel(const T *logits,
                                        const int32_t *targets, double *rowLoss,
                                        int64_t n, int64_t v,
                                        const ErrorSlot *slot) {
   if (failed(slot))
     return; // uniform over the block
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
-    const float *l = logits + row * v;
+    const T *l = logits + row * v;
     float maxLogit = -INFINITY;
     for (int64_t j = threadIdx.x; j < v; j += blockDim.x)
-      maxLogit = fmaxf(maxLogit, l[j]);
+      maxLogit = fmaxf(maxLogit, load(l[j]));
     maxLogit = blockReduce(maxLogit, MaxOp(), -INFINITY);
     double sum = 0.0;
     for (int64_t j = threadIdx.x; j < v; j += blockDim.x)
-      sum += static_cast<double>(expf(l[j] - maxLogit));
+      sum += static_cast<double>(expf(load(l[j]) - maxLogit));
     sum = blockReduce(sum, SumOp(), 0.0);
     if (threadIdx.x == 0)
       rowLoss[row] = log(sum) + static_cast<double>(maxLogit) -
-                     static_cast<double>(l[targets[row]]);
+                     static_cast<double>(load(l[targets[row]]));
   }
 }
 
@@ -787,10 +789,13 @@ __global__ void meanLossKernel(const double *rowLoss, int64_t n, float *loss,
     *loss = n == 0 ? 0.0f : static_cast<float>(sum / static_cast<double>(n));
 }
 
-/// One block per row: dlogits = (softmax - onehot) * *dloss / n, the
-/// exponentials written to the output then scaled (as the CPU kernel).
-__global__ void crossEntropyGradKernel(const float *dloss, const float *logits,
-                                       const int32_t *targets, float *dlogits,
+/// One block per row: dlogits = (softmax - onehot) * *dloss / n. The
+/// exponentials are computed twice, for the row's sum and for the output,
+/// so that a bf16 output is rounded once (in f32 the same values as the
+/// CPU kernel, which stores them then scales them).
+template <typename T>
+__global__ void crossEntropyGradKernel(const float *dloss, const T *logits,
+                                       const int32_t *targets, T *dlogits,
                                        int64_t n, int64_t v,
                                        const ErrorSlot *slot) {
   if (failed(slot))
@@ -798,27 +803,23 @@ __global__ void crossEntropyGradKernel(const float *dloss, const float *logits,
   double perRow = static_cast<double>(*dloss) / static_cast<double>(n);
   float perRowF = static_cast<float>(perRow);
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
-    const float *l = logits + row * v;
-    float *out = dlogits + row * v;
+    const T *l = logits + row * v;
+    T *out = dlogits + row * v;
     float maxLogit = -INFINITY;
     for (int64_t j = threadIdx.x; j < v; j += blockDim.x)
-      maxLogit = fmaxf(maxLogit, l[j]);
+      maxLogit = fmaxf(maxLogit, load(l[j]));
     maxLogit = blockReduce(maxLogit, MaxOp(), -INFINITY);
     double sum = 0.0;
-    for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
-      float e = expf(l[j] - maxLogit);
-      out[j] = e;
-      sum += static_cast<double>(e);
-    }
+    for (int64_t j = threadIdx.x; j < v; j += blockDim.x)
+      sum += static_cast<double>(expf(load(l[j]) - maxLogit));
     sum = blockReduce(sum, SumOp(), 0.0);
     float factor = static_cast<float>(perRow / sum);
     int64_t target = targets[row];
-    // Each thread rescales the entries it wrote itself.
     for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
-      float value = out[j] * factor;
+      float value = expf(load(l[j]) - maxLogit) * factor;
       if (j == target)
         value -= perRowF;
-      out[j] = value;
+      out[j] = store<T>(value);
     }
   }
 }
@@ -1073,6 +1074,35 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, T *dqkv, int64_t b,
     }
 }
 
+/// cross_entropy and its gradient for logits of T = float or
+/// __nv_bfloat16 (read as f32; the loss is f32, the gradient rounded once).
+template <typename T>
+void crossEntropy(Kernels *k, const T *logits, const int32_t *targets,
+                  float *loss, int64_t n, int64_t v) {
+  checkIds(k, targets, n, v, kOpCrossEntropy);
+  double *rowLoss = nullptr;
+  if (n > 0) {
+    rowLoss = static_cast<double *>(scratch(k, pieceBytes<double>(n)));
+    crossEntropyRowsKernel<<<rowBlockGrid(k, n), kRowThreads, 0, k->stream>>>(
+        logits, targets, rowLoss, n, v, k->slot);
+    SHARDC_CUDA_CHECK_LAUNCH();
+  }
+  meanLossKernel<<<1, 1024, 0, k->stream>>>(rowLoss, n, loss, k->slot);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void crossEntropyGrad(Kernels *k, const float *dloss, const T *logits,
+                      const int32_t *targets, T *dlogits, int64_t n,
+                      int64_t v) {
+  checkIds(k, targets, n, v, kOpCrossEntropyGrad);
+  if (n <= 0 || v <= 0)
+    return;
+  crossEntropyGradKernel<<<rowBlockGrid(k, n), kRowThreads, 0, k->stream>>>(
+      dloss, logits, targets, dlogits, n, v, k->slot);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -1267,16 +1297,7 @@ void shardc_rt_cuda_cross_entropy_f32(shardc_rt_cuda_kernels *k,
                                       const int32_t *targets, float *loss,
                                       int64_t n, int64_t v) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_f32");
-  checkIds(k, targets, n, v, kOpCrossEntropy);
-  double *rowLoss = nullptr;
-  if (n > 0) {
-    rowLoss = static_cast<double *>(scratch(k, pieceBytes<double>(n)));
-    crossEntropyRowsKernel<<<rowBlockGrid(k, n), kRowThreads, 0, k->stream>>>(
-        logits, targets, rowLoss, n, v, k->slot);
-    SHARDC_CUDA_CHECK_LAUNCH();
-  }
-  meanLossKernel<<<1, 1024, 0, k->stream>>>(rowLoss, n, loss, k->slot);
-  SHARDC_CUDA_CHECK_LAUNCH();
+  crossEntropy(k, logits, targets, loss, n, v);
 }
 
 void shardc_rt_cuda_iota_i32(shardc_rt_cuda_kernels *k, int32_t *out,
@@ -1406,12 +1427,7 @@ void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
                                            float *dlogits, int64_t n,
                                            int64_t v) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_grad_f32");
-  checkIds(k, targets, n, v, kOpCrossEntropyGrad);
-  if (n <= 0 || v <= 0)
-    return;
-  crossEntropyGradKernel<<<rowBlockGrid(k, n), kRowThreads, 0, k->stream>>>(
-      dloss, logits, targets, dlogits, n, v, k->slot);
-  SHARDC_CUDA_CHECK_LAUNCH();
+  crossEntropyGrad(k, dloss, logits, targets, dlogits, n, v);
 }
 
 void shardc_rt_cuda_adamw_f32(shardc_rt_cuda_kernels *k, float *param,
@@ -1659,9 +1675,7 @@ void shardc_rt_cuda_cross_entropy_bf16(shardc_rt_cuda_kernels *k,
                                        const int32_t *targets, float *loss,
                                        int64_t n, int64_t v) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_bf16");
-  Widened wide(k, {n * v});
-  shardc_rt_cuda_cross_entropy_f32(k, wide.in(logits, n * v), targets, loss,
-                                   n, v);
+  crossEntropy(k, bf(logits), targets, loss, n, v);
 }
 
 void shardc_rt_cuda_cross_entropy_grad_bf16(shardc_rt_cuda_kernels *k,
@@ -1671,10 +1685,7 @@ void shardc_rt_cuda_cross_entropy_grad_bf16(shardc_rt_cuda_kernels *k,
                                             shardc_rt_bf16 *dlogits, int64_t n,
                                             int64_t v) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_grad_bf16");
-  Widened wide(k, {n * v, n * v});
-  float *flogits = wide.in(logits, n * v), *fd = wide.out(n * v);
-  shardc_rt_cuda_cross_entropy_grad_f32(k, dloss, flogits, targets, fd, n, v);
-  wide.store(dlogits, fd, n * v, /*guarded=*/true);
+  crossEntropyGrad(k, dloss, bf(logits), targets, bf(dlogits), n, v);
 }
 
 void shardc_rt_cuda_sum_to_bf16(shardc_rt_cuda_kernels *k,
