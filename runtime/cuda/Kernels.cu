@@ -24,10 +24,10 @@
 //    (cublasGemmEx); elementwise kernels are the f32 ones as templates over
 //    the stored type, loading to f32 and rounding their stores; attention
 //    is the f32 one over bf16 GEMMs, its probabilities rounded to bf16 where
-//    a GEMM reads them; cross-entropy is a template too (the logits are the
-//    largest activation); the rest (layernorm, column sums, embedding_grad)
-//    widen their bf16 inputs into f32 copies in a second workspace, run the
-//    f32 kernel and round its outputs.
+//    a GEMM reads them; cross-entropy and sum_to are templates too (the
+//    logits and the MLP's hidden rows are the largest activations); the
+//    rest (layernorm, embedding_grad) widen their bf16 inputs into f32
+//    copies in a second workspace, run the f32 kernel and round its outputs.
 // Every CUDA and cuBLAS call is checked (SHARDC_CUDA_CHECK,
 // SHARDC_CUBLAS_CHECK): an error prints the call and aborts.
 //
@@ -613,12 +613,12 @@ ColumnPlan planColumns(const Kernels *k, int64_t outer, int64_t inner) {
   return {chunks, rowsPerChunk};
 }
 
-/// x[outer, inner] summed over outer.
-struct SumRows {
-  const float *x;
+/// x[outer, inner] summed over outer (x float or __nv_bfloat16).
+template <typename T> struct SumRows {
+  const T *x;
   int64_t inner;
   __device__ float2 operator()(int64_t r, int64_t j) const {
-    return make_float2(x[r * inner + j], 0.0f);
+    return make_float2(load(x[r * inner + j]), 0.0f);
   }
 };
 
@@ -1074,6 +1074,21 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, T *dqkv, int64_t b,
     }
 }
 
+/// y[inner] (f32) = x[outer, inner] (T = float or __nv_bfloat16) summed
+/// over outer.
+template <typename T>
+void sumTo(Kernels *k, const T *x, float *y, int64_t outer, int64_t inner) {
+  if (inner <= 0)
+    return;
+  ColumnPlan plan = planColumns(k, outer, inner);
+  float *partials = nullptr;
+  if (outer > 0 && plan.chunks > 1)
+    partials = static_cast<float *>(
+        scratch(k, pieceBytes<float>(plan.chunks * inner)));
+  columnSums(k, SumRows<T>{x, inner}, outer, inner, plan, y, nullptr,
+             partials, nullptr);
+}
+
 /// cross_entropy and its gradient for logits of T = float or
 /// __nv_bfloat16 (read as f32; the loss is f32, the gradient rounded once).
 template <typename T>
@@ -1312,15 +1327,7 @@ void shardc_rt_cuda_iota_i32(shardc_rt_cuda_kernels *k, int32_t *out,
 void shardc_rt_cuda_sum_to_f32(shardc_rt_cuda_kernels *k, const float *x,
                                float *y, int64_t outer, int64_t inner) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "sum_to_f32");
-  if (inner <= 0)
-    return;
-  ColumnPlan plan = planColumns(k, outer, inner);
-  float *partials = nullptr;
-  if (outer > 0 && plan.chunks > 1)
-    partials = static_cast<float *>(
-        scratch(k, pieceBytes<float>(plan.chunks * inner)));
-  columnSums(k, SumRows{x, inner}, outer, inner, plan, y, nullptr, partials,
-             nullptr);
+  sumTo(k, x, y, outer, inner);
 }
 
 void shardc_rt_cuda_copy_f32(shardc_rt_cuda_kernels *k, float *dst,
@@ -1376,7 +1383,7 @@ void shardc_rt_cuda_layernorm_grad_f32(shardc_rt_cuda_kernels *k,
     return;
   ColumnPlan plan = planColumns(k, rows, c);
   if (rows <= 0) {
-    columnSums(k, SumRows{x, c}, 0, c, plan, dw, db, nullptr, nullptr);
+    columnSums(k, SumRows<float>{x, c}, 0, c, plan, dw, db, nullptr, nullptr);
     return;
   }
   int64_t partialCount = plan.chunks > 1 ? plan.chunks * c : 0;
@@ -1692,9 +1699,10 @@ void shardc_rt_cuda_sum_to_bf16(shardc_rt_cuda_kernels *k,
                                 const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
                                 int64_t outer, int64_t inner) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "sum_to_bf16");
-  Widened wide(k, {outer * inner, inner});
-  float *fx = wide.in(x, outer * inner), *fy = wide.out(inner);
-  shardc_rt_cuda_sum_to_f32(k, fx, fy, outer, inner);
+  // The rows read in place; only the sums (inner floats) are widened.
+  Widened wide(k, {inner});
+  float *fy = wide.out(inner);
+  sumTo(k, bf(x), fy, outer, inner);
   wide.store(y, fy, inner);
 }
 
