@@ -8,12 +8,14 @@
   compare.py check --ref-log A --ref-export X --log B --export Y
                    [--rtol 1e-4 --atol 1e-6] [--label L]
       GPU run (B, Y) against the CPU run (A, X): every step's loss and every
-      element of every exported param must satisfy
-      |gpu - cpu| <= rtol * max(|gpu|, |cpu|) + atol. Exit 0 on pass.
+      element of every exported param (with --param-dtype bf16: the f32
+      masters) must satisfy |gpu - cpu| <= rtol * max(|gpu|, |cpu|) + atol.
+      Exit 0 on pass.
   compare.py validate --log A --export X --steps K
       one run alone: K finite losses and a readable, finite export.
-  compare.py shardc-row --log L --warmup W ... --out ROW.json
-      a table row from a shardc executable's --log-json.
+  compare.py shardc-row --log L --warmup W ... --peak-tflops P
+                        [--precision fp32|bf16] --out ROW.json
+      a table row from a shardc executable's --log-json; MFU against P.
   compare.py table ROWS.json... [--markdown]
       the final table from row files.
 """
@@ -170,7 +172,8 @@ def flops_per_token(n_params, layers, seq, hidden):
 def cmd_shardc_row(args):
     rows = read_log(args.log)
     measured = rows[args.warmup:]
-    row = {"name": args.name, "batch": args.batch}
+    row = {"name": args.name, "batch": args.batch,
+           "precision": args.precision, "peak_tflops": args.peak_tflops}
     if not measured:
         row["status"] = "FAILED: %d log lines, none after %d warm-up steps" % (
             len(rows), args.warmup)
@@ -279,6 +282,7 @@ def main():
     r.add_argument("--layers", type=int, required=True)
     r.add_argument("--params", type=int, required=True)
     r.add_argument("--peak-tflops", type=float, required=True)
+    r.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     r.add_argument("--smi-gb", type=float)
     r.add_argument("--out", required=True)
 

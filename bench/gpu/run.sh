@@ -3,18 +3,19 @@
 # against the CPU (fp32, and bf16 mixed precision), time GPT-2 small under
 # shardc (zero3, ddp; fp32 and bf16 mixed precision) and PyTorch (eager,
 # torch.compile, FSDP2; torch.compile and FSDP2 in bf16 too), print one table
-# last. Every phase runs under
-# `timeout`, inside one overall budget; a phase that cannot run says why and
-# the script goes on. Without a GPU it builds, runs the CPU half of the check
-# and prints "no GPU: skipped ..." for the rest: exit 0 when what ran passed.
+# last. Every phase runs under `timeout`, inside one overall budget; a phase
+# that cannot run says why and the script goes on. Without a GPU it builds,
+# runs the CPU half of the check and prints "no GPU: skipped ..." for the
+# rest: exit 0 when what ran passed.
 #
 #   bench/gpu/run.sh             the run (here: a dry run; there: the real one)
 #   bench/gpu/run.sh --prepare   here, before a device call: also compile every
 #                                executable the device run needs and bundle
 #                                them, with the CPU reference run, OpenMPI's
 #                                libraries and a BLAS, into $BUILD/gpu-bundle
-#                                (about 35 MiB); the GPU machine has no LLVM/MLIR to
-#                                run shardc and may have no MPI: carry that.
+#                                (about 36 MiB); the GPU machine has no
+#                                LLVM/MLIR to run shardc and may have no MPI:
+#                                carry that.
 #
 # bench/gpu/README.md has the device call, the phases and their budgets.
 # Environment (defaults in brackets): SHARDC_BUILD_DIR [build], BATCHES
@@ -24,7 +25,7 @@
 # SHARDC_WARMUP [2], SHARDC_STEPS [8], TORCH_WARMUP [3], TORCH_STEPS [10],
 # PEAK_TFLOPS [494] (fp32 rows), BF16_PEAK_TFLOPS [989] (bf16 rows), the check
 # tolerances CHECK_RTOL/CHECK_ATOL [1e-4/1e-6] and CHECK_BF16_RTOL/
-# CHECK_BF16_ATOL [2e-2/1e-4], and the per-phase budgets *_BUDGET below. $OUT
+# CHECK_BF16_ATOL [2e-2/3e-4], and the per-phase budgets *_BUDGET below. $OUT
 # (set on the device machine) receives run.log, rows.json, RESULTS-entry.md
 # and logs.tar.gz.
 set -uo pipefail
@@ -59,6 +60,7 @@ KERNEL_TEST_BUDGET="${KERNEL_TEST_BUDGET:-45}"
 SHARDC_BUDGET="${SHARDC_BUDGET:-150}"           # fp32 rows, both strategies
 SHARDC_BF16_BUDGET="${SHARDC_BF16_BUDGET:-120}" # bf16 rows, both strategies
 SHARDC_ATTEMPT_BUDGET="${SHARDC_ATTEMPT_BUDGET:-75}"
+SHARDC_PROFILE_BUDGET="${SHARDC_PROFILE_BUDGET:-25}" # zero3's --profile run
 TORCH_EAGER_BUDGET="${TORCH_EAGER_BUDGET:-60}"
 TORCH_COMPILE_BUDGET="${TORCH_COMPILE_BUDGET:-150}"
 TORCH_FSDP2_BUDGET="${TORCH_FSDP2_BUDGET:-75}"
@@ -87,11 +89,13 @@ CHECK_RTOL="${CHECK_RTOL:-1e-4}" CHECK_ATOL="${CHECK_ATOL:-1e-6}"
 # inputs, activations), so where an f32 sum ran in another order (cuBLAS's
 # blocking, the reductions' trees) its rounding to bf16 can flip by one ulp
 # (2^-8 relative), and such flips carry through the layers into the loss and
-# the gradients (~1e-3 relative, not ~1e-6). The check model's AdamW eps 1e-4
+# the gradients, far beyond f32's rounding. The check model's AdamW eps 1e-4
 # turns a gradient difference into an update difference of ~lr * 1e-2 per
-# step, far inside rtol 2e-2 of a weight (init std 0.02) plus atol 1e-4, while
-# one update of the wrong sign (2 lr = 1.2e-3) still fails wherever |x| < 0.05.
-CHECK_BF16_RTOL="${CHECK_BF16_RTOL:-2e-2}" CHECK_BF16_ATOL="${CHECK_BF16_ATOL:-1e-4}"
+# step, inside rtol 2e-2 of a weight (init std 0.02) plus atol 3e-4 (half an
+# update, lr = 6e-4; the CPU's own bf16 runs on 1 and 2 ranks differ by up
+# to 1.1e-4), while one update of the wrong sign (2 lr = 1.2e-3) still fails
+# wherever |x| < 0.045.
+CHECK_BF16_RTOL="${CHECK_BF16_RTOL:-2e-2}" CHECK_BF16_ATOL="${CHECK_BF16_ATOL:-3e-4}"
 # GPT-2 small as the brief gives it; the check model is a small GPT.
 G_LAYERS=12 G_HIDDEN=768 G_HEADS=12 G_VOCAB=50257 G_SEQ=1024
 # AdamW eps 1e-4 in the check: a gradient that is zero in exact arithmetic
@@ -624,8 +628,8 @@ of_prec() { # of_prec PREC WORDS: those of WORDS ("zero3+bf16", "compile-bf16") 
   echo "$out"
 }
 shardc_name() { echo "shardc ${1%%+*} $(prec_of "$1")"; }
-PREC_DESC_fp32="fp32 (TF32 GEMMs)"
-PREC_DESC_bf16="bf16 mixed precision (bf16 compute, f32 masters, f32 reduce)"
+declare -A PREC_DESC=([fp32]="fp32 (TF32 GEMMs)"
+  [bf16]="bf16 mixed precision (bf16 compute, f32 masters, f32 reduce)")
 
 # time_shardc PREC: the shardc rows of TIME_VARIANTS of precision PREC.
 time_shardc() {
@@ -639,8 +643,7 @@ time_shardc() {
   else
     batches=$BATCHES peak=$PEAK_TFLOPS budget=$SHARDC_BUDGET phase_no=3
   fi
-  local desc="PREC_DESC_$prec"
-  phase "$phase_no/5 ${!desc}: shardc target=cuda, GPT-2 small (124M, T=$G_SEQ), world size 1, $variants, batches tried: $batches (budget ${budget}s)"
+  phase "$phase_no/5 ${PREC_DESC[$prec]}: shardc target=cuda, GPT-2 small (124M, T=$G_SEQ), world size 1, $variants, batches tried: $batches (budget ${budget}s)"
   if ! wants shardc; then
     for key in $variants; do next_row "shardc-$key"; row "$ROWF" "$(shardc_name "$key")" "skipped (PHASES)"; done
     say "skipped (PHASES=$PHASES)"
@@ -715,6 +718,15 @@ EOF
         COMMANDS+=("shardc-gen gpt --layers $G_LAYERS --hidden $G_HIDDEN --heads $G_HEADS --vocab $G_VOCAB --seq $G_SEQ --batch $batch > gpt2-b$batch.mlir")
         COMMANDS+=("shardc build gpt2-b$batch.mlir $flags --mesh 1 --target cuda -o gpt2-$key-b$batch")
         COMMANDS+=("./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG   # median step_ms of steps $((SHARDC_WARMUP + 1))..$((SHARDC_WARMUP + SHARDC_STEPS))")
+        # Where zero3's step goes: GPU time per kernel (--profile: events
+        # around each call, so not in the timed run), for what to fuse next.
+        t=$((shardc_end - SECONDS - 10))
+        [ "$t" -gt "$SHARDC_PROFILE_BUDGET" ] && t=$SHARDC_PROFILE_BUDGET
+        if [ "${key%%+*}" = zero3 ] && [ "$t" -ge 10 ]; then
+          run_limited "$t" "$log.profile" "${EXE_CMD[@]}" --steps 3 --seed $TIME_SEED --quiet --profile
+          sed -n '/^profile:/,$p' "$log.profile" | head -n 40 | sed 's/^/     /'
+          COMMANDS+=("./gpt2-$key-b$batch --steps 3 --seed $TIME_SEED --quiet --profile   # the kernel table in run.log")
+        fi
         break
       fi
       if [ "$rc" = 124 ]; then
@@ -776,8 +788,7 @@ time_torch() {
     tbatches=$(echo "$batches" | tr ' ' ',')
   fi
   for mode in $modes; do budgets="$budgets${budgets:+, }$mode ${TORCH_BUDGET_OF[$mode]:-?}s"; done
-  local desc="PREC_DESC_$prec"
-  phase "$phase_no/5 ${!desc}: PyTorch on the same model, batch ${found:-from $tbatches} (budgets: $budgets)"
+  phase "$phase_no/5 ${PREC_DESC[$prec]}: PyTorch on the same model, batch ${found:-from $tbatches} (budgets: $budgets)"
   if ! wants torch; then
     for mode in $modes; do next_row "torch-$mode"; row "$ROWF" "${TORCH_NAME[$mode]:-torch $mode}" "skipped (PHASES)"; done
     say "skipped (PHASES=$PHASES)"
@@ -905,12 +916,13 @@ NOW=$(date -u '+%Y-%m-%d %H:%M UTC')
 FPT=$(fpt_of "$G_PARAMS")
 NOTES_OUT=(
   "GPU: $GPU_DESC${TORCH_VERSION:+; torch $TORCH_VERSION}"
-  "model: GPT-2 small, $G_PARAMS parameters, T=$G_SEQ, fp32 params/activations, TF32 matmuls (shardc: default SHARDC_TF32; torch: matmul precision high)"
-  "MFU = tokens/s x FLOPs/token / ${PEAK_TFLOPS} TFLOP/s (H200 dense TF32 peak; the dense BF16 peak, 989, does not apply to fp32)"
+  "model: GPT-2 small, $G_PARAMS parameters, T=$G_SEQ, world size 1; AdamW, fused in torch"
+  "fp32 rows: fp32 params, activations and gradients, TF32 GEMMs (shardc: default SHARDC_TF32; torch: matmul precision high); torch counterparts: eager, torch.compile, FSDP2 (fully_shard per block and root)"
+  "bf16 rows: mixed precision, bf16 params' copies, activations and GEMMs (bf16 tensor cores, f32 accumulation) with f32 master weights and optimizer state, f32 gradient reduction and f32 loss: shardc --param-dtype bf16 (reduce dtype f32) = FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32); torch counterparts: torch.compile bf16 = torch.autocast(cuda, bf16) around forward and loss over fp32 params; torch FSDP2 bf16 = fully_shard with MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)"
+  "MFU = tokens/s x FLOPs/token / peak: fp32 rows / ${PEAK_TFLOPS} TFLOP/s (H200 dense TF32 peak), bf16 rows / ${BF16_PEAK_TFLOPS} TFLOP/s (H200 dense BF16 peak)"
   "FLOPs/token = 6N + 6LTC (llm.c) = $(awk -v f="$FPT" 'BEGIN { printf "%.1f", f / 1e6 }') MFLOP, N = $G_PARAMS = every parameter counted once (the tied wte once, wpe included), L=$G_LAYERS T=$G_SEQ C=$G_HIDDEN"
-  "ms/step: median over the steps after the warm-up (shardc $SHARDC_WARMUP + $SHARDC_STEPS, torch $TORCH_WARMUP + $TORCH_STEPS), host clock around a synchronised step"
+  "ms/step: median over the steps after the warm-up (shardc $SHARDC_WARMUP + $SHARDC_STEPS, torch $TORCH_WARMUP + $TORCH_STEPS), host clock around a synchronised step; batches tried largest first, fp32 $BATCHES, bf16 $BF16_BATCHES; torch at the batch shardc's rows of the same precision ran"
   "peak GB (10^9 B): shardc = measured allocator high-water mark / the ledger's prediction; torch = torch.cuda.max_memory_allocated; smi GB = the largest nvidia-smi memory.used sampled during the run (whole process: CUDA context, cuBLAS workspace, caches)"
-  "$BF16_LINE"
 )
 for note in "${NOTES[@]}"; do NOTES_OUT+=("note: $note"); done
 for note in "${NOTES_OUT[@]}"; do say "$note"; done

@@ -13,12 +13,23 @@ biases, LayerNorm weight 1 and bias 0. AdamW lr 6e-4, betas (0.9, 0.95), eps
 1e-8, weight decay 0.1 on every parameter (as shardc's train.adamw: no
 no-decay group), fused when the build has it. fp32 parameters and
 activations; TF32 matmuls allowed (torch.set_float32_matmul_precision
-"high"). Random token batches, uniform in [0, V).
+"high"). The loss is computed in fp32 (logits.float(): a no-op in fp32).
+Random token batches, uniform in [0, V).
 
-Modes: eager; compile (torch.compile, default mode; the first step, which
-compiles, is a warm-up step); fsdp2 (torch.distributed.fsdp.fully_shard on
-each block and then the root, a one-process NCCL group from MASTER_ADDR,
+Modes, fp32: eager; compile (torch.compile, default mode; the first step,
+which compiles, is a warm-up step); fsdp2 (torch.distributed.fsdp.fully_shard
+on each block and then the root, a one-process NCCL group from MASTER_ADDR,
 MASTER_PORT, RANK=0, WORLD_SIZE=1: FSDP2's FULL_SHARD at world size 1).
+bf16 mixed precision, the counterparts of shardc --param-dtype bf16 (bf16
+compute, f32 master weights and optimizer state, f32 gradient reduction, f32
+loss): compile-bf16 (compile's model, fp32 parameters and fused AdamW, with
+torch.autocast("cuda", dtype=torch.bfloat16) around forward and loss:
+matmuls and attention in bf16, LayerNorm and the loss in fp32, as autocast
+picks; backward outside it); fsdp2-bf16 (fsdp2 with
+MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+on every fully_shard: bf16 parameter copies gathered for compute, bf16
+activations, fp32 gradients reduced into the fp32 sharded parameters). Pass
+the dense BF16 peak (989) as --peak-tflops for these.
 
 Per step: host-to-device copy of the batch, forward, backward, optimizer
 step, zero_grad, then torch.cuda.synchronize(); the step time is the host
@@ -28,6 +39,7 @@ is timed. Writes one JSON row (the format bench/gpu/compare.py table reads).
 """
 
 import argparse
+import contextlib
 import gc
 import json
 import math
@@ -40,7 +52,8 @@ import warnings
 
 def parse():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--mode", choices=["eager", "compile", "fsdp2"],
+    p.add_argument("--mode", choices=["eager", "compile", "fsdp2",
+                                      "compile-bf16", "fsdp2-bf16"],
                    required=True)
     p.add_argument("--batches", default="16,8,4",
                    help="batch sizes to try, largest first")
@@ -56,7 +69,8 @@ def parse():
                    " (nanoGPT's); math: softmax(q k^T) v with the scores "
                    "materialised")
     p.add_argument("--peak-tflops", type=float, default=494.0,
-                   help="the MFU denominator (H200 dense TF32: 494)")
+                   help="the MFU denominator (H200 dense TF32: 494; dense "
+                   "BF16, for the -bf16 modes: 989)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--name", default=None)
     p.add_argument("--out", required=True, help="the JSON row to write")
@@ -144,7 +158,9 @@ def build_model_classes(torch):
             for block in self.transformer.h:
                 x = block(x)
             logits = self.lm_head(self.transformer.ln_f(x))
-            return F.cross_entropy(logits.view(-1, self.vocab),
+            # fp32 loss: bf16 logits (fsdp2-bf16) widened, as shardc's
+            # mixed precision does and as autocast does for cross_entropy.
+            return F.cross_entropy(logits.view(-1, self.vocab).float(),
                                    targets.view(-1))
 
     return GPT
@@ -152,9 +168,16 @@ def build_model_classes(torch):
 
 def main():
     a = parse()
-    name = a.name or {"eager": "torch eager", "compile": "torch.compile",
-                      "fsdp2": "torch FSDP2"}[a.mode]
-    row = {"name": name, "batch": None, "status": "FAILED: did not finish"}
+    name = a.name or {"eager": "torch eager fp32",
+                      "compile": "torch.compile fp32",
+                      "fsdp2": "torch FSDP2 fp32",
+                      "compile-bf16": "torch.compile bf16",
+                      "fsdp2-bf16": "torch FSDP2 bf16"}[a.mode]
+    base = a.mode.split("-")[0]  # eager | compile | fsdp2
+    bf16 = a.mode.endswith("-bf16")
+    row = {"name": name, "batch": None, "status": "FAILED: did not finish",
+           "precision": "bf16" if bf16 else "fp32",
+           "peak_tflops": a.peak_tflops}
 
     def write(status=None):
         if status:
@@ -185,7 +208,8 @@ def main():
            torch.get_float32_matmul_precision(), a.mode, a.attention),
           flush=True)
 
-    if a.mode == "fsdp2":
+    fsdp_kwargs = {}
+    if base == "fsdp2":
         import torch.distributed as dist
         for key, value in (("MASTER_ADDR", "127.0.0.1"),
                            ("MASTER_PORT", "29517"), ("RANK", "0"),
@@ -193,9 +217,18 @@ def main():
             os.environ.setdefault(key, value)
         dist.init_process_group("nccl", device_id=dev)
         try:
-            from torch.distributed.fsdp import fully_shard
+            from torch.distributed.fsdp import (MixedPrecisionPolicy,
+                                                fully_shard)
         except ImportError:  # before 2.6
-            from torch.distributed._composable.fsdp import fully_shard
+            from torch.distributed._composable.fsdp import (
+                MixedPrecisionPolicy, fully_shard)
+        if bf16:
+            fsdp_kwargs["mp_policy"] = MixedPrecisionPolicy(
+                param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    autocast = contextlib.nullcontext
+    if base == "compile" and bf16:
+        def autocast():
+            return torch.autocast("cuda", dtype=torch.bfloat16)
 
     GPT = build_model_classes(torch)
     batches = [int(b) for b in a.batches.split(",") if b]
@@ -210,12 +243,12 @@ def main():
                 model = GPT(a)
             n_params = sum(p.numel() for p in model.parameters())
             fpt = 6 * n_params + 6 * a.layers * a.seq * a.hidden
-            if a.mode == "fsdp2":
+            if base == "fsdp2":
                 for block in model.transformer.h:
-                    fully_shard(block)
-                fully_shard(model)
+                    fully_shard(block, **fsdp_kwargs)
+                fully_shard(model, **fsdp_kwargs)
             step_model = model
-            if a.mode == "compile":
+            if base == "compile":
                 step_model = torch.compile(model)
             fused = True
             try:
@@ -236,7 +269,8 @@ def main():
                 torch.cuda.synchronize(dev)
                 t0 = time.perf_counter()
                 chunk = data[i % len(data)].to(dev, non_blocking=True)
-                loss = step_model(chunk[:, :-1], chunk[:, 1:])
+                with autocast():
+                    loss = step_model(chunk[:, :-1], chunk[:, 1:])
                 loss.backward()
                 try:
                     opt.step()
@@ -314,7 +348,7 @@ def main():
             break
         finally:
             model = opt = step_model = loss = chunk = data = None
-            if a.mode == "compile":
+            if base == "compile":
                 torch._dynamo.reset()
             gc.collect()
             torch.cuda.empty_cache()
@@ -322,7 +356,7 @@ def main():
         result = 1
     result = 0 if row["status"].startswith("ok") else 1
     write()
-    if a.mode == "fsdp2":
+    if base == "fsdp2":
         import torch.distributed as dist
         if dist.is_initialized():
             dist.destroy_process_group()
