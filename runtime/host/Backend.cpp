@@ -44,7 +44,7 @@ void backendCopy(shardc_rt_context &, void *dst, const void *src,
 void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
                   float *expAvgSq, const void *grad, shardc_rt_dtype gradDtype,
                   int64_t count, shardc_rt_bf16 *rounded) {
-  SHARDC_RT_TIME_KERNEL("adamw");
+  SHARDC_RT_TIME_KERNEL("adamw_f32");
   const shardc_rt_model &m = *ctx.model;
   double step = static_cast<double>(ctx.step);
   double correction1 = 1.0 - std::pow(m.beta1, step);

@@ -29,6 +29,13 @@ void backendZero(shardc_rt_context &ctx, void *ptr, int64_t bytes);
 /// the call returns (set-up and files, not the step's hot path).
 void backendCopyIn(void *dst, const void *hostSrc, int64_t bytes);
 void backendCopyOut(void *hostDst, const void *src, int64_t bytes);
+/// As backendCopyOut / backendCopyIn, for `count` elements of `dtype` (F32
+/// or BF16) in backend memory and floats on the host, widened on the way out
+/// and rounded on the way in (host/Context.cpp, on top of the two above).
+void copyOutFloats(float *host, const void *src, shardc_rt_dtype dtype,
+                   int64_t count);
+void copyInFloats(void *dst, shardc_rt_dtype dtype, const float *host,
+                  int64_t count);
 /// Copies a step input into backend memory, in order with the step's work.
 /// `hostSrc` stays valid until the step ends.
 void backendCopyInput(shardc_rt_context &ctx, void *dst, const void *hostSrc,
@@ -56,7 +63,8 @@ void backendFinishStep(shardc_rt_context &ctx);
 /// (0 where it does not).
 double backendGemmSeconds(shardc_rt_context &ctx);
 /// Per-kernel timing (--profile), off until enabled; backendKernelTimes
-/// returns the totals since enabled, after backendFinishStep.
+/// returns the totals since enabled, after backendFinishStep (on a GPU it
+/// collects the step's events, to be reused: call it every step).
 void backendKernelTimesEnable(shardc_rt_context &ctx, bool on);
 std::vector<shardc_rt_kernel_time> backendKernelTimes(shardc_rt_context &ctx);
 void backendTearDown(shardc_rt_context &ctx);

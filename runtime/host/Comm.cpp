@@ -3,7 +3,10 @@
 // Each collective runs on its group's communicator (Context.cpp) as one
 // non-blocking MPI call; shardc_rt_wait completes it where the schedule says.
 // bf16 travels as MPI_UINT16_T and is summed by a user-defined operation
-// that rounds each partial sum to bf16, as a bf16 ring reduction does.
+// that rounds each partial sum to bf16, as a bf16 ring reduction does; an
+// average then scales the sum and rounds once more. (NCCL's ncclAvg scales
+// before summing: the same for groups of a power of two, otherwise an ulp
+// apart at times.)
 //
 //===----------------------------------------------------------------------===//
 

@@ -6,10 +6,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "Context.h"
+#include "Backend.h"
 
 #include "shardc_rt/Error.h"
 
 #include <string>
+#include <vector>
 
 using namespace shardc::rt;
 
@@ -64,6 +66,30 @@ FlatState &shardc::rt::flatAt(shardc_rt_context *ctx, int32_t group,
   SHARDC_RT_CHECK(group >= 0 && group < static_cast<int32_t>(ctx->flats.size()),
                   call, "no flat param " + std::to_string(group));
   return ctx->flats[group];
+}
+
+void shardc::rt::copyOutFloats(float *host, const void *src,
+                               shardc_rt_dtype dtype, int64_t count) {
+  if (dtype == SHARDC_RT_F32) {
+    backendCopyOut(host, src, count * 4);
+    return;
+  }
+  std::vector<shardc_rt_bf16> narrowed(count);
+  backendCopyOut(narrowed.data(), src, count * 2);
+  for (int64_t i = 0; i < count; ++i)
+    host[i] = widen(narrowed[i]);
+}
+
+void shardc::rt::copyInFloats(void *dst, shardc_rt_dtype dtype,
+                              const float *host, int64_t count) {
+  if (dtype == SHARDC_RT_F32) {
+    backendCopyIn(dst, host, count * 4);
+    return;
+  }
+  std::vector<shardc_rt_bf16> narrowed(count);
+  for (int64_t i = 0; i < count; ++i)
+    narrowed[i] = narrow(host[i]);
+  backendCopyIn(dst, narrowed.data(), count * 2);
 }
 
 extern "C" {

@@ -46,22 +46,23 @@ float runStep(shardc_rt_context &ctx) {
 } // namespace
 
 bool captureGradient(shardc_rt_context &ctx, int32_t param, int32_t flat,
-                     const void *gradData) {
+                     const void *grad, shardc_rt_dtype gradDtype) {
   if (!ctx.capturedGrads)
     return false;
-  // checkGradients admits f32 params only, whose gradients are f32.
-  const float *grad = static_cast<const float *>(gradData);
+  // f32 params' gradients: f32, or bf16 under --reduce-dtype bf16.
   std::vector<std::vector<float>> &grads = *ctx.capturedGrads;
   if (param >= 0) {
     ParamState &p = ctx.params[param];
-    backendCopyOut(grads[param].data(), grad, p.numel * 4);
+    copyOutFloats(grads[param].data(), grad, gradDtype, p.numel);
     return true;
   }
   FlatState &f = ctx.flats[flat];
   forEachMemberRange(ctx, f, [&](ParamState &p, int64_t from, int64_t to,
                                  int64_t at) {
-    backendCopyOut(grads[&p - ctx.params.data()].data() + from, grad + at,
-                   (to - from) * 4);
+    copyOutFloats(grads[&p - ctx.params.data()].data() + from,
+                  static_cast<const char *>(grad) +
+                      at * elementBytes(gradDtype),
+                  gradDtype, to - from);
   });
   return true;
 }

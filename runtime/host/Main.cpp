@@ -191,32 +191,6 @@ struct StatePiece {
   shardc_rt_dtype dtype;
 };
 
-/// Copies `count` elements of `dtype` in backend memory out as floats, and
-/// floats in as `dtype` (rounded).
-void copyOutFloats(float *host, const void *src, shardc_rt_dtype dtype,
-                   int64_t count) {
-  if (dtype == SHARDC_RT_F32) {
-    backendCopyOut(host, src, count * 4);
-    return;
-  }
-  std::vector<shardc_rt_bf16> narrowed(count);
-  backendCopyOut(narrowed.data(), src, count * 2);
-  for (int64_t i = 0; i < count; ++i)
-    host[i] = widen(narrowed[i]);
-}
-
-void copyInFloats(void *dst, shardc_rt_dtype dtype, const float *host,
-                  int64_t count) {
-  if (dtype == SHARDC_RT_F32) {
-    backendCopyIn(dst, host, count * 4);
-    return;
-  }
-  std::vector<shardc_rt_bf16> narrowed(count);
-  for (int64_t i = 0; i < count; ++i)
-    narrowed[i] = narrow(host[i]);
-  backendCopyIn(dst, narrowed.data(), count * 2);
-}
-
 /// Host copies of state in backend memory, for files: fill() reads the
 /// pieces' data into host floats and points the pieces there; store()
 /// writes the host floats back, rounded where the state is bf16.
@@ -673,7 +647,8 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   for (int64_t s = 0; s < flags.steps; ++s) {
     ++ctx.step;
     ctx.timers = {};
-    if (flags.profile && s == 1)
+    // Rank 0 prints the table: the others need not time.
+    if (flags.profile && s == 1 && ctx.worldRank == 0)
       backendKernelTimesEnable(ctx, true);
     backendStartStep(ctx);
     auto started = std::chrono::steady_clock::now();
@@ -694,6 +669,9 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     if (flags.profile && s >= 1) {
       profiledSeconds += seconds;
       profiledWaits += ctx.timers.commWaitSeconds;
+      // Collected each step: a GPU's events are then reused, not piled up.
+      if (ctx.worldRank == 0)
+        backendKernelTimes(ctx);
     }
     double gemm = backendGemmSeconds(ctx);
     int64_t local[2] = {ctx.allocator.peakBytes(), ctx.timers.bytesSent};

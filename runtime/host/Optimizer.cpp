@@ -24,7 +24,7 @@ extern "C" {
 void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index, const void *grad,
                      shardc_rt_dtype gradDtype) {
   ParamState &p = paramAt(ctx, index, "shardc_rt_adamw");
-  if (captureGradient(*ctx, index, -1, grad))
+  if (captureGradient(*ctx, index, -1, grad, gradDtype))
     return;
   int64_t used = p.stored.end - p.stored.begin;
   if (p.master)
@@ -59,7 +59,7 @@ void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
   FlatState &f = flatAt(ctx, group, "shardc_rt_adamw_flat");
   int64_t size = elementBytes(f.dtype);
   if (f.value) {
-    if (captureGradient(*ctx, -1, group, grad))
+    if (captureGradient(*ctx, -1, group, grad, gradDtype))
       return;
     if (f.master)
       backendAdamW(*ctx, f.master, f.expAvg, f.expAvgSq, grad, gradDtype,

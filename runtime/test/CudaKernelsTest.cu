@@ -705,6 +705,45 @@ void testBf16(int64_t rows, int64_t c, int64_t v) {
   expectNoIndexError("bf16" + tag);
 }
 
+/// bf16 GEMMs (cublasGemmStridedBatchedEx) in every transpose combination
+/// of a batch, and the remaining elementwise kernels, against the CPU's.
+void testBf16Batched(int64_t batch, int64_t m, int64_t kd, int64_t n) {
+  for (int tl = 0; tl < 2; ++tl)
+    for (int tr = 0; tr < 2; ++tr) {
+      Halves lhs = halves(random(batch * m * kd)),
+             rhs = halves(random(batch * kd * n)), want(batch * m * n);
+      Buffer<shardc_rt_bf16> dl(lhs), dr(rhs), dout(batch * m * n);
+      shardc_rt_cuda_matmul_bf16(kernels, dl.get(), dr.get(), dout.get(),
+                                 batch, m, kd, n, tl, tr);
+      shardc_rt_matmul_bf16(lhs.data(), rhs.data(), want.data(), batch, m, kd,
+                            n, tl, tr);
+      compareBf16("matmul " + shape({batch, m, kd, n}) + (tl ? " lhs^T" : "") +
+                      (tr ? " rhs^T" : ""),
+                  dout.download(), want);
+    }
+  int64_t count = batch * m * kd;
+  Halves x = halves(random(count)), dy = halves(random(count)), want(count);
+  Buffer<shardc_rt_bf16> dx(x), ddy(dy), out(count);
+  shardc_rt_cuda_scale_bf16(kernels, dx.get(), out.get(), count, 0.37);
+  shardc_rt_scale_bf16(x.data(), want.data(), count, 0.37);
+  compareBf16("scale " + shape({count}), out.download(), want);
+  shardc_rt_cuda_relu_bf16(kernels, dx.get(), out.get(), count);
+  shardc_rt_relu_bf16(x.data(), want.data(), count);
+  compareBf16("relu " + shape({count}), out.download(), want);
+  shardc_rt_cuda_relu_grad_bf16(kernels, ddy.get(), dx.get(), out.get(), count);
+  shardc_rt_relu_grad_bf16(dy.data(), x.data(), want.data(), count);
+  compareBf16("relu_grad " + shape({count}), out.download(), want);
+  shardc_rt_cuda_fill_bf16(kernels, out.get(), 0.1f, count);
+  shardc_rt_fill_bf16(want.data(), 0.1f, count);
+  compareBf16("fill " + shape({count}), out.download(), want);
+  Buffer<float> dwide(count);
+  shardc_rt_cuda_convert_bf16_f32(kernels, dwide.get(), dx.get(), count);
+  shardc_rt_cuda_convert_f32_bf16(kernels, out.get(), dwide.get(), count);
+  report(out.download() == x, "convert bf16 -> f32 -> bf16 " + shape({count}) +
+                                  " round-trips",
+         "");
+}
+
 /// Attention in bf16: f32 scores and softmax, the probabilities rounded to
 /// bf16 where a GEMM reads them (flash attention's rounding; the CPU keeps
 /// them f32), well inside the bf16 tolerance.
@@ -818,6 +857,8 @@ int main() {
   testAdamwBf16();
   testBf16(1100, 96, 77);
   testBf16(6, 33, 5);
+  testBf16Batched(3, 17, 33, 9);
+  testBf16Batched(1, 40, 7, 1);
   testAttentionBf16(kernels, 2, 550, 32, 4);
   testAttentionBf16(kernels, 3, 70, 20, 5);
   testAttentionBf16(kernels, 1, 1, 12, 3);
