@@ -2,6 +2,7 @@
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-schedule="prefetch=0" | FileCheck %s --check-prefix=NOPREFETCH
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 bucket-mb=0" --shardc-schedule | FileCheck %s --check-prefix=DDP
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=2x2" --shardc-schedule | shardc-opt | FileCheck %s --check-prefix=HSDP
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 param-dtype=bf16" --shardc-schedule | FileCheck %s --check-prefix=STAGED
 
 // Params first; fc1's forward gather starts before fc0 runs (prefetch 1)
 // and is waited on right before fc1.
@@ -32,6 +33,14 @@
 // CHECK:      train.adamw "fc1.weight", %[[R]]
 // CHECK-NOT:  dist.all_gather {{.*}}:
 // CHECK-NOT:  dist.reduce_scatter {{.*}}:
+
+// A collective that sends a staged copy (here the bf16 gradient cast to the
+// f32 wire) no longer reads its input once started: freed right there, as
+// FSDP2 frees the unsharded gradient once copied.
+// STAGED:      %[[BW1:.*]]:2 = train.backward "fc1"
+// STAGED:      %[[RS:.*]] = dist.reduce_scatter_start %[[BW1]]#1 on @mesh ["shard"] avg dim0 wire f32 : tensor<2x3xbf16> -> !dist.token<tensor<1x3xf32>>
+// STAGED-NEXT: dist.free %[[BW1]]#1
+// STAGED-NEXT: train.backward "fc0"
 
 // NOPREFETCH:      %[[H0:.*]]:2 = train.unit "fc0"
 // NOPREFETCH:      %[[T:.*]] = dist.all_gather_start

@@ -29,14 +29,15 @@
 // CHECK-NEXT: shardc_rt_bad_index(ctx, "train.cross_entropy at {{.*}}step-emitter-host.mlir:{{[0-9]+}}:{{[0-9]+}}", bad);
 // CHECK: // backward "l0"
 // The 5x3 weight gradient is reduce-scattered from 15 floats, padded to
-// 2 x 9 in a staging copy, into a 9-float shard.
+// 2 x 9 in a staging copy, into a 9-float shard; the gradient is freed once
+// copied, the copy at the wait.
 // CHECK: float *[[P:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
 // CHECK-NEXT: shardc_rt_copy_f32([[P]], [[G:v[0-9]+]], 15);
 // CHECK-NEXT: shardc_rt_fill_f32([[P]] + 15, 0.0f, 3);
 // CHECK: shardc_rt_request *[[RS:r[0-9]+]] = shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, [[P]], [[GS:v[0-9]+]], 9, 1);
+// CHECK-NEXT: shardc_rt_free(ctx, [[G]]);
 // CHECK: shardc_rt_wait(ctx, [[RS]]);
 // CHECK-NEXT: shardc_rt_free(ctx, [[P]]);
-// CHECK-NEXT: shardc_rt_free(ctx, [[G]]);
 // CHECK-NEXT: shardc_rt_adamw(ctx, 0, [[GS]], SHARDC_RT_F32); // l0.w
 // CHECK-NEXT: shardc_rt_free(ctx, [[GS]]);
 // CHECK: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_F32, {{v[0-9]+}}, [[LOSS:v[0-9]+]], 1, 1);
@@ -94,8 +95,9 @@
 // Mixed precision (FSDP2's MixedPrecisionPolicy(param_dtype=bf16,
 // reduce_dtype=f32)): params, inputs and activations in bf16, the loss in
 // f32; each bf16 gradient is cast to an f32 staging copy, padded to the
-// equal pieces, reduce-scattered in f32 and freed at the wait; the f32 shard
-// updates the f32 master.
+// equal pieces, and freed (as FSDP2 frees the unsharded gradient once
+// copied into the reduce-scatter input); the copy is reduce-scattered in
+// f32 and freed at the wait; the f32 shard updates the f32 master.
 // BF16: {"l0.w", 2, kParamShape0, {{.*}}, -1, SHARDC_RT_BF16},
 // BF16: {"x", SHARDC_RT_BF16, 2, kInputShape0, 0},
 // BF16: shardc_rt_bf16 *[[W:v[0-9]+]] = static_cast<shardc_rt_bf16 *>(shardc_rt_param(ctx, 0)); // l0.w
@@ -111,6 +113,7 @@
 // BF16-NEXT: shardc_rt_fill_f32([[S]] + 15, 0.0f, 3);
 // BF16-NEXT: float *[[GS:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 36));
 // BF16-NEXT: shardc_rt_request *[[R:r[0-9]+]] = shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, [[S]], [[GS]], 9, 1);
+// BF16-NEXT: shardc_rt_free(ctx, [[G]]);
 // BF16: shardc_rt_wait(ctx, [[R]]);
 // BF16-NEXT: shardc_rt_free(ctx, [[S]]);
 // BF16: shardc_rt_adamw(ctx, 0, [[GS]], SHARDC_RT_F32); // l0.w

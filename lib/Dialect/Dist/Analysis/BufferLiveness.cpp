@@ -112,9 +112,11 @@ void BufferLiveness::collect(train::ModelOp model) {
       Buffer &gathered = buffers[op->getResult(0)];
       gathered.bytes = std::max(gathered.bytes, padded);
     }
-    // An asynchronous collective reads its input until its wait.
+    // An asynchronous collective reads its input until its wait, unless it
+    // sends a copy it stages as it starts.
     Operation *user = op;
-    if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op))
+    if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op) &&
+        !getStagingBytes(op))
       for (Operation *wait : op->getResult(0).getUsers())
         if (start[wait] > start[user])
           user = wait;

@@ -2,6 +2,8 @@
 
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
 
+#include "shardc/Dialect/Dist/Analysis/BufferLiveness.h"
+
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -166,14 +168,16 @@ private:
   }
 
   /// Right after the last use of the buffer; an asynchronous collective
-  /// uses its input until its wait.
+  /// uses its input until its wait, unless it sends a staged copy (cast to
+  /// the wire type or padded, getStagingBytes), made as it starts.
   void hoistFree(FreeOp free) {
     Operation *last = nullptr;
     Block &block = *free->getBlock();
     for (Operation *anc : usersIn(free.getValue(), block, true)) {
       if (anc == free)
         continue;
-      if (Operation *wait = asyncReads.lookup(anc))
+      Operation *wait = asyncReads.lookup(anc);
+      if (wait && !getStagingBytes(anc))
         anc = wait;
       if (!last || last->isBeforeInBlock(anc))
         last = anc;

@@ -167,7 +167,11 @@ def ShardcSchedulePass : Pass<"shardc-schedule", "::mlir::ModuleOp"> {
       appears; the step waits for one after the next unit's backward has
       been issued (so it overlaps that compute), or before its result is
       first used if that comes first. The whole gradient is freed after the
-      wait, not before, since the collective reads it until then;
+      wait, not before, since the collective reads it until then; unless the
+      collective sends a staged copy (cast to a `wire` type, or padded for
+      uneven shards), which the step makes as it starts: then the gradient
+      is freed right after the start (as FSDP2 frees the unsharded gradient
+      once copied into its reduce-scatter input);
     - every `dist.free` moves up to right after the last use of its buffer.
 
     Before (zero3, one unit shown):
