@@ -847,9 +847,69 @@ EOF
   done
 }
 
+# The fused attention kernels (SHARDC_ATTENTION=flash, opt-in until
+# measured): zero3 bf16's executable at its batch once more, where the
+# kernel test passed its flash checks; its first loss must match the GEMM
+# attention's within bf16 noise.
+time_flash() {
+  next_row "shardc-zero3+bf16+flash"
+  local rowf=$ROWF name="shardc zero3 bf16 flash-attn" batch=${FOUND[zero3+bf16]:-}
+  local kt="$WORK/logs/cudakernels.out" log t rc
+  case " $TIME_VARIANTS " in *" zero3+bf16 "*) ;; *) row "$rowf" "$name" "skipped (TIME_VARIANTS)"; return 0 ;; esac
+  if [ "$HAVE_GPU" != 1 ]; then row "$rowf" "$name" "no GPU: skipped"; return 0; fi
+  if [ -z "$batch" ]; then row "$rowf" "$name" "n/a: shardc zero3 bf16 did not run"; return 0; fi
+  if ! grep -q '^ok .*(flash)' "$kt" 2>/dev/null || grep -q '^FAIL.*(flash' "$kt"; then
+    row "$rowf" "$name" "skipped: the kernel test's flash checks did not pass"
+    return 0
+  fi
+  get_exe gpt2 cuda zero3+bf16 "$batch" || { row "$rowf" "$name" "FAILED: $EXE_WHY"; FAILED=1; return 0; }
+  exe_cmd "$EXE"
+  t=$(cap "$SHARDC_ATTEMPT_BUDGET")
+  log="$WORK/logs/shardc-zero3+bf16+flash-b$batch"
+  say "$name batch $batch: $((SHARDC_WARMUP + SHARDC_STEPS)) steps (limit ${t}s) ..."
+  run_limited "$t" "$log.out" env SHARDC_ATTENTION=flash "${EXE_CMD[@]}" \
+    --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json "$log.jsonl"
+  rc=$?
+  if [ "$rc" != 0 ]; then
+    tail_of "$log.out" 6
+    row "$rowf" "$name" "FAILED: $([ "$rc" = 124 ] && echo "timed out after ${t}s" || echo "exit $rc: $(one_line "$log.out")")"
+    FAILED=1
+    return 0
+  fi
+  python3 "$HERE/compare.py" shardc-row --log "$log.jsonl" --name "$name" \
+    --warmup "$SHARDC_WARMUP" --batch "$batch" --seq $G_SEQ --hidden $G_HIDDEN \
+    --layers $G_LAYERS --params "$G_PARAMS" --peak-tflops "$BF16_PEAK_TFLOPS" --precision bf16 \
+    --out "$rowf"
+  # Same executable, seed and data: the first step's loss is the GEMM
+  # attention's up to bf16 rounding.
+  local gemm_loss flash_loss
+  gemm_loss=$(head -n 1 "$WORK/logs/shardc-zero3+bf16-b$batch.jsonl" 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["loss"])' 2>/dev/null)
+  flash_loss=$(head -n 1 "$log.jsonl" | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["loss"])' 2>/dev/null)
+  if [ -n "$gemm_loss" ] && [ -n "$flash_loss" ] &&
+    awk -v a="$gemm_loss" -v b="$flash_loss" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-2 * (a < 0 ? -a : a)) }'; then
+    record "flash attention first loss" "ok ($flash_loss against the GEMM attention's $gemm_loss)"
+  else
+    fail "flash attention first loss" "${flash_loss:-none} against the GEMM attention's ${gemm_loss:-none}"
+    python3 - "$rowf" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["status"] = "FAILED: first loss differs from the GEMM attention's"
+json.dump(r, open(sys.argv[1], "w"))
+EOF
+  fi
+  grep -E '^step ' "$log.out" | sed 's/^/     /' | head -n 12
+  t=$(cap "$SHARDC_PROFILE_BUDGET")
+  if [ "$t" -ge 10 ]; then
+    run_limited "$t" "$log.profile" env SHARDC_ATTENTION=flash "${EXE_CMD[@]}" --steps 3 --seed $TIME_SEED --quiet --profile
+    sed -n '/^profile:/,$p' "$log.profile" | head -n 40 | sed 's/^/     /'
+  fi
+  COMMANDS+=("SHARDC_ATTENTION=flash ./gpt2-zero3+bf16-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG")
+}
+
 time_shardc fp32
 time_torch fp32
 time_shardc bf16
+time_flash
 time_torch bf16
 
 # --- --prepare: the bundle a device run carries -----------------------------

@@ -136,6 +136,12 @@ void backendSetUp(shardc_rt_context &ctx) {
   const char *tf32 = std::getenv("SHARDC_TF32");
   b->kernels = shardc_rt_cuda_kernels_create(
       b->compute, !(tf32 && std::string(tf32) == "0"));
+  // bf16 attention: GEMMs over the full scores, or SHARDC_ATTENTION=flash.
+  const char *attention = std::getenv("SHARDC_ATTENTION");
+  std::string kind = attention ? attention : "gemm";
+  SHARDC_RT_CHECK_ALL(kind == "gemm" || kind == "flash", "SHARDC_ATTENTION",
+                      "expected gemm or flash, got '" + kind + "'");
+  shardc_rt_cuda_kernels_set_flash_attention(b->kernels, kind == "flash");
 
   ncclUniqueId id;
   if (ctx.worldRank == 0)

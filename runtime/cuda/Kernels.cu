@@ -35,6 +35,9 @@
 
 #include "shardc_rt/CudaKernels.h"
 
+#include "Check.h"
+#include "FlashAttention.h"
+
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
@@ -43,24 +46,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <new>
 #include <cstring>
+#include <new>
 #include <type_traits>
 #include <vector>
 
 //===----------------------------------------------------------------------===//
 // Error checks
 //===----------------------------------------------------------------------===//
-
-#define SHARDC_CUDA_CHECK(call)                                                \
-  do {                                                                         \
-    cudaError_t shardcError_ = (call);                                         \
-    if (shardcError_ != cudaSuccess) {                                         \
-      std::fprintf(stderr, "shardc: CUDA error: %s: %s (%s:%d)\n", #call,      \
-                   cudaGetErrorString(shardcError_), __FILE__, __LINE__);      \
-      std::abort();                                                            \
-    }                                                                          \
-  } while (0)
 
 #define SHARDC_CUBLAS_CHECK(call)                                              \
   do {                                                                         \
@@ -71,10 +64,6 @@
       std::abort();                                                            \
     }                                                                          \
   } while (0)
-
-/// Checks the launch just made (configuration errors; faults inside the
-/// kernel surface at the next synchronising call).
-#define SHARDC_CUDA_CHECK_LAUNCH() SHARDC_CUDA_CHECK(cudaGetLastError())
 
 namespace {
 
@@ -122,6 +111,9 @@ struct shardc_rt_cuda_kernels {
   /// The scratch workspace (stream-ordered allocation) and its size.
   void *scratch = nullptr;
   size_t scratchBytes = 0;
+  /// bf16 attention through runtime/cuda/FlashAttention.cu (where the head
+  /// size allows it) rather than GEMMs over the full scores.
+  bool flashAttention = false;
   /// bf16 kernels' f32 copies of their operands (a second workspace, since
   /// the f32 kernels they call use the first).
   void *wide = nullptr;
@@ -1010,6 +1002,15 @@ void attention(Kernels *k, const T *qkv, T *out, int64_t b, int64_t t,
                int64_t c, int64_t heads) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (k->flashAttention && shardc::rt::cuda::flashAttentionSupports(c / heads)) {
+      auto *lse = static_cast<float *>(scratch(
+          k, shardc::rt::cuda::flashForwardScratchBytes(b, t, heads)));
+      shardc::rt::cuda::flashAttentionForward(k->stream, qkv, out, lse, b, t,
+                                              c, heads);
+      return;
+    }
+  }
   int64_t d = c / heads;
   HeadWalk walk = planHeads(k, b, t, c, heads);
   int64_t scores = walk.chunk * t * t;
@@ -1036,6 +1037,15 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, T *dqkv, int64_t b,
                    int64_t t, int64_t c, int64_t heads) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (k->flashAttention && shardc::rt::cuda::flashAttentionSupports(c / heads)) {
+      void *work = scratch(
+          k, shardc::rt::cuda::flashBackwardScratchBytes(b, t, c, heads));
+      shardc::rt::cuda::flashAttentionBackward(k->stream, dy, qkv, dqkv, work,
+                                               b, t, c, heads);
+      return;
+    }
+  }
   int64_t d = c / heads, ld = 3 * c;
   float alpha = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   HeadWalk walk = planHeads(k, b, t, c, heads);
@@ -1189,6 +1199,11 @@ int64_t shardc_rt_cuda_kernels_check(shardc_rt_cuda_kernels *k,
   if (op)
     *op = slot.op >= 0 && slot.op < 4 ? kOpNames[slot.op] : "unknown";
   return static_cast<int64_t>(slot.position);
+}
+
+void shardc_rt_cuda_kernels_set_flash_attention(shardc_rt_cuda_kernels *k,
+                                                int on) {
+  k->flashAttention = on != 0;
 }
 
 void shardc_rt_cuda_kernel_times_enable(shardc_rt_cuda_kernels *k, int on) {

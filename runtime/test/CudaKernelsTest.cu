@@ -876,6 +876,20 @@ int main() {
     testAttentionBf16(chunked, 2, 9, 20, 5, " (chunks of 2 heads)");
     shardc_rt_cuda_kernels_destroy(chunked);
   }
+  {
+    // Fused (flash) bf16 attention: head sizes 16 to 128, T below, at and
+    // past the 64-row blocks, one query; d = 4 falls back to the GEMMs.
+    shardc_rt_cuda_kernels *flash =
+        shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+    shardc_rt_cuda_kernels_set_flash_attention(flash, 1);
+    testAttentionBf16(flash, 2, 70, 64, 4, " (flash)");
+    testAttentionBf16(flash, 1, 130, 128, 2, " (flash)");
+    testAttentionBf16(flash, 2, 64, 256, 2, " (flash)");
+    testAttentionBf16(flash, 3, 1, 32, 2, " (flash)");
+    testAttentionBf16(flash, 1, 200, 96, 3, " (flash)");
+    testAttentionBf16(flash, 2, 9, 20, 5, " (flash: d = 4, GEMMs)");
+    shardc_rt_cuda_kernels_destroy(flash);
+  }
 
   // TF32: a 10-bit mantissa, so ~5e-4 per product; the sum of 96 products
   // stays within 1e-2 of the tensor's magnitude. Checks that the switch

@@ -198,6 +198,15 @@ void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
                                            float *dlogits, int64_t n,
                                            int64_t v);
 
+/// bf16 attention (and its gradient) through fused FlashAttention-2 style
+/// kernels on tensor cores (runtime/cuda/FlashAttention.h) where the head
+/// size d allows it (d % 16 == 0, d <= 128), instead of GEMMs over the full
+/// T x T scores; off by default until measured. Their workspace: the rows'
+/// log-sum-exps (forward), and the recomputed output, log-sum-exps, deltas
+/// and an f32 dq (backward: b t c bf16 + 2 b heads t + b t c floats).
+void shardc_rt_cuda_kernels_set_flash_attention(shardc_rt_cuda_kernels *k,
+                                                int on);
+
 //===----------------------------------------------------------------------===//
 // Per-kernel timing (shardc_rt/KernelTime.h)
 //===----------------------------------------------------------------------===//

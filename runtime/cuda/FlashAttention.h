@@ -1,0 +1,54 @@
+//===- FlashAttention.h - Fused causal attention on tensor cores -*- C++ -*-===//
+//
+// Causal multi-head attention of bf16 qkv (shardc_rt/Kernels.h's layout)
+// without the T x T scores in memory, as FlashAttention-2: per block of 64
+// queries the keys stream through shared memory in blocks of 64, the scores
+// and an online softmax stay on chip (f32), and P v accumulates on bf16
+// tensor cores (wmma, f32 accumulation). The backward recomputes the
+// probabilities from each row's log-sum-exp, per block of 64 keys.
+//
+// Opt-in (SHARDC_RT_CUDA_ATTENTION=flash) until measured on a GPU; heads of
+// d = C / heads with d % 16 == 0 and d <= 128.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDC_RT_CUDA_FLASHATTENTION_H
+#define SHARDC_RT_CUDA_FLASHATTENTION_H
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace shardc::rt::cuda {
+
+/// Whether the kernels take heads of size d.
+bool flashAttentionSupports(int64_t d);
+
+/// Scratch the forward needs: the rows' log-sum-exp, b * heads * t floats.
+size_t flashForwardScratchBytes(int64_t b, int64_t t, int64_t heads);
+
+/// out[b, t, c] = causal attention of qkv[b, t, 3c]; lse receives each
+/// (batch, head, query)'s log-sum-exp of its scaled scores.
+void flashAttentionForward(cudaStream_t stream, const __nv_bfloat16 *qkv,
+                           __nv_bfloat16 *out, float *lse, int64_t b,
+                           int64_t t, int64_t c, int64_t heads);
+
+/// Scratch the backward needs, in this order: the recomputed output
+/// (b * t * c bf16), lse and delta (b * heads * t floats each) and the f32
+/// accumulator of dq (b * t * c floats); each piece 256-byte aligned.
+size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c,
+                                 int64_t heads);
+
+/// dqkv[b, t, 3c] from dy[b, t, c] and qkv: recomputes the output and the
+/// log-sum-exps, then delta = rowsum(dy * out) per (batch, head, query),
+/// then per key block dk, dv (and dq through f32 atomics).
+void flashAttentionBackward(cudaStream_t stream, const __nv_bfloat16 *dy,
+                            const __nv_bfloat16 *qkv, __nv_bfloat16 *dqkv,
+                            void *scratch, int64_t b, int64_t t, int64_t c,
+                            int64_t heads);
+
+} // namespace shardc::rt::cuda
+
+#endif // SHARDC_RT_CUDA_FLASHATTENTION_H
