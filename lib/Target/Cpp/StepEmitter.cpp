@@ -695,12 +695,12 @@ LogicalResult StepEmitter::emitCollective(Operation *op) {
   Type wire = wireTypeOf(op);
   uint32_t mask = axesMask(axes);
   std::string source = emitStaging(op, in, wire);
-  // Every rank's padded piece: the gathered buffer has room for all of them
-  // (BufferLiveness), a reduce-scatter's source holds all of them.
-  int64_t count = isa<AllGatherOp, AllGatherStartOp>(op) ? numel(in)
-                                                         : numel(result);
-  if (isa<AllReduceOp, AllReduceStartOp>(op))
-    count = numel(in);
+  // Elements per rank: a gather's padded piece (the gathered buffer has room
+  // for every rank's, BufferLiveness), a reduce-scatter's shard (its source
+  // holds every rank's), an all-reduce's whole tensor.
+  int64_t count = isa<ReduceScatterOp, ReduceScatterStartOp>(op)
+                      ? numel(result)
+                      : numel(in);
   std::string out = allocate(result);
   if (target == Target::cuda)
     return emitNcclCollective(op, source, out, count, mask, average);
@@ -923,7 +923,7 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
         return success();
       })
       .Default([&](Operation *o) {
-        return LogicalResult(o->emitOpError("has no lowering to target=host"));
+        return LogicalResult(o->emitOpError("has no lowering to an executable"));
       });
 }
 
