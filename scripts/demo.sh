@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, takes the bundled GPT models through
 # every pass that exists, printing what a user checks first, then trains the
-# tiny GPT with zero3 on 4 CPU ranks and fails unless its loss falls.
+# tiny GPT with zero3 on 4 CPU ranks, in f32 and in bf16 mixed precision,
+# and fails unless its loss falls.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 shardc_install_missing
@@ -51,20 +52,22 @@ for strategy in "ddp mesh=8" "zero1 mesh=8" "zero2 mesh=8" "zero3 mesh=8" \
 done
 
 # Training: the tiny GPT, zero3 on 4 CPU ranks, 20 steps on a token stream
-# with learnable structure (repeated short phrases, byte-level). Ranks beyond
-# the cores oversubscribe them. The demo fails unless the loss falls.
-echo
-echo "== tiny-gpt trained: zero3 on 4 CPU ranks, 20 steps," \
-  "on phrases from scripts/make_tokens.py"
+# with learnable structure (repeated short phrases, byte-level), in f32 and
+# in bf16 mixed precision (f32 masters and reduction). Ranks beyond the
+# cores oversubscribe them. The demo fails unless the loss falls in both.
 data="$(mktemp -d)"
 trap 'rm -rf "$data"' EXIT
 python3 "$ROOT/scripts/make_tokens.py" --tokens 65536 -o "$data/tokens.bin"
-"$bin/shardc" build "$ROOT/examples/tiny-gpt.mlir" --strategy zero3 --mesh 4 \
-  --quiet -o "$out/tiny-gpt.zero3"
-mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1 -np 4 \
-  "$out/tiny-gpt.zero3" --steps 20 --seed 1 --data "$data/tokens.bin" \
-  --log-json "$data/log.json"
-python3 - "$data/log.json" <<'PY'
+for precision in f32 bf16; do
+  echo
+  echo "== tiny-gpt trained: zero3 on 4 CPU ranks, --param-dtype $precision," \
+    "20 steps, on phrases from scripts/make_tokens.py"
+  "$bin/shardc" build "$ROOT/examples/tiny-gpt.mlir" --strategy zero3 --mesh 4 \
+    --param-dtype "$precision" --quiet -o "$out/tiny-gpt.zero3.$precision"
+  mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1 -np 4 \
+    "$out/tiny-gpt.zero3.$precision" --steps 20 --seed 1 \
+    --data "$data/tokens.bin" --log-json "$data/log.$precision.json"
+  python3 - "$data/log.$precision.json" <<'PY'
 import json, sys
 steps = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
 first, last = steps[0], steps[-1]
@@ -86,3 +89,4 @@ if not last["loss"] < first["loss"]:
     sys.exit("demo: FAILED: the loss did not fall (%.4f -> %.4f)" %
              (first["loss"], last["loss"]))
 PY
+done

@@ -141,7 +141,7 @@ size_t forwardSharedBytes(int d) {
          2 * kBlock * sizeof(float);
 }
 
-/// grid (query blocks, batch x heads).
+/// grid (batch x heads, query blocks).
 __global__ void __launch_bounds__(kThreads)
     forwardKernel(const bf16 *qkv, bf16 *out, float *lse, int64_t t, int64_t c,
                   int heads, int d, float scale) {
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(kThreads)
   float *os = reinterpret_cast<float *>(ps + kBlock * kBlock);
   float *ms = os + kBlock * d, *ls = ms + kBlock;
 
-  int64_t qb = blockIdx.x, bh = blockIdx.y;
+  int64_t bh = blockIdx.x, qb = blockIdx.y;
   int64_t batch = bh / heads, h = bh % heads, q0 = qb * kBlock, ld = 3 * c;
   const bf16 *head = qkv + batch * t * ld + h * d;
   int warp = threadIdx.x / 32, lane = threadIdx.x & 31, r0 = warp * 16;
@@ -248,7 +248,7 @@ size_t backwardSharedBytes(int d) {
          2 * kBlock * kBlock * sizeof(bf16) + 2 * kBlock * sizeof(float);
 }
 
-/// grid (key blocks, batch x heads). dq accumulates (scaled) in f32.
+/// grid (batch x heads, key blocks). dq accumulates (scaled) in f32.
 __global__ void __launch_bounds__(kThreads)
     backwardKernel(const bf16 *qkv, const bf16 *dy, const float *lse,
                    const float *delta, float *dq, bf16 *dqkv, int64_t t,
@@ -264,7 +264,7 @@ __global__ void __launch_bounds__(kThreads)
   float *lses = reinterpret_cast<float *>(dss + kBlock * kBlock);
   float *deltas = lses + kBlock;
 
-  int64_t kb = blockIdx.x, bh = blockIdx.y;
+  int64_t bh = blockIdx.x, kb = blockIdx.y;
   int64_t batch = bh / heads, h = bh % heads, k0 = kb * kBlock, ld = 3 * c;
   const bf16 *head = qkv + batch * t * ld + h * d;
   const bf16 *dyHead = dy + batch * t * c + h * d;
@@ -347,7 +347,16 @@ template <typename Kernel> void allowShared(Kernel kernel, size_t bytes) {
 } // namespace
 
 bool flashAttentionSupports(int64_t d) {
-  return d > 0 && d % 16 == 0 && d <= 128;
+  if (d <= 0 || d % 16 != 0 || d > 128)
+    return false;
+  // The backward's tiles must fit the device's shared memory (sm_90: d up
+  // to 128; sm_80: up to 112).
+  int device = 0, limit = 0;
+  SHARDC_CUDA_CHECK(cudaGetDevice(&device));
+  SHARDC_CUDA_CHECK(cudaDeviceGetAttribute(
+      &limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return backwardSharedBytes(static_cast<int>(d)) <=
+         static_cast<size_t>(limit);
 }
 
 size_t flashForwardScratchBytes(int64_t b, int64_t t, int64_t heads) {
@@ -369,8 +378,8 @@ void flashAttentionForward(cudaStream_t stream, const bf16 *qkv, bf16 *out,
   int d = static_cast<int>(c / heads);
   size_t shared = forwardSharedBytes(d);
   allowShared(forwardKernel, shared);
-  dim3 grid(static_cast<unsigned>((t + kBlock - 1) / kBlock),
-            static_cast<unsigned>(b * heads));
+  dim3 grid(static_cast<unsigned>(b * heads),
+            static_cast<unsigned>((t + kBlock - 1) / kBlock));
   forwardKernel<<<grid, kThreads, shared, stream>>>(
       qkv, out, lse, t, c, static_cast<int>(heads), d,
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))));
@@ -402,8 +411,8 @@ void flashAttentionBackward(cudaStream_t stream, const bf16 *dy,
       dq, 0, static_cast<size_t>(b * t * c) * sizeof(float), stream));
   size_t shared = backwardSharedBytes(d);
   allowShared(backwardKernel, shared);
-  dim3 grid(static_cast<unsigned>((t + kBlock - 1) / kBlock),
-            static_cast<unsigned>(b * heads));
+  dim3 grid(static_cast<unsigned>(b * heads),
+            static_cast<unsigned>((t + kBlock - 1) / kBlock));
   backwardKernel<<<grid, kThreads, shared, stream>>>(
       qkv, dy, lse, delta, dq, dqkv, t, c, static_cast<int>(heads), d,
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))));

@@ -7,8 +7,9 @@
 // tensor cores (wmma, f32 accumulation). The backward recomputes the
 // probabilities from each row's log-sum-exp, per block of 64 keys.
 //
-// Opt-in (SHARDC_RT_CUDA_ATTENTION=flash) until measured on a GPU; heads of
-// d = C / heads with d % 16 == 0 and d <= 128.
+// Opt-in (SHARDC_ATTENTION=flash) until measured on a GPU; heads of
+// d = C / heads with d % 16 == 0 and d <= 128 (on sm_90). dq accumulates
+// through f32 atomics: its last bits vary from run to run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,7 +24,7 @@
 
 namespace shardc::rt::cuda {
 
-/// Whether the kernels take heads of size d.
+/// Whether the kernels take heads of size d on the current device.
 bool flashAttentionSupports(int64_t d);
 
 /// Scratch the forward needs: the rows' log-sum-exp, b * heads * t floats.

@@ -29,7 +29,8 @@
 //    bound (a number of floats; the unit test uses it to exercise the
 //    chunking).
 //  - results are deterministic (same inputs, same bits), except
-//    embedding_grad, which scatter-adds with atomicAdd.
+//    embedding_grad, which scatter-adds with atomicAdd, and the flash
+//    attention_grad's dq (shardc_rt_cuda_kernels_set_flash_attention).
 //  - ids and targets cannot be checked synchronously. embedding,
 //    embedding_grad, cross_entropy and cross_entropy_grad check theirs on
 //    the device and record the position of the first bad one in the object's
