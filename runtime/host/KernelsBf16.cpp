@@ -4,7 +4,8 @@
 // (exact), runs the f32 kernel and rounds what it writes. The results are
 // those of f32 compute on bf16 storage, which is what a GPU's bf16 kernels
 // compute up to the order of f32 additions. The f32 copies are scratch of the
-// call, outside the step's allocator (as a GPU library's workspace is).
+// call (reused from call to call), outside the step's allocator, as a GPU
+// library's workspace is.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,7 +21,42 @@ using shardc::rt::widen;
 
 namespace {
 
-using Floats = std::vector<float>;
+/// A call's f32 copy of n elements, in a buffer borrowed from a per-thread
+/// pool and given back when the copy goes: steps reuse the same memory
+/// rather than allocate and zero it per call (buffers only grow).
+class Floats {
+public:
+  Floats() = default;
+  explicit Floats(int64_t n) : count(n) {
+    if (!pool.empty()) {
+      buffer = std::move(pool.back());
+      pool.pop_back();
+    }
+    if (static_cast<int64_t>(buffer.size()) < n)
+      buffer.resize(n);
+  }
+  Floats(Floats &&other) noexcept
+      : buffer(std::move(other.buffer)), count(other.count) {
+    other.buffer.clear();
+    other.count = 0;
+  }
+  Floats &operator=(Floats &&) = delete;
+  ~Floats() {
+    if (!buffer.empty())
+      pool.push_back(std::move(buffer));
+  }
+  float *data() { return buffer.data(); }
+  size_t size() const { return static_cast<size_t>(count); }
+  float &operator[](size_t i) { return buffer[i]; }
+  const float &operator[](size_t i) const { return buffer[i]; }
+
+private:
+  static thread_local std::vector<std::vector<float>> pool;
+  std::vector<float> buffer;
+  int64_t count = 0;
+};
+
+thread_local std::vector<std::vector<float>> Floats::pool;
 
 Floats wide(const shardc_rt_bf16 *x, int64_t n) {
   Floats out(n);
