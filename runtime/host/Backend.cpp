@@ -41,6 +41,35 @@ void backendCopy(shardc_rt_context &, void *dst, const void *src,
   std::memmove(dst, src, bytes);
 }
 
+namespace {
+
+/// The update loop, one per gradient type, rounding into `rounded` or not
+/// (kept apart so that the f32 loop stays a plain vectorisable loop).
+struct AdamWScalars {
+  float beta1, beta2, eps, decay, stepSize, rootCorrection2;
+};
+
+float gradValue(float g) { return g; }
+float gradValue(shardc_rt_bf16 g) { return widen(g); }
+
+template <typename G>
+void adamwLoop(const AdamWScalars &c, float *value, float *expAvg,
+               float *expAvgSq, const G *grad, int64_t count,
+               shardc_rt_bf16 *rounded) {
+  for (int64_t i = 0; i < count; ++i) {
+    float g = gradValue(grad[i]);
+    expAvg[i] = c.beta1 * expAvg[i] + (1.0f - c.beta1) * g;
+    expAvgSq[i] = c.beta2 * expAvgSq[i] + (1.0f - c.beta2) * g * g;
+    float denom = std::sqrt(expAvgSq[i]) / c.rootCorrection2 + c.eps;
+    value[i] = value[i] * c.decay - c.stepSize * expAvg[i] / denom;
+  }
+  if (rounded)
+    for (int64_t i = 0; i < count; ++i)
+      rounded[i] = narrow(value[i]);
+}
+
+} // namespace
+
 void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
                   float *expAvgSq, const void *grad, shardc_rt_dtype gradDtype,
                   int64_t count, shardc_rt_bf16 *rounded) {
@@ -49,24 +78,19 @@ void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
   double step = static_cast<double>(ctx.step);
   double correction1 = 1.0 - std::pow(m.beta1, step);
   double correction2 = 1.0 - std::pow(m.beta2, step);
-  float lr = static_cast<float>(m.lr), decay = 1.0f - lr * m.weight_decay;
-  float beta1 = m.beta1, beta2 = m.beta2, eps = m.eps;
-  float stepSize = static_cast<float>(m.lr / correction1);
-  float rootCorrection2 = static_cast<float>(std::sqrt(correction2));
-  auto gradAt = [&](int64_t i) {
-    return gradDtype == SHARDC_RT_BF16
-               ? widen(static_cast<const shardc_rt_bf16 *>(grad)[i])
-               : static_cast<const float *>(grad)[i];
-  };
-  for (int64_t i = 0; i < count; ++i) {
-    float g = gradAt(i);
-    expAvg[i] = beta1 * expAvg[i] + (1.0f - beta1) * g;
-    expAvgSq[i] = beta2 * expAvgSq[i] + (1.0f - beta2) * g * g;
-    float denom = std::sqrt(expAvgSq[i]) / rootCorrection2 + eps;
-    value[i] = value[i] * decay - stepSize * expAvg[i] / denom;
-    if (rounded)
-      rounded[i] = narrow(value[i]);
-  }
+  float lr = static_cast<float>(m.lr);
+  AdamWScalars c = {static_cast<float>(m.beta1),
+                    static_cast<float>(m.beta2),
+                    static_cast<float>(m.eps),
+                    static_cast<float>(1.0f - lr * m.weight_decay),
+                    static_cast<float>(m.lr / correction1),
+                    static_cast<float>(std::sqrt(correction2))};
+  if (gradDtype == SHARDC_RT_BF16)
+    adamwLoop(c, value, expAvg, expAvgSq,
+              static_cast<const shardc_rt_bf16 *>(grad), count, rounded);
+  else
+    adamwLoop(c, value, expAvg, expAvgSq, static_cast<const float *>(grad),
+              count, rounded);
 }
 
 void backendSetUp(shardc_rt_context &) {}
