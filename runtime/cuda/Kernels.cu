@@ -24,10 +24,10 @@
 //    (cublasGemmEx); elementwise kernels are the f32 ones as templates over
 //    the stored type, loading to f32 and rounding their stores; attention
 //    is the f32 one over bf16 GEMMs, its probabilities rounded to bf16 where
-//    a GEMM reads them; cross-entropy and sum_to are templates too (the
-//    logits and the MLP's hidden rows are the largest activations); the
-//    rest (layernorm, embedding_grad) widen their bf16 inputs into f32
-//    copies in a second workspace, run the f32 kernel and round its outputs.
+//    a GEMM reads them; cross-entropy, layernorm, sum_to and embedding_grad
+//    are templates too, reading bf16 in place; the f32 sums of the last
+//    three (dweight and dbias, the column sums, the table's gradient) are
+//    rounded from a second workspace.
 // Every CUDA and cuBLAS call is checked (SHARDC_CUDA_CHECK,
 // SHARDC_CUBLAS_CHECK): an error prints the call and aborts.
 //
@@ -114,10 +114,10 @@ struct shardc_rt_cuda_kernels {
   /// bf16 attention through runtime/cuda/FlashAttention.cu (where the head
   /// size allows it) rather than GEMMs over the full scores.
   bool flashAttention = false;
-  /// bf16 kernels' f32 copies of their operands (a second workspace, since
-  /// the f32 kernels they call use the first).
-  void *wide = nullptr;
-  size_t wideBytes = 0;
+  /// bf16 kernels' f32 sums before rounding (a second workspace, since the
+  /// kernels also use the first).
+  void *sums = nullptr;
+  size_t sumsBytes = 0;
   /// Per-kernel timing (shardc_rt_cuda_kernel_times): events recorded
   /// around each outermost timed call not yet collected, two per call.
   bool timing = false;
@@ -463,62 +463,65 @@ __device__ int64_t warpRow() {
 
 /// Mean and 1 / sqrt(var + eps) of a row of c, two passes (the variance of
 /// centered values), every lane getting both.
-__device__ void rowStats(const float *x, int64_t c, float eps, int lane,
+template <typename T>
+__device__ void rowStats(const T *x, int64_t c, float eps, int lane,
                          float &mean, float &rstd) {
   float sum = 0.0f;
   for (int64_t j = lane; j < c; j += 32)
-    sum += x[j];
+    sum += load(x[j]);
   mean = warpReduce(sum, SumOp()) / static_cast<float>(c);
   float squares = 0.0f;
   for (int64_t j = lane; j < c; j += 32) {
-    float centered = x[j] - mean;
+    float centered = load(x[j]) - mean;
     squares += centered * centered;
   }
   float var = warpReduce(squares, SumOp()) / static_cast<float>(c);
   rstd = 1.0f / sqrtf(var + eps);
 }
 
-__global__ void layerNormKernel(const float *x, const float *w, const float *b,
-                                float *y, int64_t rows, int64_t c, float eps) {
+template <typename T>
+__global__ void layerNormKernel(const T *x, const T *w, const T *b, T *y,
+                                int64_t rows, int64_t c, float eps) {
   int64_t row = warpRow();
   if (row >= rows)
     return; // whole warps only
   int lane = threadIdx.x & 31;
-  const float *xr = x + row * c;
-  float *yr = y + row * c;
+  const T *xr = x + row * c;
+  T *yr = y + row * c;
   float mean, rstd;
   rowStats(xr, c, eps, lane, mean, rstd);
   for (int64_t j = lane; j < c; j += 32)
-    yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
+    yr[j] = store<T>((load(xr[j]) - mean) * rstd * load(w[j]) + load(b[j]));
 }
 
 /// dx of layernorm, row by row: with xhat = (x - mean) rstd and g = dy w,
 /// dx = rstd (g - mean(g) - xhat mean(g xhat)). Keeps mean and rstd of each
 /// row for the dweight / dbias column sums.
-__global__ void layerNormGradKernel(const float *dy, const float *x,
-                                    const float *w, float *dx, float *means,
-                                    float *rstds, int64_t rows, int64_t c,
-                                    float eps) {
+template <typename T>
+__global__ void layerNormGradKernel(const T *dy, const T *x, const T *w, T *dx,
+                                    float *means, float *rstds, int64_t rows,
+                                    int64_t c, float eps) {
   int64_t row = warpRow();
   if (row >= rows)
     return;
   int lane = threadIdx.x & 31;
-  const float *xr = x + row * c, *dyr = dy + row * c;
-  float *dxr = dx + row * c;
+  const T *xr = x + row * c, *dyr = dy + row * c;
+  T *dxr = dx + row * c;
   float mean, rstd;
   rowStats(xr, c, eps, lane, mean, rstd);
   float sumG = 0.0f, sumGXhat = 0.0f;
   for (int64_t j = lane; j < c; j += 32) {
-    float xhat = (xr[j] - mean) * rstd;
-    float g = dyr[j] * w[j];
+    float xhat = (load(xr[j]) - mean) * rstd;
+    float g = load(dyr[j]) * load(w[j]);
     sumG += g;
     sumGXhat += g * xhat;
   }
   float meanG = warpReduce(sumG, SumOp()) / static_cast<float>(c);
   float meanGXhat = warpReduce(sumGXhat, SumOp()) / static_cast<float>(c);
   for (int64_t j = lane; j < c; j += 32) {
-    float xhat = (xr[j] - mean) * rstd;
-    dxr[j] = rstd * (dyr[j] * w[j] - meanG - xhat * meanGXhat);
+    float xhat = (load(xr[j]) - mean) * rstd;
+    dxr[j] = store<T>(rstd * (load(dyr[j]) * load(w[j]) - meanG -
+                              xhat * meanGXhat));
   }
   if (lane == 0) {
     means[row] = mean;
@@ -615,12 +618,13 @@ template <typename T> struct SumRows {
 };
 
 /// layernorm's dweight (dy xhat) and dbias (dy) terms.
-struct LayerNormParamTerms {
-  const float *dy, *x, *means, *rstds;
+template <typename T> struct LayerNormParamTerms {
+  const T *dy, *x;
+  const float *means, *rstds;
   int64_t c;
   __device__ float2 operator()(int64_t r, int64_t j) const {
-    float g = dy[r * c + j];
-    float xhat = (x[r * c + j] - means[r]) * rstds[r];
+    float g = load(dy[r * c + j]);
+    float xhat = (load(x[r * c + j]) - means[r]) * rstds[r];
     return make_float2(g * xhat, g);
   }
 };
@@ -729,14 +733,16 @@ __global__ void embeddingKernel(const int32_t *ids, const T *table, T *out,
 
 /// Scatter-add of dy rows into dtable. atomicAdd: rows of repeated ids are
 /// summed in whatever order the threads run, so not bit-deterministic.
-__global__ void embeddingGradKernel(const float *dy, const int32_t *ids,
+template <typename T>
+__global__ void embeddingGradKernel(const T *dy, const int32_t *ids,
                                     float *dtable, int64_t n, int64_t c,
                                     const ErrorSlot *slot) {
   if (failed(slot))
     return;
   SHARDC_GRID_STRIDE(i, n * c) {
     int64_t row = i / c;
-    atomicAdd(dtable + static_cast<int64_t>(ids[row]) * c + i % c, dy[i]);
+    atomicAdd(dtable + static_cast<int64_t>(ids[row]) * c + i % c,
+              load(dy[i]));
   }
 }
 
@@ -1084,6 +1090,61 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, T *dqkv, int64_t b,
     }
 }
 
+/// dtable[v, c] (f32, zeroed first) = the rows of dy (T = float or
+/// __nv_bfloat16) scatter-added by id.
+template <typename T>
+void embeddingGrad(Kernels *k, const T *dy, const int32_t *ids, float *dtable,
+                   int64_t n, int64_t v, int64_t c) {
+  checkIds(k, ids, n, v, kOpEmbeddingGrad);
+  if (v > 0 && c > 0) {
+    fillKernel<<<gridFor(k, v * c), kThreads, 0, k->stream>>>(dtable, 0.0f,
+                                                              v * c, k->slot);
+    SHARDC_CUDA_CHECK_LAUNCH();
+  }
+  if (n <= 0 || c <= 0)
+    return;
+  embeddingGradKernel<<<gridFor(k, n * c), kThreads, 0, k->stream>>>(
+      dy, ids, dtable, n, c, k->slot);
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+/// layernorm and its gradient for T = float or __nv_bfloat16; dweight and
+/// dbias are f32 column sums either way.
+template <typename T>
+void layerNorm(Kernels *k, const T *x, const T *w, const T *b, T *y,
+               int64_t rows, int64_t c, double eps) {
+  if (rows <= 0 || c <= 0)
+    return;
+  layerNormKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
+      x, w, b, y, rows, c, static_cast<float>(eps));
+  SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void layerNormGrad(Kernels *k, const T *dy, const T *x, const T *w, T *dx,
+                   float *dw, float *db, int64_t rows, int64_t c, double eps) {
+  if (c <= 0)
+    return;
+  ColumnPlan plan = planColumns(k, rows, c);
+  if (rows <= 0) {
+    columnSums(k, SumRows<T>{x, c}, 0, c, plan, dw, db, nullptr, nullptr);
+    return;
+  }
+  int64_t partialCount = plan.chunks > 1 ? plan.chunks * c : 0;
+  char *cursor = static_cast<char *>(
+      scratch(k, 2 * pieceBytes<float>(rows) +
+                     2 * pieceBytes<float>(partialCount)));
+  float *means = carve<float>(cursor, rows);
+  float *rstds = carve<float>(cursor, rows);
+  float *partialsW = carve<float>(cursor, partialCount);
+  float *partialsB = carve<float>(cursor, partialCount);
+  layerNormGradKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
+      dy, x, w, dx, means, rstds, rows, c, static_cast<float>(eps));
+  SHARDC_CUDA_CHECK_LAUNCH();
+  columnSums(k, LayerNormParamTerms<T>{dy, x, means, rstds, c}, rows, c, plan,
+             dw, db, partialsW, partialsB);
+}
+
 /// y[inner] (f32) = x[outer, inner] (T = float or __nv_bfloat16) summed
 /// over outer.
 template <typename T>
@@ -1170,7 +1231,7 @@ void shardc_rt_cuda_kernels_destroy(shardc_rt_cuda_kernels *k) {
   if (!k)
     return;
   SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
-  for (void *workspace : {k->scratch, k->wide})
+  for (void *workspace : {k->scratch, k->sums})
     if (workspace)
       SHARDC_CUDA_CHECK(cudaFreeAsync(workspace, k->stream));
   SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
@@ -1295,11 +1356,7 @@ void shardc_rt_cuda_layernorm_f32(shardc_rt_cuda_kernels *k, const float *x,
                                   const float *w, const float *b, float *y,
                                   int64_t rows, int64_t c, double eps) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_f32");
-  if (rows <= 0 || c <= 0)
-    return;
-  layerNormKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
-      x, w, b, y, rows, c, static_cast<float>(eps));
-  SHARDC_CUDA_CHECK_LAUNCH();
+  layerNorm(k, x, w, b, y, rows, c, eps);
 }
 
 void shardc_rt_cuda_embedding_f32(shardc_rt_cuda_kernels *k,
@@ -1394,26 +1451,7 @@ void shardc_rt_cuda_layernorm_grad_f32(shardc_rt_cuda_kernels *k,
                                        float *db, int64_t rows, int64_t c,
                                        double eps) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_grad_f32");
-  if (c <= 0)
-    return;
-  ColumnPlan plan = planColumns(k, rows, c);
-  if (rows <= 0) {
-    columnSums(k, SumRows<float>{x, c}, 0, c, plan, dw, db, nullptr, nullptr);
-    return;
-  }
-  int64_t partialCount = plan.chunks > 1 ? plan.chunks * c : 0;
-  char *cursor = static_cast<char *>(
-      scratch(k, 2 * pieceBytes<float>(rows) +
-                     2 * pieceBytes<float>(partialCount)));
-  float *means = carve<float>(cursor, rows);
-  float *rstds = carve<float>(cursor, rows);
-  float *partialsW = carve<float>(cursor, partialCount);
-  float *partialsB = carve<float>(cursor, partialCount);
-  layerNormGradKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
-      dy, x, w, dx, means, rstds, rows, c, static_cast<float>(eps));
-  SHARDC_CUDA_CHECK_LAUNCH();
-  columnSums(k, LayerNormParamTerms{dy, x, means, rstds, c}, rows, c, plan, dw,
-             db, partialsW, partialsB);
+  layerNormGrad(k, dy, x, w, dx, dw, db, rows, c, eps);
 }
 
 void shardc_rt_cuda_embedding_grad_f32(shardc_rt_cuda_kernels *k,
@@ -1421,17 +1459,7 @@ void shardc_rt_cuda_embedding_grad_f32(shardc_rt_cuda_kernels *k,
                                        float *dtable, int64_t n, int64_t v,
                                        int64_t c) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "embedding_grad_f32");
-  checkIds(k, ids, n, v, kOpEmbeddingGrad);
-  if (v > 0 && c > 0) {
-    fillKernel<<<gridFor(k, v * c), kThreads, 0, k->stream>>>(dtable, 0.0f,
-                                                              v * c, k->slot);
-    SHARDC_CUDA_CHECK_LAUNCH();
-  }
-  if (n <= 0 || c <= 0)
-    return;
-  embeddingGradKernel<<<gridFor(k, n * c), kThreads, 0, k->stream>>>(
-      dy, ids, dtable, n, c, k->slot);
-  SHARDC_CUDA_CHECK_LAUNCH();
+  embeddingGrad(k, dy, ids, dtable, n, v, c);
 }
 
 void shardc_rt_cuda_attention_grad_f32(shardc_rt_cuda_kernels *k,
@@ -1496,26 +1524,21 @@ const bf16 *bf(const shardc_rt_bf16 *p) {
 }
 bf16 *bf(shardc_rt_bf16 *p) { return reinterpret_cast<bf16 *>(p); }
 
-/// f32 copies of a bf16 kernel's operands in the second workspace, for the
-/// kernels that run the f32 kernel in between: declare every piece's size
-/// up front, then take inputs (widened) and outputs in that order.
-class Widened {
+/// The f32 results of a bf16 kernel that sums in f32 (column sums, scatter-
+/// adds) before rounding, in the second workspace (the first is the f32
+/// kernels' scratch): declare every piece's size up front, then take them in
+/// that order.
+class F32Results {
 public:
-  Widened(Kernels *k, std::initializer_list<int64_t> counts) : k(k) {
+  F32Results(Kernels *k, std::initializer_list<int64_t> counts) : k(k) {
     size_t bytes = 0;
     for (int64_t count : counts)
       bytes += pieceBytes<float>(count);
-    cursor = static_cast<char *>(grow(k, k->wide, k->wideBytes, bytes));
+    cursor = static_cast<char *>(grow(k, k->sums, k->sumsBytes, bytes));
   }
-  float *in(const shardc_rt_bf16 *x, int64_t n) {
-    float *piece = carve<float>(cursor, n);
-    launch(k, n, convertKernel<bf16, float>, piece, bf(x), n,
-           static_cast<const ErrorSlot *>(nullptr));
-    return piece;
-  }
-  float *out(int64_t n) { return carve<float>(cursor, n); }
-  /// Rounds an output into dst; with `guarded`, not after a recorded bad
-  /// index (the f32 kernel then wrote nothing).
+  float *take(int64_t n) { return carve<float>(cursor, n); }
+  /// Rounds a result into dst; with `guarded`, not after a recorded bad
+  /// index (the kernel then wrote nothing).
   void store(shardc_rt_bf16 *dst, const float *piece, int64_t n,
              bool guarded = false) {
     launch(k, n, convertKernel<float, bf16>, bf(dst), piece, n,
@@ -1651,11 +1674,7 @@ void shardc_rt_cuda_layernorm_bf16(shardc_rt_cuda_kernels *k,
                                    const shardc_rt_bf16 *b, shardc_rt_bf16 *y,
                                    int64_t rows, int64_t c, double eps) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_bf16");
-  Widened wide(k, {rows * c, c, c, rows * c});
-  float *fx = wide.in(x, rows * c), *fw = wide.in(w, c), *fb = wide.in(b, c);
-  float *fy = wide.out(rows * c);
-  shardc_rt_cuda_layernorm_f32(k, fx, fw, fb, fy, rows, c, eps);
-  wide.store(y, fy, rows * c);
+  layerNorm(k, bf(x), bf(w), bf(b), bf(y), rows, c, eps);
 }
 
 void shardc_rt_cuda_layernorm_grad_bf16(
@@ -1664,15 +1683,13 @@ void shardc_rt_cuda_layernorm_grad_bf16(
     shardc_rt_bf16 *dw, shardc_rt_bf16 *db, int64_t rows, int64_t c,
     double eps) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_grad_bf16");
-  int64_t n = rows * c;
-  Widened wide(k, {n, n, c, n, c, c});
-  float *fdy = wide.in(dy, n), *fx = wide.in(x, n), *fw = wide.in(w, c);
-  float *fdx = wide.out(n), *fdw = wide.out(c), *fdb = wide.out(c);
-  shardc_rt_cuda_layernorm_grad_f32(k, fdy, fx, fw, fdx, fdw, fdb, rows, c,
-                                    eps);
-  wide.store(dx, fdx, n);
-  wide.store(dw, fdw, c);
-  wide.store(db, fdb, c);
+  // The rows read and written in place; dweight and dbias (column sums of
+  // c floats each) rounded from f32.
+  F32Results sums(k, {c, c});
+  float *fdw = sums.take(c), *fdb = sums.take(c);
+  layerNormGrad(k, bf(dy), bf(x), bf(w), bf(dx), fdw, fdb, rows, c, eps);
+  sums.store(dw, fdw, c);
+  sums.store(db, fdb, c);
 }
 
 void shardc_rt_cuda_attention_bf16(shardc_rt_cuda_kernels *k,
@@ -1714,11 +1731,11 @@ void shardc_rt_cuda_sum_to_bf16(shardc_rt_cuda_kernels *k,
                                 const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
                                 int64_t outer, int64_t inner) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "sum_to_bf16");
-  // The rows read in place; only the sums (inner floats) are widened.
-  Widened wide(k, {inner});
-  float *fy = wide.out(inner);
+  // The rows read in place; the sums (inner floats) rounded from f32.
+  F32Results sums(k, {inner});
+  float *fy = sums.take(inner);
   sumTo(k, bf(x), fy, outer, inner);
-  wide.store(y, fy, inner);
+  sums.store(y, fy, inner);
 }
 
 void shardc_rt_cuda_embedding_grad_bf16(shardc_rt_cuda_kernels *k,
@@ -1727,10 +1744,12 @@ void shardc_rt_cuda_embedding_grad_bf16(shardc_rt_cuda_kernels *k,
                                         shardc_rt_bf16 *dtable, int64_t n,
                                         int64_t v, int64_t c) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "embedding_grad_bf16");
-  Widened wide(k, {n * c, v * c});
-  float *fdy = wide.in(dy, n * c), *fdt = wide.out(v * c);
-  shardc_rt_cuda_embedding_grad_f32(k, fdy, ids, fdt, n, v, c);
-  wide.store(dtable, fdt, v * c, /*guarded=*/true);
+  // dy read in place; the table's gradient sums (atomically) in f32, then
+  // is rounded.
+  F32Results sums(k, {v * c});
+  float *fdt = sums.take(v * c);
+  embeddingGrad(k, bf(dy), ids, fdt, n, v, c);
+  sums.store(dtable, fdt, v * c, /*guarded=*/true);
 }
 
 } // extern "C"

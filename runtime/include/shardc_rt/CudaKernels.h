@@ -253,11 +253,10 @@ void shardc_rt_cuda_adamw_f32(shardc_rt_cuda_kernels *k, float *param,
 // accumulating in f32 and round once. attention(_grad) computes its scores
 // and softmax in f32 from bf16 GEMMs and rounds the probabilities (and their
 // gradient) to bf16 for the GEMMs that read them, as flash attention does:
-// a bf16 copy of the scores joins its workspace. cross_entropy(_grad) and
-// sum_to read their bf16 inputs in place. layernorm(_grad) and
-// embedding_grad run their f32 kernels on f32 copies of their operands in a
-// second workspace that grows as the first does (to the largest need of one
-// call).
+// a bf16 copy of the scores joins its workspace. The others read and write
+// bf16 in place; layernorm_grad's dweight and dbias, sum_to's sums and
+// embedding_grad's table gradient accumulate in f32 (c, inner, v * c floats)
+// in a second workspace that grows as the first does, then are rounded.
 
 void shardc_rt_cuda_convert_f32_bf16(shardc_rt_cuda_kernels *k,
                                      shardc_rt_bf16 *dst, const float *src,
