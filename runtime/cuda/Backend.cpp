@@ -106,6 +106,13 @@ void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
 }
 
 void backendSetUp(shardc_rt_context &ctx) {
+  // bf16 attention: GEMMs over the full scores, or SHARDC_ATTENTION=flash.
+  // Checked first: a bad setting is an error on any machine.
+  const char *attention = std::getenv("SHARDC_ATTENTION");
+  std::string kind = attention ? attention : "gemm";
+  SHARDC_RT_CHECK_ALL(kind == "gemm" || kind == "flash", "SHARDC_ATTENTION",
+                      "expected gemm or flash, got '" + kind + "'");
+  bool flash = kind == "flash";
   // A clear message, and the same on every rank, where there is no GPU
   // (on a machine without a driver cudaGetDeviceCount returns 35).
   int count = 0;
@@ -136,12 +143,7 @@ void backendSetUp(shardc_rt_context &ctx) {
   const char *tf32 = std::getenv("SHARDC_TF32");
   b->kernels = shardc_rt_cuda_kernels_create(
       b->compute, !(tf32 && std::string(tf32) == "0"));
-  // bf16 attention: GEMMs over the full scores, or SHARDC_ATTENTION=flash.
-  const char *attention = std::getenv("SHARDC_ATTENTION");
-  std::string kind = attention ? attention : "gemm";
-  SHARDC_RT_CHECK_ALL(kind == "gemm" || kind == "flash", "SHARDC_ATTENTION",
-                      "expected gemm or flash, got '" + kind + "'");
-  shardc_rt_cuda_kernels_set_flash_attention(b->kernels, kind == "flash");
+  shardc_rt_cuda_kernels_set_flash_attention(b->kernels, flash);
 
   ncclUniqueId id;
   if (ctx.worldRank == 0)
