@@ -4,17 +4,14 @@
 
 #include "shardc_rt/Kernels.h"
 
-#include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <mutex>
-#include <vector>
 
 namespace {
 
 std::atomic<bool> enabled{false};
 std::mutex mutex;
-std::vector<shardc_rt_kernel_time> times; // guarded by mutex
+shardc::rt::KernelTimes times; // guarded by mutex
 /// Timed calls in progress on this thread: only the outermost counts.
 thread_local int depth = 0;
 
@@ -40,13 +37,7 @@ shardc::rt::KernelTimer::~KernelTimer() {
                        std::chrono::steady_clock::now() - start)
                        .count();
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = std::find_if(times.begin(), times.end(), [&](const auto &t) {
-    return std::strcmp(t.kernel, kernel) == 0;
-  });
-  if (it == times.end())
-    it = times.insert(times.end(), {kernel, 0, 0.0});
-  ++it->calls;
-  it->seconds += seconds;
+  times.add(kernel, seconds);
 }
 
 extern "C" {
@@ -55,9 +46,7 @@ void shardc_rt_kernel_times_enable(int on) { enabled.store(on != 0); }
 
 int32_t shardc_rt_kernel_times(shardc_rt_kernel_time *out, int32_t capacity) {
   std::lock_guard<std::mutex> lock(mutex);
-  auto count = static_cast<int32_t>(times.size());
-  std::copy_n(times.begin(), std::min(count, std::max(capacity, 0)), out);
-  return count;
+  return times.copy(out, capacity);
 }
 
 void shardc_rt_kernel_times_reset(void) {

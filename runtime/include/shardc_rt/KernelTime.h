@@ -19,4 +19,40 @@ typedef struct {
   double seconds;
 } shardc_rt_kernel_time;
 
+#ifdef __cplusplus
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace shardc::rt {
+
+/// The per-kernel totals both kernel libraries keep: one entry per kernel,
+/// in the order of their first call.
+class KernelTimes {
+public:
+  /// Adds one call of `kernel` that took `seconds`.
+  void add(const char *kernel, double seconds) {
+    auto it = std::find_if(times.begin(), times.end(), [&](const auto &t) {
+      return std::strcmp(t.kernel, kernel) == 0;
+    });
+    if (it == times.end())
+      it = times.insert(times.end(), {kernel, 0, 0.0});
+    ++it->calls;
+    it->seconds += seconds;
+  }
+  /// Copies up to `capacity` entries to `out`; returns how many there are.
+  int32_t copy(shardc_rt_kernel_time *out, int32_t capacity) const {
+    auto count = static_cast<int32_t>(times.size());
+    std::copy_n(times.begin(), std::min(count, std::max(capacity, 0)), out);
+    return count;
+  }
+  void clear() { times.clear(); }
+
+private:
+  std::vector<shardc_rt_kernel_time> times;
+};
+
+} // namespace shardc::rt
+#endif /* __cplusplus */
+
 #endif /* SHARDC_RT_KERNELTIME_H */
