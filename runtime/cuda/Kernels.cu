@@ -124,7 +124,7 @@ struct shardc_rt_cuda_kernels {
   int timingDepth = 0;
   std::vector<cudaEvent_t> events;
   std::vector<const char *> timedCalls;
-  std::vector<shardc_rt_kernel_time> times;
+  shardc::rt::KernelTimes times;
   ErrorSlot *slot = nullptr;     // device
   ErrorSlot *hostSlot = nullptr; // pinned, for check
   int smCount = 1;
@@ -1090,22 +1090,27 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, T *dqkv, int64_t b,
     }
 }
 
+/// out[n, c] = the rows of table (T = float or __nv_bfloat16) by id.
+template <typename T>
+void embedding(Kernels *k, const int32_t *ids, const T *table, T *out,
+               int64_t n, int64_t v, int64_t c) {
+  checkIds(k, ids, n, v, kOpEmbedding);
+  if (c > 0)
+    launch(k, n * c, embeddingKernel<T>, ids, table, out, n, c,
+           static_cast<const ErrorSlot *>(k->slot));
+}
+
 /// dtable[v, c] (f32, zeroed first) = the rows of dy (T = float or
 /// __nv_bfloat16) scatter-added by id.
 template <typename T>
 void embeddingGrad(Kernels *k, const T *dy, const int32_t *ids, float *dtable,
                    int64_t n, int64_t v, int64_t c) {
   checkIds(k, ids, n, v, kOpEmbeddingGrad);
-  if (v > 0 && c > 0) {
-    fillKernel<<<gridFor(k, v * c), kThreads, 0, k->stream>>>(dtable, 0.0f,
-                                                              v * c, k->slot);
-    SHARDC_CUDA_CHECK_LAUNCH();
+  const ErrorSlot *guard = k->slot;
+  if (c > 0) {
+    launch(k, v * c, fillKernel<float>, dtable, 0.0f, v * c, guard);
+    launch(k, n * c, embeddingGradKernel<T>, dy, ids, dtable, n, c, guard);
   }
-  if (n <= 0 || c <= 0)
-    return;
-  embeddingGradKernel<<<gridFor(k, n * c), kThreads, 0, k->stream>>>(
-      dy, ids, dtable, n, c, k->slot);
-  SHARDC_CUDA_CHECK_LAUNCH();
 }
 
 /// layernorm and its gradient for T = float or __nv_bfloat16; dweight and
@@ -1279,19 +1284,10 @@ int32_t shardc_rt_cuda_kernel_times(shardc_rt_cuda_kernels *k,
     float ms = 0.0f;
     SHARDC_CUDA_CHECK(
         cudaEventElapsedTime(&ms, k->events[2 * i], k->events[2 * i + 1]));
-    const char *kernel = k->timedCalls[i];
-    auto it = std::find_if(k->times.begin(), k->times.end(), [&](auto &t) {
-      return std::strcmp(t.kernel, kernel) == 0;
-    });
-    if (it == k->times.end())
-      it = k->times.insert(k->times.end(), {kernel, 0, 0.0});
-    ++it->calls;
-    it->seconds += ms * 1e-3;
+    k->times.add(k->timedCalls[i], ms * 1e-3);
   }
   k->timedCalls.clear();
-  auto count = static_cast<int32_t>(k->times.size());
-  std::copy_n(k->times.begin(), std::min(count, std::max(capacity, 0)), out);
-  return count;
+  return k->times.copy(out, capacity);
 }
 
 void shardc_rt_cuda_kernel_times_reset(shardc_rt_cuda_kernels *k) {
@@ -1318,38 +1314,26 @@ void shardc_rt_cuda_matmul_f32(shardc_rt_cuda_kernels *k, const float *lhs,
 void shardc_rt_cuda_add_f32(shardc_rt_cuda_kernels *k, const float *lhs,
                             const float *rhs, float *y, int64_t n, int64_t m) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "add_f32");
-  if (n <= 0 || m <= 0)
-    return;
-  addKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(lhs, rhs, y, n, m);
-  SHARDC_CUDA_CHECK_LAUNCH();
+  if (m > 0)
+    launch(k, n, addKernel<float>, lhs, rhs, y, n, m);
 }
 
 void shardc_rt_cuda_scale_f32(shardc_rt_cuda_kernels *k, const float *x,
                               float *y, int64_t n, double factor) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "scale_f32");
-  if (n <= 0)
-    return;
-  scaleKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(
-      x, y, n, static_cast<float>(factor));
-  SHARDC_CUDA_CHECK_LAUNCH();
+  launch(k, n, scaleKernel<float>, x, y, n, static_cast<float>(factor));
 }
 
 void shardc_rt_cuda_gelu_f32(shardc_rt_cuda_kernels *k, const float *x,
                              float *y, int64_t n) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "gelu_f32");
-  if (n <= 0)
-    return;
-  geluKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(x, y, n);
-  SHARDC_CUDA_CHECK_LAUNCH();
+  launch(k, n, geluKernel<float>, x, y, n);
 }
 
 void shardc_rt_cuda_relu_f32(shardc_rt_cuda_kernels *k, const float *x,
                              float *y, int64_t n) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "relu_f32");
-  if (n <= 0)
-    return;
-  reluKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(x, y, n);
-  SHARDC_CUDA_CHECK_LAUNCH();
+  launch(k, n, reluKernel<float>, x, y, n);
 }
 
 void shardc_rt_cuda_layernorm_f32(shardc_rt_cuda_kernels *k, const float *x,
@@ -1364,12 +1348,7 @@ void shardc_rt_cuda_embedding_f32(shardc_rt_cuda_kernels *k,
                                   float *out, int64_t n, int64_t v,
                                   int64_t c) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "embedding_f32");
-  checkIds(k, ids, n, v, kOpEmbedding);
-  if (n <= 0 || c <= 0)
-    return;
-  embeddingKernel<<<gridFor(k, n * c), kThreads, 0, k->stream>>>(
-      ids, table, out, n, c, k->slot);
-  SHARDC_CUDA_CHECK_LAUNCH();
+  embedding(k, ids, table, out, n, v, c);
 }
 
 void shardc_rt_cuda_attention_f32(shardc_rt_cuda_kernels *k, const float *qkv,
@@ -1390,10 +1369,7 @@ void shardc_rt_cuda_cross_entropy_f32(shardc_rt_cuda_kernels *k,
 void shardc_rt_cuda_iota_i32(shardc_rt_cuda_kernels *k, int32_t *out,
                              int64_t n) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "iota_i32");
-  if (n <= 0)
-    return;
-  iotaKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(out, n);
-  SHARDC_CUDA_CHECK_LAUNCH();
+  launch(k, n, iotaKernel, out, n);
 }
 
 void shardc_rt_cuda_sum_to_f32(shardc_rt_cuda_kernels *k, const float *x,
@@ -1411,38 +1387,26 @@ void shardc_rt_cuda_copy_f32(shardc_rt_cuda_kernels *k, float *dst,
 void shardc_rt_cuda_fill_f32(shardc_rt_cuda_kernels *k, float *dst,
                              float value, int64_t n) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "fill_f32");
-  if (n <= 0)
-    return;
-  fillKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(dst, value, n,
-                                                        nullptr);
-  SHARDC_CUDA_CHECK_LAUNCH();
+  launch(k, n, fillKernel<float>, dst, value, n,
+         static_cast<const ErrorSlot *>(nullptr));
 }
 
 void shardc_rt_cuda_accumulate_f32(shardc_rt_cuda_kernels *k, float *dst,
                                    const float *src, int64_t n) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "accumulate_f32");
-  if (n <= 0)
-    return;
-  accumulateKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(dst, src, n);
-  SHARDC_CUDA_CHECK_LAUNCH();
+  launch(k, n, accumulateKernel<float>, dst, src, n);
 }
 
 void shardc_rt_cuda_gelu_grad_f32(shardc_rt_cuda_kernels *k, const float *dy,
                                   const float *x, float *dx, int64_t n) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "gelu_grad_f32");
-  if (n <= 0)
-    return;
-  geluGradKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(dy, x, dx, n);
-  SHARDC_CUDA_CHECK_LAUNCH();
+  launch(k, n, geluGradKernel<float>, dy, x, dx, n);
 }
 
 void shardc_rt_cuda_relu_grad_f32(shardc_rt_cuda_kernels *k, const float *dy,
                                   const float *x, float *dx, int64_t n) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "relu_grad_f32");
-  if (n <= 0)
-    return;
-  reluGradKernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(dy, x, dx, n);
-  SHARDC_CUDA_CHECK_LAUNCH();
+  launch(k, n, reluGradKernel<float>, dy, x, dx, n);
 }
 
 void shardc_rt_cuda_layernorm_grad_f32(shardc_rt_cuda_kernels *k,
@@ -1662,10 +1626,7 @@ void shardc_rt_cuda_embedding_bf16(shardc_rt_cuda_kernels *k,
                                    shardc_rt_bf16 *out, int64_t n, int64_t v,
                                    int64_t c) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "embedding_bf16");
-  checkIds(k, ids, n, v, kOpEmbedding);
-  if (c > 0)
-    launch(k, n * c, embeddingKernel<bf16>, ids, bf(table), bf(out), n, c,
-           static_cast<const ErrorSlot *>(k->slot));
+  embedding(k, ids, bf(table), bf(out), n, v, c);
 }
 
 void shardc_rt_cuda_layernorm_bf16(shardc_rt_cuda_kernels *k,
