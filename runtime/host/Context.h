@@ -24,6 +24,15 @@ inline int64_t elementBytes(shardc_rt_dtype dtype) {
   return dtype == SHARDC_RT_BF16 ? 2 : 4;
 }
 
+/// Element `element` of an array of `dtype` at `base`.
+inline void *elementAt(void *base, int64_t element, shardc_rt_dtype dtype) {
+  return static_cast<char *>(base) + element * elementBytes(dtype);
+}
+inline const void *elementAt(const void *base, int64_t element,
+                             shardc_rt_dtype dtype) {
+  return static_cast<const char *>(base) + element * elementBytes(dtype);
+}
+
 /// The part of a tensor one rank holds under a split: elements
 /// [begin, end) of the flattened full tensor, stored in `count` elements
 /// (count >= end - begin: a dim-0 shard is padded to ceil(rows / group)

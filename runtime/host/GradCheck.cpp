@@ -60,9 +60,7 @@ bool captureGradient(shardc_rt_context &ctx, int32_t param, int32_t flat,
   forEachMemberRange(ctx, f, [&](ParamState &p, int64_t from, int64_t to,
                                  int64_t at) {
     copyOutFloats(grads[&p - ctx.params.data()].data() + from,
-                  static_cast<const char *>(grad) +
-                      at * elementBytes(gradDtype),
-                  gradDtype, to - from);
+                  elementAt(grad, at, gradDtype), gradDtype, to - from);
   });
   return true;
 }

@@ -239,10 +239,6 @@ struct ValuePiece {
 /// unit's flat parameter, and the master copies.
 std::vector<ValuePiece> valuePieces(shardc_rt_context &ctx) {
   std::vector<ValuePiece> pieces;
-  auto at = [](void *base, int64_t element, shardc_rt_dtype dtype) {
-    return static_cast<void *>(static_cast<char *>(base) +
-                               element * elementBytes(dtype));
-  };
   for (size_t i = 0; i < ctx.params.size(); ++i) {
     ParamState &p = ctx.params[i];
     auto index = static_cast<int32_t>(i);
@@ -260,8 +256,9 @@ std::vector<ValuePiece> valuePieces(shardc_rt_context &ctx) {
                                    int64_t offset) {
       auto index = static_cast<int32_t>(&p - ctx.params.data());
       if (f.value)
-        pieces.push_back({index, from, to, at(f.value, offset, f.dtype),
-                          f.dtype, f.writes && !f.master});
+        pieces.push_back({index, from, to,
+                          elementAt(f.value, offset, f.dtype), f.dtype,
+                          f.writes && !f.master});
       if (f.master)
         pieces.push_back({index, from, to, f.master + offset, SHARDC_RT_F32,
                           f.writes});

@@ -15,10 +15,6 @@
 
 using namespace shardc::rt;
 
-static char *bytesAt(void *base, int64_t element, shardc_rt_dtype dtype) {
-  return static_cast<char *>(base) + element * elementBytes(dtype);
-}
-
 extern "C" {
 
 void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index, const void *grad,
@@ -49,7 +45,7 @@ void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
                  nullptr);
     backendCopy(*ctx, updated, shard, used * 4);
   }
-  backendZero(*ctx, bytesAt(updated, used, p.dtype),
+  backendZero(*ctx, elementAt(updated, used, p.dtype),
               (p.optimized.count - used) * elementBytes(p.dtype));
 }
 
@@ -75,7 +71,7 @@ void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
   // `updated` (the step's buffer for it) and written back.
   SHARDC_RT_CHECK(updated, "shardc_rt_adamw_flat",
                   "a piece of whole params needs an output buffer");
-  backendZero(*ctx, bytesAt(updated, f.used, f.dtype),
+  backendZero(*ctx, elementAt(updated, f.used, f.dtype),
               (f.count - f.used) * size);
   if (f.master) {
     backendAdamW(*ctx, f.master, f.expAvg, f.expAvgSq, grad, gradDtype,
@@ -83,16 +79,16 @@ void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
   } else {
     forEachMemberRange(*ctx, f, [&](ParamState &p, int64_t from, int64_t to,
                                     int64_t at) {
-      backendCopy(*ctx, bytesAt(updated, at, f.dtype),
-                  bytesAt(p.value, from, f.dtype), (to - from) * size);
+      backendCopy(*ctx, elementAt(updated, at, f.dtype),
+                  elementAt(p.value, from, f.dtype), (to - from) * size);
     });
     backendAdamW(*ctx, static_cast<float *>(updated), f.expAvg, f.expAvgSq,
                  grad, gradDtype, f.used, nullptr);
   }
   forEachMemberRange(*ctx, f, [&](ParamState &p, int64_t from, int64_t to,
                                   int64_t at) {
-    backendCopy(*ctx, bytesAt(p.value, from, f.dtype),
-                bytesAt(updated, at, f.dtype), (to - from) * size);
+    backendCopy(*ctx, elementAt(p.value, from, f.dtype),
+                elementAt(updated, at, f.dtype), (to - from) * size);
   });
 }
 
