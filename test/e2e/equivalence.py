@@ -51,11 +51,11 @@ def main():
     if len(sys.argv) > 5 and sys.argv[4] == "--layouts":
         layouts = sys.argv[5].split(",")
     os.makedirs(out_dir, exist_ok=True)
-    ref_params, ref_log = lib.train(shardc, model, out_dir, "reference", "ddp",
-                                    "1", STEPS)
-    ref_loss = [line["loss"] for line in ref_log]
+    ref_path, ref_log = lib.train(shardc, model, out_dir, "reference", "ddp",
+                                  "1", STEPS)
+    ref_params = lib.read_safetensors(ref_path)
     print("reference (1 rank): loss %s" %
-          " ".join("%.6f" % l for l in ref_loss))
+          " ".join("%.6f" % line["loss"] for line in ref_log))
     failures = 0
     for strategy, mesh, layout, reshard, accum in configurations(layouts):
         tag = "%s-%s-%s-reshard%d-accum%d" % (strategy, mesh, layout,
@@ -69,9 +69,8 @@ def main():
             extra += ["--reshard-after-forward", "true" if reshard else "false"]
         params, log = lib.train(shardc, model, out_dir, tag, strategy, mesh,
                                 STEPS, extra)
-        loss_diff = max(abs(a["loss"] - b) for a, b in zip(log, ref_loss))
-        param_diff = lib.max_param_diff(lib.read_safetensors(ref_params),
-                                        lib.read_safetensors(params))
+        loss_diff, param_diff = lib.differences(ref_log, ref_params, log,
+                                                params)
         ok = (len(log) == STEPS and loss_diff <= TOLERANCE and
               param_diff <= TOLERANCE)
         failures += not ok

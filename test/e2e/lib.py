@@ -58,6 +58,14 @@ def max_param_diff(a, b):
     return worst
 
 
+def differences(ref_log, ref_params, log, params_path):
+    """A run against a reference run of as many steps: the largest loss
+    difference over the steps and the largest param difference (ref_params
+    as read_safetensors returns them; params_path the run's export)."""
+    loss = max(abs(a["loss"] - b["loss"]) for a, b in zip(log, ref_log))
+    return loss, max_param_diff(ref_params, read_safetensors(params_path))
+
+
 def run(cmd, timeout=600, **kwargs):
     """Runs a command; on failure or a hang (no end within `timeout`
     seconds) prints it with its output and exits 1."""

@@ -93,10 +93,8 @@ def main():
                            [e.strip("-") for e in extra])
             params, log = lib.train(shardc, model, out_dir, tag, strategy,
                                     mesh, STEPS, common + extra)
-            loss_diff = max(abs(a["loss"] - b["loss"])
-                            for a, b in zip(log, ref_log))
-            param_diff = lib.max_param_diff(ref,
-                                            lib.read_safetensors(params))
+            loss_diff, param_diff = lib.differences(ref_log, ref, log,
+                                                    params)
             ok = (len(log) == STEPS and loss_diff <= SAME_MATHS and
                   param_diff <= SAME_MATHS)
             failures += not ok
