@@ -999,6 +999,13 @@ template <typename T> size_t attentionScratch(int64_t scores, int f32Pieces) {
          (std::is_same_v<T, float> ? 0 : pieceBytes<T>(scores));
 }
 
+/// Whether bf16 attention runs the fused kernels (FlashAttention.h):
+/// switched on, and a head size they take.
+bool useFlash(const Kernels *k, int64_t c, int64_t heads) {
+  return k->flashAttention &&
+         shardc::rt::cuda::flashAttentionSupports(c / heads);
+}
+
 /// attention and its gradient for T = float or __nv_bfloat16. The scores
 /// and the softmax are f32 either way; with bf16 the probabilities (and
 /// their gradient) are rounded to bf16 for the GEMMs that read them, as a
@@ -1009,7 +1016,7 @@ void attention(Kernels *k, const T *qkv, T *out, int64_t b, int64_t t,
   if (b <= 0 || t <= 0 || c <= 0)
     return;
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if (k->flashAttention && shardc::rt::cuda::flashAttentionSupports(c / heads)) {
+    if (useFlash(k, c, heads)) {
       auto *lse = static_cast<float *>(scratch(
           k, shardc::rt::cuda::flashForwardScratchBytes(b, t, heads)));
       shardc::rt::cuda::flashAttentionForward(k->stream, qkv, out, lse, b, t,
@@ -1044,7 +1051,7 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, T *dqkv, int64_t b,
   if (b <= 0 || t <= 0 || c <= 0)
     return;
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if (k->flashAttention && shardc::rt::cuda::flashAttentionSupports(c / heads)) {
+    if (useFlash(k, c, heads)) {
       void *work = scratch(
           k, shardc::rt::cuda::flashBackwardScratchBytes(b, t, c, heads));
       shardc::rt::cuda::flashAttentionBackward(k->stream, dy, qkv, dqkv, work,
