@@ -25,9 +25,10 @@
 # SHARDC_WARMUP [2], SHARDC_STEPS [8], TORCH_WARMUP [3], TORCH_STEPS [10],
 # PEAK_TFLOPS [494] (fp32 rows), BF16_PEAK_TFLOPS [989] (bf16 rows), the check
 # tolerances CHECK_RTOL/CHECK_ATOL [1e-4/1e-6] and CHECK_BF16_RTOL/
-# CHECK_BF16_ATOL [2e-2/3e-4], and the per-phase budgets *_BUDGET below. $OUT
-# (set on the device machine) receives run.log, rows.json, RESULTS-entry.md
-# and logs.tar.gz.
+# CHECK_BF16_ATOL [2e-2/3e-4], SHARDC_GEMM_EPILOGUES [on; run.sh sets it to
+# off after the kernel test when its "[gemm epilogue on]" checks fail], and
+# the per-phase budgets *_BUDGET below. $OUT (set on the device machine)
+# receives run.log, rows.json, RESULTS-entry.md and logs.tar.gz.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -606,6 +607,37 @@ else
   say "skipped (PHASES=$PHASES)"
 fi
 
+# The GEMM epilogues (cuBLASLt's bias, GELU and GELU-derivative fusion in
+# linear, linear_gelu and matmul_gelu_grad; on by default) stay on for the
+# runs below only where the kernel test passed its "[gemm epilogue on]"
+# checks, as the flash attention waits for its own: a failed or missing
+# check exports SHARDC_GEMM_EPILOGUES=off for every later run (the check
+# above ran with the caller's setting, by default on).
+gate_epilogues() {
+  local kt="$WORK/logs/cudakernels.out" passed failed fused unfused why
+  if [ "$HAVE_GPU" != 1 ] || [ ! -s "$kt" ]; then
+    why=$([ "$HAVE_GPU" = 1 ] && echo "the kernel test did not run" || echo "no GPU")
+    say "gemm epilogues: ${SHARDC_GEMM_EPILOGUES:-on} (not checked: $why)"
+    return 0
+  fi
+  passed=$(grep -c '^ok .*\[gemm epilogue on\]' "$kt")
+  failed=$(grep -c '^FAIL.*\[gemm epilogue on\]' "$kt")
+  fused=$(grep -c '^shardc: gemm epilogue plan: .*: fused (' "$kt")
+  unfused=$(grep -c '^shardc: gemm epilogue plan: .*: unfused: ' "$kt")
+  say "cuBLASLt plans of the kernel test ($fused fused, $unfused unfused):"
+  grep '^shardc: gemm epilogue plan: ' "$kt" | sed 's/^shardc: gemm epilogue plan: /     /' | head -n 60
+  if [ "$passed" -gt 0 ] && [ "$failed" = 0 ]; then
+    record "gemm epilogues" "${SHARDC_GEMM_EPILOGUES:-on} for the runs below (the kernel test's $passed [gemm epilogue on] checks passed; cuBLASLt fused $fused of $((fused + unfused)) shapes)"
+  else
+    grep '^FAIL.*\[gemm epilogue on\]' "$kt" | head -n 10 | sed 's/^/     /'
+    why=$([ "$failed" -gt 0 ] && echo "$failed of them failed" || echo "none passed: the test stopped before them")
+    export SHARDC_GEMM_EPILOGUES=off
+    record "gemm epilogues" "OFF for every run below (SHARDC_GEMM_EPILOGUES=off): the kernel test's [gemm epilogue on] checks did not pass, $why"
+    NOTES+=("GEMM epilogues off (SHARDC_GEMM_EPILOGUES=off) for every run after the kernel test: its [gemm epilogue on] checks did not pass ($why)")
+  fi
+}
+gate_epilogues
+
 # --- phases 3 and 4: timing GPT-2 small, fp32 then bf16 ----------------------
 
 # Phase 3 times every fp32 row (shardc, then PyTorch), phase 4 the bf16 ones:
@@ -717,14 +749,17 @@ EOF
         grep -E '^step ' "$log.out" | sed 's/^/     /' | head -n 12
         COMMANDS+=("shardc-gen gpt --layers $G_LAYERS --hidden $G_HIDDEN --heads $G_HEADS --vocab $G_VOCAB --seq $G_SEQ --batch $batch > gpt2-b$batch.mlir")
         COMMANDS+=("shardc build gpt2-b$batch.mlir $flags --mesh 1 --target cuda -o gpt2-$key-b$batch")
-        COMMANDS+=("./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG   # median step_ms of steps $((SHARDC_WARMUP + 1))..$((SHARDC_WARMUP + SHARDC_STEPS))")
+        COMMANDS+=("${SHARDC_GEMM_EPILOGUES:+SHARDC_GEMM_EPILOGUES=$SHARDC_GEMM_EPILOGUES }./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG   # median step_ms of steps $((SHARDC_WARMUP + 1))..$((SHARDC_WARMUP + SHARDC_STEPS))")
         # Where zero3's step goes: GPU time per kernel (--profile: events
         # around each call, so not in the timed run), for what to fuse next.
         t=$((shardc_end - SECONDS - 10))
         [ "$t" -gt "$SHARDC_PROFILE_BUDGET" ] && t=$SHARDC_PROFILE_BUDGET
         if [ "${key%%+*}" = zero3 ] && [ "$t" -ge 10 ]; then
-          run_limited "$t" "$log.profile" "${EXE_CMD[@]}" --steps 3 --seed $TIME_SEED --quiet --profile
+          # Also: which of its GEMMs cuBLASLt fused (one line per shape).
+          run_limited "$t" "$log.profile" env SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG=1 \
+            "${EXE_CMD[@]}" --steps 3 --seed $TIME_SEED --quiet --profile
           sed -n '/^profile:/,$p' "$log.profile" | head -n 40 | sed 's/^/     /'
+          grep '^shardc: gemm epilogue plan: ' "$log.profile" | sed 's/^shardc: gemm epilogue plan: /     epilogue plan: /' | head -n 20
           COMMANDS+=("./gpt2-$key-b$batch --steps 3 --seed $TIME_SEED --quiet --profile   # the kernel table in run.log")
         fi
         break
@@ -903,7 +938,7 @@ EOF
     run_limited "$t" "$log.profile" env SHARDC_ATTENTION=flash "${EXE_CMD[@]}" --steps 3 --seed $TIME_SEED --quiet --profile
     sed -n '/^profile:/,$p' "$log.profile" | head -n 40 | sed 's/^/     /'
   fi
-  COMMANDS+=("SHARDC_ATTENTION=flash ./gpt2-zero3+bf16-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG")
+  COMMANDS+=("SHARDC_ATTENTION=flash ${SHARDC_GEMM_EPILOGUES:+SHARDC_GEMM_EPILOGUES=$SHARDC_GEMM_EPILOGUES }./gpt2-zero3+bf16-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG")
 }
 
 time_shardc fp32
@@ -983,6 +1018,7 @@ NOTES_OUT=(
   "FLOPs/token = 6N + 6LTC (llm.c) = $(awk -v f="$FPT" 'BEGIN { printf "%.1f", f / 1e6 }') MFLOP, N = $G_PARAMS = every parameter counted once (the tied wte once, wpe included), L=$G_LAYERS T=$G_SEQ C=$G_HIDDEN"
   "ms/step: median over the steps after the warm-up (shardc $SHARDC_WARMUP + $SHARDC_STEPS, torch $TORCH_WARMUP + $TORCH_STEPS), host clock around a synchronised step; batches tried largest first, fp32 $BATCHES, bf16 $BF16_BATCHES; torch at the batch shardc's rows of the same precision ran"
   "peak GB (10^9 B): shardc = measured allocator high-water mark / the ledger's prediction; torch = torch.cuda.max_memory_allocated; smi GB = the largest nvidia-smi memory.used sampled during the run (whole process: CUDA context, cuBLAS workspace, caches)"
+  "shardc GEMM epilogues (cuBLASLt bias/GELU/GELU-derivative fusion) in the timed runs: ${SHARDC_GEMM_EPILOGUES:-on}"
 )
 for note in "${NOTES[@]}"; do NOTES_OUT+=("note: $note"); done
 for note in "${NOTES_OUT[@]}"; do say "$note"; done

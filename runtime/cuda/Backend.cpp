@@ -113,6 +113,14 @@ void backendSetUp(shardc_rt_context &ctx) {
   SHARDC_RT_CHECK_ALL(kind == "gemm" || kind == "flash", "SHARDC_ATTENTION",
                       "expected gemm or flash, got '" + kind + "'");
   bool flash = kind == "flash";
+  // GEMM epilogues (cuBLASLt's bias, GELU and GELU-derivative fusion): on
+  // unless SHARDC_GEMM_EPILOGUES=off (bench/gpu/run.sh turns them off where
+  // the kernel test's epilogue checks fail). Checked before the device too.
+  const char *epilogueSetting = std::getenv("SHARDC_GEMM_EPILOGUES");
+  std::string epilogues = epilogueSetting ? epilogueSetting : "on";
+  SHARDC_RT_CHECK_ALL(epilogues == "on" || epilogues == "off",
+                      "SHARDC_GEMM_EPILOGUES",
+                      "expected on or off, got '" + epilogues + "'");
   // A clear message, and the same on every rank, where there is no GPU
   // (on a machine without a driver cudaGetDeviceCount returns 35).
   int count = 0;
@@ -144,6 +152,7 @@ void backendSetUp(shardc_rt_context &ctx) {
   b->kernels = shardc_rt_cuda_kernels_create(
       b->compute, !(tf32 && std::string(tf32) == "0"));
   shardc_rt_cuda_kernels_set_flash_attention(b->kernels, flash);
+  shardc_rt_cuda_kernels_set_gemm_epilogues(b->kernels, epilogues == "on");
 
   ncclUniqueId id;
   if (ctx.worldRank == 0)

@@ -6,6 +6,16 @@
 //  - matrix products go through cuBLAS (cublasSgemm, or
 //    cublasSgemmStridedBatched for batches), row-major by the usual trick: a
 //    row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T;
+//  - GEMM epilogues (on unless set_gemm_epilogues turns them off): linear's
+//    bias, linear_gelu's bias, preactivation and GELU, and matmul_gelu_grad's
+//    GELU derivative are applied by one cuBLASLt matmul
+//    (CUBLASLT_EPILOGUE_BIAS, GELU_AUX(_BIAS), DGELU) to the f32
+//    accumulator, by the same column-major trick (the bias has n elements,
+//    one per row of the column-major D). Descriptors, layouts and the
+//    heuristic's algorithm are cached per shape (LtKey); where cuBLASLt has
+//    no algorithm, where the preactivation's leading dimension n is not a
+//    multiple of 8, or where a pointer is not 16-byte aligned, the call runs
+//    the cuBLAS GEMM and the elementwise kernel instead;
 //  - attention reads q, k and v in place from the fused qkv through cuBLAS
 //    leading dimensions (3C) and batch strides, as the CPU kernel does:
 //    per chunk of heads (or of batch elements), the full T x T scores are one
@@ -15,21 +25,27 @@
 //    recomputes P and uses GEMMs likewise (dP = dy v^T, dv = P^T dy,
 //    dS = P (dP - rowsum(P dP)), dq = dS k / sqrt(d), dk = dS^T q / sqrt(d));
 //  - layernorm and its gradient: one warp per row, fp32 accumulation; dweight
-//    and dbias are column sums over rows, in two deterministic stages;
+//    and dbias are column sums over rows, in two deterministic stages.
+//    add_layernorm is the layernorm kernel with a second input: each lane
+//    stores its elements of the sum, then normalises the row read back from
+//    the stored (for bf16: rounded) sum; layernorm_grad_add is the gradient
+//    kernel adding an addend to the gradient as layernorm_grad stores it;
 //  - cross-entropy: one block per row (max-subtracted, sums of exponentials
 //    in double as the CPU kernel), per-row losses in the workspace, then one
 //    block sums them in a fixed order: the loss is deterministic;
 //  - elementwise kernels: grid-stride loops, 64-bit indices;
 //  - bf16 (mixed precision): GEMMs take bf16 operands and accumulate in f32
-//    (cublasGemmEx); elementwise kernels are the f32 ones as templates over
+//    (cublasGemmEx, or cuBLASLt with bf16 A/B/C/D, bias and preactivation);
+//    elementwise kernels are the f32 ones as templates over
 //    the stored type, loading to f32 and rounding their stores; attention
 //    is the f32 one over bf16 GEMMs, its probabilities rounded to bf16 where
 //    a GEMM reads them; cross-entropy, layernorm, sum_to and embedding_grad
 //    are templates too, reading bf16 in place; the f32 sums of the last
 //    three (dweight and dbias, the column sums, the table's gradient) are
 //    rounded from a second workspace.
-// Every CUDA and cuBLAS call is checked (SHARDC_CUDA_CHECK,
-// SHARDC_CUBLAS_CHECK): an error prints the call and aborts.
+// Every CUDA, cuBLAS and cuBLASLt call is checked (SHARDC_CUDA_CHECK,
+// SHARDC_CUBLAS_CHECK): an error prints the call and aborts; only cuBLASLt's
+// "not supported" answers are expected, and choose the unfused path.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +54,7 @@
 #include "Check.h"
 #include "FlashAttention.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
@@ -47,7 +64,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
+#include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -96,8 +116,39 @@ const char *const kOpNames[] = {
     "shardc_rt_cuda_cross_entropy_grad_f32",
 };
 
-/// cuBLAS's workspace: 32 MiB, NVIDIA's recommendation for Hopper.
+/// cuBLAS's workspace: 32 MiB, NVIDIA's recommendation for Hopper; the
+/// same again for cuBLASLt's.
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+constexpr size_t kCublasLtWorkspaceBytes = size_t(32) << 20;
+
+/// What a cached cuBLASLt matmul computes: row-major d[m, n] =
+/// epilogue(op(a) op(b)), op(a) [m, kd], op(b) [kd, n], of one stored type,
+/// with TF32 or full f32 products (f32 only).
+struct LtKey {
+  int64_t m, n, kd;
+  bool transA, transB;
+  cudaDataType_t type;
+  cublasLtEpilogue_t epilogue;
+  bool tf32;
+  bool operator<(const LtKey &o) const {
+    return std::tie(m, n, kd, transA, transB, type, epilogue, tf32) <
+           std::tie(o.m, o.n, o.kd, o.transA, o.transB, o.type, o.epilogue,
+                    o.tf32);
+  }
+};
+
+/// A cuBLASLt matmul ready to run: its descriptor, the layouts of
+/// cuBLASLt's A (our b), B (our a) and C = D, and the heuristic's algorithm;
+/// or, in `unsupported`, why there is none, decided once for the shape (the
+/// calls then run the unfused kernels).
+struct LtPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspaceBytes = 0;
+  std::string unsupported;
+  bool misalignedLogged = false;
+};
 
 /// Default bound on the attention scores computed at a time, in floats.
 constexpr int64_t kAttentionScoreFloats = int64_t(1) << 26;
@@ -108,6 +159,16 @@ struct shardc_rt_cuda_kernels {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   void *blasWorkspace = nullptr;
+  /// fp32 GEMMs on TF32 tensor cores (create's allowTf32).
+  bool allowTf32 = false;
+  /// The GEMMs with epilogues (set_gemm_epilogues): cuBLASLt's handle, its
+  /// workspace (stream-ordered, allocated at create), and a plan per shape.
+  /// logEpilogues (SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG) prints each new plan.
+  bool gemmEpilogues = true;
+  bool logEpilogues = false;
+  cublasLtHandle_t lt = nullptr;
+  void *ltWorkspace = nullptr;
+  std::map<LtKey, LtPlan> ltPlans;
   /// The scratch workspace (stream-ordered allocation) and its size.
   void *scratch = nullptr;
   size_t scratchBytes = 0;
@@ -479,15 +540,28 @@ __device__ void rowStats(const T *x, int64_t c, float eps, int lane,
   rstd = 1.0f / sqrtf(var + eps);
 }
 
+/// y = layernorm(x) row by row; with `rhs` (add_layernorm), sum = x + rhs
+/// first and y = layernorm(sum) of the stored (for bf16: rounded) sum: each
+/// lane stores its elements of the row, then reads the row back with the
+/// same lane-to-element mapping (its own stores: program order, no barrier),
+/// so the statistics and y are layernorm's of the stored sum, bit for bit.
 template <typename T>
-__global__ void layerNormKernel(const T *x, const T *w, const T *b, T *y,
-                                int64_t rows, int64_t c, float eps) {
+__global__ void layerNormKernel(const T *x, const T *rhs, const T *w,
+                                const T *b, T *sum, T *y, int64_t rows,
+                                int64_t c, float eps) {
   int64_t row = warpRow();
   if (row >= rows)
     return; // whole warps only
   int lane = threadIdx.x & 31;
   const T *xr = x + row * c;
   T *yr = y + row * c;
+  if (rhs) {
+    const T *rr = rhs + row * c;
+    T *sr = sum + row * c;
+    for (int64_t j = lane; j < c; j += 32)
+      sr[j] = store<T>(load(xr[j]) + load(rr[j]));
+    xr = sr;
+  }
   float mean, rstd;
   rowStats(xr, c, eps, lane, mean, rstd);
   for (int64_t j = lane; j < c; j += 32)
@@ -496,16 +570,22 @@ __global__ void layerNormKernel(const T *x, const T *w, const T *b, T *y,
 
 /// dx of layernorm, row by row: with xhat = (x - mean) rstd and g = dy w,
 /// dx = rstd (g - mean(g) - xhat mean(g xhat)). Keeps mean and rstd of each
-/// row for the dweight / dbias column sums.
+/// row for the dweight / dbias column sums. With `addend`
+/// (layernorm_grad_add), dx = addend + that gradient as layernorm_grad
+/// stores it: rounded to T first, then added in one IEEE-rounded addition
+/// (__fadd_rn: no FMA contraction with the gradient's last product), as
+/// accumulate would add it.
 template <typename T>
-__global__ void layerNormGradKernel(const T *dy, const T *x, const T *w, T *dx,
-                                    float *means, float *rstds, int64_t rows,
-                                    int64_t c, float eps) {
+__global__ void layerNormGradKernel(const T *dy, const T *x, const T *w,
+                                    const T *addend, T *dx, float *means,
+                                    float *rstds, int64_t rows, int64_t c,
+                                    float eps) {
   int64_t row = warpRow();
   if (row >= rows)
     return;
   int lane = threadIdx.x & 31;
   const T *xr = x + row * c, *dyr = dy + row * c;
+  const T *ar = addend ? addend + row * c : nullptr;
   T *dxr = dx + row * c;
   float mean, rstd;
   rowStats(xr, c, eps, lane, mean, rstd);
@@ -520,8 +600,9 @@ __global__ void layerNormGradKernel(const T *dy, const T *x, const T *w, T *dx,
   float meanGXhat = warpReduce(sumGXhat, SumOp()) / static_cast<float>(c);
   for (int64_t j = lane; j < c; j += 32) {
     float xhat = (load(xr[j]) - mean) * rstd;
-    dxr[j] = store<T>(rstd * (load(dyr[j]) * load(w[j]) - meanG -
-                              xhat * meanGXhat));
+    T grad =
+        store<T>(rstd * (load(dyr[j]) * load(w[j]) - meanG - xhat * meanGXhat));
+    dxr[j] = ar ? store<T>(__fadd_rn(load(ar[j]), load(grad))) : grad;
   }
   if (lane == 0) {
     means[row] = mean;
@@ -894,6 +975,313 @@ void gemm(Kernels *k, bool transA, bool transB, int64_t m, int64_t n,
 }
 
 //===----------------------------------------------------------------------===//
+// GEMM epilogues (cuBLASLt)
+//===----------------------------------------------------------------------===//
+
+/// Every pointer of a fused GEMM must be aligned to this (checked per call;
+/// the heuristic is told so): cudaMalloc'd tensors are, views at odd offsets
+/// may not be.
+constexpr uintptr_t kLtAlignment = 16;
+
+bool epilogueHasBias(cublasLtEpilogue_t epilogue) {
+  return epilogue == CUBLASLT_EPILOGUE_BIAS ||
+         epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
+/// The preactivation pre[m, n]: linear_gelu's output, matmul_gelu_grad's
+/// input; laid out as D, leading dimension n.
+bool epilogueHasAux(cublasLtEpilogue_t epilogue) {
+  return epilogue == CUBLASLT_EPILOGUE_GELU_AUX ||
+         epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+         epilogue == CUBLASLT_EPILOGUE_DGELU;
+}
+
+const char *epilogueName(cublasLtEpilogue_t epilogue) {
+  switch (epilogue) {
+  case CUBLASLT_EPILOGUE_BIAS:
+    return "linear (BIAS)";
+  case CUBLASLT_EPILOGUE_GELU_AUX:
+    return "linear_gelu (GELU_AUX)";
+  case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+    return "linear_gelu (GELU_AUX_BIAS)";
+  case CUBLASLT_EPILOGUE_DGELU:
+    return "matmul_gelu_grad (DGELU)";
+  default:
+    return "gemm";
+  }
+}
+
+/// "linear_gelu (GELU_AUX_BIAS) bf16 m=4096 n=3072 k=768 a b^T": a plan's
+/// shape in messages.
+std::string describe(const LtKey &key) {
+  char text[160];
+  std::snprintf(text, sizeof(text), "%s %s m=%lld n=%lld k=%lld a%s b%s%s",
+                epilogueName(key.epilogue),
+                key.type == CUDA_R_32F ? "f32" : "bf16",
+                static_cast<long long>(key.m), static_cast<long long>(key.n),
+                static_cast<long long>(key.kd), key.transA ? "^T" : "",
+                key.transB ? "^T" : "",
+                key.type == CUDA_R_32F ? (key.tf32 ? " tf32" : " fp32") : "");
+  return text;
+}
+
+/// SHARDC_CUBLAS_CHECK for the cuBLASLt calls of a plan: also names the
+/// plan's shape.
+void failLt(cublasStatus_t status, const char *call, const LtKey &key,
+            const char *file, int line) {
+  std::fprintf(stderr, "shardc: cuBLAS error: %s for %s: %s (%s:%d)\n", call,
+               describe(key).c_str(), cublasGetStatusString(status), file,
+               line);
+  std::abort();
+}
+
+#define SHARDC_CUBLASLT_CHECK(call, key)                                       \
+  do {                                                                         \
+    cublasStatus_t shardcLtStatus_ = (call);                                   \
+    if (shardcLtStatus_ != CUBLAS_STATUS_SUCCESS)                              \
+      failLt(shardcLtStatus_, #call, (key), __FILE__, __LINE__);               \
+  } while (0)
+
+/// Sets an attribute of a plan's descriptor or of a heuristic preference,
+/// failing as SHARDC_CUBLASLT_CHECK with the attribute's name.
+template <typename V>
+void setAttribute(const LtKey &key, cublasLtMatmulDesc_t desc,
+                  cublasLtMatmulDescAttributes_t attribute, const V &value,
+                  const char *name, int line) {
+  cublasStatus_t status =
+      cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(V));
+  if (status != CUBLAS_STATUS_SUCCESS)
+    failLt(
+        status,
+        (std::string("cublasLtMatmulDescSetAttribute(") + name + ")").c_str(),
+        key, __FILE__, line);
+}
+
+template <typename V>
+void setAttribute(const LtKey &key, cublasLtMatmulPreference_t preference,
+                  cublasLtMatmulPreferenceAttributes_t attribute,
+                  const V &value, const char *name, int line) {
+  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+      preference, attribute, &value, sizeof(V));
+  if (status != CUBLAS_STATUS_SUCCESS)
+    failLt(status,
+           (std::string("cublasLtMatmulPreferenceSetAttribute(") + name + ")")
+               .c_str(),
+           key, __FILE__, line);
+}
+
+#define SHARDC_CUBLASLT_SET(key, object, attribute, value)                     \
+  setAttribute((key), (object), attribute, (value), #attribute, __LINE__)
+
+/// Fills a new plan: the descriptor, the column-major layouts, and the
+/// heuristic's best algorithm, or why there is none.
+void makePlan(Kernels *k, const LtKey &key, LtPlan &plan) {
+  bool bias = epilogueHasBias(key.epilogue), aux = epilogueHasAux(key.epilogue);
+  if (aux && key.n % 8 != 0) {
+    plan.unsupported = "n is not a multiple of 8 (cuBLASLt requires it of "
+                       "the preactivation's leading dimension)";
+    return;
+  }
+  // f32 as `gemm` runs it: TF32 tensor cores where allowed, else full f32;
+  // bf16 operands accumulate in f32. The scale type (alpha, beta) is f32.
+  cublasComputeType_t compute = key.type == CUDA_R_32F && key.tf32
+                                    ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                    : CUBLAS_COMPUTE_32F;
+  SHARDC_CUBLASLT_CHECK(
+      cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F), key);
+  // Column-major D^T[n, m] = op(b)^T op(a)^T: cuBLASLt's A is our b.
+  int32_t opA = key.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int32_t opB = key.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, opA);
+  SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, opB);
+  uint32_t epilogue = key.epilogue;
+  SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+  // The heuristic reads the bias and aux pointers for their alignment only
+  // (it does not dereference them): it sees an address aligned to exactly
+  // kLtAlignment, so that its algorithm runs with any pointer the calls
+  // check to be. The calls set the real pointers.
+  const void *probe = static_cast<char *>(k->ltWorkspace) + kLtAlignment;
+  if (bias) {
+    // The bias has D's type (the stored type); n elements, one per row of
+    // the column-major D, broadcast over its m columns.
+    int32_t biasType = key.type;
+    SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                        biasType);
+    SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                        probe);
+  }
+  if (aux) {
+    // The preactivation: laid out as D (leading dimension n), of D's type,
+    // cuBLASLt's default for GELU's aux (the stored type).
+    int64_t auxLd = key.n;
+    SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                        auxLd);
+    SHARDC_CUBLASLT_SET(key, plan.desc,
+                        CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, probe);
+  }
+  // Stored row-major a [m, kd] (or [kd, m]) is column-major [kd, m] (or
+  // [m, kd]) with leading dimension its row stride; likewise b.
+  uint64_t rowsA = key.transB ? key.kd : key.n;
+  uint64_t colsA = key.transB ? key.n : key.kd;
+  uint64_t rowsB = key.transA ? key.m : key.kd;
+  uint64_t colsB = key.transA ? key.kd : key.m;
+  SHARDC_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.a, key.type, rowsA,
+                                                   colsA,
+                                                   static_cast<int64_t>(rowsA)),
+                        key);
+  SHARDC_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.b, key.type, rowsB,
+                                                   colsB,
+                                                   static_cast<int64_t>(rowsB)),
+                        key);
+  SHARDC_CUBLASLT_CHECK(
+      cublasLtMatrixLayoutCreate(&plan.d, key.type, key.n, key.m, key.n), key);
+
+  cublasLtMatmulPreference_t preference = nullptr;
+  SHARDC_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&preference), key);
+  uint64_t maxWorkspace = kCublasLtWorkspaceBytes;
+  SHARDC_CUBLASLT_SET(key, preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                      maxWorkspace);
+  // Split-K only with f32 partial sums reduced in a fixed order: results
+  // accumulate in f32 and are rounded once (no partial sums in bf16, as
+  // INPLACE and OUTPUT_TYPE would keep them), and are deterministic.
+  uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  SHARDC_CUBLASLT_SET(key, preference,
+                      CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, reductions);
+  uint32_t alignment = kLtAlignment;
+  SHARDC_CUBLASLT_SET(key, preference,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment);
+  SHARDC_CUBLASLT_SET(key, preference,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment);
+  SHARDC_CUBLASLT_SET(key, preference,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment);
+  SHARDC_CUBLASLT_SET(key, preference,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(k->lt, plan.desc, plan.a, plan.b, plan.d,
+                                     plan.d, preference, 1, &result, &found);
+  SHARDC_CUBLASLT_CHECK(cublasLtMatmulPreferenceDestroy(preference), key);
+  // No algorithm for the combination: NOT_SUPPORTED, or INVALID_VALUE
+  // where this cuBLASLt does not take an attribute for these types.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
+      status == CUBLAS_STATUS_INVALID_VALUE) {
+    plan.unsupported = std::string("cublasLtMatmulAlgoGetHeuristic: ") +
+                       cublasGetStatusString(status);
+    return;
+  }
+  if (status != CUBLAS_STATUS_SUCCESS)
+    failLt(status, "cublasLtMatmulAlgoGetHeuristic", key, __FILE__, __LINE__);
+  if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
+    plan.unsupported = "cublasLtMatmulAlgoGetHeuristic found no algorithm";
+    return;
+  }
+  if (result.workspaceSize > kCublasLtWorkspaceBytes) {
+    plan.unsupported = "the algorithm needs more than the workspace";
+    return;
+  }
+  plan.algo = result.algo;
+  plan.workspaceBytes = result.workspaceSize;
+}
+
+void logPlan(const LtKey &key, const LtPlan &plan, const char *event) {
+  std::fprintf(stderr, "shardc: gemm epilogue plan: %s: %s%s\n",
+               describe(key).c_str(), event,
+               plan.unsupported.empty() ? "" : plan.unsupported.c_str());
+}
+
+/// The plan of `key`, made on its first use (the heuristic runs once per
+/// shape; a training step repeats its shapes).
+LtPlan &planFor(Kernels *k, const LtKey &key) {
+  auto [it, inserted] = k->ltPlans.try_emplace(key);
+  LtPlan &plan = it->second;
+  if (inserted) {
+    makePlan(k, key, plan);
+    if (k->logEpilogues) {
+      char fused[64];
+      std::snprintf(fused, sizeof(fused), "fused (workspace %zu bytes)",
+                    plan.workspaceBytes);
+      logPlan(key, plan, plan.unsupported.empty() ? fused : "unfused: ");
+    }
+  }
+  return plan;
+}
+
+bool isAligned(const void *pointer) {
+  return reinterpret_cast<uintptr_t>(pointer) % kLtAlignment == 0;
+}
+
+/// Row-major d[m, n] = epilogue(op(a) op(b)) in one cuBLASLt matmul, a and b
+/// contiguous (row strides as matmul's), `bias` [n] and `aux` (the
+/// preactivation [m, n]) as the epilogue takes them (else null). Returns
+/// false, having enqueued nothing, where the epilogues are off or cuBLASLt
+/// cannot run it (see LtPlan; a pointer not kLtAlignment-aligned): the
+/// caller then runs the unfused kernels.
+template <typename T>
+bool gemmEpilogue(Kernels *k, cublasLtEpilogue_t epilogue, bool transA,
+                  bool transB, int64_t m, int64_t n, int64_t kd, const T *a,
+                  const T *b, T *d, const T *bias, const void *aux) {
+  // kd = 0: the unfused path writes the bias (or zeros) and its elementwise
+  // kernel, without a GEMM cuBLASLt would have to take.
+  if (!k->gemmEpilogues || m <= 0 || n <= 0 || kd <= 0)
+    return false;
+  // cuBLASLt does not document the accuracy of its GELU (CUTLASS's GELU
+  // epilogues take a fast tanh, about 2^-11 relative): within the rounding
+  // of TF32 GEMMs and of bf16, not of full fp32. fp32 without TF32 keeps
+  // GELU and its derivative in the elementwise kernels.
+  if (std::is_same_v<T, float> && !k->allowTf32 &&
+      epilogue != CUBLASLT_EPILOGUE_BIAS)
+    return false;
+  LtKey key{m, n, kd, transA, transB, cudaTypeOf<T>(), epilogue, k->allowTf32};
+  LtPlan &plan = planFor(k, key);
+  if (!plan.unsupported.empty())
+    return false;
+  bool hasBias = epilogueHasBias(epilogue), hasAux = epilogueHasAux(epilogue);
+  if (!isAligned(a) || !isAligned(b) || !isAligned(d) ||
+      (hasBias && !isAligned(bias)) || (hasAux && !isAligned(aux))) {
+    if (k->logEpilogues && !plan.misalignedLogged) {
+      plan.misalignedLogged = true;
+      logPlan(key, plan,
+              "unfused for calls with a pointer not 16-byte aligned");
+    }
+    return false;
+  }
+  if (hasBias)
+    SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                        static_cast<const void *>(bias));
+  if (hasAux)
+    SHARDC_CUBLASLT_SET(key, plan.desc,
+                        CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+  float alpha = 1.0f, beta = 0.0f;
+  cublasStatus_t status = cublasLtMatmul(
+      k->lt, plan.desc, &alpha, b, plan.a, a, plan.b, &beta, d, plan.d, d,
+      plan.d, &plan.algo, k->ltWorkspace, plan.workspaceBytes, k->stream);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
+    // The heuristic's algorithm refused at launch: nothing was enqueued;
+    // this shape runs unfused from now on.
+    plan.unsupported = "cublasLtMatmul: the heuristic's algorithm is not "
+                       "supported at launch";
+    if (k->logEpilogues)
+      logPlan(key, plan, "unfused: ");
+    return false;
+  }
+  if (status != CUBLAS_STATUS_SUCCESS)
+    failLt(status, "cublasLtMatmul", key, __FILE__, __LINE__);
+  return true;
+}
+
+void destroyPlans(Kernels *k) {
+  for (auto &[key, plan] : k->ltPlans) {
+    for (cublasLtMatrixLayout_t layout : {plan.a, plan.b, plan.d})
+      if (layout)
+        SHARDC_CUBLASLT_CHECK(cublasLtMatrixLayoutDestroy(layout), key);
+    if (plan.desc)
+      SHARDC_CUBLASLT_CHECK(cublasLtMatmulDescDestroy(plan.desc), key);
+  }
+  k->ltPlans.clear();
+}
+
+//===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//
 
@@ -942,7 +1330,11 @@ void linear(Kernels *k, const T *x, const T *w, const T *b, T *y, int64_t m,
             int64_t kdim, int64_t n) {
   if (m <= 0 || n <= 0)
     return;
-  // The bias goes in first and the GEMM accumulates onto it.
+  // With epilogues, one cuBLASLt GEMM adds the bias to the f32 accumulator.
+  if (b && gemmEpilogue(k, CUBLASLT_EPILOGUE_BIAS, false, true, m, n, kdim, x,
+                        w, y, b, nullptr))
+    return;
+  // Else the bias goes in first and the GEMM accumulates onto it.
   if (b) {
     broadcastRowsKernel<<<gridFor(k, m * n), kThreads, 0, k->stream>>>(
         y, b, m * n, n);
@@ -977,6 +1369,43 @@ void launch(Kernels *k, int64_t n, void (*kernel)(Params...), Args... args) {
     return;
   kernel<<<gridFor(k, n), kThreads, 0, k->stream>>>(args...);
   SHARDC_CUDA_CHECK_LAUNCH();
+}
+
+/// linear_gelu: pre = linear(x, w, b), y = gelu(pre). With epilogues, one
+/// cuBLASLt GEMM whose epilogue adds the bias, stores pre (aux) and applies
+/// GELU to the f32 preactivation (for bf16 before its rounding, where the
+/// unfused path takes gelu of the rounded pre: one bf16 rounding apart).
+template <typename T>
+void linearGelu(Kernels *k, const T *x, const T *w, const T *b, T *pre, T *y,
+                int64_t m, int64_t kdim, int64_t n) {
+  if (m <= 0 || n <= 0)
+    return;
+  cublasLtEpilogue_t epilogue =
+      b ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  if (gemmEpilogue(k, epilogue, false, true, m, n, kdim, x, w, y, b,
+                   static_cast<const void *>(pre)))
+    return;
+  linear(k, x, w, b, pre, m, kdim, n);
+  launch(k, m * n, geluKernel<T>, pre, y, m * n);
+}
+
+/// matmul_gelu_grad: dx = gelu_grad(op(lhs) op(rhs), pre), batch 1. With
+/// epilogues, one cuBLASLt GEMM whose epilogue multiplies the f32 product by
+/// gelu'(pre) (for bf16 before rounding the product, where the unfused path
+/// rounds it first); else matmul into dx, then gelu_grad in place.
+template <typename T>
+void matmulGeluGrad(Kernels *k, const T *lhs, const T *rhs, const T *pre, T *dx,
+                    int64_t m, int64_t kdim, int64_t n, int transposeLhs,
+                    int transposeRhs) {
+  if (m <= 0 || n <= 0)
+    return;
+  if (gemmEpilogue(k, CUBLASLT_EPILOGUE_DGELU, transposeLhs != 0,
+                   transposeRhs != 0, m, n, kdim, lhs, rhs, dx,
+                   static_cast<const T *>(nullptr),
+                   static_cast<const void *>(pre)))
+    return;
+  matmul(k, lhs, rhs, dx, 1, m, kdim, n, transposeLhs, transposeRhs);
+  launch(k, m * n, geluGradKernel<T>, dx, pre, dx, m * n);
 }
 
 /// The probabilities (or their gradient) as the GEMMs that read them take
@@ -1121,20 +1550,23 @@ void embeddingGrad(Kernels *k, const T *dy, const int32_t *ids, float *dtable,
 }
 
 /// layernorm and its gradient for T = float or __nv_bfloat16; dweight and
-/// dbias are f32 column sums either way.
+/// dbias are f32 column sums either way. With `rhs` and `sum`,
+/// add_layernorm (sum = x + rhs, y = layernorm(sum)); with `addend`,
+/// layernorm_grad_add (dx = addend + the input's gradient).
 template <typename T>
-void layerNorm(Kernels *k, const T *x, const T *w, const T *b, T *y,
-               int64_t rows, int64_t c, double eps) {
+void layerNorm(Kernels *k, const T *x, const T *rhs, const T *w, const T *b,
+               T *sum, T *y, int64_t rows, int64_t c, double eps) {
   if (rows <= 0 || c <= 0)
     return;
   layerNormKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
-      x, w, b, y, rows, c, static_cast<float>(eps));
+      x, rhs, w, b, sum, y, rows, c, static_cast<float>(eps));
   SHARDC_CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>
-void layerNormGrad(Kernels *k, const T *dy, const T *x, const T *w, T *dx,
-                   float *dw, float *db, int64_t rows, int64_t c, double eps) {
+void layerNormGrad(Kernels *k, const T *dy, const T *x, const T *w,
+                   const T *addend, T *dx, float *dw, float *db, int64_t rows,
+                   int64_t c, double eps) {
   if (c <= 0)
     return;
   ColumnPlan plan = planColumns(k, rows, c);
@@ -1151,7 +1583,7 @@ void layerNormGrad(Kernels *k, const T *dy, const T *x, const T *w, T *dx,
   float *partialsW = carve<float>(cursor, partialCount);
   float *partialsB = carve<float>(cursor, partialCount);
   layerNormGradKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
-      dy, x, w, dx, means, rstds, rows, c, static_cast<float>(eps));
+      dy, x, w, addend, dx, means, rstds, rows, c, static_cast<float>(eps));
   SHARDC_CUDA_CHECK_LAUNCH();
   columnSums(k, LayerNormParamTerms<T>{dy, x, means, rstds, c}, rows, c, plan,
              dw, db, partialsW, partialsB);
@@ -1232,6 +1664,14 @@ shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
       cublasSetWorkspace(k->blas, k->blasWorkspace, kCublasWorkspaceBytes));
   SHARDC_CUBLAS_CHECK(cublasSetMathMode(
       k->blas, allowTf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+  k->allowTf32 = allowTf32 != 0;
+  // cuBLASLt (the GEMM epilogues): its handle and its own workspace, which
+  // every fused GEMM on the stream shares.
+  SHARDC_CUBLAS_CHECK(cublasLtCreate(&k->lt));
+  SHARDC_CUDA_CHECK(
+      cudaMallocAsync(&k->ltWorkspace, kCublasLtWorkspaceBytes, stream));
+  if (const char *log = std::getenv("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG"))
+    k->logEpilogues = *log != '\0' && std::strcmp(log, "0") != 0;
   SHARDC_CUDA_CHECK(cudaMalloc(&k->slot, sizeof(ErrorSlot)));
   SHARDC_CUDA_CHECK(cudaMallocHost(&k->hostSlot, sizeof(ErrorSlot)));
   SHARDC_CUDA_CHECK(cudaMemsetAsync(k->slot, 0xff, sizeof(ErrorSlot), stream));
@@ -1243,12 +1683,14 @@ void shardc_rt_cuda_kernels_destroy(shardc_rt_cuda_kernels *k) {
   if (!k)
     return;
   SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
-  for (void *workspace : {k->scratch, k->sums})
+  for (void *workspace : {k->scratch, k->sums, k->ltWorkspace})
     if (workspace)
       SHARDC_CUDA_CHECK(cudaFreeAsync(workspace, k->stream));
   SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
   for (cudaEvent_t event : k->events)
     SHARDC_CUDA_CHECK(cudaEventDestroy(event));
+  destroyPlans(k);
+  SHARDC_CUBLAS_CHECK(cublasLtDestroy(k->lt));
   SHARDC_CUBLAS_CHECK(cublasDestroy(k->blas));
   SHARDC_CUDA_CHECK(cudaFree(k->blasWorkspace));
   SHARDC_CUDA_CHECK(cudaFree(k->slot));
@@ -1277,6 +1719,11 @@ int64_t shardc_rt_cuda_kernels_check(shardc_rt_cuda_kernels *k,
 void shardc_rt_cuda_kernels_set_flash_attention(shardc_rt_cuda_kernels *k,
                                                 int on) {
   k->flashAttention = on != 0;
+}
+
+void shardc_rt_cuda_kernels_set_gemm_epilogues(shardc_rt_cuda_kernels *k,
+                                               int on) {
+  k->gemmEpilogues = on != 0;
 }
 
 void shardc_rt_cuda_kernel_times_enable(shardc_rt_cuda_kernels *k, int on) {
@@ -1347,7 +1794,25 @@ void shardc_rt_cuda_layernorm_f32(shardc_rt_cuda_kernels *k, const float *x,
                                   const float *w, const float *b, float *y,
                                   int64_t rows, int64_t c, double eps) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_f32");
-  layerNorm(k, x, w, b, y, rows, c, eps);
+  layerNorm(k, x, static_cast<const float *>(nullptr), w, b,
+            static_cast<float *>(nullptr), y, rows, c, eps);
+}
+
+void shardc_rt_cuda_linear_gelu_f32(shardc_rt_cuda_kernels *k, const float *x,
+                                    const float *w, const float *b, float *pre,
+                                    float *y, int64_t m, int64_t kdim,
+                                    int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "linear_gelu_f32");
+  linearGelu(k, x, w, b, pre, y, m, kdim, n);
+}
+
+void shardc_rt_cuda_add_layernorm_f32(shardc_rt_cuda_kernels *k,
+                                      const float *lhs, const float *rhs,
+                                      const float *w, const float *b,
+                                      float *sum, float *y, int64_t rows,
+                                      int64_t c, double eps) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "add_layernorm_f32");
+  layerNorm(k, lhs, rhs, w, b, sum, y, rows, c, eps);
 }
 
 void shardc_rt_cuda_embedding_f32(shardc_rt_cuda_kernels *k,
@@ -1422,7 +1887,27 @@ void shardc_rt_cuda_layernorm_grad_f32(shardc_rt_cuda_kernels *k,
                                        float *db, int64_t rows, int64_t c,
                                        double eps) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_grad_f32");
-  layerNormGrad(k, dy, x, w, dx, dw, db, rows, c, eps);
+  layerNormGrad(k, dy, x, w, static_cast<const float *>(nullptr), dx, dw, db,
+                rows, c, eps);
+}
+
+void shardc_rt_cuda_matmul_gelu_grad_f32(shardc_rt_cuda_kernels *k,
+                                         const float *lhs, const float *rhs,
+                                         const float *pre, float *dx, int64_t m,
+                                         int64_t kdim, int64_t n,
+                                         int transposeLhs, int transposeRhs) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "matmul_gelu_grad_f32");
+  matmulGeluGrad(k, lhs, rhs, pre, dx, m, kdim, n, transposeLhs, transposeRhs);
+}
+
+void shardc_rt_cuda_layernorm_grad_add_f32(shardc_rt_cuda_kernels *k,
+                                           const float *dy, const float *x,
+                                           const float *w, const float *addend,
+                                           float *dx, float *dw, float *db,
+                                           int64_t rows, int64_t c,
+                                           double eps) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_grad_add_f32");
+  layerNormGrad(k, dy, x, w, addend, dx, dw, db, rows, c, eps);
 }
 
 void shardc_rt_cuda_embedding_grad_f32(shardc_rt_cuda_kernels *k,
@@ -1642,7 +2127,19 @@ void shardc_rt_cuda_layernorm_bf16(shardc_rt_cuda_kernels *k,
                                    const shardc_rt_bf16 *b, shardc_rt_bf16 *y,
                                    int64_t rows, int64_t c, double eps) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_bf16");
-  layerNorm(k, bf(x), bf(w), bf(b), bf(y), rows, c, eps);
+  layerNorm(k, bf(x), static_cast<const bf16 *>(nullptr), bf(w), bf(b),
+            static_cast<bf16 *>(nullptr), bf(y), rows, c, eps);
+}
+
+void shardc_rt_cuda_add_layernorm_bf16(shardc_rt_cuda_kernels *k,
+                                       const shardc_rt_bf16 *lhs,
+                                       const shardc_rt_bf16 *rhs,
+                                       const shardc_rt_bf16 *w,
+                                       const shardc_rt_bf16 *b,
+                                       shardc_rt_bf16 *sum, shardc_rt_bf16 *y,
+                                       int64_t rows, int64_t c, double eps) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "add_layernorm_bf16");
+  layerNorm(k, bf(lhs), bf(rhs), bf(w), bf(b), bf(sum), bf(y), rows, c, eps);
 }
 
 void shardc_rt_cuda_layernorm_grad_bf16(
@@ -1655,9 +2152,44 @@ void shardc_rt_cuda_layernorm_grad_bf16(
   // c floats each) rounded from f32.
   F32Results sums(k, {c, c});
   float *fdw = sums.take(c), *fdb = sums.take(c);
-  layerNormGrad(k, bf(dy), bf(x), bf(w), bf(dx), fdw, fdb, rows, c, eps);
+  layerNormGrad(k, bf(dy), bf(x), bf(w), static_cast<const bf16 *>(nullptr),
+                bf(dx), fdw, fdb, rows, c, eps);
   sums.store(dw, fdw, c);
   sums.store(db, fdb, c);
+}
+
+void shardc_rt_cuda_layernorm_grad_add_bf16(
+    shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *dy,
+    const shardc_rt_bf16 *x, const shardc_rt_bf16 *w,
+    const shardc_rt_bf16 *addend, shardc_rt_bf16 *dx, shardc_rt_bf16 *dw,
+    shardc_rt_bf16 *db, int64_t rows, int64_t c, double eps) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_grad_add_bf16");
+  // As layernorm_grad, the addend added to each rounded gradient element.
+  F32Results sums(k, {c, c});
+  float *fdw = sums.take(c), *fdb = sums.take(c);
+  layerNormGrad(k, bf(dy), bf(x), bf(w), bf(addend), bf(dx), fdw, fdb, rows, c,
+                eps);
+  sums.store(dw, fdw, c);
+  sums.store(db, fdb, c);
+}
+
+void shardc_rt_cuda_linear_gelu_bf16(shardc_rt_cuda_kernels *k,
+                                     const shardc_rt_bf16 *x,
+                                     const shardc_rt_bf16 *w,
+                                     const shardc_rt_bf16 *b,
+                                     shardc_rt_bf16 *pre, shardc_rt_bf16 *y,
+                                     int64_t m, int64_t kdim, int64_t n) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "linear_gelu_bf16");
+  linearGelu(k, bf(x), bf(w), b ? bf(b) : nullptr, bf(pre), bf(y), m, kdim, n);
+}
+
+void shardc_rt_cuda_matmul_gelu_grad_bf16(
+    shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *lhs,
+    const shardc_rt_bf16 *rhs, const shardc_rt_bf16 *pre, shardc_rt_bf16 *dx,
+    int64_t m, int64_t kdim, int64_t n, int transposeLhs, int transposeRhs) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "matmul_gelu_grad_bf16");
+  matmulGeluGrad(k, bf(lhs), bf(rhs), bf(pre), bf(dx), m, kdim, n, transposeLhs,
+                 transposeRhs);
 }
 
 void shardc_rt_cuda_attention_bf16(shardc_rt_cuda_kernels *k,

@@ -5,8 +5,12 @@
 // rows, empty dimensions, in-place elementwise calls, the attention chunking)
 // and compares it with the CPU kernel of shardc_rt/Kernels.h, plus the
 // device-side index checks, AdamW against runtime/host/Optimizer.cpp's
-// arithmetic, the TF32 switch, and the bf16 kernels of mixed precision
-// against the CPU's bf16 kernels.
+// arithmetic, the TF32 switch, the bf16 kernels of mixed precision
+// against the CPU's bf16 kernels, and the fused kernels (linear_gelu,
+// matmul_gelu_grad, add_layernorm, layernorm_grad_add, linear's bias) with
+// cuBLASLt's GEMM epilogues on and off, f32 and bf16, up to GPT-2's shapes
+// (names tagged "[gemm epilogue on]" / "[gemm epilogue off]" for the GEMMs:
+// bench/gpu/run.sh turns the epilogues off where an "on" check fails).
 //
 // The reference is the CPU kernel instantiated for double (the same code as
 // the f32 C ABI, shardc::rt::cpu<double>) run on the same f32 inputs, so
@@ -18,8 +22,9 @@
 // Build and run (from the repository root):
 //   nvcc -std=c++17 -O3 -arch=sm_90 -Iruntime/include
 //       runtime/test/CudaKernelsTest.cu runtime/cuda/Kernels.cu
-//       runtime/host/Kernels.cpp runtime/host/KernelsBf16.cpp -lcublas
-//       -lcublasLt -lopenblas
+//       runtime/cuda/FlashAttention.cu runtime/host/FusedKernels.cpp
+//       runtime/host/Kernels.cpp runtime/host/KernelsBf16.cpp
+//       runtime/host/KernelTimes.cpp -lcublas -lcublasLt -lopenblas
 //       -o /tmp/cudatest && /tmp/cudatest
 //
 //===----------------------------------------------------------------------===//
@@ -36,6 +41,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace cpu = shardc::rt::cpu;
@@ -786,6 +792,480 @@ void testAdamwBf16() {
          "");
 }
 
+//===----------------------------------------------------------------------===//
+// Fused kernels and GEMM epilogues
+//===----------------------------------------------------------------------===//
+
+/// A kernels object of the fused checks and the tags of its checks' names:
+/// GEMM epilogues on (create's default) or off (set_gemm_epilogues).
+/// bench/gpu/run.sh turns the epilogues off for its runs when a check tagged
+/// "[gemm epilogue on]" fails; add_layernorm and layernorm_grad_add, not
+/// GEMMs, run on both objects under the plain tags.
+struct Switch {
+  shardc_rt_cuda_kernels *k;
+  const char *gemmTag, *tag;
+  bool on;
+  /// The least tolerance of its checks (TF32: 1e-2, as the TF32 linear).
+  double floor;
+};
+std::vector<Switch> switches;
+
+/// The outputs of cuBLASLt's GELU epilogue (linear_gelu's y, fused).
+/// CUTLASS's GELU epilogues evaluate tanh with tanh.approx.f32 (relative
+/// error 2^-11), and cuBLASLt's may too: y = 0.5 x (1 + tanh u) is then off
+/// by up to 2.5e-4 |x|, ~2.5e-3 of the mixed bound at the tails of these
+/// checks' preactivations (|pre| < 6, mean |y| ~ 0.6), where f32 rounding
+/// alone gives 1e-7; bf16 adds the rounding of pre before the CPU's gelu
+/// (up to ~6e-3). A bias added after GELU, a missing GELU, a wrong layout
+/// or transpose are off by 1e-1 or more. The checks print their largest
+/// error: where cuBLASLt turns out to be exact, this can come down.
+constexpr double kGeluEpilogueTolerance = 2e-2;
+/// The outputs of cuBLASLt's DGELU epilogue (matmul_gelu_grad, fused) where
+/// pre is in GELU's curved part (here |pre| < 3): an approximate tanh t in
+/// gelu' = 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 a x^2) is off by up to
+/// 3e-3 at |x| = 3, times the product's |dy| of up to ~4 of its standard
+/// deviation: up to 3e-2 of the mixed bound (mean |dx| ~ 0.4 of that
+/// deviation). GELU's derivative in place of its value, or at the wrong
+/// elements of pre, is off by O(1). Where pre saturates GELU (|pre| = 12:
+/// gelu' is 0 or 1 for any tanh that rounds tanh(71) to 1, as f32 does), the
+/// DGELU checks are exact (kTolerance), which pins the product's accuracy
+/// and pre's layout.
+constexpr double kDGeluEpilogueTolerance = 1e-1;
+
+/// The tolerance of a fused check of E (f32 or bf16): the usual one, or
+/// `looser` (an epilogue's approximate GELU), and at least the switch's.
+template <typename E> double toleranceOf(const Switch &s, double looser = 0) {
+  return std::max({std::is_same_v<E, float> ? kTolerance : kBf16Tolerance,
+                   looser, s.floor});
+}
+
+/// Values of type E (f32, or bf16: rounded).
+template <typename E> std::vector<E> stored(const Floats &f) {
+  if constexpr (std::is_same_v<E, float>)
+    return f;
+  else
+    return halves(f);
+}
+
+/// A fused check: f32 results against the double reference, bf16 ones
+/// against the CPU's bf16 kernel.
+void check(const std::string &name, const Floats &got, const Doubles &want,
+           double tolerance) {
+  compare(name, got, want, tolerance);
+}
+void check(const std::string &name, const Halves &got, const Halves &want,
+           double tolerance) {
+  compare(name + " (bf16)", floatsOf(got), widen(floatsOf(want)), tolerance);
+}
+/// The bits of two results of the same GPU arithmetic.
+template <typename E>
+void checkSameBits(const std::string &name, const std::vector<E> &got,
+                   const std::vector<E> &want) {
+  bool same = got.size() == want.size() &&
+              std::memcmp(got.data(), want.data(), got.size() * sizeof(E)) == 0;
+  report(same, name + (std::is_same_v<E, float> ? "" : " (bf16)"), "");
+}
+
+/// The reference's type: double for f32 results, bf16 for bf16 ones.
+template <typename E>
+using Reference = std::conditional_t<std::is_same_v<E, float>, Doubles, Halves>;
+
+// The CUDA calls by element type.
+void cudaFill(shardc_rt_cuda_kernels *k, float *p, int64_t n) {
+  shardc_rt_cuda_fill_f32(k, p, 123.0f, n);
+}
+void cudaFill(shardc_rt_cuda_kernels *k, shardc_rt_bf16 *p, int64_t n) {
+  shardc_rt_cuda_fill_bf16(k, p, 123.0f, n);
+}
+void cudaLinear(shardc_rt_cuda_kernels *k, const float *x, const float *w,
+                const float *b, float *y, int64_t m, int64_t kd, int64_t n) {
+  shardc_rt_cuda_linear_f32(k, x, w, b, y, m, kd, n);
+}
+void cudaLinear(shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *x,
+                const shardc_rt_bf16 *w, const shardc_rt_bf16 *b,
+                shardc_rt_bf16 *y, int64_t m, int64_t kd, int64_t n) {
+  shardc_rt_cuda_linear_bf16(k, x, w, b, y, m, kd, n);
+}
+void cudaLinearGelu(shardc_rt_cuda_kernels *k, const float *x, const float *w,
+                    const float *b, float *pre, float *y, int64_t m, int64_t kd,
+                    int64_t n) {
+  shardc_rt_cuda_linear_gelu_f32(k, x, w, b, pre, y, m, kd, n);
+}
+void cudaLinearGelu(shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *x,
+                    const shardc_rt_bf16 *w, const shardc_rt_bf16 *b,
+                    shardc_rt_bf16 *pre, shardc_rt_bf16 *y, int64_t m,
+                    int64_t kd, int64_t n) {
+  shardc_rt_cuda_linear_gelu_bf16(k, x, w, b, pre, y, m, kd, n);
+}
+void cudaMatmulGeluGrad(shardc_rt_cuda_kernels *k, const float *lhs,
+                        const float *rhs, const float *pre, float *dx,
+                        int64_t m, int64_t kd, int64_t n, int tl, int tr) {
+  shardc_rt_cuda_matmul_gelu_grad_f32(k, lhs, rhs, pre, dx, m, kd, n, tl, tr);
+}
+void cudaMatmulGeluGrad(shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *lhs,
+                        const shardc_rt_bf16 *rhs, const shardc_rt_bf16 *pre,
+                        shardc_rt_bf16 *dx, int64_t m, int64_t kd, int64_t n,
+                        int tl, int tr) {
+  shardc_rt_cuda_matmul_gelu_grad_bf16(k, lhs, rhs, pre, dx, m, kd, n, tl, tr);
+}
+void cudaAdd(shardc_rt_cuda_kernels *k, const float *a, const float *b,
+             float *y, int64_t n) {
+  shardc_rt_cuda_add_f32(k, a, b, y, n, n);
+}
+void cudaAdd(shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *a,
+             const shardc_rt_bf16 *b, shardc_rt_bf16 *y, int64_t n) {
+  shardc_rt_cuda_add_bf16(k, a, b, y, n, n);
+}
+void cudaLayerNorm(shardc_rt_cuda_kernels *k, const float *x, const float *w,
+                   const float *b, float *y, int64_t rows, int64_t c) {
+  shardc_rt_cuda_layernorm_f32(k, x, w, b, y, rows, c, 1e-5);
+}
+void cudaLayerNorm(shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *x,
+                   const shardc_rt_bf16 *w, const shardc_rt_bf16 *b,
+                   shardc_rt_bf16 *y, int64_t rows, int64_t c) {
+  shardc_rt_cuda_layernorm_bf16(k, x, w, b, y, rows, c, 1e-5);
+}
+void cudaAddLayerNorm(shardc_rt_cuda_kernels *k, const float *lhs,
+                      const float *rhs, const float *w, const float *b,
+                      float *sum, float *y, int64_t rows, int64_t c) {
+  shardc_rt_cuda_add_layernorm_f32(k, lhs, rhs, w, b, sum, y, rows, c, 1e-5);
+}
+void cudaAddLayerNorm(shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *lhs,
+                      const shardc_rt_bf16 *rhs, const shardc_rt_bf16 *w,
+                      const shardc_rt_bf16 *b, shardc_rt_bf16 *sum,
+                      shardc_rt_bf16 *y, int64_t rows, int64_t c) {
+  shardc_rt_cuda_add_layernorm_bf16(k, lhs, rhs, w, b, sum, y, rows, c, 1e-5);
+}
+void cudaLayerNormGrad(shardc_rt_cuda_kernels *k, const float *dy,
+                       const float *x, const float *w, float *dx, float *dw,
+                       float *db, int64_t rows, int64_t c) {
+  shardc_rt_cuda_layernorm_grad_f32(k, dy, x, w, dx, dw, db, rows, c, 1e-5);
+}
+void cudaLayerNormGrad(shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *dy,
+                       const shardc_rt_bf16 *x, const shardc_rt_bf16 *w,
+                       shardc_rt_bf16 *dx, shardc_rt_bf16 *dw,
+                       shardc_rt_bf16 *db, int64_t rows, int64_t c) {
+  shardc_rt_cuda_layernorm_grad_bf16(k, dy, x, w, dx, dw, db, rows, c, 1e-5);
+}
+void cudaLayerNormGradAdd(shardc_rt_cuda_kernels *k, const float *dy,
+                          const float *x, const float *w, const float *addend,
+                          float *dx, float *dw, float *db, int64_t rows,
+                          int64_t c) {
+  shardc_rt_cuda_layernorm_grad_add_f32(k, dy, x, w, addend, dx, dw, db, rows,
+                                        c, 1e-5);
+}
+void cudaLayerNormGradAdd(shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *dy,
+                          const shardc_rt_bf16 *x, const shardc_rt_bf16 *w,
+                          const shardc_rt_bf16 *addend, shardc_rt_bf16 *dx,
+                          shardc_rt_bf16 *dw, shardc_rt_bf16 *db, int64_t rows,
+                          int64_t c) {
+  shardc_rt_cuda_layernorm_grad_add_bf16(k, dy, x, w, addend, dx, dw, db, rows,
+                                         c, 1e-5);
+}
+void cudaAccumulate(shardc_rt_cuda_kernels *k, float *dst, const float *src,
+                    int64_t n) {
+  shardc_rt_cuda_accumulate_f32(k, dst, src, n);
+}
+void cudaAccumulate(shardc_rt_cuda_kernels *k, shardc_rt_bf16 *dst,
+                    const shardc_rt_bf16 *src, int64_t n) {
+  shardc_rt_cuda_accumulate_bf16(k, dst, src, n);
+}
+
+/// The rows a GEMM check's reference is computed for: all of them up to
+/// kSampledRows, else kSampledRows spread over [0, rows), the first and the
+/// last included. A GPT-2-sized product on every row would take the CPU
+/// reference (the device machine's reference BLAS, in double) minutes; a
+/// wrong layout or transpose shows on any row.
+constexpr int64_t kSampledRows = 64;
+
+std::vector<int64_t> sampledRows(int64_t rows) {
+  std::vector<int64_t> picked;
+  if (rows <= kSampledRows) {
+    for (int64_t r = 0; r < rows; ++r)
+      picked.push_back(r);
+    return picked;
+  }
+  for (int64_t i = 0; i < kSampledRows; ++i)
+    picked.push_back(i * (rows - 1) / (kSampledRows - 1));
+  return picked;
+}
+
+/// The picked rows of a row-major [*, cols] matrix, as a [picked, cols] one.
+template <typename V>
+std::vector<V> gatherRows(const std::vector<V> &matrix, int64_t cols,
+                          const std::vector<int64_t> &rows) {
+  std::vector<V> out;
+  out.reserve(rows.size() * cols);
+  for (int64_t r : rows)
+    out.insert(out.end(), matrix.begin() + r * cols,
+               matrix.begin() + (r + 1) * cols);
+  return out;
+}
+
+/// The picked rows of op(lhs) as a row-major [picked, kd] matrix: rows of
+/// lhs [m, kd], or columns of lhs [kd, m] where it is transposed.
+template <typename V>
+std::vector<V> gatherOpRows(const std::vector<V> &lhs, int64_t m, int64_t kd,
+                            bool transposed, const std::vector<int64_t> &rows) {
+  if (!transposed)
+    return gatherRows(lhs, kd, rows);
+  std::vector<V> out;
+  out.reserve(rows.size() * kd);
+  for (int64_t r : rows)
+    for (int64_t j = 0; j < kd; ++j)
+      out.push_back(lhs[j * m + r]);
+  return out;
+}
+
+std::string linearName(const char *op, int64_t m, int64_t kd, int64_t n,
+                       bool bias) {
+  return std::string(op) + " " + shape({m, kd}) + " x " + shape({n, kd}) +
+         "^T" + (bias ? " + b" : "");
+}
+
+/// linear with a bias (cuBLASLt's BIAS epilogue, any n) on every switch.
+template <typename E> void testLinearBias(int64_t m, int64_t kd, int64_t n) {
+  std::vector<E> x = stored<E>(random(m * kd)), w = stored<E>(random(n * kd)),
+                 b = stored<E>(random(n));
+  std::vector<int64_t> rows = sampledRows(m);
+  int64_t r = static_cast<int64_t>(rows.size());
+  std::vector<E> xs = gatherRows(x, kd, rows);
+  Reference<E> want(r * n);
+  if constexpr (std::is_same_v<E, float>) {
+    Doubles bb = widen(b);
+    cpu::linear<double>(widen(xs).data(), widen(w).data(), bb.data(),
+                        want.data(), r, kd, n);
+  } else {
+    shardc_rt_linear_bf16(xs.data(), w.data(), b.data(), want.data(), r, kd, n);
+  }
+  Buffer<E> dx(x), dw(w), db(b), dy(m * n);
+  for (const Switch &s : switches) {
+    cudaFill(s.k, dy.get(), m * n); // overwritten
+    cudaLinear(s.k, dx.get(), dw.get(), db.get(), dy.get(), m, kd, n);
+    check(linearName("linear", m, kd, n, true) + s.gemmTag,
+          gatherRows(dy.download(), n, rows), want, toleranceOf<E>(s));
+  }
+}
+
+/// linear_gelu on every switch: pre (the epilogue's aux output, exact) and
+/// y (its GELU). x in [-1, 1), w scaled so that pre has a standard
+/// deviation of about 1.5 (GELU's curved part and both tails); b may be
+/// null; `misaligned` offsets x by one element (4 or 2 bytes: the fused
+/// path must fall back, and the results not change).
+template <typename E>
+void testLinearGelu(int64_t m, int64_t kd, int64_t n, bool bias,
+                    bool misaligned = false) {
+  float scale =
+      kd > 0 ? std::min(1.0f, 4.5f / std::sqrt(static_cast<float>(kd))) : 1.0f;
+  std::vector<E> x = stored<E>(random(m * kd)),
+                 w = stored<E>(random(n * kd, -scale, scale)),
+                 b = stored<E>(random(n, -0.5f, 0.5f));
+  std::vector<int64_t> rows = sampledRows(m);
+  int64_t r = static_cast<int64_t>(rows.size());
+  std::vector<E> xs = gatherRows(x, kd, rows);
+  Reference<E> wantPre(r * n), wantY(r * n);
+  if constexpr (std::is_same_v<E, float>) {
+    Doubles bb = widen(b);
+    cpu::linear<double>(widen(xs).data(), widen(w).data(),
+                        bias ? bb.data() : nullptr, wantPre.data(), r, kd, n);
+    cpu::gelu<double>(wantPre.data(), wantY.data(), r * n);
+  } else {
+    shardc_rt_linear_gelu_bf16(xs.data(), w.data(), bias ? b.data() : nullptr,
+                               wantPre.data(), wantY.data(), r, kd, n);
+  }
+  std::vector<E> padded = x;
+  if (misaligned)
+    padded.insert(padded.begin(), E{});
+  Buffer<E> dx(padded), dw(w), db(b), dpre(m * n), dy(m * n);
+  const E *xp = dx.get() + (misaligned ? 1 : 0);
+  std::string name = linearName("linear_gelu", m, kd, n, bias) +
+                     (misaligned ? " (x misaligned)" : "");
+  for (const Switch &s : switches) {
+    cudaFill(s.k, dpre.get(), m * n); // overwritten
+    cudaFill(s.k, dy.get(), m * n);
+    cudaLinearGelu(s.k, xp, dw.get(), bias ? db.get() : nullptr, dpre.get(),
+                   dy.get(), m, kd, n);
+    // Where cuBLASLt's GELU may have run (else the GELU kernel's, exact).
+    bool fused = s.on && n % 8 == 0 && kd > 0 && !misaligned;
+    check(name + ": pre" + s.gemmTag, gatherRows(dpre.download(), n, rows),
+          wantPre, toleranceOf<E>(s));
+    check(name + ": y" + s.gemmTag, gatherRows(dy.download(), n, rows), wantY,
+          toleranceOf<E>(s, fused ? kGeluEpilogueTolerance : 0));
+  }
+}
+
+/// matmul_gelu_grad on every switch. `saturated`: pre is +-12 (gelu' is 1
+/// or 0 to the bit however GELU is evaluated: dx is the product or 0,
+/// checked exactly); else pre in [-3, 3) (GELU's curved part).
+template <typename E>
+void testMatmulGeluGrad(int64_t m, int64_t kd, int64_t n, bool tl, bool tr,
+                        bool saturated) {
+  std::vector<E> lhs = stored<E>(random(m * kd)),
+                 rhs = stored<E>(random(kd * n));
+  Floats preValues = random(m * n, -3.0f, 3.0f);
+  if (saturated)
+    for (float &v : preValues)
+      v = v < 0.0f ? -12.0f : 12.0f;
+  std::vector<E> pre = stored<E>(preValues);
+  std::vector<int64_t> rows = sampledRows(m);
+  int64_t r = static_cast<int64_t>(rows.size());
+  std::vector<E> ls = gatherOpRows(lhs, m, kd, tl, rows),
+                 ps = gatherRows(pre, n, rows);
+  Reference<E> want(r * n);
+  if constexpr (std::is_same_v<E, float>) {
+    Doubles product(r * n);
+    cpu::matmul<double>(widen(ls).data(), widen(rhs).data(), product.data(), 1,
+                        r, kd, n, false, tr);
+    cpu::geluGrad<double>(product.data(), widen(ps).data(), want.data(), r * n);
+  } else {
+    shardc_rt_matmul_gelu_grad_bf16(ls.data(), rhs.data(), ps.data(),
+                                    want.data(), r, kd, n, 0, tr);
+  }
+  Buffer<E> dl(lhs), dr(rhs), dpre(pre), ddx(m * n);
+  std::string name = "matmul_gelu_grad " + shape({m, kd, n}) +
+                     (tl ? " lhs^T" : "") + (tr ? " rhs^T" : "") +
+                     (saturated ? " pre +-12" : " pre in [-3, 3)");
+  for (const Switch &s : switches) {
+    cudaFill(s.k, ddx.get(), m * n); // overwritten
+    cudaMatmulGeluGrad(s.k, dl.get(), dr.get(), dpre.get(), ddx.get(), m, kd, n,
+                       tl, tr);
+    bool fused = s.on && n % 8 == 0 && kd > 0 && !saturated;
+    check(name + s.gemmTag, gatherRows(ddx.download(), n, rows), want,
+          toleranceOf<E>(s, fused ? kDGeluEpilogueTolerance : 0));
+  }
+}
+
+/// add_layernorm on every switch (not a GEMM: the switch must not matter):
+/// sum and y against the CPU, and against the GPU's unfused pair bit for
+/// bit (sum is add's; y is layernorm's of the stored sum).
+template <typename E> void testAddLayerNorm(int64_t rows, int64_t c) {
+  int64_t n = rows * c;
+  Floats lhsValues = random(n);
+  for (float &v : lhsValues)
+    v += 3.0f; // a large mean: the variance must be of centered values
+  std::vector<E> lhs = stored<E>(lhsValues), rhs = stored<E>(random(n)),
+                 w = stored<E>(random(c, 0.5f, 1.5f)), b = stored<E>(random(c));
+  Reference<E> wantSum(n), wantY(n);
+  if constexpr (std::is_same_v<E, float>) {
+    cpu::add<double>(widen(lhs).data(), widen(rhs).data(), wantSum.data(), n,
+                     n);
+    cpu::layerNorm<double>(wantSum.data(), widen(w).data(), widen(b).data(),
+                           wantY.data(), rows, c, 1e-5);
+  } else {
+    shardc_rt_add_layernorm_bf16(lhs.data(), rhs.data(), w.data(), b.data(),
+                                 wantSum.data(), wantY.data(), rows, c, 1e-5);
+  }
+  Buffer<E> dl(lhs), dr(rhs), dw(w), db(b), dsum(n), dy(n), usum(n), uy(n);
+  std::string name = "add_layernorm " + shape({rows, c});
+  cudaAdd(kernels, dl.get(), dr.get(), usum.get(), n);
+  cudaLayerNorm(kernels, usum.get(), dw.get(), db.get(), uy.get(), rows, c);
+  std::vector<E> unfusedSum = usum.download(), unfusedY = uy.download();
+  for (const Switch &s : switches) {
+    cudaFill(s.k, dsum.get(), n); // overwritten
+    cudaFill(s.k, dy.get(), n);
+    cudaAddLayerNorm(s.k, dl.get(), dr.get(), dw.get(), db.get(), dsum.get(),
+                     dy.get(), rows, c);
+    std::vector<E> sum = dsum.download(), y = dy.download();
+    check(name + ": sum" + s.tag, sum, wantSum, toleranceOf<E>(s));
+    check(name + ": y" + s.tag, y, wantY, toleranceOf<E>(s));
+    checkSameBits(name + ": sum is add's" + s.tag, sum, unfusedSum);
+    checkSameBits(name + ": y is layernorm's of the stored sum" + s.tag, y,
+                  unfusedY);
+  }
+}
+
+/// layernorm_grad_add on every switch (not a GEMM): dx, dweight, dbias
+/// against the CPU, and against the GPU's unfused pair bit for bit (dx is
+/// accumulate's addend + layernorm_grad's dx; dweight and dbias are
+/// layernorm_grad's).
+template <typename E> void testLayerNormGradAdd(int64_t rows, int64_t c) {
+  int64_t n = rows * c;
+  std::vector<E> dy = stored<E>(random(n)), x = stored<E>(random(n)),
+                 w = stored<E>(random(c, 0.5f, 1.5f)),
+                 addend = stored<E>(random(n));
+  Reference<E> wantDx(n), wantDw(c), wantDb(c);
+  if constexpr (std::is_same_v<E, float>) {
+    Doubles grad(n);
+    cpu::layerNormGrad<double>(widen(dy).data(), widen(x).data(),
+                               widen(w).data(), grad.data(), wantDw.data(),
+                               wantDb.data(), rows, c, 1e-5);
+    cpu::add<double>(widen(addend).data(), grad.data(), wantDx.data(), n, n);
+  } else {
+    shardc_rt_layernorm_grad_add_bf16(
+        dy.data(), x.data(), w.data(), addend.data(), wantDx.data(),
+        wantDw.data(), wantDb.data(), rows, c, 1e-5);
+  }
+  Buffer<E> ddy(dy), dx(x), dw(w), da(addend), ddx(n), ddw(c), ddb(c);
+  Buffer<E> udx(n), udw(c), udb(c), usum(addend);
+  cudaLayerNormGrad(kernels, ddy.get(), dx.get(), dw.get(), udx.get(),
+                    udw.get(), udb.get(), rows, c);
+  cudaAccumulate(kernels, usum.get(), udx.get(), n);
+  std::vector<E> unfusedDx = usum.download(), unfusedDw = udw.download(),
+                 unfusedDb = udb.download();
+  std::string name = "layernorm_grad_add " + shape({rows, c});
+  for (const Switch &s : switches) {
+    cudaFill(s.k, ddx.get(), n); // overwritten
+    cudaFill(s.k, ddw.get(), c);
+    cudaFill(s.k, ddb.get(), c);
+    cudaLayerNormGradAdd(s.k, ddy.get(), dx.get(), dw.get(), da.get(),
+                         ddx.get(), ddw.get(), ddb.get(), rows, c);
+    std::vector<E> gotDx = ddx.download(), gotDw = ddw.download(),
+                   gotDb = ddb.download();
+    check(name + ": dx" + s.tag, gotDx, wantDx, toleranceOf<E>(s));
+    check(name + ": dweight" + s.tag, gotDw, wantDw, toleranceOf<E>(s));
+    check(name + ": dbias" + s.tag, gotDb, wantDb, toleranceOf<E>(s));
+    checkSameBits(name + ": dx is addend + layernorm_grad's dx" + s.tag, gotDx,
+                  unfusedDx);
+    checkSameBits(name + ": dweight is layernorm_grad's" + s.tag, gotDw,
+                  unfusedDw);
+    checkSameBits(name + ": dbias is layernorm_grad's" + s.tag, gotDb,
+                  unfusedDb);
+  }
+}
+
+/// Every fused check of one element type E.
+template <typename E> void testFused() {
+  // The plain linear's bias through the BIAS epilogue: n odd (no aux: it
+  // fuses), GPT-2's attention and MLP output projections.
+  testLinearBias<E>(37, 33, 65);
+  testLinearBias<E>(1500, 96, 64);
+  testLinearBias<E>(1024, 3072, 768);
+  // linear_gelu: with and without bias, n a multiple of 8 (fused), n odd
+  // (cuBLASLt needs pre's leading dimension a multiple of 8: unfused), one
+  // row, k = 0 (unfused: pre = b), x misaligned (unfused), more than 1024
+  // rows, GPT-2's MLP (m = 4 x 1024, k = 768, n = 3072).
+  testLinearGelu<E>(37, 33, 64, true);
+  testLinearGelu<E>(37, 33, 64, false);
+  testLinearGelu<E>(37, 33, 65, true);
+  testLinearGelu<E>(1, 20, 8, true);
+  testLinearGelu<E>(5, 0, 8, true);
+  testLinearGelu<E>(37, 32, 64, true, /*misaligned=*/true);
+  testLinearGelu<E>(1500, 96, 256, false);
+  testLinearGelu<E>(4096, 768, 3072, true);
+  // matmul_gelu_grad: every transpose combination (the compiler emits
+  // them), saturated and curved pre; n odd (unfused); k = 0; GPT-2's MLP
+  // backward (dh = dy w_proj: m = 4 x 1024, k = 768, n = 3072).
+  for (int tl = 0; tl < 2; ++tl)
+    for (int tr = 0; tr < 2; ++tr)
+      for (bool saturated : {true, false})
+        testMatmulGeluGrad<E>(37, 33, 64, tl, tr, saturated);
+  testMatmulGeluGrad<E>(40, 7, 33, false, true, false);
+  testMatmulGeluGrad<E>(40, 7, 33, true, false, true);
+  testMatmulGeluGrad<E>(3, 0, 8, false, false, false);
+  testMatmulGeluGrad<E>(4096, 768, 3072, false, false, true);
+  testMatmulGeluGrad<E>(4096, 768, 3072, false, false, false);
+  // add_layernorm and layernorm_grad_add: one element, C not a multiple of
+  // 32, more than 1024 rows, GPT-2's (4 x 1024 rows of 768).
+  testAddLayerNorm<E>(1, 1);
+  testAddLayerNorm<E>(7, 33);
+  testAddLayerNorm<E>(1500, 100);
+  testAddLayerNorm<E>(4096, 768);
+  testLayerNormGradAdd<E>(1, 1);
+  testLayerNormGradAdd<E>(7, 33);
+  testLayerNormGradAdd<E>(1500, 100);
+  testLayerNormGradAdd<E>(4096, 768);
+}
+
 } // namespace
 
 int main() {
@@ -893,12 +1373,35 @@ int main() {
 
   // TF32: a 10-bit mantissa, so ~5e-4 per product; the sum of 96 products
   // stays within 1e-2 of the tensor's magnitude. Checks that the switch
-  // works, not its accuracy.
+  // works, not its accuracy; with epilogues on (create's default), the
+  // linear's bias and linear_gelu run on cuBLASLt's TF32 compute type.
   {
     shardc_rt_cuda_kernels *tf32 =
         shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/1);
     testLinear(tf32, 300, 96, 50, true, 1e-2, " (tf32)");
+    switches = {{tf32, " [gemm epilogue on] (tf32)", " (tf32)", true, 1e-2}};
+    testLinearGelu<float>(300, 96, 64, true);
+    testMatmulGeluGrad<float>(300, 96, 64, true, false, true);
     shardc_rt_cuda_kernels_destroy(tf32);
+  }
+
+  // The fused kernels, with GEMM epilogues on and off, f32 and bf16; each
+  // new cuBLASLt plan is printed to stderr (fused, or why not).
+  {
+    setenv("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG", "1", 1);
+    shardc_rt_cuda_kernels *on =
+        shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+    shardc_rt_cuda_kernels *off =
+        shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+    unsetenv("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG");
+    shardc_rt_cuda_kernels_set_gemm_epilogues(off, 0);
+    switches = {{on, " [gemm epilogue on]", " (epilogues on)", true, 0},
+                {off, " [gemm epilogue off]", " (epilogues off)", false, 0}};
+    testFused<float>();
+    testFused<shardc_rt_bf16>();
+    switches.clear();
+    shardc_rt_cuda_kernels_destroy(on);
+    shardc_rt_cuda_kernels_destroy(off);
   }
 
   expectNoIndexError("at the end");

@@ -52,6 +52,8 @@ options (as --shardc-pipeline's):
   --param-dtype f32|bf16  --reduce-dtype f32|bf16
   --bucket-mb MB  --grad-accum K  --prefetch D
   --unit-bucket-mb MB          zero3/hsdp flat: small units share a flat param
+  --fuse true|false            fused kernels: linear+gelu, add+layernorm and
+                               their gradients (default true)
   --memory-budget BYTES        fail when the predicted peak is larger
   --ledger-json FILE           the ledger as JSON (else a table on stderr)
   --quiet                      no ledger table
@@ -112,7 +114,7 @@ std::string checkPipelineValue(const std::string &name,
     return expect({"f32", "bf16"}, "f32 or bf16");
   if (name == "layout")
     return expect({"dim0", "flat"}, "dim0 or flat");
-  if (name == "reshard-after-forward")
+  if (name == "reshard-after-forward" || name == "fuse")
     return expect({"true", "false", "1", "0"}, "true or false");
   int64_t number;
   if ((name == "bucket-mb" || name == "unit-bucket-mb" ||
@@ -150,7 +152,7 @@ Options parseArgs(int argc, char **argv) {
   static const char *pipelineOptions[] = {
       "strategy",   "mesh",      "wrap",       "reshard-after-forward",
       "param-dtype", "reduce-dtype", "bucket-mb", "grad-accum",
-      "prefetch",   "memory-budget", "layout", "unit-bucket-mb"};
+      "prefetch",   "memory-budget", "layout", "unit-bucket-mb", "fuse"};
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") {

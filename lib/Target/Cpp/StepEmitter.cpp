@@ -31,6 +31,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <set>
+#include <type_traits>
 
 using namespace mlir;
 using namespace shardc;
@@ -777,25 +778,35 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
     os << "  shardc_rt_bad_index(ctx, \"" << where(op) << "\", bad);\n";
   };
   return TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](train::LinearOp o) {
-        std::string y = allocate(o.getResult());
+      .Case<train::LinearOp, train::LinearGeluOp>([&](auto o) {
+        // linear: y; linear_gelu: its preactivation, then y.
+        SmallVector<std::string> outs;
+        for (Value result : o->getResults())
+          outs.push_back(allocate(result));
         int64_t k = shapeOf(o.getWeight())[1], n = shapeOf(o.getWeight())[0];
-        os << kernel("linear", o.getResult()) << name(o.getInput()) << ", "
-           << name(o.getWeight()) << ", "
-           << (o.getBias() ? name(o.getBias()) : "nullptr") << ", " << y
-           << ", " << numel(o.getInput()) / k << ", " << k << ", " << n
-           << ");\n";
+        os << kernel(o->getName().stripDialect(), o.getInput())
+           << name(o.getInput()) << ", " << name(o.getWeight()) << ", "
+           << (o.getBias() ? name(o.getBias()) : "nullptr") << ", "
+           << llvm::join(outs, ", ") << ", " << numel(o.getInput()) / k
+           << ", " << k << ", " << n << ");\n";
         return success();
       })
-      .Case([&](train::MatmulOp o) {
+      .Case<train::MatmulOp, train::MatmulGeluGradOp>([&](auto o) {
+        // matmul: lhs, rhs, out, batch, ...; matmul_gelu_grad (matrices):
+        // lhs, rhs, preactivation, dx, m, ...
+        constexpr bool gelu = std::is_same_v<decltype(o), train::MatmulGeluGradOp>;
         std::string c = allocate(o.getResult());
         ArrayRef<int64_t> lhs = shapeOf(o.getLhs()), res = shapeOf(o.getResult());
         int64_t m = res[res.size() - 2], n = res.back();
         int64_t k = o.getTransposeLhs() ? lhs[lhs.size() - 2] : lhs.back();
-        os << kernel("matmul", o.getResult()) << name(o.getLhs()) << ", "
-           << name(o.getRhs()) << ", " << c << ", "
-           << numel(o.getResult()) / (m * n) << ", " << m << ", " << k << ", "
-           << n << ", " << (o.getTransposeLhs() ? 1 : 0) << ", "
+        os << kernel(o->getName().stripDialect(), o.getResult())
+           << name(o.getLhs()) << ", " << name(o.getRhs()) << ", ";
+        if constexpr (gelu)
+          os << name(o.getPreactivation()) << ", " << c << ", ";
+        else
+          os << c << ", " << numel(o.getResult()) / (m * n) << ", ";
+        os << m << ", " << k << ", " << n << ", "
+           << (o.getTransposeLhs() ? 1 : 0) << ", "
            << (o.getTransposeRhs() ? 1 : 0) << ");\n";
         return success();
       })
@@ -836,14 +847,28 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
            << literal(o.getEps().convertToDouble()) << ");\n";
         return success();
       })
-      .Case([&](train::LayerNormGradOp o) {
+      .Case([&](train::AddLayerNormOp o) {
+        std::string sum = allocate(o.getSum());
+        std::string y = allocate(o.getResult());
+        int64_t c = shapeOf(o.getLhs()).back();
+        os << kernel("add_layernorm", o.getResult()) << name(o.getLhs())
+           << ", " << name(o.getRhs()) << ", " << name(o.getWeight()) << ", "
+           << name(o.getBias()) << ", " << sum << ", " << y << ", "
+           << numel(o.getLhs()) / c << ", " << c << ", "
+           << literal(o.getEps().convertToDouble()) << ");\n";
+        return success();
+      })
+      .Case<train::LayerNormGradOp, train::LayerNormGradAddOp>([&](auto o) {
         std::string dx = allocate(o.getInputGrad());
         std::string dw = allocate(o.getWeightGrad());
         std::string db = allocate(o.getBiasGrad());
         int64_t c = shapeOf(o.getInput()).back();
-        os << kernel("layernorm_grad", o.getInputGrad()) << name(o.getGrad()) << ", "
-           << name(o.getInput()) << ", " << name(o.getWeight()) << ", " << dx
-           << ", " << dw << ", " << db << ", " << numel(o.getInput()) / c
+        os << kernel(o->getName().stripDialect(), o.getInputGrad())
+           << name(o.getGrad()) << ", " << name(o.getInput()) << ", "
+           << name(o.getWeight()) << ", ";
+        if constexpr (std::is_same_v<decltype(o), train::LayerNormGradAddOp>)
+          os << name(o.getAddend()) << ", ";
+        os << dx << ", " << dw << ", " << db << ", " << numel(o.getInput()) / c
            << ", " << c << ", " << literal(o.getEps().convertToDouble())
            << ");\n";
         return success();

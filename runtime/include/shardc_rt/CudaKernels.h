@@ -24,10 +24,16 @@
 //                      partial column sums of dweight and dbias);
 //      sum_to          chunks * inner floats when the rows are split;
 //      cross_entropy   n doubles (per-row losses, summed in a fixed order);
-//    (chunks <= 1024). The environment variable
-//    SHARDC_RT_CUDA_ATTENTION_SCORES, read by create, overrides the 2^26
-//    bound (a number of floats; the unit test uses it to exercise the
-//    chunking).
+//      layernorm_grad_add, add_layernorm: as layernorm_grad, layernorm;
+//    (chunks <= 1024). Besides, cuBLAS and cuBLASLt have a fixed 32 MiB
+//    workspace each (allocated by create; the GEMM epilogues of linear,
+//    linear_gelu and matmul_gelu_grad use cuBLASLt's), and the object keeps
+//    one cuBLASLt plan per GEMM shape with an epilogue (descriptors,
+//    layouts, the heuristic's algorithm: host memory, made by a shape's
+//    first call). The environment variable SHARDC_RT_CUDA_ATTENTION_SCORES,
+//    read by create, overrides the 2^26 bound (a number of floats; the unit
+//    test uses it to exercise the chunking); SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG
+//    (non-empty, not 0) prints each new plan to stderr: fused, or why not.
 //  - results are deterministic (same inputs, same bits), except
 //    embedding_grad, which scatter-adds with atomicAdd, and the flash
 //    attention_grad's dq (shardc_rt_cuda_kernels_set_flash_attention).
@@ -56,8 +62,9 @@
 extern "C" {
 #endif
 
-/// The stream the kernels run on, a cuBLAS handle bound to it (with its own
-/// workspace), the scratch workspace and the device-side error slot.
+/// The stream the kernels run on, a cuBLAS handle bound to it and a cuBLASLt
+/// handle (each with its own workspace), the scratch workspace, the
+/// cuBLASLt plans and the device-side error slot.
 typedef struct shardc_rt_cuda_kernels shardc_rt_cuda_kernels;
 
 //===----------------------------------------------------------------------===//
@@ -66,8 +73,10 @@ typedef struct shardc_rt_cuda_kernels shardc_rt_cuda_kernels;
 
 /// Creates the kernels' state on the current device, for `stream` (which
 /// must belong to that device; 0 is the legacy default stream). allowTf32 != 0
-/// runs fp32 GEMMs on TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH), else in
-/// full fp32 (CUBLAS_PEDANTIC_MATH). Synchronous (it allocates).
+/// runs fp32 GEMMs on TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH; with
+/// cuBLASLt, CUBLAS_COMPUTE_32F_FAST_TF32), else in full fp32
+/// (CUBLAS_PEDANTIC_MATH; CUBLAS_COMPUTE_32F). GEMM epilogues are on.
+/// Synchronous (it allocates).
 shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
                                                       int allowTf32);
 
@@ -87,7 +96,9 @@ int64_t shardc_rt_cuda_kernels_check(shardc_rt_cuda_kernels *k,
 // Forward
 //===----------------------------------------------------------------------===//
 
-/// y[m, n] = x[m, kdim] w[n, kdim]^T + b[n]; b may be null (no bias).
+/// y[m, n] = x[m, kdim] w[n, kdim]^T + b[n]; b may be null (no bias). With
+/// a bias and epilogues on, one cuBLASLt GEMM adds it
+/// (CUBLASLT_EPILOGUE_BIAS).
 void shardc_rt_cuda_linear_f32(shardc_rt_cuda_kernels *k, const float *x,
                                const float *w, const float *b, float *y,
                                int64_t m, int64_t kdim, int64_t n);
@@ -120,6 +131,27 @@ void shardc_rt_cuda_relu_f32(shardc_rt_cuda_kernels *k, const float *x,
 void shardc_rt_cuda_layernorm_f32(shardc_rt_cuda_kernels *k, const float *x,
                                   const float *w, const float *b, float *y,
                                   int64_t rows, int64_t c, double eps);
+
+/// pre[m, n] = linear(x, w, b) and y = gelu(pre) (train.linear_gelu; b may
+/// be null): one GEMM whose epilogue adds the bias, stores pre and applies
+/// GELU (cuBLASLt, CUBLASLT_EPILOGUE_GELU_AUX(_BIAS)), unless epilogues are
+/// off (set_gemm_epilogues); else linear into pre, then gelu. Fused, GELU
+/// is applied to the f32 preactivation, not to pre as stored: for bf16 one
+/// rounding apart from the CPU's gelu of the stored pre; and cuBLASLt may
+/// evaluate tanh approximately (see CudaKernelsTest.cu's tolerances).
+void shardc_rt_cuda_linear_gelu_f32(shardc_rt_cuda_kernels *k, const float *x,
+                                    const float *w, const float *b, float *pre,
+                                    float *y, int64_t m, int64_t kdim,
+                                    int64_t n);
+
+/// sum[rows, c] = lhs + rhs and y = layernorm(sum) (train.add_layernorm),
+/// one warp per row: y is layernorm's of the stored (bf16: rounded) sum,
+/// bit for bit. Not a GEMM: set_gemm_epilogues does not affect it.
+void shardc_rt_cuda_add_layernorm_f32(shardc_rt_cuda_kernels *k,
+                                      const float *lhs, const float *rhs,
+                                      const float *w, const float *b,
+                                      float *sum, float *y, int64_t rows,
+                                      int64_t c, double eps);
 
 /// out[n, c] = table[ids[i], :]; ids checked against [0, v) (error slot).
 void shardc_rt_cuda_embedding_f32(shardc_rt_cuda_kernels *k,
@@ -176,6 +208,28 @@ void shardc_rt_cuda_layernorm_grad_f32(shardc_rt_cuda_kernels *k,
                                        float *db, int64_t rows, int64_t c,
                                        double eps);
 
+/// dx[m, n] = gelu_grad(op(lhs) op(rhs), pre) (train.matmul_gelu_grad; the
+/// transposes as matmul's, batch 1): one GEMM whose epilogue multiplies the
+/// product by GELU's derivative at pre (cuBLASLt, CUBLASLT_EPILOGUE_DGELU),
+/// unless epilogues are off; else matmul into dx, then gelu_grad in place.
+/// Fused, the product is not rounded before the multiplication (bf16: one
+/// rounding apart from the CPU's).
+void shardc_rt_cuda_matmul_gelu_grad_f32(shardc_rt_cuda_kernels *k,
+                                         const float *lhs, const float *rhs,
+                                         const float *pre, float *dx,
+                                         int64_t m, int64_t kdim, int64_t n,
+                                         int transposeLhs, int transposeRhs);
+
+/// layernorm_grad with dx = addend + the input's gradient
+/// (train.layernorm_grad_add), in the same pass over the rows: the gradient
+/// rounded as layernorm_grad stores it, then added (one more rounding), so
+/// dx is accumulate's addend + layernorm_grad's dx bit for bit; dweight and
+/// dbias are layernorm_grad's. dx does not alias addend. Not a GEMM.
+void shardc_rt_cuda_layernorm_grad_add_f32(
+    shardc_rt_cuda_kernels *k, const float *dy, const float *x, const float *w,
+    const float *addend, float *dx, float *dw, float *db, int64_t rows,
+    int64_t c, double eps);
+
 /// dtable[v, c] = scatter-add of dy[n, c] by ids[n] (zeroed first; atomicAdd,
 /// so not bit-deterministic); ids checked against [0, v) (error slot).
 void shardc_rt_cuda_embedding_grad_f32(shardc_rt_cuda_kernels *k,
@@ -207,6 +261,18 @@ void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
 /// and an f32 dq (backward: b t c bf16 + 2 b heads t + b t c floats).
 void shardc_rt_cuda_kernels_set_flash_attention(shardc_rt_cuda_kernels *k,
                                                 int on);
+
+/// Whether linear, linear_gelu and matmul_gelu_grad fuse their bias, GELU
+/// and GELU-derivative work into the GEMM through cuBLASLt epilogues (on by
+/// default), or run a cuBLAS GEMM followed by an elementwise kernel (off;
+/// also, decided once per shape, where cuBLASLt finds no algorithm or n is
+/// not a multiple of 8 for linear_gelu and matmul_gelu_grad, and for a call
+/// with a pointer not 16-byte aligned). fp32 without TF32 (create's
+/// allowTf32 == 0) keeps GELU and its derivative out of the epilogues, whose
+/// tanh may be approximate: only the bias fuses there. The runtime sets it
+/// from SHARDC_GEMM_EPILOGUES=on|off.
+void shardc_rt_cuda_kernels_set_gemm_epilogues(shardc_rt_cuda_kernels *k,
+                                               int on);
 
 //===----------------------------------------------------------------------===//
 // Per-kernel timing (shardc_rt/KernelTime.h)
@@ -291,6 +357,17 @@ void shardc_rt_cuda_layernorm_bf16(shardc_rt_cuda_kernels *k,
                                    const shardc_rt_bf16 *w,
                                    const shardc_rt_bf16 *b, shardc_rt_bf16 *y,
                                    int64_t rows, int64_t c, double eps);
+void shardc_rt_cuda_linear_gelu_bf16(shardc_rt_cuda_kernels *k,
+                                     const shardc_rt_bf16 *x,
+                                     const shardc_rt_bf16 *w,
+                                     const shardc_rt_bf16 *b,
+                                     shardc_rt_bf16 *pre, shardc_rt_bf16 *y,
+                                     int64_t m, int64_t k_, int64_t n);
+void shardc_rt_cuda_add_layernorm_bf16(
+    shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *lhs,
+    const shardc_rt_bf16 *rhs, const shardc_rt_bf16 *w,
+    const shardc_rt_bf16 *b, shardc_rt_bf16 *sum, shardc_rt_bf16 *y,
+    int64_t rows, int64_t c, double eps);
 void shardc_rt_cuda_embedding_bf16(shardc_rt_cuda_kernels *k,
                                    const int32_t *ids,
                                    const shardc_rt_bf16 *table,
@@ -327,6 +404,15 @@ void shardc_rt_cuda_layernorm_grad_bf16(
     const shardc_rt_bf16 *x, const shardc_rt_bf16 *w, shardc_rt_bf16 *dx,
     shardc_rt_bf16 *dw, shardc_rt_bf16 *db, int64_t rows, int64_t c,
     double eps);
+void shardc_rt_cuda_matmul_gelu_grad_bf16(
+    shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *lhs,
+    const shardc_rt_bf16 *rhs, const shardc_rt_bf16 *pre, shardc_rt_bf16 *dx,
+    int64_t m, int64_t k_, int64_t n, int transposeLhs, int transposeRhs);
+void shardc_rt_cuda_layernorm_grad_add_bf16(
+    shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *dy,
+    const shardc_rt_bf16 *x, const shardc_rt_bf16 *w,
+    const shardc_rt_bf16 *addend, shardc_rt_bf16 *dx, shardc_rt_bf16 *dw,
+    shardc_rt_bf16 *db, int64_t rows, int64_t c, double eps);
 void shardc_rt_cuda_embedding_grad_bf16(shardc_rt_cuda_kernels *k,
                                         const shardc_rt_bf16 *dy,
                                         const int32_t *ids,

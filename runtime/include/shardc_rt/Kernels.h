@@ -24,6 +24,10 @@
 //    turns that into an error naming the rank and the input; a kernel never
 //    aborts on user data.
 //
+// The fused kernels (train.linear_gelu and the like) run the kernels of the
+// two ops they fuse in turn (runtime/host/FusedKernels.cpp): the results are
+// the unfused pair's to the bit.
+//
 // The same kernels are templates in shardc::rt::cpu, instantiated for float
 // and double: the C functions forward to the float ones, and the double ones
 // exist for the finite-difference gradient check (runtime/test/GradCheck.cpp).
@@ -96,6 +100,21 @@ void shardc_rt_relu_f32(const float *x, float *y, int64_t n);
 void shardc_rt_layernorm_f32(const float *x, const float *w, const float *b,
                              float *y, int64_t rows, int64_t c, double eps);
 
+/// Fused linear then gelu (train.linear_gelu): pre[m, n] = x[m, k] w[n, k]^T
+/// + b[n] (b may be null), as linear, and y[m, n] = gelu(pre) of the stored
+/// pre.
+void shardc_rt_linear_gelu_f32(const float *x, const float *w, const float *b,
+                               float *pre, float *y, int64_t m, int64_t k,
+                               int64_t n);
+
+/// Fused residual add then layernorm (train.add_layernorm): sum[rows, c] =
+/// lhs + rhs (same shape) and y = layernorm(sum) of the stored sum, as
+/// layernorm.
+void shardc_rt_add_layernorm_f32(const float *lhs, const float *rhs,
+                                 const float *w, const float *b, float *sum,
+                                 float *y, int64_t rows, int64_t c,
+                                 double eps);
+
 /// out[n, c] = table[ids[i], :] for ids[n] and table[v, c]. Returns -1, or
 /// the position of the first id outside [0, v) (out is then untouched).
 int64_t shardc_rt_embedding_f32(const int32_t *ids, const float *table,
@@ -151,6 +170,22 @@ void shardc_rt_layernorm_grad_f32(const float *dy, const float *x,
                                   float *db, int64_t rows, int64_t c,
                                   double eps);
 
+/// Fused matmul then gelu_grad (train.matmul_gelu_grad): dx[m, n] =
+/// gelu_grad(op(lhs) op(rhs), pre) for pre[m, n], the matrix product as
+/// matmul's with batch 1 and rounded as it stores it.
+void shardc_rt_matmul_gelu_grad_f32(const float *lhs, const float *rhs,
+                                    const float *pre, float *dx, int64_t m,
+                                    int64_t k, int64_t n, int transposeLhs,
+                                    int transposeRhs);
+
+/// Fused layernorm_grad then add (train.layernorm_grad_add): as
+/// layernorm_grad, with dx[rows, c] = addend + the input's gradient (as
+/// layernorm_grad stores it); dx does not alias addend.
+void shardc_rt_layernorm_grad_add_f32(const float *dy, const float *x,
+                                      const float *w, const float *addend,
+                                      float *dx, float *dw, float *db,
+                                      int64_t rows, int64_t c, double eps);
+
 /// dtable[v, c] = sum over i with ids[i] == row of dy[i, :], for dy[n, c]
 /// and ids[n] (zeroed by the kernel first). Returns -1, or the position of the
 /// first id outside [0, v) (dtable is then untouched).
@@ -200,6 +235,17 @@ void shardc_rt_layernorm_bf16(const shardc_rt_bf16 *x,
                               const shardc_rt_bf16 *w,
                               const shardc_rt_bf16 *b, shardc_rt_bf16 *y,
                               int64_t rows, int64_t c, double eps);
+void shardc_rt_linear_gelu_bf16(const shardc_rt_bf16 *x,
+                                const shardc_rt_bf16 *w,
+                                const shardc_rt_bf16 *b, shardc_rt_bf16 *pre,
+                                shardc_rt_bf16 *y, int64_t m, int64_t k,
+                                int64_t n);
+void shardc_rt_add_layernorm_bf16(const shardc_rt_bf16 *lhs,
+                                  const shardc_rt_bf16 *rhs,
+                                  const shardc_rt_bf16 *w,
+                                  const shardc_rt_bf16 *b, shardc_rt_bf16 *sum,
+                                  shardc_rt_bf16 *y, int64_t rows, int64_t c,
+                                  double eps);
 int64_t shardc_rt_embedding_bf16(const int32_t *ids,
                                  const shardc_rt_bf16 *table,
                                  shardc_rt_bf16 *out, int64_t n, int64_t v,
@@ -228,6 +274,16 @@ void shardc_rt_layernorm_grad_bf16(const shardc_rt_bf16 *dy,
                                    const shardc_rt_bf16 *w, shardc_rt_bf16 *dx,
                                    shardc_rt_bf16 *dw, shardc_rt_bf16 *db,
                                    int64_t rows, int64_t c, double eps);
+void shardc_rt_matmul_gelu_grad_bf16(const shardc_rt_bf16 *lhs,
+                                     const shardc_rt_bf16 *rhs,
+                                     const shardc_rt_bf16 *pre,
+                                     shardc_rt_bf16 *dx, int64_t m, int64_t k,
+                                     int64_t n, int transposeLhs,
+                                     int transposeRhs);
+void shardc_rt_layernorm_grad_add_bf16(
+    const shardc_rt_bf16 *dy, const shardc_rt_bf16 *x, const shardc_rt_bf16 *w,
+    const shardc_rt_bf16 *addend, shardc_rt_bf16 *dx, shardc_rt_bf16 *dw,
+    shardc_rt_bf16 *db, int64_t rows, int64_t c, double eps);
 int64_t shardc_rt_embedding_grad_bf16(const shardc_rt_bf16 *dy,
                                       const int32_t *ids,
                                       shardc_rt_bf16 *dtable, int64_t n,

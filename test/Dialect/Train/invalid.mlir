@@ -432,3 +432,49 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   }
   train.return %r : tensor<f32>
 }
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x16xf32>
+  %w = train.param "w" init(#train.zeros) : tensor<4x16xf32>
+  // expected-error @+1 {{'train.linear_gelu' op expected result of shape 2x4, got 2x5}}
+  %pre, %y = train.linear_gelu %x, %w : (tensor<2x16xf32>, tensor<4x16xf32>) -> (tensor<2x4xf32>, tensor<2x5xf32>)
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x16xf32>
+  %r = train.param "r" init(#train.zeros) : tensor<16xf32>
+  // expected-error @+1 {{'train.add_layernorm' op expected rhs of shape 2x16, got 16}}
+  %s, %y = train.add_layernorm %x, %r, %r, %r : (tensor<2x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x16xf32>, tensor<2x16xf32>)
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4x4xf32>
+  // expected-error @+1 {{'train.matmul_gelu_grad' op expected matrices, got an operand of shape 2x4x4}}
+  %d = train.matmul_gelu_grad %x, %x, %x : (tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4xf32>
+  %pre = train.input "pre" : tensor<2x3xf32>
+  %w = train.param "w" init(#train.zeros) : tensor<4x4xf32>
+  // expected-error @+1 {{'train.matmul_gelu_grad' op expected preactivation of shape 2x4, got 2x3}}
+  %d = train.matmul_gelu_grad %x, %w, %pre : (tensor<2x4xf32>, tensor<4x4xf32>, tensor<2x3xf32>) -> tensor<2x4xf32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x16xf32>
+  %r = train.input "r" : tensor<2x8xf32>
+  %g = train.param "g" init(#train.ones) : tensor<16xf32>
+  // expected-error @+1 {{'train.layernorm_grad_add' op expected addend of shape 2x16, got 2x8}}
+  %dx, %dg, %db = train.layernorm_grad_add %x, %x, %g, %r : (tensor<2x16xf32>, tensor<2x16xf32>, tensor<16xf32>, tensor<2x8xf32>) -> (tensor<2x16xf32>, tensor<16xf32>, tensor<16xf32>)
+}

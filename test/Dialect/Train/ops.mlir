@@ -69,6 +69,7 @@ train.model @backward_ops batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0
   ^bb0(%a: tensor<2x8x48xbf16>):
     %g = train.param "u.g" init(#train.ones) : tensor<48xbf16>
     %b = train.param "u.b" init(#train.zeros) : tensor<48xbf16>
+    %sq = train.param "u.sq" frozen init(#train.zeros) : tensor<48x48xbf16>
     %n = train.layernorm %a, %g, %b : (tensor<2x8x48xbf16>, tensor<48xbf16>, tensor<48xbf16>) -> tensor<2x8x48xbf16>
     train.yield %n, %a : tensor<2x8x48xbf16>, tensor<2x8x48xbf16>
   }
@@ -96,8 +97,20 @@ train.model @backward_ops batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0
     %r = train.reshape %d2 : tensor<2x8x48xbf16> to tensor<2x8x48xbf16>
     %o = train.attention %r heads 2 : (tensor<2x8x48xbf16>) -> tensor<2x8x16xbf16>
     %d3 = train.attention_grad %o, %r heads 2 : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>) -> tensor<2x8x48xbf16>
+    // The fused ops of --train-fuse.
+    // CHECK: train.linear_gelu %{{.*}}, %{{.*}} : (tensor<2x8x48xbf16>, tensor<48x48xbf16>) -> (tensor<2x8x48xbf16>, tensor<2x8x48xbf16>)
+    %wsq = train.param_ref "u.sq" : tensor<48x48xbf16>
+    %pre, %act = train.linear_gelu %d3, %wsq : (tensor<2x8x48xbf16>, tensor<48x48xbf16>) -> (tensor<2x8x48xbf16>, tensor<2x8x48xbf16>)
+    // CHECK: train.add_layernorm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {eps = 1.000000e-03 : f64} : (tensor<2x8x48xbf16>, tensor<2x8x48xbf16>, tensor<48xbf16>, tensor<48xbf16>) -> (tensor<2x8x48xbf16>, tensor<2x8x48xbf16>)
+    %sum, %norm = train.add_layernorm %pre, %act, %gw, %gw {eps = 1.0e-3 : f64} : (tensor<2x8x48xbf16>, tensor<2x8x48xbf16>, tensor<48xbf16>, tensor<48xbf16>) -> (tensor<2x8x48xbf16>, tensor<2x8x48xbf16>)
+    // CHECK: train.matmul_gelu_grad %{{.*}}, %{{.*}}, %{{.*}} {transpose_rhs} : (tensor<16x48xbf16>, tensor<48x48xbf16>, tensor<16x48xbf16>) -> tensor<16x48xbf16>
+    %m = train.reshape %norm : tensor<2x8x48xbf16> to tensor<16x48xbf16>
+    %dm = train.matmul_gelu_grad %m, %wsq, %m {transpose_rhs} : (tensor<16x48xbf16>, tensor<48x48xbf16>, tensor<16x48xbf16>) -> tensor<16x48xbf16>
+    %dmv = train.reshape %dm : tensor<16x48xbf16> to tensor<2x8x48xbf16>
+    // CHECK: train.layernorm_grad_add %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x48xbf16>, tensor<2x8x48xbf16>, tensor<48xbf16>, tensor<2x8x48xbf16>) -> (tensor<2x8x48xbf16>, tensor<48xbf16>, tensor<48xbf16>)
+    %dx4, %dg4, %db4 = train.layernorm_grad_add %dmv, %a, %gw, %sum : (tensor<2x8x48xbf16>, tensor<2x8x48xbf16>, tensor<48xbf16>, tensor<2x8x48xbf16>) -> (tensor<2x8x48xbf16>, tensor<48xbf16>, tensor<48xbf16>)
     // CHECK: train.yield
-    train.yield %d3, %dg, %db : tensor<2x8x48xbf16>, tensor<48xbf16>, tensor<48xbf16>
+    train.yield %dx4, %dg, %db : tensor<2x8x48xbf16>, tensor<48xbf16>, tensor<48xbf16>
   }
   // CHECK: train.embedding_grad %{{.*}}, %{{.*}} : (tensor<2x8x48xbf16>, tensor<2x8xi32>) -> tensor<64x48xbf16>
   %dw = train.embedding_grad %bw#0, %tok : (tensor<2x8x48xbf16>, tensor<2x8xi32>) -> tensor<64x48xbf16>

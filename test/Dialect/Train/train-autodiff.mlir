@@ -147,3 +147,16 @@ train.model @frozen batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, be
   %loss = train.cross_entropy %w, %y : (tensor<4x5xf32>, tensor<4xi32>) -> tensor<f32>
   train.return %loss : tensor<f32>
 }
+
+// -----
+
+// Fused ops come from --train-fuse, after the backward exists.
+train.model @fused batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4xf32>
+  %t = train.input "t" : tensor<2xi32>
+  %w = train.param "w" init(#train.zeros) : tensor<4x4xf32>
+  // expected-error @+1 {{'train.linear_gelu' op is a fused op: --train-fuse runs after --train-autodiff}}
+  %pre, %y = train.linear_gelu %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+  %loss = train.cross_entropy %y, %t : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
+  train.return %loss : tensor<f32>
+}

@@ -14,7 +14,21 @@
 // RUN: %shardc build %s --target cuda --strategy zero2 --mesh 2 --layout flat --param-dtype bf16 --reduce-dtype bf16 --grad-accum 2 --quiet -o %t/zero2-bf16
 // RUN: %shardc build %s --target cuda --strategy ddp --mesh 2 --param-dtype bf16 --quiet -o %t/ddp-bf16
 // RUN: ls %t | FileCheck %s --check-prefix=BUILT
+// The tiny GPT calls every fused kernel (train-fuse), and links, in f32 and bf16.
+// RUN: rm -rf %t.gpt && mkdir -p %t.gpt
+// RUN: %shardc emit %S/../../../examples/tiny-gpt.mlir --target cuda --strategy zero3 --mesh 2 --quiet -o %t.gpt/step.cu
+// RUN: FileCheck %s --check-prefix=GPT --input-file=%t.gpt/step.cu
+// RUN: %shardc build %S/../../../examples/tiny-gpt.mlir --target cuda --strategy zero3 --mesh 2 --quiet -o %t.gpt/f32
+// RUN: %shardc build %S/../../../examples/tiny-gpt.mlir --target cuda --strategy zero3 --mesh 2 --param-dtype bf16 --quiet -o %t.gpt/bf16
+// RUN: ls %t.gpt | FileCheck %s --check-prefix=GPT-BUILT
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=BF16
+
+// GPT: shardc_rt_cuda_add_layernorm_f32(K,
+// GPT: shardc_rt_cuda_linear_gelu_f32(K,
+// GPT: shardc_rt_cuda_matmul_gelu_grad_f32(K,
+// GPT: shardc_rt_cuda_layernorm_grad_add_f32(K,
+// GPT-BUILT: bf16
+// GPT-BUILT: f32
 
 // CHECK: #include "shardc_rt/shardc_rt_cuda.h"
 // CHECK-LABEL: void step(shardc_rt_context *ctx, float *loss) {
@@ -31,8 +45,11 @@
 // CHECK-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E1:[0-9]+]]), comm1));
 // CHECK: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E1]]), 0));
 // CHECK: // unit "l0"
-// CHECK-NEXT: float *{{v[0-9]+}} = static_cast<float *>(shardc_rt_alloc(ctx, 40));
-// CHECK-NEXT: shardc_rt_cuda_linear_f32(K, {{v[0-9]+}}, [[WF]],
+// The linear and its GELU are one kernel (a GEMM epilogue): the
+// preactivation and the activation are both written.
+// CHECK-NEXT: float *[[PRE:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 40));
+// CHECK-NEXT: float *[[ACT:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 40));
+// CHECK-NEXT: shardc_rt_cuda_linear_gelu_f32(K, {{v[0-9]+}}, [[WF]], {{v[0-9]+}}, [[PRE]], [[ACT]], 2, 3, 5);
 // CHECK: shardc_rt_cuda_cross_entropy_f32(K,
 // The weight gradient: 15 elements reduce-scattered into 9-element shards
 // need a padded staging copy, freed once the compute stream has waited.
@@ -76,7 +93,7 @@
 // cast on the compute stream into an f32 staging copy that NCCL
 // reduce-scatters in f32 and that is freed after the compute stream waits.
 // BF16: SHARDC_NCCL(ncclAllGather({{v[0-9]+}}, [[WF:v[0-9]+]], 9, ncclBfloat16, nccl1, comm1));
-// BF16: shardc_rt_cuda_linear_bf16(K, {{v[0-9]+}}, [[WF]],
+// BF16: shardc_rt_cuda_linear_gelu_bf16(K, {{v[0-9]+}}, [[WF]],
 // BF16: float *[[ST:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
 // BF16-NEXT: shardc_rt_cuda_convert_bf16_f32(K, [[ST]], {{v[0-9]+}}, 15);
 // BF16-NEXT: shardc_rt_cuda_fill_f32(K, [[ST]] + 15, 0.0f, 3);

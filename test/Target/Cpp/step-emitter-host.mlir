@@ -5,6 +5,7 @@
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero2 mesh=2 layout=flat output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=FLAT2
 // RUN: not shardc-translate --shardc-to-host-cpp %s 2>&1 | FileCheck %s --check-prefix=UNSHARDED
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=BF16
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 fuse=false output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=UNFUSED
 // RUN: shardc-opt %s --shardc-pipeline="strategy=ddp mesh=2 param-dtype=bf16 reduce-dtype=bf16 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=BF16-WIRE
 
 // A unit of 5 rows sharded over 2 ranks: 3-row shards, the second padded.
@@ -21,10 +22,14 @@
 // CHECK-NEXT: shardc_rt_request *[[RW:r[0-9]+]] = shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_F32, [[W]], [[WF]], 9);
 // CHECK: shardc_rt_wait(ctx, [[RW]]);
 // CHECK: // unit "l0"
-// CHECK: shardc_rt_linear_f32([[X]], [[WF]], {{v[0-9]+}}, [[L:v[0-9]+]], 2, 3, 5);
-// The gathered weight is freed right after its last use.
-// CHECK: shardc_rt_gelu_f32([[L]], {{v[0-9]+}}, 10);
+// The linear and its GELU are one fused kernel (train-fuse), writing the
+// preactivation and the activation; the gathered weight is freed right
+// after its last use.
+// CHECK: shardc_rt_linear_gelu_f32([[X]], [[WF]], {{v[0-9]+}}, [[L:v[0-9]+]], {{v[0-9]+}}, 2, 3, 5);
 // CHECK-NEXT: shardc_rt_free(ctx, [[WF]]);
+// Unfused: the linear writes the preactivation, the GELU reads it.
+// UNFUSED: shardc_rt_linear_f32({{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, [[L:v[0-9]+]], 2, 3, 5);
+// UNFUSED: shardc_rt_gelu_f32([[L]], {{v[0-9]+}}, 10);
 // CHECK: shardc_rt_cross_entropy_f32(
 // CHECK-NEXT: shardc_rt_bad_index(ctx, "train.cross_entropy at {{.*}}step-emitter-host.mlir:{{[0-9]+}}:{{[0-9]+}}", bad);
 // CHECK: // backward "l0"
@@ -57,7 +62,7 @@
 // Micro-batches: accumulators before the loop, slices of the inputs in it,
 // the sums reduced after it. ZeRO-2 updates its shard and gathers it back.
 // ACCUM: for (int64_t mb = 0; mb < 2; ++mb) {
-// ACCUM: shardc_rt_linear_f32(({{v[0-9]+}} + mb * 3),
+// ACCUM: shardc_rt_linear_gelu_f32(({{v[0-9]+}} + mb * 3),
 // ACCUM: shardc_rt_accumulate_f32(
 // ACCUM: }
 // ACCUM: shardc_rt_reduce_scatter_start(
@@ -75,7 +80,7 @@
 // FLAT: float *[[G:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 80));
 // FLAT-NEXT: shardc_rt_request *[[R:r[0-9]+]] = shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_F32, [[F]], [[G]], 10);
 // FLAT: shardc_rt_wait(ctx, [[R]]);
-// FLAT: shardc_rt_linear_f32({{v[0-9]+}}, ([[G]] + 0), ([[G]] + 15),
+// FLAT: shardc_rt_linear_gelu_f32({{v[0-9]+}}, ([[G]] + 0), ([[G]] + 15),
 // FLAT: float *[[P:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 80));
 // FLAT-NEXT: shardc_rt_copy_f32([[P]] + 0, {{v[0-9]+}}, 15);
 // FLAT-NEXT: shardc_rt_copy_f32([[P]] + 15, {{v[0-9]+}}, 5);
@@ -103,8 +108,7 @@
 // BF16: shardc_rt_bf16 *[[W:v[0-9]+]] = static_cast<shardc_rt_bf16 *>(shardc_rt_param(ctx, 0)); // l0.w
 // BF16: shardc_rt_bf16 *[[WF:v[0-9]+]] = static_cast<shardc_rt_bf16 *>(shardc_rt_alloc(ctx, 36));
 // BF16-NEXT: shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_BF16, [[W]], [[WF]], 9);
-// BF16: shardc_rt_linear_bf16(
-// BF16: shardc_rt_gelu_bf16(
+// BF16: shardc_rt_linear_gelu_bf16(
 // BF16: float *[[L:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 4));
 // BF16-NEXT: shardc_rt_cross_entropy_bf16({{v[0-9]+}}, {{v[0-9]+}}, [[L]], 2, 5)
 // BF16: shardc_rt_matmul_bf16({{v[0-9]+}}, {{v[0-9]+}}, [[G:v[0-9]+]], 1, 5, 2, 3, 1, 0);

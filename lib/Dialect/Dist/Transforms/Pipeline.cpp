@@ -1,4 +1,4 @@
-//===- Pipeline.cpp - autodiff, shard, schedule, ledger in one option -----===//
+//===- Pipeline.cpp - autodiff, fuse, shard, schedule, ledger in one ------===//
 
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
 #include "shardc/Dialect/Train/Transforms/Passes.h"
@@ -50,6 +50,9 @@ struct ShardcPipelineOptions
       llvm::cl::init(DType::f32),
       llvm::cl::values(clEnumValN(DType::f32, "f32", "float32"),
                        clEnumValN(DType::bf16, "bf16", "bfloat16"))};
+  Option<bool> fuse{*this, "fuse",
+                    llvm::cl::desc("fuse adjacent ops (train-fuse)"),
+                    llvm::cl::init(true)};
   Option<int64_t> bucketMB{*this, "bucket-mb",
                            llvm::cl::desc("ddp, zero1/zero2 flat: gradient bucket size in MiB"),
                            llvm::cl::init(25)};
@@ -81,6 +84,8 @@ void buildShardcPipeline(OpPassManager &pm,
   if (!options.wrap.empty())
     pm.addPass(train::createShardcWrapPass({options.wrap}));
   pm.addPass(train::createTrainAutodiffPass());
+  if (options.fuse)
+    pm.addPass(train::createTrainFusePass());
   ShardcShardPassOptions shard;
   shard.strategy = options.strategy;
   shard.mesh = options.mesh;
@@ -102,7 +107,7 @@ void shardc::dist::registerShardcPipeline() {
   PassPipelineRegistration<ShardcPipelineOptions>(
       "shardc-pipeline",
       "The whole compiler in one option: (shardc-wrap), train-autodiff, "
-      "shardc-shard, shardc-schedule, shardc-ledger (options: those of the "
-      "passes)",
+      "(train-fuse), shardc-shard, shardc-schedule, shardc-ledger (options: "
+      "those of the passes)",
       buildShardcPipeline);
 }

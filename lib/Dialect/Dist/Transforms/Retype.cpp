@@ -27,21 +27,34 @@ FailureOr<SmallVector<Type>> inferResults(Operation *op) {
   auto one = [](Type t) -> FailureOr<SmallVector<Type>> {
     return SmallVector<Type>{t};
   };
+  auto linearType = [](Value input, Value weight) -> Type {
+    RankedTensorType x = typeOf(input);
+    SmallVector<int64_t> shape(x.getShape().drop_back());
+    shape.push_back(typeOf(weight).getDimSize(0));
+    return withShape(x, shape);
+  };
+  auto matmulType = [](auto op) -> Type {
+    ArrayRef<int64_t> a = typeOf(op.getLhs()).getShape();
+    ArrayRef<int64_t> b = typeOf(op.getRhs()).getShape();
+    size_t r = a.size();
+    SmallVector<int64_t> shape(a.drop_back(2));
+    shape.push_back(op.getTransposeLhs() ? a[r - 1] : a[r - 2]);
+    shape.push_back(op.getTransposeRhs() ? b[r - 2] : b[r - 1]);
+    return withShape(typeOf(op.getLhs()), shape);
+  };
   return TypeSwitch<Operation *, FailureOr<SmallVector<Type>>>(op)
       .Case<LinearOp>([&](LinearOp op) {
-        RankedTensorType x = typeOf(op.getInput());
-        SmallVector<int64_t> shape(x.getShape().drop_back());
-        shape.push_back(typeOf(op.getWeight()).getDimSize(0));
-        return one(withShape(x, shape));
+        return one(linearType(op.getInput(), op.getWeight()));
       })
-      .Case<MatmulOp>([&](MatmulOp op) {
-        ArrayRef<int64_t> a = typeOf(op.getLhs()).getShape();
-        ArrayRef<int64_t> b = typeOf(op.getRhs()).getShape();
-        size_t r = a.size();
-        SmallVector<int64_t> shape(a.drop_back(2));
-        shape.push_back(op.getTransposeLhs() ? a[r - 1] : a[r - 2]);
-        shape.push_back(op.getTransposeRhs() ? b[r - 2] : b[r - 1]);
-        return one(withShape(typeOf(op.getLhs()), shape));
+      .Case<LinearGeluOp>([&](LinearGeluOp op) {
+        Type type = linearType(op.getInput(), op.getWeight());
+        return FailureOr<SmallVector<Type>>(SmallVector<Type>{type, type});
+      })
+      .Case<MatmulOp, MatmulGeluGradOp>(
+          [&](auto op) { return one(matmulType(op)); })
+      .Case<AddLayerNormOp>([&](AddLayerNormOp op) {
+        Type type = op.getLhs().getType();
+        return FailureOr<SmallVector<Type>>(SmallVector<Type>{type, type});
       })
       .Case<AddOp>([&](AddOp op) { return same(op.getLhs()); })
       .Case<ScaleOp, GeluOp, ReluOp, LayerNormOp>(
@@ -80,7 +93,7 @@ FailureOr<SmallVector<Type>> inferResults(Operation *op) {
           return one(in);
         return one(withShape(in, out.getShape()));
       })
-      .Case<LayerNormGradOp>([&](LayerNormGradOp op) {
+      .Case<LayerNormGradOp, LayerNormGradAddOp>([&](auto op) {
         Type w = op.getWeight().getType();
         return FailureOr<SmallVector<Type>>(
             SmallVector<Type>{op.getInput().getType(), w, w});

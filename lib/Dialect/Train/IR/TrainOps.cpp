@@ -545,50 +545,56 @@ LogicalResult AdamWOp::verifyParams(ArrayRef<Operation *> params) {
 
 //===--- train.linear -----------------------------------------------------===//
 
-LogicalResult LinearOp::verify() {
-  if (failed(verifyCompute(*this)))
+/// linear's and linear_gelu's shape rules, `result` being the product.
+static LogicalResult verifyLinear(Operation *op, Value input, Value weight,
+                                  Value bias, Value result) {
+  if (failed(verifyCompute(op)))
     return failure();
-  ArrayRef<int64_t> x = shapeOf(getInput()), w = shapeOf(getWeight());
+  ArrayRef<int64_t> x = shapeOf(input), w = shapeOf(weight);
   if (x.empty())
-    return emitOpError() << "expected input of rank >= 1";
+    return op->emitOpError() << "expected input of rank >= 1";
   if (w.size() != 2)
-    return emitOpError() << "expected a weight of rank 2 [out, in], got "
-                         << formatShape(w);
+    return op->emitOpError() << "expected a weight of rank 2 [out, in], got "
+                             << formatShape(w);
   if (x.back() != w[1])
-    return emitOpError() << "expected input's last dimension " << x.back()
-                         << " to equal the weight's in-features " << w[1];
-  if (getBias() && failed(verifyShapeIs(*this, "bias", getBias(), {w[0]})))
+    return op->emitOpError()
+           << "expected input's last dimension " << x.back()
+           << " to equal the weight's in-features " << w[1];
+  if (bias && failed(verifyShapeIs(op, "bias", bias, {w[0]})))
     return failure();
-  return verifyShapeIs(*this, "result", getResult(),
-                       concat(x.drop_back(), {w[0]}));
+  return verifyShapeIs(op, "result", result, concat(x.drop_back(), {w[0]}));
 }
-
-//===--- train.matmul -----------------------------------------------------===//
-
-LogicalResult MatmulOp::verify() {
-  if (failed(verifyCompute(*this)))
+LogicalResult LinearOp::verify() {
+  return verifyLinear(*this, getInput(), getWeight(), getBias(), getResult());
+}
+/// matmul's and matmul_gelu_grad's shape rules, `result` being the product.
+static LogicalResult verifyMatmul(Operation *op, Value lhs, Value rhs,
+                                  bool transposeLhs, bool transposeRhs,
+                                  Value result) {
+  if (failed(verifyCompute(op)))
     return failure();
-  ArrayRef<int64_t> a = shapeOf(getLhs()), b = shapeOf(getRhs());
+  ArrayRef<int64_t> a = shapeOf(lhs), b = shapeOf(rhs);
   if (a.size() < 2 || a.size() != b.size())
-    return emitOpError() << "expected operands of equal rank >= 2, got "
-                         << formatShape(a) << " and " << formatShape(b);
+    return op->emitOpError() << "expected operands of equal rank >= 2, got "
+                             << formatShape(a) << " and " << formatShape(b);
   if (a.drop_back(2) != b.drop_back(2))
-    return emitOpError() << "expected equal batch dimensions, got "
-                         << formatShape(a) << " and " << formatShape(b);
+    return op->emitOpError() << "expected equal batch dimensions, got "
+                             << formatShape(a) << " and " << formatShape(b);
   size_t r = a.size();
-  int64_t m = getTransposeLhs() ? a[r - 1] : a[r - 2];
-  int64_t ka = getTransposeLhs() ? a[r - 2] : a[r - 1];
-  int64_t kb = getTransposeRhs() ? b[r - 1] : b[r - 2];
-  int64_t n = getTransposeRhs() ? b[r - 2] : b[r - 1];
+  int64_t m = transposeLhs ? a[r - 1] : a[r - 2];
+  int64_t ka = transposeLhs ? a[r - 2] : a[r - 1];
+  int64_t kb = transposeRhs ? b[r - 1] : b[r - 2];
+  int64_t n = transposeRhs ? b[r - 2] : b[r - 1];
   if (ka != kb)
-    return emitOpError() << "expected contracting dimensions to agree, got "
-                         << ka << " and " << kb;
-  return verifyShapeIs(*this, "result", getResult(),
-                       concat(a.drop_back(2), {m, n}));
+    return op->emitOpError()
+           << "expected contracting dimensions to agree, got " << ka
+           << " and " << kb;
+  return verifyShapeIs(op, "result", result, concat(a.drop_back(2), {m, n}));
 }
-
-//===--- train.add --------------------------------------------------------===//
-
+LogicalResult MatmulOp::verify() {
+  return verifyMatmul(*this, getLhs(), getRhs(), getTransposeLhs(),
+                      getTransposeRhs(), getResult());
+}
 LogicalResult AddOp::verify() {
   if (failed(verifyCompute(*this)))
     return failure();
@@ -619,29 +625,68 @@ static LogicalResult verifyNormParams(Operation *op, Value input, Value weight,
   return verifyShapeIs(op, "weight", weight, {x.back()});
 }
 
+/// layernorm's (and add_layernorm's) rules for its input, params and result.
+static LogicalResult verifyLayerNorm(Operation *op, Value input, Value weight,
+                                     Value bias, double eps, Value result) {
+  if (failed(verifyCompute(op)) ||
+      failed(verifyNormParams(op, input, weight, eps)) ||
+      failed(verifyShapeIs(op, "bias", bias, {shapeOf(input).back()})))
+    return failure();
+  return verifyShapeIs(op, "result", result, shapeOf(input));
+}
 LogicalResult LayerNormOp::verify() {
-  if (failed(verifyCompute(*this)) ||
-      failed(verifyNormParams(*this, getInput(), getWeight(),
-                              getEps().convertToDouble())) ||
-      failed(verifyShapeIs(*this, "bias", getBias(), {shapeOf(getInput()).back()})))
-    return failure();
-  return verifyShapeIs(*this, "result", getResult(), shapeOf(getInput()));
+  return verifyLayerNorm(*this, getInput(), getWeight(), getBias(),
+                         getEps().convertToDouble(), getResult());
 }
-
-LogicalResult LayerNormGradOp::verify() {
-  if (failed(verifyCompute(*this)) ||
-      failed(verifyNormParams(*this, getInput(), getWeight(),
-                              getEps().convertToDouble())) ||
-      failed(verifyShapeIs(*this, "grad", getGrad(), shapeOf(getInput()))) ||
-      failed(verifyShapeIs(*this, "input_grad", getInputGrad(),
-                           shapeOf(getInput()))) ||
-      failed(verifyShapeIs(*this, "weight_grad", getWeightGrad(),
-                           shapeOf(getWeight()))))
+/// layernorm_grad's (and layernorm_grad_add's) rules.
+template <typename Op> static LogicalResult verifyLayerNormGrad(Op op) {
+  if (failed(verifyCompute(op)) ||
+      failed(verifyNormParams(op, op.getInput(), op.getWeight(),
+                              op.getEps().convertToDouble())) ||
+      failed(verifyShapeIs(op, "grad", op.getGrad(),
+                           shapeOf(op.getInput()))) ||
+      failed(verifyShapeIs(op, "input_grad", op.getInputGrad(),
+                           shapeOf(op.getInput()))) ||
+      failed(verifyShapeIs(op, "weight_grad", op.getWeightGrad(),
+                           shapeOf(op.getWeight()))))
     return failure();
-  return verifyShapeIs(*this, "bias_grad", getBiasGrad(), shapeOf(getWeight()));
+  return verifyShapeIs(op, "bias_grad", op.getBiasGrad(),
+                       shapeOf(op.getWeight()));
 }
+LogicalResult LayerNormGradOp::verify() { return verifyLayerNormGrad(*this); }
 
-//===--- train.embedding --------------------------------------------------===//
+//===--- fused ops --------------------------------------------------------===//
+
+LogicalResult LinearGeluOp::verify() {
+  if (failed(verifyLinear(*this, getInput(), getWeight(), getBias(),
+                          getPreactivation())))
+    return failure();
+  return verifyShapeIs(*this, "result", getResult(),
+                       shapeOf(getPreactivation()));
+}
+LogicalResult AddLayerNormOp::verify() {
+  if (failed(verifyCompute(*this)) ||
+      failed(verifyShapeIs(*this, "rhs", getRhs(), shapeOf(getLhs()))) ||
+      failed(verifyShapeIs(*this, "sum", getSum(), shapeOf(getLhs()))))
+    return failure();
+  return verifyLayerNorm(*this, getSum(), getWeight(), getBias(),
+                         getEps().convertToDouble(), getResult());
+}
+LogicalResult MatmulGeluGradOp::verify() {
+  if (failed(verifyMatmul(*this, getLhs(), getRhs(), getTransposeLhs(),
+                          getTransposeRhs(), getResult())))
+    return failure();
+  if (shapeOf(getLhs()).size() != 2)
+    return emitOpError() << "expected matrices, got an operand of shape "
+                         << formatShape(shapeOf(getLhs()));
+  return verifyShapeIs(*this, "preactivation", getPreactivation(),
+                       shapeOf(getResult()));
+}
+LogicalResult LayerNormGradAddOp::verify() {
+  if (failed(verifyLayerNormGrad(*this)))
+    return failure();
+  return verifyShapeIs(*this, "addend", getAddend(), shapeOf(getInput()));
+}
 
 LogicalResult EmbeddingOp::verify() {
   if (failed(verifyCompute(*this)))

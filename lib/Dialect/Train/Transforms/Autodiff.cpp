@@ -194,6 +194,10 @@ LogicalResult ReverseSweep::matmul(MatmulOp op, Value dy) {
 LogicalResult ReverseSweep::differentiate(Operation *op) {
   if (!activity.isActive(op))
     return success();
+  if (isa<LinearGeluOp, AddLayerNormOp, MatmulGeluGradOp, LayerNormGradAddOp>(
+          op))
+    return op->emitOpError()
+           << "is a fused op: --train-fuse runs after --train-autodiff";
   // Every differentiable op has one result.
   if (op->getNumResults() != 1)
     return op->emitOpError() << "has no vector-Jacobian product rule";

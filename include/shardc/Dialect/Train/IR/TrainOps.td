@@ -611,4 +611,107 @@ def Train_CrossEntropyGradOp : Train_ComputeOp<"cross_entropy_grad"> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Fused compute (produced by --train-fuse)
+//===----------------------------------------------------------------------===//
+//
+// Each fused op computes what two adjacent ops compute, named after them in
+// order, in one kernel: on a GPU the intermediate stays in registers (or a
+// GEMM's epilogue) instead of a round trip through memory. Every value the
+// pair stored and another op reads is still a result. They come after
+// --train-autodiff, which does not differentiate them.
+
+def Train_LinearGeluOp : Train_ComputeOp<"linear_gelu"> {
+  let summary = "train.linear then train.gelu: a GEMM with a GELU epilogue";
+  let description = [{
+    `preactivation` is `train.linear`'s result (`x W^T + b`, `bias`
+    optional), kept for `train.gelu_grad`; `result` is `train.gelu` of it.
+
+    ```mlir
+    %pre, %y = train.linear_gelu %x, %w, %b
+        : (tensor<8x16xf32>, tensor<64x16xf32>, tensor<64xf32>)
+          -> (tensor<8x64xf32>, tensor<8x64xf32>)
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
+                       Optional<Train_FloatTensor>:$bias);
+  let results = (outs Train_FloatTensor:$preactivation,
+                      Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Train_AddLayerNormOp : Train_ComputeOp<"add_layernorm"> {
+  let summary = "train.add then train.layernorm: a residual add and its norm";
+  let description = [{
+    `sum` is `lhs + rhs` (same shapes: the residual stream), `result` is
+    `train.layernorm` of it with `weight`, `bias` and `eps`.
+
+    ```mlir
+    %sum, %y = train.add_layernorm %a, %b, %g, %beta {eps = 1.0e-05 : f64}
+        : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+          -> (tensor<8x16xf32>, tensor<8x16xf32>)
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$lhs, Train_FloatTensor:$rhs,
+                       Train_FloatTensor:$weight, Train_FloatTensor:$bias,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$eps);
+  let results = (outs Train_FloatTensor:$sum, Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $weight `,` $bias attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Train_MatmulGeluGradOp : Train_ComputeOp<"matmul_gelu_grad"> {
+  let summary = "train.matmul then train.gelu_grad: a GEMM with a GELU' epilogue";
+  let description = [{
+    `gelu_grad(matmul(lhs, rhs), preactivation)`: the gradient reaching a
+    GELU's input through the linear after it. `lhs` and `rhs` are matrices
+    (rank 2, transposes as `train.matmul`); `preactivation` and the result
+    have the product's shape.
+
+    ```mlir
+    %dpre = train.matmul_gelu_grad %dy, %w, %pre
+        : (tensor<8x16xf32>, tensor<16x64xf32>, tensor<8x64xf32>)
+          -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$lhs, Train_FloatTensor:$rhs,
+                       Train_FloatTensor:$preactivation,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $preactivation attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Train_LayerNormGradAddOp : Train_ComputeOp<"layernorm_grad_add"> {
+  let summary = "train.layernorm_grad then train.add: the residual's gradient";
+  let description = [{
+    As `train.layernorm_grad`, with `input_grad` = `addend` + the input's
+    gradient: the residual stream's gradient gathers the norm's in the same
+    pass. `addend` has the input's shape.
+
+    ```mlir
+    %dx, %dw, %db = train.layernorm_grad_add %dy, %x, %w, %dr
+        : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<8x16xf32>)
+          -> (tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$grad, Train_FloatTensor:$input,
+                       Train_FloatTensor:$weight, Train_FloatTensor:$addend,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$eps);
+  let results = (outs Train_FloatTensor:$input_grad,
+                      Train_FloatTensor:$weight_grad,
+                      Train_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weight `,` $addend attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
 #endif // SHARDC_DIALECT_TRAIN_IR_TRAINOPS_TD

@@ -72,6 +72,54 @@ def TrainAutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def TrainFusePass : Pass<"train-fuse", "::mlir::ModuleOp"> {
+  let summary = "Fuse adjacent ops of a differentiated step into one kernel each";
+  let description = [{
+    Rewrites four pairs of adjacent ops, forward and backward, into the
+    fused ops of the train dialect, so that the intermediate between them
+    never makes a round trip through memory (on a GPU: a GEMM epilogue, or
+    one pass per row):
+
+    | pair                                      | fused op                   |
+    |-------------------------------------------|----------------------------|
+    | `train.linear` -> `train.gelu`            | `train.linear_gelu`        |
+    | `train.add` -> `train.layernorm`          | `train.add_layernorm`      |
+    | `train.matmul` (-> reshape) -> `train.gelu_grad` | `train.matmul_gelu_grad` |
+    | `train.layernorm_grad` -> `train.add`     | `train.layernorm_grad_add` |
+
+    These are a GPT block's MLP (c_fc and its GELU), its residual adds and
+    the norms after them, and their gradients. A pair fuses when
+
+    - both ops are in the same block and the second reads the first's result;
+    - the add has operands of one shape (no broadcast);
+    - the matmul is of matrices, and its product (the gelu_grad's `grad`)
+      is read by nothing else; likewise the input gradient of
+      layernorm_grad is read only by the add;
+    - the second op's other operands are defined before the first op, where
+      the fused op takes its place.
+
+    A result the pair produced and something else still reads (the linear's
+    preactivation, kept for the backward; the residual sum) is a result of
+    the fused op. Every fused op computes what the pair computed, to the
+    bit on the host target: fusion changes where values live, never what
+    they are.
+
+    Run after `--train-autodiff` (which does not differentiate fused ops),
+    before `--shardc-shard`; `--shardc-pipeline` does, unless `fuse=false`.
+
+    ```mlir
+    %h = train.linear %x, %w, %b : ...
+    %g = train.gelu %h : tensor<8x64xf32>
+    ```
+
+    becomes
+
+    ```mlir
+    %h, %g = train.linear_gelu %x, %w, %b : ...
+    ```
+  }];
+}
+
 def ShardcWrapPass : Pass<"shardc-wrap", "::mlir::ModuleOp"> {
   let summary = "Group the layers of a model written without units into units";
   let description = [{

@@ -1,0 +1,150 @@
+//===- Fuse.cpp - Fuse adjacent ops into the fused ops --------------------===//
+
+#include "shardc/Dialect/Train/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Dominance.h"
+
+#define DEBUG_TYPE "train-fuse"
+
+namespace shardc::train {
+#define GEN_PASS_DEF_TRAINFUSEPASS
+#include "shardc/Dialect/Train/Transforms/Passes.h.inc"
+} // namespace shardc::train
+
+using namespace mlir;
+using namespace shardc::train;
+
+namespace {
+
+/// Whether `second` can fuse with `first`, the fused op taking `first`'s
+/// place: same block, and `operands` (second's others) defined before it.
+bool canFuseAt(Operation *first, Operation *second, ValueRange operands,
+               DominanceInfo &dominance) {
+  if (first->getBlock() != second->getBlock())
+    return false;
+  return llvm::all_of(operands, [&](Value v) {
+    return dominance.properlyDominates(v, first);
+  });
+}
+
+/// `v` as `type`'s shape (a view), or `v` itself when it has it.
+Value reshapeTo(OpBuilder &b, Value v, Type type) {
+  if (v.getType() == type)
+    return v;
+  return ReshapeOp::create(b, v.getLoc(), cast<RankedTensorType>(type), v);
+}
+
+/// linear -> gelu: train.linear_gelu.
+void fuseLinearGelu(GeluOp gelu, DominanceInfo &dominance) {
+  auto linear = gelu.getInput().getDefiningOp<LinearOp>();
+  if (!linear || !canFuseAt(linear, gelu, {}, dominance))
+    return;
+  OpBuilder b(linear);
+  Type type = linear.getResult().getType();
+  auto fused = LinearGeluOp::create(
+      b, b.getFusedLoc({linear.getLoc(), gelu.getLoc()}), type, type,
+      linear.getInput(), linear.getWeight(), linear.getBias());
+  gelu.getResult().replaceAllUsesWith(fused.getResult());
+  gelu.erase();
+  linear.getResult().replaceAllUsesWith(fused.getPreactivation());
+  linear.erase();
+}
+
+/// add -> layernorm: train.add_layernorm.
+void fuseAddLayerNorm(LayerNormOp norm, DominanceInfo &dominance) {
+  auto add = norm.getInput().getDefiningOp<AddOp>();
+  if (!add || add.getLhs().getType() != add.getRhs().getType() ||
+      !canFuseAt(add, norm, {norm.getWeight(), norm.getBias()}, dominance))
+    return;
+  OpBuilder b(add);
+  Type type = add.getResult().getType();
+  auto fused = AddLayerNormOp::create(
+      b, b.getFusedLoc({add.getLoc(), norm.getLoc()}), type,
+      norm.getResult().getType(), add.getLhs(), add.getRhs(), norm.getWeight(),
+      norm.getBias(), norm.getEpsAttr());
+  norm.getResult().replaceAllUsesWith(fused.getResult());
+  norm.erase();
+  add.getResult().replaceAllUsesWith(fused.getSum());
+  add.erase();
+}
+
+/// matmul (-> reshape) -> gelu_grad: train.matmul_gelu_grad.
+void fuseMatmulGeluGrad(GeluGradOp geluGrad, DominanceInfo &dominance) {
+  Value grad = geluGrad.getGrad();
+  auto view = grad.getDefiningOp<ReshapeOp>();
+  if (view) {
+    if (!view.getResult().hasOneUse())
+      return;
+    grad = view.getInput();
+  }
+  auto matmul = grad.getDefiningOp<MatmulOp>();
+  if (!matmul || !matmul.getResult().hasOneUse() ||
+      matmul.getResult().getType().getRank() != 2 ||
+      !canFuseAt(matmul, geluGrad, {geluGrad.getInput()}, dominance))
+    return;
+  OpBuilder b(matmul);
+  Location loc = b.getFusedLoc({matmul.getLoc(), geluGrad.getLoc()});
+  Type productType = matmul.getResult().getType();
+  auto fused = MatmulGeluGradOp::create(
+      b, loc, productType, matmul.getLhs(), matmul.getRhs(),
+      reshapeTo(b, geluGrad.getInput(), productType),
+      matmul.getTransposeLhsAttr(), matmul.getTransposeRhsAttr());
+  geluGrad.getResult().replaceAllUsesWith(
+      reshapeTo(b, fused.getResult(), geluGrad.getResult().getType()));
+  geluGrad.erase();
+  if (view)
+    view.erase();
+  matmul.erase();
+}
+
+/// layernorm_grad -> add: train.layernorm_grad_add.
+void fuseLayerNormGradAdd(LayerNormGradOp normGrad, DominanceInfo &dominance) {
+  Value inputGrad = normGrad.getInputGrad();
+  if (!inputGrad.hasOneUse())
+    return;
+  auto add = dyn_cast<AddOp>(*inputGrad.getUsers().begin());
+  if (!add || add.getLhs().getType() != add.getRhs().getType())
+    return;
+  Value addend = add.getLhs() == inputGrad ? add.getRhs() : add.getLhs();
+  if (addend == inputGrad || !canFuseAt(normGrad, add, {addend}, dominance))
+    return;
+  OpBuilder b(normGrad);
+  auto fused = LayerNormGradAddOp::create(
+      b, b.getFusedLoc({normGrad.getLoc(), add.getLoc()}),
+      normGrad.getResultTypes(), normGrad.getGrad(), normGrad.getInput(),
+      normGrad.getWeight(), addend, normGrad.getEpsAttr());
+  add.getResult().replaceAllUsesWith(fused.getInputGrad());
+  add.erase();
+  normGrad.getWeightGrad().replaceAllUsesWith(fused.getWeightGrad());
+  normGrad.getBiasGrad().replaceAllUsesWith(fused.getBiasGrad());
+  normGrad.erase();
+}
+
+/// Collects the ops of type Op under `root`, then fuses each: the walk does
+/// not see the rewrites.
+template <typename Op>
+void fuseEach(Operation *root, DominanceInfo &dominance,
+              void (*fuse)(Op, DominanceInfo &)) {
+  SmallVector<Op> anchors;
+  root->walk([&](Op op) { anchors.push_back(op); });
+  for (Op op : anchors)
+    fuse(op, dominance);
+}
+
+struct TrainFusePass
+    : shardc::train::impl::TrainFusePassBase<TrainFusePass> {
+  void runOnOperation() override {
+    Operation *module = getOperation();
+    DominanceInfo dominance(module);
+    // Each rewrite erases its anchor and the op before it and creates ops
+    // only where that op was: the remaining anchors and the dominance of
+    // values defined elsewhere are untouched.
+    fuseEach<LayerNormGradOp>(module, dominance, fuseLayerNormGradAdd);
+    fuseEach<LayerNormOp>(module, dominance, fuseAddLayerNorm);
+    fuseEach<GeluOp>(module, dominance, fuseLinearGelu);
+    fuseEach<GeluGradOp>(module, dominance, fuseMatmulGeluGrad);
+  }
+};
+
+} // namespace

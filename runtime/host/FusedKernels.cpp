@@ -1,0 +1,134 @@
+//===- FusedKernels.cpp - The fused kernels on the host -------------------===//
+//
+// The host's fused kernels (train.linear_gelu, train.add_layernorm,
+// train.matmul_gelu_grad, train.layernorm_grad_add) run the kernels of the
+// two ops they fuse in turn, on the intermediate as stored: their results are
+// those of the unfused pair to the bit, in f32 and in bf16. The fusion pays
+// on a GPU, where the intermediate skips a round trip through memory
+// (runtime/cuda/Kernels.cu); here it only saves the intermediate's buffer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelTimer.h"
+
+#include "shardc_rt/Kernels.h"
+
+namespace {
+
+/// The fused kernels of one element type T, from that type's kernels.
+template <typename T> struct Fused {
+  void (*linear)(const T *, const T *, const T *, T *, int64_t, int64_t,
+                 int64_t);
+  void (*gelu)(const T *, T *, int64_t);
+  void (*add)(const T *, const T *, T *, int64_t, int64_t);
+  void (*layerNorm)(const T *, const T *, const T *, T *, int64_t, int64_t,
+                    double);
+  void (*matmul)(const T *, const T *, T *, int64_t, int64_t, int64_t,
+                 int64_t, int, int);
+  void (*geluGrad)(const T *, const T *, T *, int64_t);
+  void (*layerNormGrad)(const T *, const T *, const T *, T *, T *, T *,
+                        int64_t, int64_t, double);
+
+  void linearGelu(const T *x, const T *w, const T *b, T *pre, T *y, int64_t m,
+                  int64_t k, int64_t n) const {
+    linear(x, w, b, pre, m, k, n);
+    gelu(pre, y, m * n);
+  }
+  void addLayerNorm(const T *lhs, const T *rhs, const T *w, const T *b, T *sum,
+                    T *y, int64_t rows, int64_t c, double eps) const {
+    add(lhs, rhs, sum, rows * c, rows * c);
+    layerNorm(sum, w, b, y, rows, c, eps);
+  }
+  void matmulGeluGrad(const T *lhs, const T *rhs, const T *pre, T *dx,
+                      int64_t m, int64_t k, int64_t n, int transposeLhs,
+                      int transposeRhs) const {
+    matmul(lhs, rhs, dx, 1, m, k, n, transposeLhs, transposeRhs);
+    geluGrad(dx, pre, dx, m * n);
+  }
+  void layerNormGradAdd(const T *dy, const T *x, const T *w, const T *addend,
+                        T *dx, T *dw, T *db, int64_t rows, int64_t c,
+                        double eps) const {
+    layerNormGrad(dy, x, w, dx, dw, db, rows, c, eps);
+    // dx + addend: the unfused add's addend + dx, as addition commutes.
+    add(dx, addend, dx, rows * c, rows * c);
+  }
+};
+
+constexpr Fused<float> f32{shardc_rt_linear_f32,   shardc_rt_gelu_f32,
+                           shardc_rt_add_f32,      shardc_rt_layernorm_f32,
+                           shardc_rt_matmul_f32,   shardc_rt_gelu_grad_f32,
+                           shardc_rt_layernorm_grad_f32};
+constexpr Fused<shardc_rt_bf16> bf16{
+    shardc_rt_linear_bf16, shardc_rt_gelu_bf16,   shardc_rt_add_bf16,
+    shardc_rt_layernorm_bf16, shardc_rt_matmul_bf16, shardc_rt_gelu_grad_bf16,
+    shardc_rt_layernorm_grad_bf16};
+
+} // namespace
+
+void shardc_rt_linear_gelu_f32(const float *x, const float *w, const float *b,
+                               float *pre, float *y, int64_t m, int64_t k,
+                               int64_t n) {
+  SHARDC_RT_TIME_KERNEL("linear_gelu_f32");
+  f32.linearGelu(x, w, b, pre, y, m, k, n);
+}
+
+void shardc_rt_add_layernorm_f32(const float *lhs, const float *rhs,
+                                 const float *w, const float *b, float *sum,
+                                 float *y, int64_t rows, int64_t c,
+                                 double eps) {
+  SHARDC_RT_TIME_KERNEL("add_layernorm_f32");
+  f32.addLayerNorm(lhs, rhs, w, b, sum, y, rows, c, eps);
+}
+
+void shardc_rt_matmul_gelu_grad_f32(const float *lhs, const float *rhs,
+                                    const float *pre, float *dx, int64_t m,
+                                    int64_t k, int64_t n, int transposeLhs,
+                                    int transposeRhs) {
+  SHARDC_RT_TIME_KERNEL("matmul_gelu_grad_f32");
+  f32.matmulGeluGrad(lhs, rhs, pre, dx, m, k, n, transposeLhs, transposeRhs);
+}
+
+void shardc_rt_layernorm_grad_add_f32(const float *dy, const float *x,
+                                      const float *w, const float *addend,
+                                      float *dx, float *dw, float *db,
+                                      int64_t rows, int64_t c, double eps) {
+  SHARDC_RT_TIME_KERNEL("layernorm_grad_add_f32");
+  f32.layerNormGradAdd(dy, x, w, addend, dx, dw, db, rows, c, eps);
+}
+
+void shardc_rt_linear_gelu_bf16(const shardc_rt_bf16 *x,
+                                const shardc_rt_bf16 *w,
+                                const shardc_rt_bf16 *b, shardc_rt_bf16 *pre,
+                                shardc_rt_bf16 *y, int64_t m, int64_t k,
+                                int64_t n) {
+  SHARDC_RT_TIME_KERNEL("linear_gelu_bf16");
+  bf16.linearGelu(x, w, b, pre, y, m, k, n);
+}
+
+void shardc_rt_add_layernorm_bf16(const shardc_rt_bf16 *lhs,
+                                  const shardc_rt_bf16 *rhs,
+                                  const shardc_rt_bf16 *w,
+                                  const shardc_rt_bf16 *b, shardc_rt_bf16 *sum,
+                                  shardc_rt_bf16 *y, int64_t rows, int64_t c,
+                                  double eps) {
+  SHARDC_RT_TIME_KERNEL("add_layernorm_bf16");
+  bf16.addLayerNorm(lhs, rhs, w, b, sum, y, rows, c, eps);
+}
+
+void shardc_rt_matmul_gelu_grad_bf16(const shardc_rt_bf16 *lhs,
+                                     const shardc_rt_bf16 *rhs,
+                                     const shardc_rt_bf16 *pre,
+                                     shardc_rt_bf16 *dx, int64_t m, int64_t k,
+                                     int64_t n, int transposeLhs,
+                                     int transposeRhs) {
+  SHARDC_RT_TIME_KERNEL("matmul_gelu_grad_bf16");
+  bf16.matmulGeluGrad(lhs, rhs, pre, dx, m, k, n, transposeLhs, transposeRhs);
+}
+
+void shardc_rt_layernorm_grad_add_bf16(
+    const shardc_rt_bf16 *dy, const shardc_rt_bf16 *x, const shardc_rt_bf16 *w,
+    const shardc_rt_bf16 *addend, shardc_rt_bf16 *dx, shardc_rt_bf16 *dw,
+    shardc_rt_bf16 *db, int64_t rows, int64_t c, double eps) {
+  SHARDC_RT_TIME_KERNEL("layernorm_grad_add_bf16");
+  bf16.layerNormGradAdd(dy, x, w, addend, dx, dw, db, rows, c, eps);
+}

@@ -1,0 +1,141 @@
+// RUN: shardc-opt %s -split-input-file --train-fuse | FileCheck %s
+// RUN: shardc-opt %s -split-input-file --train-fuse | shardc-opt -split-input-file
+
+// A GPT block's forward after autodiff: c_fc and its GELU fuse (the
+// preactivation stays a result, yielded for the backward), the attention's
+// residual add and ln_2 fuse (the sum is read again by the second residual
+// add). ln_1 reads the unit's argument: nothing to fuse.
+
+// CHECK-LABEL: train.model @block
+// CHECK: train.unit "h0"
+// CHECK: %[[LN1:.*]] = train.layernorm %arg0,
+// CHECK: %[[SUM:.*]], %[[LN2:.*]] = train.add_layernorm %arg0, %[[ATTN:.*]], %[[G2:.*]], %[[B2:.*]] {eps = {{.*}} : f64} :
+// CHECK-NEXT: %[[PRE:.*]], %[[ACT:.*]] = train.linear_gelu %[[LN2]], %{{.*}}, %{{.*}} :
+// CHECK-NEXT: %[[PROJ:.*]] = train.linear %[[ACT]],
+// CHECK-NEXT: %[[OUT:.*]] = train.add %[[SUM]], %[[PROJ]]
+// CHECK-NEXT: train.yield %[[OUT]], %[[PRE]], %[[SUM]]
+// CHECK-NOT: train.gelu
+train.model @block batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4x8xf32>
+  %r:3 = train.unit "h0"(%x) : (tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x8xf32>) {
+  ^bb0(%a: tensor<2x4x8xf32>):
+    %g1 = train.param "g1" init(#train.ones) : tensor<8xf32>
+    %b1 = train.param "b1" init(#train.zeros) : tensor<8xf32>
+    %g2 = train.param "g2" init(#train.ones) : tensor<8xf32>
+    %b2 = train.param "b2" init(#train.zeros) : tensor<8xf32>
+    %wfc = train.param "wfc" init(#train.zeros) : tensor<16x8xf32>
+    %bfc = train.param "bfc" init(#train.zeros) : tensor<16xf32>
+    %wp = train.param "wp" init(#train.zeros) : tensor<8x16xf32>
+    %n1 = train.layernorm %a, %g1, %b1 {eps = 1.0e-6 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+    %attn = train.scale %n1 by 2.0 : tensor<2x4x8xf32>
+    %s = train.add %a, %attn : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %n2 = train.layernorm %s, %g2, %b2 {eps = 1.0e-6 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+    %h = train.linear %n2, %wfc, %bfc : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+    %act = train.gelu %h : tensor<2x4x16xf32>
+    %p = train.linear %act, %wp : (tensor<2x4x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8xf32>
+    %o = train.add %s, %p : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    train.yield %o, %h, %s : tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x8xf32>
+  }
+  %t = train.input "t" : tensor<2x4xi32>
+  %loss = train.cross_entropy %r#0, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  train.return %loss : tensor<f32>
+}
+
+// -----
+
+// Its backward: the gradient through c_proj meets GELU's derivative in the
+// GEMM (through the reshape autodiff puts between them; the preactivation is
+// viewed as the product's matrix), and each norm's input gradient joins the
+// residual's gradient.
+
+// CHECK-LABEL: train.model @backward
+// CHECK: %[[PRE2D:.*]] = train.reshape %arg1 : tensor<2x4x16xf32> to tensor<8x16xf32>
+// CHECK-NEXT: %[[DPRE2D:.*]] = train.matmul_gelu_grad %{{.*}}, %{{.*}}, %[[PRE2D]] :
+// CHECK-NEXT: %[[DPRE:.*]] = train.reshape %[[DPRE2D]] : tensor<8x16xf32> to tensor<2x4x16xf32>
+// CHECK-NEXT: %[[DB:.*]] = train.sum_to %[[DPRE]]
+// CHECK: %[[DX2:.*]], %[[DG2:.*]], %[[DB2:.*]] = train.layernorm_grad_add %{{.*}}, %arg2, %{{.*}}, %arg0 {eps = {{.*}} : f64}
+// CHECK: %[[DX1:.*]], %[[DG1:.*]], %[[DB1:.*]] = train.layernorm_grad_add %{{.*}}, %arg3, %{{.*}}, %[[DX2]]
+// CHECK-NEXT: train.yield %[[DX1]], %[[DG1]], %[[DB1]], %[[DG2]], %[[DB2]], %[[DB]]
+// CHECK-NOT: train.gelu_grad
+// CHECK-NOT: train.layernorm_grad %
+train.model @backward batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %dy = train.input "dy" : tensor<2x4x8xf32>
+  %pre = train.input "pre" : tensor<2x4x16xf32>
+  %s = train.input "s" : tensor<2x4x8xf32>
+  %a = train.input "a" : tensor<2x4x8xf32>
+  %g:6 = train.unit "h0"(%dy, %pre, %s, %a) : (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<16xf32>) {
+  ^bb0(%arg0: tensor<2x4x8xf32>, %arg1: tensor<2x4x16xf32>, %arg2: tensor<2x4x8xf32>, %arg3: tensor<2x4x8xf32>):
+    %g1 = train.param "g1" init(#train.ones) : tensor<8xf32>
+    %g2 = train.param "g2" init(#train.ones) : tensor<8xf32>
+    %wp = train.param "wp" init(#train.zeros) : tensor<8x16xf32>
+    %wfc = train.param "wfc" init(#train.zeros) : tensor<16x8xf32>
+    %dy2 = train.reshape %arg0 : tensor<2x4x8xf32> to tensor<8x8xf32>
+    %dact2 = train.matmul %dy2, %wp : (tensor<8x8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+    %dact = train.reshape %dact2 : tensor<8x16xf32> to tensor<2x4x16xf32>
+    %dpre = train.gelu_grad %dact, %arg1 : tensor<2x4x16xf32>
+    %db = train.sum_to %dpre : tensor<2x4x16xf32> to tensor<16xf32>
+    %dpre2 = train.reshape %dpre : tensor<2x4x16xf32> to tensor<8x16xf32>
+    %dn2 = train.matmul %dpre2, %wfc : (tensor<8x16xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
+    %dn = train.reshape %dn2 : tensor<8x8xf32> to tensor<2x4x8xf32>
+    %dx2, %dg2, %db2 = train.layernorm_grad %dn, %arg2, %g2 {eps = 1.0e-6 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+    %ds = train.add %arg0, %dx2 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %d1 = train.scale %ds by 2.0 : tensor<2x4x8xf32>
+    %dx1, %dg1, %db1 = train.layernorm_grad %d1, %arg3, %g1 {eps = 1.0e-6 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+    %da = train.add %dx1, %ds : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    train.yield %da, %dg1, %db1, %dg2, %db2, %db : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<16xf32>
+  }
+  %t = train.input "t" : tensor<2x4xi32>
+  %loss = train.cross_entropy %g#0, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  train.return %loss : tensor<f32>
+}
+
+// -----
+
+// What does not fuse: a broadcast add; a norm whose weight is defined after
+// the add; a product read twice; a batched product; a norm gradient read
+// twice; a linear and a gelu in different blocks.
+
+// CHECK-LABEL: train.model @unfused
+// CHECK-NOT: train.add_layernorm
+// CHECK-NOT: train.linear_gelu
+// CHECK-NOT: train.matmul_gelu_grad
+// CHECK-NOT: train.layernorm_grad_add
+train.model @unfused batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4x8xf32>
+  %pos = train.param "pos" init(#train.zeros) : tensor<4x8xf32>
+  %g = train.param "g" init(#train.ones) : tensor<8xf32>
+  %b = train.param "b" init(#train.zeros) : tensor<8xf32>
+  // Broadcast.
+  %e = train.add %x, %pos : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+  %n = train.layernorm %e, %g, %b : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  // The weight comes after the add.
+  %s = train.add %n, %x : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %late = train.param "late" init(#train.ones) : tensor<8xf32>
+  %n2 = train.layernorm %s, %late, %b : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  // The product is read twice.
+  %w = train.param "w" init(#train.zeros) : tensor<8x8xf32>
+  %m2 = train.reshape %n2 : tensor<2x4x8xf32> to tensor<8x8xf32>
+  %p = train.matmul %m2, %w : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %pre = train.reshape %x : tensor<2x4x8xf32> to tensor<8x8xf32>
+  %d = train.gelu_grad %p, %pre : tensor<8x8xf32>
+  %d2 = train.add %d, %p : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  // A batched product.
+  %bp = train.matmul %x, %x {transpose_rhs} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %bpre = train.scale %bp by 1.0 : tensor<2x4x4xf32>
+  %bd = train.gelu_grad %bp, %bpre : tensor<2x4x4xf32>
+  // The norm's input gradient is read twice.
+  %dx, %dg, %db = train.layernorm_grad %x, %x, %g : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %r1 = train.add %x, %dx : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %r2 = train.add %r1, %dx : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  // Different blocks.
+  %h = train.linear %x, %w : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %u = train.unit "u"(%h) : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%a: tensor<2x4x8xf32>):
+    %act = train.gelu %a : tensor<2x4x8xf32>
+    train.yield %act : tensor<2x4x8xf32>
+  }
+  %t = train.input "t" : tensor<2x4xi32>
+  %l = train.reshape %d2 : tensor<8x8xf32> to tensor<2x4x8xf32>
+  %loss = train.cross_entropy %l, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  train.return %loss : tensor<f32>
+}
