@@ -5,7 +5,8 @@
 // two ops they fuse in turn, on the intermediate as stored: their results are
 // those of the unfused pair to the bit, in f32 and in bf16. The fusion pays
 // on a GPU, where the intermediate skips a round trip through memory
-// (runtime/cuda/Kernels.cu); here it only saves the intermediate's buffer.
+// (runtime/cuda/Kernels.cu); here it only changes which buffers are live
+// when (the --train-fuse pass says how).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,11 +24,11 @@ template <typename T> struct Fused {
   void (*add)(const T *, const T *, T *, int64_t, int64_t);
   void (*layerNorm)(const T *, const T *, const T *, T *, int64_t, int64_t,
                     double);
-  void (*matmul)(const T *, const T *, T *, int64_t, int64_t, int64_t,
-                 int64_t, int, int);
+  void (*matmul)(const T *, const T *, T *, int64_t, int64_t, int64_t, int64_t,
+                 int, int);
   void (*geluGrad)(const T *, const T *, T *, int64_t);
-  void (*layerNormGrad)(const T *, const T *, const T *, T *, T *, T *,
-                        int64_t, int64_t, double);
+  void (*layerNormGrad)(const T *, const T *, const T *, T *, T *, T *, int64_t,
+                        int64_t, double);
 
   void linearGelu(const T *x, const T *w, const T *b, T *pre, T *y, int64_t m,
                   int64_t k, int64_t n) const {
@@ -54,13 +55,14 @@ template <typename T> struct Fused {
   }
 };
 
-constexpr Fused<float> f32{shardc_rt_linear_f32,   shardc_rt_gelu_f32,
-                           shardc_rt_add_f32,      shardc_rt_layernorm_f32,
-                           shardc_rt_matmul_f32,   shardc_rt_gelu_grad_f32,
+constexpr Fused<float> f32{shardc_rt_linear_f32,        shardc_rt_gelu_f32,
+                           shardc_rt_add_f32,           shardc_rt_layernorm_f32,
+                           shardc_rt_matmul_f32,        shardc_rt_gelu_grad_f32,
                            shardc_rt_layernorm_grad_f32};
 constexpr Fused<shardc_rt_bf16> bf16{
-    shardc_rt_linear_bf16, shardc_rt_gelu_bf16,   shardc_rt_add_bf16,
-    shardc_rt_layernorm_bf16, shardc_rt_matmul_bf16, shardc_rt_gelu_grad_bf16,
+    shardc_rt_linear_bf16,        shardc_rt_gelu_bf16,
+    shardc_rt_add_bf16,           shardc_rt_layernorm_bf16,
+    shardc_rt_matmul_bf16,        shardc_rt_gelu_grad_bf16,
     shardc_rt_layernorm_grad_bf16};
 
 } // namespace

@@ -794,7 +794,8 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
       .Case<train::MatmulOp, train::MatmulGeluGradOp>([&](auto o) {
         // matmul: lhs, rhs, out, batch, ...; matmul_gelu_grad (matrices):
         // lhs, rhs, preactivation, dx, m, ...
-        constexpr bool gelu = std::is_same_v<decltype(o), train::MatmulGeluGradOp>;
+        constexpr bool gelu =
+            std::is_same_v<decltype(o), train::MatmulGeluGradOp>;
         std::string c = allocate(o.getResult());
         ArrayRef<int64_t> lhs = shapeOf(o.getLhs()), res = shapeOf(o.getResult());
         int64_t m = res[res.size() - 2], n = res.back();

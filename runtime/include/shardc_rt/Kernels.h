@@ -28,7 +28,7 @@
 // two ops they fuse in turn (runtime/host/FusedKernels.cpp): the results are
 // the unfused pair's to the bit.
 //
-// The same kernels are templates in shardc::rt::cpu, instantiated for float
+// The unfused kernels are templates in shardc::rt::cpu, instantiated for float
 // and double: the C functions forward to the float ones, and the double ones
 // exist for the finite-difference gradient check (runtime/test/GradCheck.cpp).
 //

@@ -8,13 +8,15 @@
 
 // CHECK-LABEL: train.model @block
 // CHECK: train.unit "h0"
-// CHECK: %[[LN1:.*]] = train.layernorm %arg0,
-// CHECK: %[[SUM:.*]], %[[LN2:.*]] = train.add_layernorm %arg0, %[[ATTN:.*]], %[[G2:.*]], %[[B2:.*]] {eps = {{.*}} : f64} :
+// Every op of the block, in order: nothing else is left.
+// CHECK: train.param "bp"
+// CHECK-NEXT: %[[LN1:.*]] = train.layernorm %arg0,
+// CHECK-NEXT: %[[ATTN:.*]] = train.scale %[[LN1]]
+// CHECK-NEXT: %[[SUM:.*]], %[[LN2:.*]] = train.add_layernorm %arg0, %[[ATTN]], %{{.*}}, %{{.*}} {eps = {{.*}} : f64} :
 // CHECK-NEXT: %[[PRE:.*]], %[[ACT:.*]] = train.linear_gelu %[[LN2]], %{{.*}}, %{{.*}} :
 // CHECK-NEXT: %[[PROJ:.*]] = train.linear %[[ACT]],
 // CHECK-NEXT: %[[OUT:.*]] = train.add %[[SUM]], %[[PROJ]]
 // CHECK-NEXT: train.yield %[[OUT]], %[[PRE]], %[[SUM]]
-// CHECK-NOT: train.gelu
 train.model @block batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %x = train.input "x" : tensor<2x4x8xf32>
   %r:3 = train.unit "h0"(%x) : (tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x8xf32>) {
@@ -26,6 +28,7 @@ train.model @block batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, bet
     %wfc = train.param "wfc" init(#train.zeros) : tensor<16x8xf32>
     %bfc = train.param "bfc" init(#train.zeros) : tensor<16xf32>
     %wp = train.param "wp" init(#train.zeros) : tensor<8x16xf32>
+    %bp = train.param "bp" init(#train.zeros) : tensor<8xf32>
     %n1 = train.layernorm %a, %g1, %b1 {eps = 1.0e-6 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
     %attn = train.scale %n1 by 2.0 : tensor<2x4x8xf32>
     %s = train.add %a, %attn : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
@@ -49,15 +52,20 @@ train.model @block batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, bet
 // residual's gradient.
 
 // CHECK-LABEL: train.model @backward
-// CHECK: %[[PRE2D:.*]] = train.reshape %arg1 : tensor<2x4x16xf32> to tensor<8x16xf32>
-// CHECK-NEXT: %[[DPRE2D:.*]] = train.matmul_gelu_grad %{{.*}}, %{{.*}}, %[[PRE2D]] :
+// Every op of the block after the params, in order.
+// CHECK: train.param "wfc"
+// CHECK-NEXT: %[[DY2D:.*]] = train.reshape %arg0 : tensor<2x4x8xf32> to tensor<8x8xf32>
+// CHECK-NEXT: %[[PRE2D:.*]] = train.reshape %arg1 : tensor<2x4x16xf32> to tensor<8x16xf32>
+// CHECK-NEXT: %[[DPRE2D:.*]] = train.matmul_gelu_grad %[[DY2D]], %{{.*}}, %[[PRE2D]] : (tensor<8x8xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
 // CHECK-NEXT: %[[DPRE:.*]] = train.reshape %[[DPRE2D]] : tensor<8x16xf32> to tensor<2x4x16xf32>
 // CHECK-NEXT: %[[DB:.*]] = train.sum_to %[[DPRE]]
-// CHECK: %[[DX2:.*]], %[[DG2:.*]], %[[DB2:.*]] = train.layernorm_grad_add %{{.*}}, %arg2, %{{.*}}, %arg0 {eps = {{.*}} : f64}
-// CHECK: %[[DX1:.*]], %[[DG1:.*]], %[[DB1:.*]] = train.layernorm_grad_add %{{.*}}, %arg3, %{{.*}}, %[[DX2]]
+// CHECK-NEXT: train.reshape %[[DPRE]]
+// CHECK-NEXT: train.matmul
+// CHECK-NEXT: %[[DN:.*]] = train.reshape
+// CHECK-NEXT: %[[DX2:.*]], %[[DG2:.*]], %[[DB2:.*]] = train.layernorm_grad_add %[[DN]], %arg2, %{{.*}}, %arg0 {eps = {{.*}} : f64}
+// CHECK-NEXT: %[[D1:.*]] = train.scale %[[DX2]]
+// CHECK-NEXT: %[[DX1:.*]], %[[DG1:.*]], %[[DB1:.*]] = train.layernorm_grad_add %[[D1]], %arg3, %{{.*}}, %[[DX2]]
 // CHECK-NEXT: train.yield %[[DX1]], %[[DG1]], %[[DB1]], %[[DG2]], %[[DB2]], %[[DB]]
-// CHECK-NOT: train.gelu_grad
-// CHECK-NOT: train.layernorm_grad %
 train.model @backward batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %dy = train.input "dy" : tensor<2x4x8xf32>
   %pre = train.input "pre" : tensor<2x4x16xf32>
@@ -93,7 +101,7 @@ train.model @backward batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, 
 
 // What does not fuse: a broadcast add; a norm whose weight is defined after
 // the add; a product read twice; a batched product; a norm gradient read
-// twice; a linear and a gelu in different blocks.
+// twice; an addend defined after the norm gradient.
 
 // CHECK-LABEL: train.model @unfused
 // CHECK-NOT: train.add_layernorm
@@ -114,28 +122,27 @@ train.model @unfused batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, b
   %n2 = train.layernorm %s, %late, %b : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
   // The product is read twice.
   %w = train.param "w" init(#train.zeros) : tensor<8x8xf32>
+  %w2 = train.param "w2" init(#train.zeros) : tensor<2x8x8xf32>
   %m2 = train.reshape %n2 : tensor<2x4x8xf32> to tensor<8x8xf32>
-  %p = train.matmul %m2, %w : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
   %pre = train.reshape %x : tensor<2x4x8xf32> to tensor<8x8xf32>
+  %p = train.matmul %m2, %w : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
   %d = train.gelu_grad %p, %pre : tensor<8x8xf32>
   %d2 = train.add %d, %p : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
-  // A batched product.
-  %bp = train.matmul %x, %x {transpose_rhs} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
-  %bpre = train.scale %bp by 1.0 : tensor<2x4x4xf32>
-  %bd = train.gelu_grad %bp, %bpre : tensor<2x4x4xf32>
+  // A batched product, read once, its preactivation defined before it.
+  %bpre = train.scale %x by 1.0 : tensor<2x4x8xf32>
+  %bp = train.matmul %x, %w2 : (tensor<2x4x8xf32>, tensor<2x8x8xf32>) -> tensor<2x4x8xf32>
+  %bd = train.gelu_grad %bp, %bpre : tensor<2x4x8xf32>
   // The norm's input gradient is read twice.
-  %dx, %dg, %db = train.layernorm_grad %x, %x, %g : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %dx, %dg, %db = train.layernorm_grad %bd, %x, %g : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
   %r1 = train.add %x, %dx : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   %r2 = train.add %r1, %dx : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
-  // Different blocks.
-  %h = train.linear %x, %w : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
-  %u = train.unit "u"(%h) : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
-  ^bb0(%a: tensor<2x4x8xf32>):
-    %act = train.gelu %a : tensor<2x4x8xf32>
-    train.yield %act : tensor<2x4x8xf32>
-  }
+  // The addend comes after the norm's gradient.
+  %dx3, %dg3, %db3 = train.layernorm_grad %r2, %x, %g : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %later = train.scale %r2 by 3.0 : tensor<2x4x8xf32>
+  %r3 = train.add %later, %dx3 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   %t = train.input "t" : tensor<2x4xi32>
   %l = train.reshape %d2 : tensor<8x8xf32> to tensor<2x4x8xf32>
-  %loss = train.cross_entropy %l, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %l2 = train.add %l, %r3 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %loss = train.cross_entropy %l2, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
   train.return %loss : tensor<f32>
 }

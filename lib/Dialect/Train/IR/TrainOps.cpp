@@ -567,6 +567,9 @@ static LogicalResult verifyLinear(Operation *op, Value input, Value weight,
 LogicalResult LinearOp::verify() {
   return verifyLinear(*this, getInput(), getWeight(), getBias(), getResult());
 }
+
+//===--- train.matmul -----------------------------------------------------===//
+
 /// matmul's and matmul_gelu_grad's shape rules, `result` being the product.
 static LogicalResult verifyMatmul(Operation *op, Value lhs, Value rhs,
                                   bool transposeLhs, bool transposeRhs,
@@ -595,6 +598,9 @@ LogicalResult MatmulOp::verify() {
   return verifyMatmul(*this, getLhs(), getRhs(), getTransposeLhs(),
                       getTransposeRhs(), getResult());
 }
+
+//===--- train.add --------------------------------------------------------===//
+
 LogicalResult AddOp::verify() {
   if (failed(verifyCompute(*this)))
     return failure();
@@ -665,6 +671,8 @@ LogicalResult LinearGeluOp::verify() {
                        shapeOf(getPreactivation()));
 }
 LogicalResult AddLayerNormOp::verify() {
+  if (shapeOf(getLhs()).empty())
+    return emitOpError() << "expected lhs of rank >= 1";
   if (failed(verifyCompute(*this)) ||
       failed(verifyShapeIs(*this, "rhs", getRhs(), shapeOf(getLhs()))) ||
       failed(verifyShapeIs(*this, "sum", getSum(), shapeOf(getLhs()))))
@@ -687,6 +695,8 @@ LogicalResult LayerNormGradAddOp::verify() {
     return failure();
   return verifyShapeIs(*this, "addend", getAddend(), shapeOf(getInput()));
 }
+
+//===--- train.embedding --------------------------------------------------===//
 
 LogicalResult EmbeddingOp::verify() {
   if (failed(verifyCompute(*this)))

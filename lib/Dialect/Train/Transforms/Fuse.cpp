@@ -23,9 +23,8 @@ bool canFuseAt(Operation *first, Operation *second, ValueRange operands,
                DominanceInfo &dominance) {
   if (first->getBlock() != second->getBlock())
     return false;
-  return llvm::all_of(operands, [&](Value v) {
-    return dominance.properlyDominates(v, first);
-  });
+  return llvm::all_of(
+      operands, [&](Value v) { return dominance.properlyDominates(v, first); });
 }
 
 /// `v` as `type`'s shape (a view), or `v` itself when it has it.
@@ -107,7 +106,7 @@ void fuseLayerNormGradAdd(LayerNormGradOp normGrad, DominanceInfo &dominance) {
   if (!add || add.getLhs().getType() != add.getRhs().getType())
     return;
   Value addend = add.getLhs() == inputGrad ? add.getRhs() : add.getLhs();
-  if (addend == inputGrad || !canFuseAt(normGrad, add, {addend}, dominance))
+  if (!canFuseAt(normGrad, add, {addend}, dominance))
     return;
   OpBuilder b(normGrad);
   auto fused = LayerNormGradAddOp::create(
@@ -132,8 +131,7 @@ void fuseEach(Operation *root, DominanceInfo &dominance,
     fuse(op, dominance);
 }
 
-struct TrainFusePass
-    : shardc::train::impl::TrainFusePassBase<TrainFusePass> {
+struct TrainFusePass : shardc::train::impl::TrainFusePassBase<TrainFusePass> {
   void runOnOperation() override {
     Operation *module = getOperation();
     DominanceInfo dominance(module);

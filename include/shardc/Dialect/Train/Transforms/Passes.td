@@ -104,6 +104,15 @@ def TrainFusePass : Pass<"train-fuse", "::mlir::ModuleOp"> {
     bit on the host target: fusion changes where values live, never what
     they are.
 
+    Memory: the backward fusions never store their intermediate (the
+    product before GELU's derivative, a norm's input gradient before the
+    residual's). A fused op also keeps the first op's operands until the
+    second's result is written, where the pair could free them in between:
+    a transient of up to their size, which the ledger counts. In a GPT step
+    the peak falls where the loss is, not inside a block, and fusion lowers
+    it; a model whose peak falls inside such a pair can build with
+    `fuse=false` (shardc `--fuse false`) instead.
+
     Run after `--train-autodiff` (which does not differentiate fused ops),
     before `--shardc-shard`; `--shardc-pipeline` does, unless `fuse=false`.
 
