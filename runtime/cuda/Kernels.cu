@@ -2006,6 +2006,22 @@ private:
   char *cursor;
 };
 
+/// layernorm_grad(_add) on bf16: the rows read and written in place (the
+/// addend, where not null, added to each rounded gradient element); dweight
+/// and dbias (column sums of c floats each) rounded from f32.
+void layerNormGradBf16(shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *dy,
+                       const shardc_rt_bf16 *x, const shardc_rt_bf16 *w,
+                       const shardc_rt_bf16 *addend, shardc_rt_bf16 *dx,
+                       shardc_rt_bf16 *dw, shardc_rt_bf16 *db, int64_t rows,
+                       int64_t c, double eps) {
+  F32Results sums(k, {c, c});
+  float *fdw = sums.take(c), *fdb = sums.take(c);
+  layerNormGrad(k, bf(dy), bf(x), bf(w), addend ? bf(addend) : nullptr, bf(dx),
+                fdw, fdb, rows, c, eps);
+  sums.store(dw, fdw, c);
+  sums.store(db, fdb, c);
+}
+
 } // namespace
 
 extern "C" {
@@ -2148,14 +2164,7 @@ void shardc_rt_cuda_layernorm_grad_bf16(
     shardc_rt_bf16 *dw, shardc_rt_bf16 *db, int64_t rows, int64_t c,
     double eps) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_grad_bf16");
-  // The rows read and written in place; dweight and dbias (column sums of
-  // c floats each) rounded from f32.
-  F32Results sums(k, {c, c});
-  float *fdw = sums.take(c), *fdb = sums.take(c);
-  layerNormGrad(k, bf(dy), bf(x), bf(w), static_cast<const bf16 *>(nullptr),
-                bf(dx), fdw, fdb, rows, c, eps);
-  sums.store(dw, fdw, c);
-  sums.store(db, fdb, c);
+  layerNormGradBf16(k, dy, x, w, nullptr, dx, dw, db, rows, c, eps);
 }
 
 void shardc_rt_cuda_layernorm_grad_add_bf16(
@@ -2164,13 +2173,7 @@ void shardc_rt_cuda_layernorm_grad_add_bf16(
     const shardc_rt_bf16 *addend, shardc_rt_bf16 *dx, shardc_rt_bf16 *dw,
     shardc_rt_bf16 *db, int64_t rows, int64_t c, double eps) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_grad_add_bf16");
-  // As layernorm_grad, the addend added to each rounded gradient element.
-  F32Results sums(k, {c, c});
-  float *fdw = sums.take(c), *fdb = sums.take(c);
-  layerNormGrad(k, bf(dy), bf(x), bf(w), bf(addend), bf(dx), fdw, fdb, rows, c,
-                eps);
-  sums.store(dw, fdw, c);
-  sums.store(db, fdb, c);
+  layerNormGradBf16(k, dy, x, w, addend, dx, dw, db, rows, c, eps);
 }
 
 void shardc_rt_cuda_linear_gelu_bf16(shardc_rt_cuda_kernels *k,
