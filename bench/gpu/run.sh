@@ -883,24 +883,45 @@ EOF
 }
 
 # The fused attention kernels (SHARDC_ATTENTION=flash, opt-in until
-# measured): zero3 bf16's executable at its batch once more, where the
-# kernel test passed its flash checks; its first loss must match the GEMM
-# attention's within bf16 noise.
+# measured): time_flash PREC runs zero3's executable of precision PREC at
+# its timed batch once more, where the kernel test passed that precision's
+# flash checks (bf16: those tagged "(flash)" and "(flash: ...)"; fp32: those
+# tagged "(flash tf32"), and checks its first loss against the GEMM
+# attention's of the timed run (same executable, seed and data). bf16 within
+# 1e-2 relative (bf16 noise: ~2.5 ulps of 2^-8). fp32 runs the fused kernels
+# on TF32 tensor cores, hence only with SHARDC_TF32 on (the default; with it
+# off f32 attention keeps the GEMMs and there is nothing to time), within
+# 1e-3 relative: both runs share every other TF32 GEMM and differ only in
+# the attention's roundings (~2 ulps of TF32's 2^-11); a broken kernel gives
+# a NaN or a loss off by far more.
 time_flash() {
-  next_row "shardc-zero3+bf16+flash"
-  local rowf=$ROWF name="shardc zero3 bf16 flash-attn" batch=${FOUND[zero3+bf16]:-}
+  local prec=$1 key peak rtol ok_re fail_re
+  if [ "$prec" = bf16 ]; then
+    key=zero3+bf16 peak=$BF16_PEAK_TFLOPS rtol=1e-2
+    ok_re='^ok .*(flash)' fail_re='^FAIL.*(flash[):]'
+  else
+    key=zero3 peak=$PEAK_TFLOPS rtol=1e-3
+    ok_re='^ok .*(flash tf32)' fail_re='^FAIL.*(flash tf32'
+  fi
+  next_row "shardc-$key+flash"
+  local rowf=$ROWF name="shardc zero3 $prec flash-attn" batch=${FOUND[$key]:-}
+  [ "$prec" = fp32 ] && phase "4/5 last: ${PREC_DESC[fp32]}: $name (SHARDC_ATTENTION=flash, TF32 fused attention), in what is left of the budget"
   local kt="$WORK/logs/cudakernels.out" log t rc
-  case " $TIME_VARIANTS " in *" zero3+bf16 "*) ;; *) row "$rowf" "$name" "skipped (TIME_VARIANTS)"; return 0 ;; esac
+  case " $TIME_VARIANTS " in *" $key "*) ;; *) row "$rowf" "$name" "skipped (TIME_VARIANTS)"; return 0 ;; esac
   if [ "$HAVE_GPU" != 1 ]; then row "$rowf" "$name" "no GPU: skipped"; return 0; fi
-  if [ -z "$batch" ]; then row "$rowf" "$name" "n/a: shardc zero3 bf16 did not run"; return 0; fi
-  if ! grep -q '^ok .*(flash)' "$kt" 2>/dev/null || grep -q '^FAIL.*(flash' "$kt"; then
-    row "$rowf" "$name" "skipped: the kernel test's flash checks did not pass"
+  if [ -z "$batch" ]; then row "$rowf" "$name" "n/a: $(shardc_name "$key") did not run"; return 0; fi
+  if [ "$prec" = fp32 ] && [ "${SHARDC_TF32:-}" = 0 ]; then
+    row "$rowf" "$name" "skipped: SHARDC_TF32=0 (the f32 fused kernels run on TF32 tensor cores only)"
     return 0
   fi
-  get_exe gpt2 cuda zero3+bf16 "$batch" || { row "$rowf" "$name" "FAILED: $EXE_WHY"; FAILED=1; return 0; }
+  if ! grep -q "$ok_re" "$kt" 2>/dev/null || grep -q "$fail_re" "$kt"; then
+    row "$rowf" "$name" "skipped: the kernel test's $prec flash checks did not pass"
+    return 0
+  fi
+  get_exe gpt2 cuda "$key" "$batch" || { row "$rowf" "$name" "FAILED: $EXE_WHY"; FAILED=1; return 0; }
   exe_cmd "$EXE"
   t=$(cap "$SHARDC_ATTEMPT_BUDGET")
-  log="$WORK/logs/shardc-zero3+bf16+flash-b$batch"
+  log="$WORK/logs/shardc-$key+flash-b$batch"
   say "$name batch $batch: $((SHARDC_WARMUP + SHARDC_STEPS)) steps (limit ${t}s) ..."
   run_limited "$t" "$log.out" env SHARDC_ATTENTION=flash "${EXE_CMD[@]}" \
     --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json "$log.jsonl"
@@ -913,18 +934,18 @@ time_flash() {
   fi
   python3 "$HERE/compare.py" shardc-row --log "$log.jsonl" --name "$name" \
     --warmup "$SHARDC_WARMUP" --batch "$batch" --seq $G_SEQ --hidden $G_HIDDEN \
-    --layers $G_LAYERS --params "$G_PARAMS" --peak-tflops "$BF16_PEAK_TFLOPS" --precision bf16 \
+    --layers $G_LAYERS --params "$G_PARAMS" --peak-tflops "$peak" --precision "$prec" \
     --out "$rowf"
   # Same executable, seed and data: the first step's loss is the GEMM
-  # attention's up to bf16 rounding.
+  # attention's up to the precision's rounding.
   local gemm_loss flash_loss
-  gemm_loss=$(head -n 1 "$WORK/logs/shardc-zero3+bf16-b$batch.jsonl" 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["loss"])' 2>/dev/null)
+  gemm_loss=$(head -n 1 "$WORK/logs/shardc-$key-b$batch.jsonl" 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["loss"])' 2>/dev/null)
   flash_loss=$(head -n 1 "$log.jsonl" | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["loss"])' 2>/dev/null)
   if [ -n "$gemm_loss" ] && [ -n "$flash_loss" ] &&
-    awk -v a="$gemm_loss" -v b="$flash_loss" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-2 * (a < 0 ? -a : a)) }'; then
-    record "flash attention first loss" "ok ($flash_loss against the GEMM attention's $gemm_loss)"
+    awk -v a="$gemm_loss" -v b="$flash_loss" -v r="$rtol" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= r * (a < 0 ? -a : a)) }'; then
+    record "$prec flash attention first loss" "ok ($flash_loss against the GEMM attention's $gemm_loss, within $rtol relative)"
   else
-    fail "flash attention first loss" "${flash_loss:-none} against the GEMM attention's ${gemm_loss:-none}"
+    fail "$prec flash attention first loss" "${flash_loss:-none} against the GEMM attention's ${gemm_loss:-none} (tolerance $rtol relative)"
     python3 - "$rowf" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -938,14 +959,16 @@ EOF
     run_limited "$t" "$log.profile" env SHARDC_ATTENTION=flash "${EXE_CMD[@]}" --steps 3 --seed $TIME_SEED --quiet --profile
     sed -n '/^profile:/,$p' "$log.profile" | head -n 40 | sed 's/^/     /'
   fi
-  COMMANDS+=("SHARDC_ATTENTION=flash ${SHARDC_GEMM_EPILOGUES:+SHARDC_GEMM_EPILOGUES=$SHARDC_GEMM_EPILOGUES }./gpt2-zero3+bf16-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG")
+  COMMANDS+=("SHARDC_ATTENTION=flash ${SHARDC_GEMM_EPILOGUES:+SHARDC_GEMM_EPILOGUES=$SHARDC_GEMM_EPILOGUES }./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG")
 }
 
 time_shardc fp32
 time_torch fp32
 time_shardc bf16
-time_flash
+time_flash bf16
 time_torch bf16
+# Last: the fp32 flash row gets what the rows above left.
+time_flash fp32
 
 # --- --prepare: the bundle a device run carries -----------------------------
 

@@ -106,7 +106,8 @@ void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
 }
 
 void backendSetUp(shardc_rt_context &ctx) {
-  // bf16 attention: GEMMs over the full scores, or SHARDC_ATTENTION=flash.
+  // Attention: GEMMs over the full scores, or SHARDC_ATTENTION=flash, the
+  // fused kernels for bf16, and for f32 where TF32 is on (SHARDC_TF32 below).
   // Checked first: a bad setting is an error on any machine.
   const char *attention = std::getenv("SHARDC_ATTENTION");
   std::string kind = attention ? attention : "gemm";

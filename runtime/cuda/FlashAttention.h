@@ -1,15 +1,19 @@
 //===- FlashAttention.h - Fused causal attention on tensor cores -*- C++ -*-===//
 //
-// Causal multi-head attention of bf16 qkv (shardc_rt/Kernels.h's layout)
-// without the T x T scores in memory, as FlashAttention-2: per block of 64
-// queries the keys stream through shared memory in blocks of 64, the scores
-// and an online softmax stay on chip (f32), and P v accumulates on bf16
-// tensor cores (wmma, f32 accumulation). The backward recomputes the
-// probabilities from each row's log-sum-exp, per block of 64 keys.
+// Causal multi-head attention of bf16 or f32 qkv (shardc_rt/Kernels.h's
+// layout) without the T x T scores in memory, as FlashAttention-2: per block
+// of 64 queries the keys stream through shared memory in blocks of 64, the
+// scores and an online softmax stay on chip (f32), and P v accumulates on
+// tensor cores (wmma, f32 accumulation): bf16 tiles for bf16, TF32 tiles for
+// f32 (inputs and P rounded to a 10-bit mantissa, as cuBLAS's TF32 GEMMs
+// round theirs: the caller runs f32 here only where TF32 is allowed). The
+// backward recomputes the probabilities from each row's log-sum-exp, per
+// block of 64 keys.
 //
 // Opt-in (SHARDC_ATTENTION=flash) until measured on a GPU; heads of
-// d = C / heads with d % 16 == 0 and d <= 128 (on sm_90). dq accumulates
-// through f32 atomics: its last bits vary from run to run.
+// d = C / heads with d % 16 == 0 and d <= 128 (on sm_90, either type). dq
+// accumulates through f32 atomics: its last bits vary from run to run.
+// The templates below are instantiated for T = __nv_bfloat16 and float.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,31 +28,34 @@
 
 namespace shardc::rt::cuda {
 
-/// Whether the kernels take heads of size d on the current device.
-bool flashAttentionSupports(int64_t d);
+/// Whether the kernels of element type T take heads of size d on the current
+/// device (their backward's shared memory fits it).
+template <typename T> bool flashAttentionSupports(int64_t d);
 
 /// Scratch the forward needs: the rows' log-sum-exp, b * heads * t floats.
 size_t flashForwardScratchBytes(int64_t b, int64_t t, int64_t heads);
 
 /// out[b, t, c] = causal attention of qkv[b, t, 3c]; lse receives each
 /// (batch, head, query)'s log-sum-exp of its scaled scores.
-void flashAttentionForward(cudaStream_t stream, const __nv_bfloat16 *qkv,
-                           __nv_bfloat16 *out, float *lse, int64_t b,
-                           int64_t t, int64_t c, int64_t heads);
+template <typename T>
+void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
+                           float *lse, int64_t b, int64_t t, int64_t c,
+                           int64_t heads);
 
 /// Scratch the backward needs, in this order: the recomputed output
-/// (b * t * c bf16), lse and delta (b * heads * t floats each) and the f32
-/// accumulator of dq (b * t * c floats); each piece 256-byte aligned.
+/// (b * t * c elements of T), lse and delta (b * heads * t floats each) and
+/// the f32 accumulator of dq (b * t * c floats); each piece 256-byte aligned.
+template <typename T>
 size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c,
                                  int64_t heads);
 
 /// dqkv[b, t, 3c] from dy[b, t, c] and qkv: recomputes the output and the
 /// log-sum-exps, then delta = rowsum(dy * out) per (batch, head, query),
 /// then per key block dk, dv (and dq through f32 atomics).
-void flashAttentionBackward(cudaStream_t stream, const __nv_bfloat16 *dy,
-                            const __nv_bfloat16 *qkv, __nv_bfloat16 *dqkv,
-                            void *scratch, int64_t b, int64_t t, int64_t c,
-                            int64_t heads);
+template <typename T>
+void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
+                            T *dqkv, void *scratch, int64_t b, int64_t t,
+                            int64_t c, int64_t heads);
 
 } // namespace shardc::rt::cuda
 

@@ -24,6 +24,10 @@
 //    second GEMM writing each head's columns of out[B, T, C]; the backward
 //    recomputes P and uses GEMMs likewise (dP = dy v^T, dv = P^T dy,
 //    dS = P (dP - rowsum(P dP)), dq = dS k / sqrt(d), dk = dS^T q / sqrt(d));
+//    with set_flash_attention on, the fused kernels of FlashAttention.h
+//    (no T x T scores in memory) run it instead where the head size allows:
+//    for bf16, and for f32 where TF32 is allowed (TF32 tensor cores; with
+//    TF32 off, f32 keeps the GEMMs' full fp32 products);
 //  - layernorm and its gradient: one warp per row, fp32 accumulation; dweight
 //    and dbias are column sums over rows, in two deterministic stages.
 //    add_layernorm is the layernorm kernel with a second input: each lane
@@ -172,8 +176,9 @@ struct shardc_rt_cuda_kernels {
   /// The scratch workspace (stream-ordered allocation) and its size.
   void *scratch = nullptr;
   size_t scratchBytes = 0;
-  /// bf16 attention through runtime/cuda/FlashAttention.cu (where the head
-  /// size allows it) rather than GEMMs over the full scores.
+  /// Attention through runtime/cuda/FlashAttention.cu rather than GEMMs
+  /// over the full scores (set_flash_attention): bf16, and f32 where
+  /// allowTf32 is set, where the head size allows it (useFlash).
   bool flashAttention = false;
   /// bf16 kernels' f32 sums before rounding (a second workspace, since the
   /// kernels also use the first).
@@ -1428,30 +1433,38 @@ template <typename T> size_t attentionScratch(int64_t scores, int f32Pieces) {
          (std::is_same_v<T, float> ? 0 : pieceBytes<T>(scores));
 }
 
-/// Whether bf16 attention runs the fused kernels (FlashAttention.h):
-/// switched on, and a head size they take.
+/// Whether attention of element type T runs the fused kernels
+/// (FlashAttention.h) rather than GEMMs over the full scores: switched on
+/// (set_flash_attention), a head size they take, and for f32 only where
+/// TF32 is allowed (create's allowTf32: SHARDC_TF32 on), since they multiply
+/// on TF32 tensor cores; with TF32 off the caller asked for full fp32
+/// products, which f32 keeps through the GEMMs.
+template <typename T>
 bool useFlash(const Kernels *k, int64_t c, int64_t heads) {
-  return k->flashAttention &&
-         shardc::rt::cuda::flashAttentionSupports(c / heads);
+  if (!k->flashAttention)
+    return false;
+  if (std::is_same_v<T, float> && !k->allowTf32)
+    return false;
+  return shardc::rt::cuda::flashAttentionSupports<T>(c / heads);
 }
 
-/// attention and its gradient for T = float or __nv_bfloat16. The scores
-/// and the softmax are f32 either way; with bf16 the probabilities (and
-/// their gradient) are rounded to bf16 for the GEMMs that read them, as a
-/// flash-attention kernel rounds P before P v.
+/// attention and its gradient for T = float or __nv_bfloat16, through the
+/// fused kernels where useFlash says so, else GEMMs. The scores and the
+/// softmax are f32 either way; with bf16 the probabilities (and their
+/// gradient) are rounded to bf16 for the GEMMs that read them, as the fused
+/// kernels round P before P v (their f32 kernels round it to TF32, as
+/// cuBLAS's TF32 GEMMs do here).
 template <typename T>
 void attention(Kernels *k, const T *qkv, T *out, int64_t b, int64_t t,
                int64_t c, int64_t heads) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if (useFlash(k, c, heads)) {
-      auto *lse = static_cast<float *>(scratch(
-          k, shardc::rt::cuda::flashForwardScratchBytes(b, t, heads)));
-      shardc::rt::cuda::flashAttentionForward(k->stream, qkv, out, lse, b, t,
-                                              c, heads);
-      return;
-    }
+  if (useFlash<T>(k, c, heads)) {
+    auto *lse = static_cast<float *>(
+        scratch(k, shardc::rt::cuda::flashForwardScratchBytes(b, t, heads)));
+    shardc::rt::cuda::flashAttentionForward<T>(k->stream, qkv, out, lse, b, t,
+                                               c, heads);
+    return;
   }
   int64_t d = c / heads;
   HeadWalk walk = planHeads(k, b, t, c, heads);
@@ -1479,14 +1492,12 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, T *dqkv, int64_t b,
                    int64_t t, int64_t c, int64_t heads) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if (useFlash(k, c, heads)) {
-      void *work = scratch(
-          k, shardc::rt::cuda::flashBackwardScratchBytes(b, t, c, heads));
-      shardc::rt::cuda::flashAttentionBackward(k->stream, dy, qkv, dqkv, work,
-                                               b, t, c, heads);
-      return;
-    }
+  if (useFlash<T>(k, c, heads)) {
+    void *work = scratch(
+        k, shardc::rt::cuda::flashBackwardScratchBytes<T>(b, t, c, heads));
+    shardc::rt::cuda::flashAttentionBackward<T>(k->stream, dy, qkv, dqkv, work,
+                                                b, t, c, heads);
+    return;
   }
   int64_t d = c / heads, ld = 3 * c;
   float alpha = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));

@@ -10,7 +10,11 @@
 // matmul_gelu_grad, add_layernorm, layernorm_grad_add, linear's bias) with
 // cuBLASLt's GEMM epilogues on and off, f32 and bf16, up to GPT-2's shapes
 // (names tagged "[gemm epilogue on]" / "[gemm epilogue off]" for the GEMMs:
-// bench/gpu/run.sh turns the epilogues off where an "on" check fails).
+// bench/gpu/run.sh turns the epilogues off where an "on" check fails), and
+// the fused (flash) attention kernels, bf16 (names tagged "(flash)" and
+// "(flash: ...)") and f32 on TF32 tensor cores (tagged "(flash tf32"):
+// bench/gpu/run.sh times each precision's flash row only where its checks
+// passed.
 //
 // The reference is the CPU kernel instantiated for double (the same code as
 // the f32 C ABI, shardc::rt::cpu<double>) run on the same f32 inputs, so
@@ -402,8 +406,24 @@ void testEmbeddingGrad(int64_t n, int64_t v, int64_t c) {
   expectNoIndexError(name);
 }
 
+/// f32 flash attention (the fused kernels on TF32 tensor cores) against the
+/// double reference. TF32 keeps 10 mantissa bits: rounding q, k, v, dy, P
+/// and dS to it errs by up to 2^-11 = 4.9e-4 of each (the f32 accumulation
+/// adds nothing comparable). An output sums terms of up to O(1) that can
+/// cancel to near zero (an early query's few keys; a key's dv over every
+/// later query), while the bound's absolute part is the tensor's mean
+/// magnitude, small where long rows average out (~0.03 to 0.1 here): errors
+/// of ~u * sum |terms| / mean, 1e-2 at most in a CPU emulation of these
+/// kernels (FlashAttention.cu compiled for the host, cvt.rna's rounding) on
+/// these shapes, d = 16..128 and t = 1..200; the exact attention of the
+/// TF32-rounded inputs alone is off by 4e-3 already. Seeded bugs there (a
+/// mask off by one key, a missing scale, another row's lse or delta, no
+/// online-softmax rescale) were off by 4e-2 to 50.
+constexpr double kFlashTf32Tolerance = 3e-2;
+
 void testAttention(shardc_rt_cuda_kernels *k, int64_t b, int64_t t, int64_t c,
-                   int64_t heads, float range, const char *tag = "") {
+                   int64_t heads, float range, const char *tag = "",
+                   double tolerance = kTolerance) {
   Floats qkv = random(b * t * 3 * c, -range, range), dy = random(b * t * c);
   Buffer<float> dqkv(qkv), ddy(dy), dout(b * t * c), dgrad(b * t * 3 * c);
   shardc_rt_cuda_attention_f32(k, dqkv.get(), dout.get(), b, t, c, heads);
@@ -415,8 +435,8 @@ void testAttention(shardc_rt_cuda_kernels *k, int64_t b, int64_t t, int64_t c,
   cpu::attentionGrad<double>(widen(dy).data(), wqkv.data(), grad.data(), b, t,
                              c, heads);
   std::string name = shape({b, t, c}) + " heads " + std::to_string(heads) + tag;
-  compare("attention " + name, dout.download(), out);
-  compare("attention_grad " + name, dgrad.download(), grad);
+  compare("attention " + name, dout.download(), out, tolerance);
+  compare("attention_grad " + name, dgrad.download(), grad, tolerance);
 }
 
 void testCrossEntropy(int64_t n, int64_t v) {
@@ -1402,6 +1422,39 @@ int main() {
     switches.clear();
     shardc_rt_cuda_kernels_destroy(on);
     shardc_rt_cuda_kernels_destroy(off);
+  }
+
+  // Fused (flash) f32 attention on TF32 tensor cores (create's allowTf32):
+  // the bf16 flash checks' shapes (head sizes 16 to 128, T below, at and
+  // past the 64-row blocks, one query, batch and heads > 1) and larger
+  // scores (range 2 and 3: peakier rows, more rescaling in the online
+  // softmax), against the double reference within kFlashTf32Tolerance;
+  // d = 4 falls back to the GEMMs (TF32 too). Last, so that a fault in
+  // these kernels cannot take the checks above with it: bench/gpu/run.sh
+  // times its fp32 flash row only where every "(flash tf32" check passed.
+  {
+    shardc_rt_cuda_kernels *flash =
+        shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/1);
+    shardc_rt_cuda_kernels_set_flash_attention(flash, 1);
+    const char *tag = " (flash tf32)";
+    testAttention(flash, 2, 70, 64, 4, 1.0f, tag, kFlashTf32Tolerance);
+    testAttention(flash, 1, 130, 128, 2, 1.0f, tag, kFlashTf32Tolerance);
+    testAttention(flash, 2, 64, 256, 2, 1.0f, tag, kFlashTf32Tolerance);
+    testAttention(flash, 3, 1, 32, 2, 1.0f, tag, kFlashTf32Tolerance);
+    testAttention(flash, 1, 200, 96, 3, 1.0f, tag, kFlashTf32Tolerance);
+    testAttention(flash, 1, 129, 256, 2, 2.0f, tag, kFlashTf32Tolerance);
+    testAttention(flash, 2, 150, 128, 2, 3.0f, tag, kFlashTf32Tolerance);
+    testAttention(flash, 2, 9, 20, 5, 1.0f, " (flash tf32: d = 4, GEMMs)",
+                  kFlashTf32Tolerance);
+    shardc_rt_cuda_kernels_destroy(flash);
+    // TF32 off: f32 attention keeps the GEMMs' full fp32 products with
+    // flash attention on, within f32's kTolerance (which the fused TF32
+    // kernels, ~1e-3 and more here, would fail).
+    shardc_rt_cuda_kernels *fp32 =
+        shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+    shardc_rt_cuda_kernels_set_flash_attention(fp32, 1);
+    testAttention(fp32, 2, 70, 64, 4, 1.0f, " (flash tf32 off: GEMMs)");
+    shardc_rt_cuda_kernels_destroy(fp32);
   }
 
   expectNoIndexError("at the end");

@@ -20,6 +20,12 @@
 //                      to 2^26 floats (256 MiB) or one pair's T * T;
 //      attention_grad  twice that (scores and their gradient); the bf16
 //                      kernels add a bf16 copy of the scores;
+//      attention,      with flash attention (set_flash_attention), instead:
+//      attention_grad  b * heads * t floats (the rows' log-sum-exps); for
+//                      the gradient, the recomputed output (b * t * c
+//                      elements of the call's type), the log-sum-exps and
+//                      deltas (b * heads * t floats each) and an f32 dq
+//                      (b * t * c floats);
 //      layernorm_grad  2 * rows + 2 * chunks * C floats (per-row stats and
 //                      partial column sums of dweight and dbias);
 //      sum_to          chunks * inner floats when the rows are split;
@@ -253,12 +259,17 @@ void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
                                            float *dlogits, int64_t n,
                                            int64_t v);
 
-/// bf16 attention (and its gradient) through fused FlashAttention-2 style
-/// kernels on tensor cores (runtime/cuda/FlashAttention.h) where the head
-/// size d allows it (d % 16 == 0, d <= 128), instead of GEMMs over the full
-/// T x T scores; off by default until measured. Their workspace: the rows'
-/// log-sum-exps (forward), and the recomputed output, log-sum-exps, deltas
-/// and an f32 dq (backward: b t c bf16 + 2 b heads t + b t c floats).
+/// attention (and its gradient) through fused FlashAttention-2 style kernels
+/// on tensor cores (runtime/cuda/FlashAttention.h) where the head size d
+/// allows it (d % 16 == 0, d <= 128), instead of GEMMs over the full T x T
+/// scores; off by default until measured. bf16 runs on bf16 tensor cores;
+/// f32 on TF32 tensor cores (q, k, v, dy, the probabilities and their
+/// gradient rounded to a 10-bit mantissa, f32 accumulation), and so only
+/// where create's allowTf32 is set: with it off, f32 attention keeps the
+/// GEMMs' full fp32 products.
+/// Their workspace: the rows' log-sum-exps (forward), and the recomputed
+/// output, log-sum-exps, deltas and an f32 dq (backward: b t c elements of
+/// the call's type + 2 b heads t + b t c floats).
 void shardc_rt_cuda_kernels_set_flash_attention(shardc_rt_cuda_kernels *k,
                                                 int on);
 
