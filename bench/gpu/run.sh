@@ -215,6 +215,11 @@ if command -v nvidia-smi >/dev/null 2>&1 &&
 else
   say "GPU: none (nvidia-smi missing or found no device)"
 fi
+# Every run here is one rank, where NCCL only copies: keep it off cuMem
+# (virtual memory) allocations, which some virtualised GPUs lack (shardc's
+# runs and torch FSDP2's alike; set NCCL_CUMEM_ENABLE to choose).
+export NCCL_CUMEM_ENABLE="${NCCL_CUMEM_ENABLE:-0}"
+say "NCCL_CUMEM_ENABLE=$NCCL_CUMEM_ENABLE"
 NVCC="$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)"
 [ -n "$NVCC" ] && say "nvcc: $("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
 
@@ -474,7 +479,68 @@ missing_libs() { # what is still missing after lib_dirs_for, or nothing
 
 # --- phase 2: the GPU against the CPU ---------------------------------------
 
-phase "2/5 check: target=cuda against target=host, small GPT, world size 1, $CHECK_STRATEGIES (budget ${CHECK_BUDGET}s)"
+# The runtime's kernel test first (exit 77: no GPU): it checks every CUDA
+# kernel against the CPU's, and its verdicts gate what the check and the
+# timed runs after it use (the GEMM epilogues below, the flash rows).
+run_kernel_test() {
+  KT=""
+  for c in "$BUILD/bin/shardc-rt-cudakernels" "$BUNDLE/bin/shardc-rt-cudakernels"; do
+    [ -x "$c" ] && { KT=$c; break; }
+  done
+  if [ -z "$KT" ]; then
+    record "cuda kernel test" "n/a: shardc-rt-cudakernels is not built (runtime/test/CudaKernelsTest.cu not in, or no target=cuda)"
+  elif lacking=$(missing_libs "$KT") && [ -n "$lacking" ]; then
+    fail "cuda kernel test" "cannot start: no $lacking"
+  else
+    exe_cmd "$KT"
+    run_limited "$(cap "$KERNEL_TEST_BUDGET")" "$WORK/logs/cudakernels.out" "${EXE_CMD[@]}"
+    rc=$?
+    line=$(grep -o 'cudakernels: [0-9]* passed, [0-9]* failed' "$WORK/logs/cudakernels.out" | tail -n 1)
+    [ "$HAVE_GPU" = 1 ] && COMMANDS+=("$BUILD/bin/shardc-rt-cudakernels")
+    if [ "$rc" = 77 ] && [ "$HAVE_GPU" != 1 ]; then
+      record "cuda kernel test" "no GPU: skipped (exit 77)"
+    elif [ "$rc" = 0 ] && [ -n "$line" ] && [ "$(echo "$line" | sed -E 's/.* ([0-9]+) failed/\1/')" = 0 ]; then
+      record "cuda kernel test" "PASS ($line)"
+    else
+      tail_of "$WORK/logs/cudakernels.out" 15
+      fail "cuda kernel test" "exit $rc${line:+, $line}$([ "$rc" = 77 ] && echo ": it found no GPU where nvidia-smi did")"
+    fi
+  fi
+}
+
+# The GEMM epilogues (cuBLASLt's bias, GELU and GELU-derivative fusion in
+# linear, linear_gelu and matmul_gelu_grad; on by default) stay on for the
+# runs below only where the kernel test passed its "[gemm epilogue on]"
+# checks, as the flash attention waits for its own: a failed or missing
+# check exports SHARDC_GEMM_EPILOGUES=off for every later run, the GPU
+# against the CPU check included.
+gate_epilogues() {
+  local kt="$WORK/logs/cudakernels.out" passed failed fused unfused why
+  if [ "$HAVE_GPU" != 1 ] || [ ! -s "$kt" ]; then
+    why=$([ "$HAVE_GPU" = 1 ] && echo "the kernel test did not run" || echo "no GPU")
+    say "gemm epilogues: ${SHARDC_GEMM_EPILOGUES:-on} (not checked: $why)"
+    return 0
+  fi
+  passed=$(grep -c '^ok .*\[gemm epilogue on\]' "$kt")
+  failed=$(grep -c '^FAIL.*\[gemm epilogue on\]' "$kt")
+  fused=$(grep -c '^shardc: gemm epilogue plan: .*: fused (' "$kt")
+  unfused=$(grep -c '^shardc: gemm epilogue plan: .*: unfused: ' "$kt")
+  say "cuBLASLt plans of the kernel test ($fused fused, $unfused unfused):"
+  grep '^shardc: gemm epilogue plan: ' "$kt" | sed 's/^shardc: gemm epilogue plan: /     /' | head -n 60
+  if [ "$passed" -gt 0 ] && [ "$failed" = 0 ]; then
+    record "gemm epilogues" "${SHARDC_GEMM_EPILOGUES:-on} for the runs below (the kernel test's $passed [gemm epilogue on] checks passed; cuBLASLt fused $fused of $((fused + unfused)) shapes)"
+  else
+    grep '^FAIL.*\[gemm epilogue on\]' "$kt" | head -n 10 | sed 's/^/     /'
+    why=$([ "$failed" -gt 0 ] && echo "$failed of them failed" || echo "none passed: the test stopped before them")
+    export SHARDC_GEMM_EPILOGUES=off
+    record "gemm epilogues" "OFF for every run below (SHARDC_GEMM_EPILOGUES=off): the kernel test's [gemm epilogue on] checks did not pass, $why"
+    NOTES+=("GEMM epilogues off (SHARDC_GEMM_EPILOGUES=off) for every run after the kernel test: its [gemm epilogue on] checks did not pass ($why)")
+  fi
+}
+
+phase "2/5 check: the CUDA kernel test, then target=cuda against target=host, small GPT, world size 1, $CHECK_STRATEGIES (budget ${KERNEL_TEST_BUDGET}s + ${CHECK_BUDGET}s)"
+wants check && run_kernel_test
+gate_epilogues
 CHECK_END=$((SECONDS + $(cap "$CHECK_BUDGET")))
 check_left() { local t=$((CHECK_END - SECONDS)); [ "$t" -lt 0 ] && t=0; echo "$t"; }
 mkdir -p "$WORK/check"
@@ -579,64 +645,10 @@ if wants check; then
     fi
   done
   say "tolerance: every loss and exported element (bf16: the f32 masters) within |gpu - cpu| <= rtol * max(|gpu|, |cpu|) + atol; fp32: rtol $CHECK_RTOL, atol $CHECK_ATOL; bf16: rtol $CHECK_BF16_RTOL, atol $CHECK_BF16_ATOL (one bf16 ulp is 2^-8 relative)"
-  # The runtime's kernel test (exit 77: no GPU).
-  KT=""
-  for c in "$BUILD/bin/shardc-rt-cudakernels" "$BUNDLE/bin/shardc-rt-cudakernels"; do
-    [ -x "$c" ] && { KT=$c; break; }
-  done
-  if [ -z "$KT" ]; then
-    record "cuda kernel test" "n/a: shardc-rt-cudakernels is not built (runtime/test/CudaKernelsTest.cu not in, or no target=cuda)"
-  elif lacking=$(missing_libs "$KT") && [ -n "$lacking" ]; then
-    fail "cuda kernel test" "cannot start: no $lacking"
-  else
-    exe_cmd "$KT"
-    run_limited "$(cap "$KERNEL_TEST_BUDGET")" "$WORK/logs/cudakernels.out" "${EXE_CMD[@]}"
-    rc=$?
-    line=$(grep -o 'cudakernels: [0-9]* passed, [0-9]* failed' "$WORK/logs/cudakernels.out" | tail -n 1)
-    [ "$HAVE_GPU" = 1 ] && COMMANDS+=("$BUILD/bin/shardc-rt-cudakernels")
-    if [ "$rc" = 77 ] && [ "$HAVE_GPU" != 1 ]; then
-      record "cuda kernel test" "no GPU: skipped (exit 77)"
-    elif [ "$rc" = 0 ] && [ -n "$line" ] && [ "$(echo "$line" | sed -E 's/.* ([0-9]+) failed/\1/')" = 0 ]; then
-      record "cuda kernel test" "PASS ($line)"
-    else
-      tail_of "$WORK/logs/cudakernels.out" 15
-      fail "cuda kernel test" "exit $rc${line:+, $line}$([ "$rc" = 77 ] && echo ": it found no GPU where nvidia-smi did")"
-    fi
-  fi
 else
   say "skipped (PHASES=$PHASES)"
 fi
 
-# The GEMM epilogues (cuBLASLt's bias, GELU and GELU-derivative fusion in
-# linear, linear_gelu and matmul_gelu_grad; on by default) stay on for the
-# runs below only where the kernel test passed its "[gemm epilogue on]"
-# checks, as the flash attention waits for its own: a failed or missing
-# check exports SHARDC_GEMM_EPILOGUES=off for every later run (the check
-# above ran with the caller's setting, by default on).
-gate_epilogues() {
-  local kt="$WORK/logs/cudakernels.out" passed failed fused unfused why
-  if [ "$HAVE_GPU" != 1 ] || [ ! -s "$kt" ]; then
-    why=$([ "$HAVE_GPU" = 1 ] && echo "the kernel test did not run" || echo "no GPU")
-    say "gemm epilogues: ${SHARDC_GEMM_EPILOGUES:-on} (not checked: $why)"
-    return 0
-  fi
-  passed=$(grep -c '^ok .*\[gemm epilogue on\]' "$kt")
-  failed=$(grep -c '^FAIL.*\[gemm epilogue on\]' "$kt")
-  fused=$(grep -c '^shardc: gemm epilogue plan: .*: fused (' "$kt")
-  unfused=$(grep -c '^shardc: gemm epilogue plan: .*: unfused: ' "$kt")
-  say "cuBLASLt plans of the kernel test ($fused fused, $unfused unfused):"
-  grep '^shardc: gemm epilogue plan: ' "$kt" | sed 's/^shardc: gemm epilogue plan: /     /' | head -n 60
-  if [ "$passed" -gt 0 ] && [ "$failed" = 0 ]; then
-    record "gemm epilogues" "${SHARDC_GEMM_EPILOGUES:-on} for the runs below (the kernel test's $passed [gemm epilogue on] checks passed; cuBLASLt fused $fused of $((fused + unfused)) shapes)"
-  else
-    grep '^FAIL.*\[gemm epilogue on\]' "$kt" | head -n 10 | sed 's/^/     /'
-    why=$([ "$failed" -gt 0 ] && echo "$failed of them failed" || echo "none passed: the test stopped before them")
-    export SHARDC_GEMM_EPILOGUES=off
-    record "gemm epilogues" "OFF for every run below (SHARDC_GEMM_EPILOGUES=off): the kernel test's [gemm epilogue on] checks did not pass, $why"
-    NOTES+=("GEMM epilogues off (SHARDC_GEMM_EPILOGUES=off) for every run after the kernel test: its [gemm epilogue on] checks did not pass ($why)")
-  fi
-}
-gate_epilogues
 
 # --- phases 3 and 4: timing GPT-2 small, fp32 then bf16 ----------------------
 

@@ -72,6 +72,9 @@ void backendZero(shardc_rt_context &ctx, void *ptr, int64_t bytes) {
 void backendCopyIn(void *dst, const void *hostSrc, int64_t bytes) {
   CHECK(cudaDeviceSynchronize());
   CHECK(cudaMemcpy(dst, hostSrc, bytes, cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return before the data has landed,
+  // and the (non-blocking) compute stream does not wait for the legacy one.
+  CHECK(cudaDeviceSynchronize());
 }
 
 void backendCopyOut(void *hostDst, const void *src, int64_t bytes) {
@@ -92,17 +95,19 @@ void backendCopy(shardc_rt_context &ctx, void *dst, const void *src,
                           backendOf(ctx).compute));
 }
 
-void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
-                  float *expAvgSq, const void *grad, shardc_rt_dtype gradDtype,
-                  int64_t count, shardc_rt_bf16 *rounded) {
+void backendAdamW(shardc_rt_context &ctx,
+                  const std::vector<AdamWTensor> &tensors) {
+  std::vector<shardc_rt_cuda_adamw_tensor> cuda;
+  cuda.reserve(tensors.size());
+  for (const AdamWTensor &t : tensors)
+    cuda.push_back({t.value, t.expAvg, t.expAvgSq, t.grad, t.rounded, t.count,
+                    t.gradDtype == SHARDC_RT_BF16 ? 1 : 0});
   const shardc_rt_model &m = *ctx.model;
-  shardc_rt_cuda_adamw_f32(backendOf(ctx).kernels, value, expAvg, expAvgSq,
-                           grad, gradDtype == SHARDC_RT_BF16 ? 1 : 0, rounded,
-                           count, static_cast<float>(m.lr),
-                           static_cast<float>(m.beta1),
-                           static_cast<float>(m.beta2),
-                           static_cast<float>(m.eps),
-                           static_cast<float>(m.weight_decay), ctx.step);
+  shardc_rt_cuda_adamw_multi_f32(
+      backendOf(ctx).kernels, cuda.data(), static_cast<int32_t>(cuda.size()),
+      static_cast<float>(m.lr), static_cast<float>(m.beta1),
+      static_cast<float>(m.beta2), static_cast<float>(m.eps),
+      static_cast<float>(m.weight_decay), ctx.step);
 }
 
 void backendSetUp(shardc_rt_context &ctx) {
@@ -122,6 +127,13 @@ void backendSetUp(shardc_rt_context &ctx) {
   SHARDC_RT_CHECK_ALL(epilogues == "on" || epilogues == "off",
                       "SHARDC_GEMM_EPILOGUES",
                       "expected on or off, got '" + epilogues + "'");
+  // TF32 GEMMs (and, with flash attention, TF32 attention for f32) unless
+  // SHARDC_TF32=0 (the GPU-against-CPU check turns them off). Checked before
+  // the device too.
+  const char *tf32Setting = std::getenv("SHARDC_TF32");
+  std::string tf32 = tf32Setting ? tf32Setting : "1";
+  SHARDC_RT_CHECK_ALL(tf32 == "1" || tf32 == "0", "SHARDC_TF32",
+                      "expected 1 or 0, got '" + tf32 + "'");
   // A clear message, and the same on every rank, where there is no GPU
   // (on a machine without a driver cudaGetDeviceCount returns 35).
   int count = 0;
@@ -141,17 +153,22 @@ void backendSetUp(shardc_rt_context &ctx) {
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, ctx.worldRank,
                       MPI_INFO_NULL, &node);
-  int localRank = 0;
+  int localRank = 0, localRanks = 1;
   MPI_Comm_rank(node, &localRank);
+  MPI_Comm_size(node, &localRanks);
   MPI_Comm_free(&node);
-  b->device = localRank % count;
+  // NCCL takes one GPU per rank (it refuses two ranks on one device).
+  SHARDC_RT_CHECK_ALL(localRanks <= count, "startup",
+                      std::to_string(localRanks) +
+                          " ranks on this node but " + std::to_string(count) +
+                          " CUDA device" + (count == 1 ? "" : "s") +
+                          ": NCCL needs a GPU per rank; use at most " +
+                          std::to_string(count) +
+                          " ranks per node, or --target host");
+  b->device = localRank;
   CHECK(cudaSetDevice(b->device));
   CHECK(cudaStreamCreateWithFlags(&b->compute, cudaStreamNonBlocking));
-  // TF32 GEMMs unless SHARDC_TF32=0 (the GPU-against-CPU check turns them
-  // off).
-  const char *tf32 = std::getenv("SHARDC_TF32");
-  b->kernels = shardc_rt_cuda_kernels_create(
-      b->compute, !(tf32 && std::string(tf32) == "0"));
+  b->kernels = shardc_rt_cuda_kernels_create(b->compute, tf32 == "1");
   shardc_rt_cuda_kernels_set_flash_attention(b->kernels, flash);
   shardc_rt_cuda_kernels_set_gemm_epilogues(b->kernels, epilogues == "on");
 

@@ -195,22 +195,45 @@ struct shardc_rt_cuda_kernels {
   ErrorSlot *hostSlot = nullptr; // pinned, for check
   int smCount = 1;
   int64_t attentionScoreFloats = kAttentionScoreFloats;
+  /// Whether the device has stream-ordered memory pools (allocateWorkspace).
+  bool memoryPools = true;
 };
 
 using Kernels = shardc_rt_cuda_kernels;
 
 namespace {
 
+/// Workspace memory, stream-ordered (cudaMallocAsync) where the device
+/// has memory pools; where it has none (some virtualised GPUs), cudaMalloc
+/// after the stream's work, and cudaFree once it is done: workspaces only
+/// grow in the first steps, so the waits cost nothing later.
+void allocateWorkspace(Kernels *k, void **buffer, size_t bytes) {
+  if (k->memoryPools) {
+    SHARDC_CUDA_CHECK(cudaMallocAsync(buffer, bytes, k->stream));
+    return;
+  }
+  SHARDC_CUDA_CHECK(cudaMalloc(buffer, bytes));
+}
+
+void freeWorkspace(Kernels *k, void *buffer) {
+  if (k->memoryPools) {
+    SHARDC_CUDA_CHECK(cudaFreeAsync(buffer, k->stream));
+    return;
+  }
+  SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
+  SHARDC_CUDA_CHECK(cudaFree(buffer));
+}
+
 /// A workspace, grown (stream-ordered) to at least `bytes`.
 void *grow(Kernels *k, void *&buffer, size_t &size, size_t bytes) {
   if (bytes > size) {
     if (buffer)
-      SHARDC_CUDA_CHECK(cudaFreeAsync(buffer, k->stream));
+      freeWorkspace(k, buffer);
     buffer = nullptr;
     size = 0;
     // Whole MiBs: a few bytes more than the last call must not regrow.
     size_t grown = (bytes + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);
-    SHARDC_CUDA_CHECK(cudaMallocAsync(&buffer, grown, k->stream));
+    allocateWorkspace(k, &buffer, grown);
     size = grown;
   }
   return buffer;
@@ -452,31 +475,66 @@ __global__ void zeroMatricesKernel(T *c, int64_t batch, int64_t m, int64_t n,
   }
 }
 
-/// `rounded`, where not null, receives the updated params rounded to bf16
-/// (a bf16 param's value, from its f32 master).
+/// AdamW's scalars for one step, as runtime/host/Backend.cpp computes them.
+struct AdamWScalars {
+  float beta1, beta2, eps, decay, stepSize, rootCorrection2;
+};
+
+/// The tensors of one multi-tensor AdamW launch (a kernel parameter, under
+/// 4 KiB): tensor s takes blocks [firstBlock[s], firstBlock[s + 1]), each
+/// kAdamWChunk elements of it.
+constexpr int kAdamWTensors = 48;
+constexpr int64_t kAdamWChunk = 4096;
+struct AdamWBatch {
+  shardc_rt_cuda_adamw_tensor tensors[kAdamWTensors];
+  int64_t firstBlock[kAdamWTensors + 1];
+  int count;
+};
+
+/// AdamW on element i of tensor t. Explicitly rounded operations: no FMA
+/// contraction, so that every result is the one of runtime/host/Backend.cpp's
+/// loop (same order, same roundings; sqrt and division are IEEE-rounded on
+/// the device). `rounded`, where not null, receives the updated param
+/// rounded to bf16 (a bf16 param's value, from its f32 master).
 template <typename G>
-__global__ void adamwKernel(float *param, float *expAvg, float *expAvgSq,
-                            const G *grad, __nv_bfloat16 *rounded, int64_t n,
-                            float beta1, float beta2, float eps, float decay,
-                            float stepSize, float rootCorrection2) {
-  // Explicitly rounded operations: no FMA contraction, so that every result
-  // is the one of runtime/host/Optimizer.cpp's loop (same order, same
-  // roundings; sqrt and division are IEEE-rounded on the device).
-  float oneMinusBeta1 = __fsub_rn(1.0f, beta1);
-  float oneMinusBeta2 = __fsub_rn(1.0f, beta2);
-  SHARDC_GRID_STRIDE(i, n) {
-    float g = load(grad[i]);
-    float m = __fadd_rn(__fmul_rn(beta1, expAvg[i]), __fmul_rn(oneMinusBeta1, g));
-    float v = __fadd_rn(__fmul_rn(beta2, expAvgSq[i]),
-                        __fmul_rn(__fmul_rn(oneMinusBeta2, g), g));
-    expAvg[i] = m;
-    expAvgSq[i] = v;
-    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), rootCorrection2), eps);
-    float updated = __fsub_rn(__fmul_rn(param[i], decay),
-                              __fdiv_rn(__fmul_rn(stepSize, m), denom));
-    param[i] = updated;
-    if (rounded)
-      rounded[i] = __float2bfloat16_rn(updated);
+__device__ void adamwElement(const shardc_rt_cuda_adamw_tensor &t, int64_t i,
+                             const AdamWScalars &c) {
+  float g = load(static_cast<const G *>(t.grad)[i]);
+  float m = __fadd_rn(__fmul_rn(c.beta1, t.exp_avg[i]),
+                      __fmul_rn(__fsub_rn(1.0f, c.beta1), g));
+  float v = __fadd_rn(__fmul_rn(c.beta2, t.exp_avg_sq[i]),
+                      __fmul_rn(__fmul_rn(__fsub_rn(1.0f, c.beta2), g), g));
+  t.exp_avg[i] = m;
+  t.exp_avg_sq[i] = v;
+  float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), c.rootCorrection2), c.eps);
+  float updated = __fsub_rn(__fmul_rn(t.param[i], c.decay),
+                            __fdiv_rn(__fmul_rn(c.stepSize, m), denom));
+  t.param[i] = updated;
+  if (t.rounded)
+    reinterpret_cast<__nv_bfloat16 *>(t.rounded)[i] =
+        __float2bfloat16_rn(updated);
+}
+
+/// One block: kAdamWChunk elements of the tensor whose blocks hold
+/// blockIdx.x (found by bisection over firstBlock).
+__global__ void adamwMultiKernel(AdamWBatch batch, AdamWScalars c) {
+  int64_t block = blockIdx.x;
+  int lo = 0, hi = batch.count - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (batch.firstBlock[mid] <= block)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const shardc_rt_cuda_adamw_tensor &t = batch.tensors[lo];
+  int64_t begin = (block - batch.firstBlock[lo]) * kAdamWChunk;
+  int64_t end = begin + kAdamWChunk < t.n ? begin + kAdamWChunk : t.n;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    if (t.grad_bf16)
+      adamwElement<__nv_bfloat16>(t, i, c);
+    else
+      adamwElement<float>(t, i, c);
   }
 }
 
@@ -1661,6 +1719,10 @@ shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
   SHARDC_CUDA_CHECK(cudaDeviceGetAttribute(
       &k->smCount, cudaDevAttrMultiProcessorCount, device));
   k->smCount = std::max(k->smCount, 1);
+  int pools = 0;
+  SHARDC_CUDA_CHECK(cudaDeviceGetAttribute(
+      &pools, cudaDevAttrMemoryPoolsSupported, device));
+  k->memoryPools = pools != 0;
   if (const char *bound = std::getenv("SHARDC_RT_CUDA_ATTENTION_SCORES")) {
     long long floats = std::atoll(bound);
     if (floats > 0)
@@ -1679,8 +1741,7 @@ shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
   // cuBLASLt (the GEMM epilogues): its handle and its own workspace, which
   // every fused GEMM on the stream shares.
   SHARDC_CUBLAS_CHECK(cublasLtCreate(&k->lt));
-  SHARDC_CUDA_CHECK(
-      cudaMallocAsync(&k->ltWorkspace, kCublasLtWorkspaceBytes, stream));
+  allocateWorkspace(k, &k->ltWorkspace, kCublasLtWorkspaceBytes);
   if (const char *log = std::getenv("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG"))
     k->logEpilogues = *log != '\0' && std::strcmp(log, "0") != 0;
   SHARDC_CUDA_CHECK(cudaMalloc(&k->slot, sizeof(ErrorSlot)));
@@ -1696,7 +1757,7 @@ void shardc_rt_cuda_kernels_destroy(shardc_rt_cuda_kernels *k) {
   SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
   for (void *workspace : {k->scratch, k->sums, k->ltWorkspace})
     if (workspace)
-      SHARDC_CUDA_CHECK(cudaFreeAsync(workspace, k->stream));
+      freeWorkspace(k, workspace);
   SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
   for (cudaEvent_t event : k->events)
     SHARDC_CUDA_CHECK(cudaEventDestroy(event));
@@ -1947,33 +2008,59 @@ void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
   crossEntropyGrad(k, dloss, logits, targets, dlogits, n, v);
 }
 
-void shardc_rt_cuda_adamw_f32(shardc_rt_cuda_kernels *k, float *param,
-                              float *expAvg, float *expAvgSq, const void *grad,
-                              int gradBf16, shardc_rt_bf16 *rounded, int64_t n,
-                              float lr, float beta1, float beta2, float eps,
-                              float weightDecay, int64_t step) {
+void shardc_rt_cuda_adamw_multi_f32(shardc_rt_cuda_kernels *k,
+                                    const shardc_rt_cuda_adamw_tensor *tensors,
+                                    int32_t count, float lr, float beta1,
+                                    float beta2, float eps, float weightDecay,
+                                    int64_t step) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "adamw_f32");
-  if (n <= 0)
-    return;
-  // The scalars exactly as runtime/host/Optimizer.cpp computes them from its
+  // The scalars exactly as runtime/host/Backend.cpp computes them from its
   // double hyperparameters (here the floats, widened).
   double correction1 = 1.0 - std::pow(static_cast<double>(beta1),
                                       static_cast<double>(step));
   double correction2 = 1.0 - std::pow(static_cast<double>(beta2),
                                       static_cast<double>(step));
-  float decay = static_cast<float>(1.0 - static_cast<double>(lr) *
-                                             static_cast<double>(weightDecay));
-  float stepSize = static_cast<float>(static_cast<double>(lr) / correction1);
-  float rootCorrection2 = static_cast<float>(std::sqrt(correction2));
-  auto *round = reinterpret_cast<__nv_bfloat16 *>(rounded);
-  if (gradBf16)
-    launch(k, n, adamwKernel<__nv_bfloat16>, param, expAvg, expAvgSq,
-           static_cast<const __nv_bfloat16 *>(grad), round, n, beta1, beta2,
-           eps, decay, stepSize, rootCorrection2);
-  else
-    launch(k, n, adamwKernel<float>, param, expAvg, expAvgSq,
-           static_cast<const float *>(grad), round, n, beta1, beta2, eps,
-           decay, stepSize, rootCorrection2);
+  double decay = 1.0 - static_cast<double>(lr) * weightDecay;
+  AdamWScalars c = {beta1,
+                    beta2,
+                    eps,
+                    static_cast<float>(decay),
+                    static_cast<float>(lr / correction1),
+                    static_cast<float>(std::sqrt(correction2))};
+  // Up to kAdamWTensors non-empty tensors per launch.
+  AdamWBatch batch;
+  batch.count = 0;
+  batch.firstBlock[0] = 0;
+  auto flush = [&] {
+    if (batch.count == 0)
+      return;
+    adamwMultiKernel<<<static_cast<unsigned>(batch.firstBlock[batch.count]),
+                       kThreads, 0, k->stream>>>(batch, c);
+    SHARDC_CUDA_CHECK_LAUNCH();
+    batch.count = 0;
+  };
+  for (int32_t i = 0; i < count; ++i) {
+    if (tensors[i].n <= 0)
+      continue;
+    batch.tensors[batch.count] = tensors[i];
+    batch.firstBlock[batch.count + 1] =
+        batch.firstBlock[batch.count] +
+        (tensors[i].n + kAdamWChunk - 1) / kAdamWChunk;
+    if (++batch.count == kAdamWTensors)
+      flush();
+  }
+  flush();
+}
+
+void shardc_rt_cuda_adamw_f32(shardc_rt_cuda_kernels *k, float *param,
+                              float *expAvg, float *expAvgSq, const void *grad,
+                              int gradBf16, shardc_rt_bf16 *rounded, int64_t n,
+                              float lr, float beta1, float beta2, float eps,
+                              float weightDecay, int64_t step) {
+  shardc_rt_cuda_adamw_tensor tensor = {param,   expAvg, expAvgSq, grad,
+                                        rounded, n,      gradBf16};
+  shardc_rt_cuda_adamw_multi_f32(k, &tensor, 1, lr, beta1, beta2, eps,
+                                 weightDecay, step);
 }
 
 } // extern "C"

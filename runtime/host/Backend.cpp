@@ -70,9 +70,8 @@ void adamwLoop(const AdamWScalars &c, float *value, float *expAvg,
 
 } // namespace
 
-void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
-                  float *expAvgSq, const void *grad, shardc_rt_dtype gradDtype,
-                  int64_t count, shardc_rt_bf16 *rounded) {
+void backendAdamW(shardc_rt_context &ctx,
+                  const std::vector<AdamWTensor> &tensors) {
   SHARDC_RT_TIME_KERNEL("adamw_f32");
   const shardc_rt_model &m = *ctx.model;
   double step = static_cast<double>(ctx.step);
@@ -85,12 +84,15 @@ void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
                     static_cast<float>(1.0f - lr * m.weight_decay),
                     static_cast<float>(m.lr / correction1),
                     static_cast<float>(std::sqrt(correction2))};
-  if (gradDtype == SHARDC_RT_BF16)
-    adamwLoop(c, value, expAvg, expAvgSq,
-              static_cast<const shardc_rt_bf16 *>(grad), count, rounded);
-  else
-    adamwLoop(c, value, expAvg, expAvgSq, static_cast<const float *>(grad),
-              count, rounded);
+  for (const AdamWTensor &t : tensors) {
+    if (t.gradDtype == SHARDC_RT_BF16)
+      adamwLoop(c, t.value, t.expAvg, t.expAvgSq,
+                static_cast<const shardc_rt_bf16 *>(t.grad), t.count,
+                t.rounded);
+    else
+      adamwLoop(c, t.value, t.expAvg, t.expAvgSq,
+                static_cast<const float *>(t.grad), t.count, t.rounded);
+  }
 }
 
 void backendSetUp(shardc_rt_context &) {}

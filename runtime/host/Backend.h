@@ -44,13 +44,24 @@ void backendCopyInput(shardc_rt_context &ctx, void *dst, const void *hostSrc,
 /// A copy within backend memory, in order with the step's work.
 void backendCopy(shardc_rt_context &ctx, void *dst, const void *src,
                  int64_t bytes);
-/// AdamW as torch.optim.AdamW (decoupled weight decay, bias-corrected
-/// moments, step ctx.step) on `count` f32 elements from a gradient of
-/// `gradDtype`, in order with the step. Where `rounded` is not null it
+/// One tensor of an AdamW update: `count` f32 elements of `value` and its
+/// moments, from a gradient of `gradDtype`. Where `rounded` is not null it
 /// receives the updated values rounded to bf16 (a BF16 param's value).
-void backendAdamW(shardc_rt_context &ctx, float *value, float *expAvg,
-                  float *expAvgSq, const void *grad, shardc_rt_dtype gradDtype,
-                  int64_t count, shardc_rt_bf16 *rounded);
+struct AdamWTensor {
+  float *value;
+  float *expAvg;
+  float *expAvgSq;
+  const void *grad;
+  shardc_rt_dtype gradDtype;
+  int64_t count;
+  shardc_rt_bf16 *rounded;
+};
+/// AdamW as torch.optim.AdamW (decoupled weight decay, bias-corrected
+/// moments, step ctx.step) on each of `tensors`, in order with the step;
+/// each tensor's result is the one it would have alone (the GPU takes them
+/// in one multi-tensor launch).
+void backendAdamW(shardc_rt_context &ctx,
+                  const std::vector<AdamWTensor> &tensors);
 
 /// Before params are allocated (MPI and the communicators are up): select
 /// the device, create streams and communicators.

@@ -603,3 +603,11 @@ shardc::rt::loadCheckpoint(const std::string &dir, MPI_Comm world,
   AGREE(world, error.empty(), "checkpoint load", error);
   return metadata;
 }
+
+std::string shardc::rt::tryCheckCheckpointDir(const std::string &dir) {
+  if (std::string error = makeDirectories(dir); !error.empty())
+    return error;
+  if (::access(dir.c_str(), W_OK) != 0)
+    return "cannot write in " + dir + ": " + strerror(errno);
+  return "";
+}

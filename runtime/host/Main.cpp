@@ -608,6 +608,10 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                                 ? ""
                                 : tryCheckWritable(flags.exportPath);
   SHARDC_RT_CHECK_ALL(exportError.empty(), "--export", exportError);
+  // Every rank writes its piece of a checkpoint: each finds out now.
+  std::string saveError =
+      flags.save.empty() ? "" : tryCheckCheckpointDir(flags.save);
+  SHARDC_RT_CHECK_ALL(saveError.empty(), "--save", saveError);
   ctx.seed = flags.seed;
   buildCommunicators(ctx);
   backendSetUp(ctx);
@@ -633,10 +637,10 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   const shardc_rt_prediction &predicted = model->predicted;
   int64_t persistent = ctx.allocator.liveBytes();
   if (ctx.worldRank == 0 && !flags.quiet)
-    std::printf("@%s: %s over %d ranks, %d steps; per rank: params + "
+    std::printf("@%s: %s over %d ranks, %" PRId64 " steps; per rank: params + "
                 "optimizer %s (predicted %s), predicted peak %s\n",
-                model->name, model->strategy, ctx.worldSize,
-                static_cast<int>(flags.steps), formatBytes(persistent).c_str(),
+                model->name, model->strategy, ctx.worldSize, flags.steps,
+                formatBytes(persistent).c_str(),
                 formatBytes(predicted.params + predicted.optimizer).c_str(),
                 formatBytes(predicted.peak).c_str());
   // --profile times the steps after the first (which sizes workspaces).

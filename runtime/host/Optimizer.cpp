@@ -15,6 +15,37 @@
 
 using namespace shardc::rt;
 
+namespace {
+
+/// AdamW's tensor for `count` elements of a stored f32 `value`, or of a
+/// stored bf16 `value`'s f32 `master`, rounded into the value as it goes.
+AdamWTensor storedTensor(void *value, float *master, float *expAvg,
+                         float *expAvgSq, int64_t count, const void *grad,
+                         shardc_rt_dtype gradDtype) {
+  AdamWTensor t = {master, expAvg, expAvgSq, grad, gradDtype, count, nullptr};
+  if (master)
+    t.rounded = static_cast<shardc_rt_bf16 *>(value);
+  else
+    t.value = static_cast<float *>(value);
+  return t;
+}
+
+/// Param `p`'s stored part.
+AdamWTensor storedPart(ParamState &p, const void *grad,
+                       shardc_rt_dtype gradDtype) {
+  return storedTensor(p.value, p.master, p.expAvg, p.expAvgSq,
+                      p.stored.end - p.stored.begin, grad, gradDtype);
+}
+
+/// The stored piece of flat parameter `f` (ZeRO-3, HSDP).
+AdamWTensor storedPiece(FlatState &f, const void *grad,
+                        shardc_rt_dtype gradDtype) {
+  return storedTensor(f.value, f.master, f.expAvg, f.expAvgSq, f.used, grad,
+                      gradDtype);
+}
+
+} // namespace
+
 extern "C" {
 
 void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index, const void *grad,
@@ -22,13 +53,35 @@ void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index, const void *grad,
   ParamState &p = paramAt(ctx, index, "shardc_rt_adamw");
   if (captureGradient(*ctx, index, -1, grad, gradDtype))
     return;
-  int64_t used = p.stored.end - p.stored.begin;
-  if (p.master)
-    backendAdamW(*ctx, p.master, p.expAvg, p.expAvgSq, grad, gradDtype, used,
-                 static_cast<shardc_rt_bf16 *>(p.value));
-  else
-    backendAdamW(*ctx, static_cast<float *>(p.value), p.expAvg, p.expAvgSq,
-                 grad, gradDtype, used, nullptr);
+  backendAdamW(*ctx, {storedPart(p, grad, gradDtype)});
+}
+
+void shardc_rt_adamw_group(shardc_rt_context *ctx, int32_t count,
+                           const shardc_rt_adamw_update *updates) {
+  SHARDC_RT_CHECK(count >= 0 && (count == 0 || updates),
+                  "shardc_rt_adamw_group",
+                  "a group of " + std::to_string(count) + " updates" +
+                      (updates ? "" : " and no update list"));
+  std::vector<AdamWTensor> tensors;
+  tensors.reserve(count);
+  for (int32_t i = 0; i < count; ++i) {
+    const shardc_rt_adamw_update &u = updates[i];
+    if (u.flat) {
+      FlatState &f = flatAt(ctx, u.index, "shardc_rt_adamw_group");
+      SHARDC_RT_CHECK(f.value, "shardc_rt_adamw_group",
+                      "flat parameter " + std::to_string(u.index) +
+                          " is stored whole: its update needs an output "
+                          "buffer (shardc_rt_adamw_flat)");
+      if (!captureGradient(*ctx, -1, u.index, u.grad, u.grad_dtype))
+        tensors.push_back(storedPiece(f, u.grad, u.grad_dtype));
+    } else {
+      ParamState &p = paramAt(ctx, u.index, "shardc_rt_adamw_group");
+      if (!captureGradient(*ctx, u.index, -1, u.grad, u.grad_dtype))
+        tensors.push_back(storedPart(p, u.grad, u.grad_dtype));
+    }
+  }
+  if (!tensors.empty())
+    backendAdamW(*ctx, tensors);
 }
 
 void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
@@ -37,12 +90,12 @@ void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
   ParamState &p = paramAt(ctx, index, "shardc_rt_adamw_shard");
   int64_t used = p.optimized.end - p.optimized.begin;
   if (p.master) {
-    backendAdamW(*ctx, p.master, p.expAvg, p.expAvgSq, grad, gradDtype, used,
-                 static_cast<shardc_rt_bf16 *>(updated));
+    backendAdamW(*ctx, {{p.master, p.expAvg, p.expAvgSq, grad, gradDtype, used,
+                         static_cast<shardc_rt_bf16 *>(updated)}});
   } else {
     float *shard = static_cast<float *>(p.value) + p.optimized.begin;
-    backendAdamW(*ctx, shard, p.expAvg, p.expAvgSq, grad, gradDtype, used,
-                 nullptr);
+    backendAdamW(
+        *ctx, {{shard, p.expAvg, p.expAvgSq, grad, gradDtype, used, nullptr}});
     backendCopy(*ctx, updated, shard, used * 4);
   }
   backendZero(*ctx, elementAt(updated, used, p.dtype),
@@ -57,12 +110,7 @@ void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
   if (f.value) {
     if (captureGradient(*ctx, -1, group, grad, gradDtype))
       return;
-    if (f.master)
-      backendAdamW(*ctx, f.master, f.expAvg, f.expAvgSq, grad, gradDtype,
-                   f.used, static_cast<shardc_rt_bf16 *>(f.value));
-    else
-      backendAdamW(*ctx, static_cast<float *>(f.value), f.expAvg, f.expAvgSq,
-                   grad, gradDtype, f.used, nullptr);
+    backendAdamW(*ctx, {storedPiece(f, grad, gradDtype)});
     if (updated)
       backendCopy(*ctx, updated, f.value, f.count * size);
     return;
@@ -74,16 +122,16 @@ void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
   backendZero(*ctx, elementAt(updated, f.used, f.dtype),
               (f.count - f.used) * size);
   if (f.master) {
-    backendAdamW(*ctx, f.master, f.expAvg, f.expAvgSq, grad, gradDtype,
-                 f.used, static_cast<shardc_rt_bf16 *>(updated));
+    backendAdamW(*ctx, {{f.master, f.expAvg, f.expAvgSq, grad, gradDtype,
+                         f.used, static_cast<shardc_rt_bf16 *>(updated)}});
   } else {
     forEachMemberRange(*ctx, f, [&](ParamState &p, int64_t from, int64_t to,
                                     int64_t at) {
       backendCopy(*ctx, elementAt(updated, at, f.dtype),
                   elementAt(p.value, from, f.dtype), (to - from) * size);
     });
-    backendAdamW(*ctx, static_cast<float *>(updated), f.expAvg, f.expAvgSq,
-                 grad, gradDtype, f.used, nullptr);
+    backendAdamW(*ctx, {{static_cast<float *>(updated), f.expAvg, f.expAvgSq,
+                         grad, gradDtype, f.used, nullptr}});
   }
   forEachMemberRange(*ctx, f, [&](ParamState &p, int64_t from, int64_t to,
                                   int64_t at) {

@@ -423,7 +423,9 @@ struct MappedFile::Mapping {
 
 std::string MappedFile::tryMap(const std::string &path, MappedFile &out) {
   out = MappedFile();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO opens at once (to be refused below) instead of
+  // waiting for a writer; it changes nothing for a regular file.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return path + ": cannot open: " + strerror(errno);
   struct stat info;
@@ -747,8 +749,25 @@ static std::string directoryOf(const std::string &path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
+/// Why a rename onto `path` must not happen: it names a directory or
+/// something other than a regular file; "" where nothing or a regular file
+/// is there.
+static std::string notReplaceable(const std::string &path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0 || S_ISREG(info.st_mode))
+    return "";
+  return path + (S_ISDIR(info.st_mode)
+                     ? ": is a directory"
+                     : ": exists and is not a regular file (a device, a "
+                       "pipe or a socket), which the write would replace");
+}
+
 static std::string writeChunksAtomic(const std::string &path,
                                      const std::vector<Chunk> &chunks) {
+  // The rename below replaces whatever `path` names: refuse anything but a
+  // regular file (or nothing), such as /dev/null.
+  if (std::string bad = notReplaceable(path); !bad.empty())
+    return bad;
   std::string temporary = path + ".tmp." + std::to_string(getpid());
   int fd =
       ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -799,9 +818,7 @@ std::string shardc::rt::tryCheckWritable(const std::string &path) {
     return path + ": " + dir + " is not a directory";
   if (::access(dir.c_str(), W_OK) != 0)
     return path + ": cannot write in directory " + dir + ": " + strerror(errno);
-  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
-    return path + ": is a directory";
-  return "";
+  return notReplaceable(path);
 }
 
 std::string shardc::rt::tryWriteFileAtomic(const std::string &path,

@@ -128,14 +128,26 @@ std::string checkPipelineValue(const std::string &name,
 /// Fails unless a file can be created at `path`: its directory exists.
 /// Checked before any work, so that a long build does not end in a write
 /// error.
-void checkOutputPath(const std::string &path) {
+/// A file shardc writes (`flag` names it in errors): its directory must exist
+/// and be writable, and the path must name nothing or a regular file, which
+/// the write replaces (by rename, so never a device such as /dev/null).
+void checkOutputPath(llvm::StringRef flag, const std::string &path) {
   llvm::StringRef dir = llvm::sys::path::parent_path(path);
   if (dir.empty())
     dir = ".";
+  std::string what = (flag + " " + path).str();
   if (!llvm::sys::fs::is_directory(dir))
-    usageError("-o " + path + ": no directory '" + dir + "'");
-  if (llvm::sys::fs::is_directory(path))
-    usageError("-o " + path + ": is a directory");
+    usageError(what + ": no directory '" + dir.str() + "'");
+  if (llvm::sys::fs::access(dir, llvm::sys::fs::AccessMode::Write))
+    usageError(what + ": cannot write in directory '" + dir.str() + "'");
+  llvm::sys::fs::file_status status;
+  if (llvm::sys::fs::status(path, status))
+    return; // nothing there yet
+  if (llvm::sys::fs::is_directory(status))
+    usageError(what + ": is a directory");
+  if (!llvm::sys::fs::is_regular_file(status))
+    usageError(what + ": exists and is not a regular file (a device, a pipe "
+                      "or a socket), which the write would replace");
 }
 
 Options parseArgs(int argc, char **argv) {
@@ -238,7 +250,9 @@ Options parseArgs(int argc, char **argv) {
                  o.pipeline["mesh"] + " (" + std::to_string(ranks) + " ranks)");
   }
   if (!o.output.empty())
-    checkOutputPath(o.output);
+    checkOutputPath("-o", o.output);
+  if (!o.ledgerJson.empty())
+    checkOutputPath("--ledger-json", o.ledgerJson);
   if (o.target == "cuda" && !SHARDC_RT_CUDA_AVAILABLE)
     usageError("--target cuda: this shardc was built without nvcc and NCCL; "
                "use --target host");
@@ -251,8 +265,10 @@ std::string pipelineText(const Options &o) {
     text += name + "=" + value + " ";
   // The ledger always runs (it enforces --memory-budget); --quiet only
   // drops its table.
+  // The JSON goes beside its place, moved there once everything succeeded
+  // (finish).
   if (!o.ledgerJson.empty())
-    text += "format=json output=" + o.ledgerJson + " ";
+    text += "format=json output=" + o.ledgerJson + ".tmp ";
   else if (o.quiet)
     text += "output=/dev/null ";
   text += "}";
@@ -375,6 +391,25 @@ int writeFile(const std::string &path, llvm::StringRef contents) {
   return 0;
 }
 
+/// `rc`, once the ledger's JSON (--ledger-json) is moved into place where
+/// rc is 0, or removed: a failed build leaves no file behind.
+int finishLedger(const Options &o, int rc) {
+  if (o.ledgerJson.empty())
+    return rc;
+  std::string temp = o.ledgerJson + ".tmp";
+  if (rc != 0) {
+    llvm::sys::fs::remove(temp);
+    return rc;
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(temp, o.ledgerJson)) {
+    llvm::sys::fs::remove(temp);
+    llvm::errs() << "shardc: cannot write '" << o.ledgerJson
+                 << "': " << ec.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -421,23 +456,25 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
   if (failed(pm.run(*module)))
-    return 1;
+    return finishLedger(o, 1);
 
   std::string source;
   llvm::raw_string_ostream os(source);
   if (failed(o.target == "cuda" ? shardc::emitCudaCpp(*module, os)
                                  : shardc::emitHostCpp(*module, os)))
-    return 1;
+    return finishLedger(o, 1);
   if (o.command == "emit")
-    return writeFile(o.output, source);
+    return finishLedger(o, writeFile(o.output, source));
 
   // build, or the build half of run.
   llvm::SmallString<128> dir;
   if (std::error_code ec =
           llvm::sys::fs::createUniqueDirectory("shardc", dir)) {
-    llvm::errs() << "shardc: cannot create a build directory: "
-                 << ec.message() << "\n";
-    return 1;
+    llvm::SmallString<128> temp;
+    llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, temp);
+    llvm::errs() << "shardc: cannot create a build directory in '" << temp
+                 << "' (TMPDIR): " << ec.message() << "\n";
+    return finishLedger(o, 1);
   }
   std::string sourcePath =
       (dir + (o.target == "cuda" ? "/step.cu" : "/step.cpp")).str();
@@ -446,6 +483,7 @@ int main(int argc, char **argv) {
   if (rc == 0)
     rc = compile(compiler, o.target, sourcePath, exe);
   llvm::sys::fs::remove(sourcePath);
+  rc = finishLedger(o, rc);
   if (rc != 0 || o.command == "build") {
     llvm::sys::fs::remove(dir);
     return rc;

@@ -73,6 +73,39 @@ StringRef dtypeEnum(Type elementType) {
 
 Type elementTypeOf(Value v) { return tensorType(v).getElementType(); }
 
+/// `text` as the inside of a C string literal: `\`, `"` and `?` escaped, and
+/// every byte outside printable ASCII as an octal escape, so that no name in
+/// the IR can end the literal (or a line) early.
+std::string escaped(StringRef text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '\\' || c == '"' || c == '?') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += '\\';
+      out += static_cast<char>('0' + (c >> 6));
+      out += static_cast<char>('0' + ((c >> 3) & 7));
+      out += static_cast<char>('0' + (c & 7));
+    }
+  }
+  return out;
+}
+
+/// `text` as a C string literal.
+std::string quoted(StringRef text) { return "\"" + escaped(text) + "\""; }
+
+/// `text` for the rest of a `//` comment: escaped, and never ending in a
+/// backslash (which would splice the next line into the comment).
+std::string commented(StringRef text) {
+  std::string out = escaped(text);
+  if (!out.empty() && out.back() == '\\')
+    out += ' ';
+  return out;
+}
+
 /// A collective's wire type; null for other ops.
 Type wireTypeOf(Operation *op) {
   return TypeSwitch<Operation *, Type>(op)
@@ -107,6 +140,9 @@ private:
   void emitTables();
   void emitMain();
   LogicalResult emitBlock(Block &block);
+  /// One shardc_rt_adamw_group for a run of updates of what is stored
+  /// (isStoredUpdate).
+  void emitAdamWGroup(llvm::iterator_range<Block::iterator> run);
   /// Frees the buffers whose last user is `lastUser`.
   void emitFrees(Operation *lastUser);
   LogicalResult emitOp(Operation *op);
@@ -174,13 +210,7 @@ std::string StepEmitter::where(Operation *op) {
   if (auto loc = dyn_cast<FileLineColLoc>(op->getLoc()))
     s << " at " << loc.getFilename().getValue() << ":" << loc.getLine() << ":"
       << loc.getColumn();
-  std::string escaped;
-  for (char c : text) {
-    if (c == '"' || c == '\\')
-      escaped += '\\';
-    escaped += c;
-  }
-  return escaped;
+  return escaped(text);
 }
 
 uint32_t StepEmitter::axesMask(ArrayAttr axes) {
@@ -329,11 +359,10 @@ void StepEmitter::emitTables() {
     int64_t flat = flatOf.count(param.getName())
                        ? flatOf.lookup(param.getName())
                        : -1;
-    os << "{\"" << param.getName() << "\", "
-       << param.getFullType().getRank() << ", kParamShape" << i << ", "
-       << init << ", " << a << ", " << b << ", "
-       << (param.getFrozen() ? 1 : 0) << ", {" << stored << "u}, {"
-       << optimized << "u}, " << flat << ", "
+    os << "{" << quoted(param.getName()) << ", "
+       << param.getFullType().getRank() << ", kParamShape" << i << ", " << init
+       << ", " << a << ", " << b << ", " << (param.getFrozen() ? 1 : 0) << ", {"
+       << stored << "u}, {" << optimized << "u}, " << flat << ", "
        << dtypeEnum(param.getType().getElementType()) << "},\n";
   }
   os.unindent();
@@ -342,7 +371,7 @@ void StepEmitter::emitTables() {
   for (auto [i, input] : llvm::enumerate(inputs)) {
     Type element = cast<RankedTensorType>(input.getType()).getElementType();
     bool integer = element.isInteger(32);
-    os << "{\"" << input.getName() << "\", " << dtypeEnum(element) << ", "
+    os << "{" << quoted(input.getName()) << ", " << dtypeEnum(element) << ", "
        << shapeOf(input.getResult()).size() << ", kInputShape" << i << ", "
        << (integer ? integerBound(input.getResult()) : 0) << "},\n";
   }
@@ -361,7 +390,7 @@ void StepEmitter::emitTables() {
     Operation *op = entry.second;
     ArrayAttr axes = isa<FlatParamOp>(op) ? cast<FlatParamOp>(op).getAxes()
                                           : cast<AdamWFlatOp>(op).getAxes();
-    os << "{\"" << entry.first << "\", "
+    os << "{" << quoted(entry.first) << ", "
        << cast<train::ParamUserOpInterface>(op).getParamNames().size()
        << ", kFlatMembers" << g << ", {" << axesMask(axes) << "u}, "
        << (isa<FlatParamOp>(op) ? 1 : 0) << "},\n";
@@ -379,14 +408,14 @@ void StepEmitter::emitMain() {
   os.indent();
   os << "static const char *const axisNames[] = {";
   llvm::interleaveComma(mesh.getAxes(), os, [&](Attribute axis) {
-    os << "\"" << cast<StringAttr>(axis).getValue() << "\"";
+    os << quoted(cast<StringAttr>(axis).getValue());
   });
   os << "};\nstatic const int64_t meshShape[] = {";
   llvm::interleaveComma(mesh.getShape(), os);
   os << "};\n";
   os << "shardc_rt_model model = {};\n";
-  os << "model.name = \"" << model.getSymName() << "\";\n";
-  os << "model.strategy = \"" << strategy.getValue() << "\";\n";
+  os << "model.name = " << quoted(model.getSymName()) << ";\n";
+  os << "model.strategy = " << quoted(strategy.getValue()) << ";\n";
   os << "model.mesh_rank = " << mesh.getShape().size() << ";\n";
   os << "model.axis_names = axisNames;\nmodel.mesh_shape = meshShape;\n";
   os << "model.params = kParams;\nmodel.num_params = " << params.size()
@@ -424,8 +453,8 @@ LogicalResult StepEmitter::emit() {
   bool cuda = target == Target::cuda;
   auto strategy = model->getAttrOfType<StringAttr>(kStrategyAttrName);
   os << "// Generated by shardc (target=" << (cuda ? "cuda" : "host")
-     << ") from @" << model.getSymName() << ": " << strategy.getValue()
-     << " over mesh [";
+     << ") from @" << commented(model.getSymName()) << ": "
+     << commented(strategy.getValue()) << " over mesh [";
   llvm::interleaveComma(mesh.getShape(), os);
   os << "]. Do not edit.\n";
   if (cuda)
@@ -460,14 +489,63 @@ LogicalResult StepEmitter::emit() {
   return success();
 }
 
+/// Whether `op` updates a param's stored part or a flat parameter's stored
+/// piece and allocates nothing: a run of these is one multi-tensor AdamW.
+/// The buffers they free go after the run, which changes no peak since
+/// nothing is allocated in it.
+static bool isStoredUpdate(Operation &op) {
+  if (isa<train::AdamWOp>(op))
+    return true;
+  auto flat = dyn_cast<AdamWFlatOp>(op);
+  return flat && !flat.getUpdated();
+}
+
 LogicalResult StepEmitter::emitBlock(Block &block) {
-  for (Operation &op : block) {
+  for (auto it = block.begin(); it != block.end();) {
+    auto runEnd = std::find_if_not(it, block.end(), isStoredUpdate);
+    if (std::distance(it, runEnd) > 1) {
+      auto run = llvm::make_range(it, runEnd);
+      emitAdamWGroup(run);
+      for (Operation &op : run)
+        emitFrees(&op);
+      it = runEnd;
+      continue;
+    }
+    Operation &op = *it++;
     if (failed(emitOp(&op)))
       return failure();
     if (!isa<train::UnitOp, train::BackwardOp>(op))
       emitFrees(&op);
   }
   return success();
+}
+
+void StepEmitter::emitAdamWGroup(llvm::iterator_range<Block::iterator> run) {
+  os << "{\n";
+  os.indent();
+  os << "const shardc_rt_adamw_update updates[] = {\n";
+  os.indent();
+  int64_t count = 0;
+  for (Operation &op : run) {
+    ++count;
+    if (auto adamw = dyn_cast<train::AdamWOp>(op)) {
+      os << "{" << paramIndex(adamw.getName()) << ", 0, "
+         << name(adamw.getGrad()) << ", "
+         << dtypeEnum(elementTypeOf(adamw.getGrad())) << "}, // "
+         << commented(adamw.getName()) << "\n";
+      continue;
+    }
+    auto flat = cast<AdamWFlatOp>(op);
+    os << "{" << flats.find(flat.getUnit()) - flats.begin() << ", 1, "
+       << name(flat.getGrad()) << ", "
+       << dtypeEnum(elementTypeOf(flat.getGrad())) << "}, // unit \""
+       << commented(flat.getUnit()) << "\"\n";
+  }
+  os.unindent();
+  os << "};\n";
+  os << "shardc_rt_adamw_group(ctx, " << count << ", updates);\n";
+  os.unindent();
+  os << "}\n";
 }
 
 void StepEmitter::emitFrees(Operation *lastUser) {
@@ -493,7 +571,7 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         std::string type = cType(param.getType().getElementType());
         os << type << " *" << n << " = static_cast<" << type
            << " *>(shardc_rt_param(ctx, " << paramIndex(param.getName())
-           << ")); // " << param.getName() << "\n";
+           << ")); // " << commented(param.getName()) << "\n";
         names[param.getResult()] = n;
         return success();
       })
@@ -504,7 +582,7 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         int64_t index = llvm::find(inputs, input) - inputs.begin();
         os << type << " *" << n << " = static_cast<" << type
            << " *>(shardc_rt_input(ctx, " << index << ")); // "
-           << input.getName() << "\n";
+           << commented(input.getName()) << "\n";
         names[input.getResult()] = n;
         return success();
       })
@@ -512,8 +590,8 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         StringRef unitName = isa<train::UnitOp>(region)
                                  ? cast<train::UnitOp>(region).getName()
                                  : cast<train::BackwardOp>(region).getUnit();
-        os << "// " << region->getName().stripDialect() << " \"" << unitName
-           << "\"\n";
+        os << "// " << region->getName().stripDialect() << " \""
+           << commented(unitName) << "\"\n";
         bindRegion(region, names);
         // Operands the region does not read die as it starts.
         emitFrees(region);
@@ -565,7 +643,7 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         os << "shardc_rt_adamw(ctx, " << paramIndex(adamw.getName()) << ", "
            << name(adamw.getGrad()) << ", "
            << dtypeEnum(elementTypeOf(adamw.getGrad())) << "); // "
-           << adamw.getName() << "\n";
+           << commented(adamw.getName()) << "\n";
         return success();
       })
       .Case([&](AdamWShardOp adamw) {
@@ -573,8 +651,7 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         os << "shardc_rt_adamw_shard(ctx, " << paramIndex(adamw.getName())
            << ", " << name(adamw.getGrad()) << ", "
            << dtypeEnum(elementTypeOf(adamw.getGrad())) << ", " << out
-           << "); // "
-           << adamw.getName() << "\n";
+           << "); // " << commented(adamw.getName()) << "\n";
         return success();
       })
       .Case([&](FlatParamOp flat) {
@@ -583,7 +660,7 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         os << type << " *" << n << " = static_cast<" << type
            << " *>(shardc_rt_flat_param(ctx, "
            << flats.find(flat.getUnit()) - flats.begin() << ")); // unit \""
-           << flat.getUnit() << "\"\n";
+           << commented(flat.getUnit()) << "\"\n";
         names[flat.getResult()] = n;
         return success();
       })
@@ -594,13 +671,13 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
            << flats.find(adamw.getUnit()) - flats.begin() << ", "
            << name(adamw.getGrad()) << ", "
            << dtypeEnum(elementTypeOf(adamw.getGrad())) << ", " << out
-           << "); // unit \""
-           << adamw.getUnit() << "\"\n";
+           << "); // unit \"" << commented(adamw.getUnit()) << "\"\n";
         return success();
       })
       .Case([&](SetParamOp set) {
         os << "shardc_rt_set_param(ctx, " << paramIndex(set.getName()) << ", "
-           << name(set.getValue()) << "); // " << set.getName() << "\n";
+           << name(set.getValue()) << "); // " << commented(set.getName())
+           << "\n";
         return success();
       })
       .Case([&](FreeOp) { return success(); })

@@ -58,6 +58,10 @@ struct Piece {
   bool write = true;
 };
 
+/// Before training: creates `dir` as saveCheckpoint would (mkdir -p) and
+/// says why a checkpoint could not be saved there, "" where it can.
+std::string tryCheckCheckpointDir(const std::string &dir);
+
 /// Saves every piece with write = true. Collective over `world`: each rank
 /// writes dir/rank-<r>.safetensors (temporary file + rename), all ranks agree
 /// that every write succeeded, then rank 0 checks that the written ranges

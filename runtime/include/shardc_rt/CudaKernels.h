@@ -321,6 +321,28 @@ void shardc_rt_cuda_adamw_f32(shardc_rt_cuda_kernels *k, float *param,
                               float lr, float beta1, float beta2, float eps,
                               float weightDecay, int64_t step);
 
+/// One tensor of shardc_rt_cuda_adamw_multi_f32: shardc_rt_cuda_adamw_f32's
+/// param, expAvg, expAvgSq, grad, rounded, n and gradBf16.
+typedef struct {
+  float *param;
+  float *exp_avg;
+  float *exp_avg_sq;
+  const void *grad;
+  shardc_rt_bf16 *rounded;
+  int64_t n;
+  int32_t grad_bf16;
+} shardc_rt_cuda_adamw_tensor;
+
+/// shardc_rt_cuda_adamw_f32 on each of `count` tensors, each bit for bit
+/// what it gives alone, in one launch per 48 non-empty tensors (torch's
+/// multi-tensor fused AdamW): a block takes 4096 elements of one tensor.
+/// The tensors must not overlap.
+void shardc_rt_cuda_adamw_multi_f32(shardc_rt_cuda_kernels *k,
+                                    const shardc_rt_cuda_adamw_tensor *tensors,
+                                    int32_t count, float lr, float beta1,
+                                    float beta2, float eps, float weightDecay,
+                                    int64_t step);
+
 //===----------------------------------------------------------------------===//
 // Mixed precision: the kernels above on bf16 tensors, and the casts
 //===----------------------------------------------------------------------===//

@@ -174,6 +174,19 @@ int64_t shardc_rt_group_index(shardc_rt_context *ctx, shardc_rt_axes axes);
 /* AdamW on param i's stored part, with a gradient of the same size. */
 void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index, const void *grad,
                      shardc_rt_dtype grad_dtype);
+/* One update of shardc_rt_adamw_group: param `index`'s stored part (as
+ * shardc_rt_adamw) or, where `flat` is non-zero, the stored piece of flat
+ * parameter `index` (as shardc_rt_adamw_flat without an output). */
+typedef struct {
+  int32_t index;
+  int32_t flat;
+  const void *grad;
+  shardc_rt_dtype grad_dtype;
+} shardc_rt_adamw_update;
+/* The `count` updates at once, each with the result it has alone: one
+ * multi-tensor launch on the GPU (torch's fused AdamW) instead of one each. */
+void shardc_rt_adamw_group(shardc_rt_context *ctx, int32_t count,
+                           const shardc_rt_adamw_update *updates);
 /* AdamW on the shard of param i this rank owns (its optimizer split), from
  * that shard's gradient; writes the updated shard to `updated`. */
 void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,

@@ -176,6 +176,41 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 // -----
 
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-note @+1 {{param 'w' declared here}}
+  %w = train.param "w" init(#train.zeros) : tensor<4xf32>
+  // expected-error @+1 {{param name 'w.exp_avg' is the checkpoint name of param 'w''s optimizer moment}}
+  %m = train.param "w.exp_avg" init(#train.zeros) : tensor<4xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-error @+1 {{param name '__metadata__' is reserved by safetensors files}}
+  %w = train.param "__metadata__" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %w : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+// The runtime computes in f32: a value that overflows it is refused.
+// expected-error @+1 {{expected a finite lr (as an f32, at most 3.4e38 in magnitude), got 1.0e+300}}
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e+300, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-error @+1 {{expected a finite high (as an f32, at most 3.4e38 in magnitude), got inf}}
+  %w = train.param "w" init(#train.uniform<low = 0.0, high = 0x7FF0000000000000>) : tensor<4xf32>
+}
+
+// -----
+
 // expected-error @+1 {{expected 0 <= beta2 < 1, got 1}}
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 1.0, eps = 1.0e-08, weight_decay = 0.0> {
 }

@@ -75,9 +75,17 @@
 // HSDP: ncclAllReduce({{.*}}, nccl1, comm1)
 // HSDP: ncclAllReduce({{.*}}, 1, ncclFloat, ncclAvg, nccl3, comm3)
 
-// DDP packs one bucket on the compute stream and all-reduces it once.
+// DDP packs one bucket on the compute stream and all-reduces it once; the
+// compute stream waits for it, then updates both params in one multi-tensor
+// AdamW.
 // DDP: shardc_rt_cuda_copy_f32(K, [[B:v[0-9]+]] + 0,
-// DDP: SHARDC_NCCL(ncclAllReduce([[B]], {{v[0-9]+}}, 20, ncclFloat, ncclAvg, nccl1, comm1));
+// DDP: SHARDC_NCCL(ncclAllReduce([[B]], [[R:v[0-9]+]], 20, ncclFloat, ncclAvg, nccl1, comm1));
+// DDP-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E:[0-9]+]]), comm1));
+// DDP: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E]]), 0));
+// DDP: {0, 0, ([[R]] + 0), SHARDC_RT_F32}, // l0.w
+// DDP-NEXT: {1, 0, ([[R]] + 15), SHARDC_RT_F32}, // l0.b
+// DDP-NEXT: };
+// DDP-NEXT: shardc_rt_adamw_group(ctx, 2, updates);
 // DDP-NOT: ncclAllGather
 
 // BUILT: ddp

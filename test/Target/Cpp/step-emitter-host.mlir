@@ -52,12 +52,20 @@
 // CHECK: return shardc_rt_main(argc, argv, &model);
 
 // DDP packs both gradients into one bucket, all-reduces it and updates
-// from views into it.
+// from views into it, both params in one multi-tensor AdamW; the bucket is
+// freed after it.
 // DDP: float *[[B:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 80));
 // DDP: shardc_rt_copy_f32([[B]] + 0,
 // DDP: shardc_rt_copy_f32([[B]] + 15,
 // DDP: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_F32, [[B]], [[R:v[0-9]+]], 20, 1);
-// DDP: shardc_rt_adamw(ctx, {{[01]}}, ([[R]] + {{0|15}}), SHARDC_RT_F32);
+// DDP: const shardc_rt_adamw_update updates[] = {
+// DDP-NEXT: {0, 0, ([[R]] + 0), SHARDC_RT_F32}, // l0.w
+// DDP-NEXT: {1, 0, ([[R]] + 15), SHARDC_RT_F32}, // l0.b
+// DDP-NEXT: };
+// DDP-NEXT: shardc_rt_adamw_group(ctx, 2, updates);
+// DDP-NEXT: }
+// DDP-NEXT: shardc_rt_free(ctx, [[R]]);
+// DDP-NOT: shardc_rt_adamw(
 
 // Micro-batches: accumulators before the loop, slices of the inputs in it,
 // the sums reduced after it. ZeRO-2 updates its shard and gathers it back.
@@ -124,7 +132,8 @@
 
 // reduce-dtype=bf16: the bucket travels in bf16 and the optimizer reads bf16.
 // BF16-WIRE: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_BF16, [[B:v[0-9]+]], [[R:v[0-9]+]], 20, 1);
-// BF16-WIRE: shardc_rt_adamw(ctx, {{[01]}}, ([[R]] + {{0|15}}), SHARDC_RT_BF16);
+// BF16-WIRE: {0, 0, ([[R]] + 0), SHARDC_RT_BF16}, // l0.w
+// BF16-WIRE-NEXT: {1, 0, ([[R]] + 15), SHARDC_RT_BF16}, // l0.b
 
 module {
   train.model @tiny batch 4 optimizer <lr = 0.001, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {

@@ -75,6 +75,8 @@ def main():
                            "y": ("I32", [2, 32], i32(y))})
     lib.write_safetensors(at("data-dtype.safetensors"),
                           {"x": x, "y": ("F32", [2, 32], f32([1.0] * 64))})
+    lib.write_safetensors(at("data-steps.safetensors"),
+                          {"x": x, "y": ("I32", [3, 32], i32([1] * 96))})
     label = list(y)
     label[32 + 8] = 10  # step 1, row 8: one past the 10 classes
     lib.write_safetensors(at("data-label.safetensors"),
@@ -94,6 +96,9 @@ def main():
     truncate(at("ckpt-truncated/rank-1.safetensors"), lambda n: n - 100)
     shutil.copytree(at("ckpt"), at("ckpt-json"))
     truncate(at("ckpt-json/checkpoint.json"), lambda n: n // 2)
+
+    # A FIFO where a file is read or written: refused, never waited on.
+    os.mkfifo(at("fifo"))
 
 
 if __name__ == "__main__":

@@ -136,7 +136,10 @@ private:
   /// been issued, or before the result's first use if earlier.
   void scheduleReduction(Operation *op) {
     Value result = op->getResult(0);
+    // A result nothing reads still completes within the step.
     Operation *use = firstUser(result, body);
+    if (!use)
+      use = body.getTerminator();
     Operation *waitBefore = use;
     for (Operation *next = op->getNextNode(); next && next != use;
          next = next->getNextNode())

@@ -6,9 +6,10 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <map>
 
@@ -881,6 +882,25 @@ void ShardcShardPass::runOnOperation() {
             elementTypeOf(&getContext(), reduceDType), gradAccum,
             bucketMB * (int64_t(1) << 20), layout,
             unitBucketMB * (int64_t(1) << 20)};
+  // A flat parameter is gathered, reduced and updated as one: each of its
+  // members needs a gradient (torch's FSDP1 would update a member without
+  // one from zeros, where layout=dim0 leaves it alone).
+  if (plan.flat() && plan.shardsParams()) {
+    llvm::StringSet<> updated;
+    for (auto update : model.getBody().getOps<train::AdamWOp>())
+      updated.insert(update.getName());
+    WalkResult missing = model.walk([&](ParamOp param) {
+      if (!param.isTrainable() || updated.contains(param.getName()))
+        return WalkResult::advance();
+      param.emitOpError()
+          << "is trainable but no train.adamw updates it (the loss does not "
+             "depend on it): layout=flat updates a unit's params together; "
+             "mark it frozen, or use layout=dim0";
+      return WalkResult::interrupt();
+    });
+    if (missing.wasInterrupted())
+      return signalPassFailure();
+  }
   // Divided in two steps: ranks times micro-batches could overflow.
   int64_t ranks = plan.dataParallelRanks();
   if (model.getBatch() % ranks != 0 ||

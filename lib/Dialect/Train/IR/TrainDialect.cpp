@@ -10,7 +10,9 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 using namespace mlir;
 using namespace shardc::train;
@@ -51,6 +53,24 @@ void shardc::train::printShortest(llvm::raw_ostream &os, double value) {
   os << text;
 }
 
+/// Fails unless every one of `values` (named by `names`) is finite as an
+/// f32, as the runtime computes with it.
+static LogicalResult
+verifyFiniteF32(function_ref<InFlightDiagnostic()> emitError,
+                ArrayRef<StringRef> names, ArrayRef<double> values) {
+  for (auto [name, value] : llvm::zip(names, values))
+    if (!std::isfinite(value) ||
+        std::fabs(value) > std::numeric_limits<float>::max()) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      printShortest(os, value);
+      return emitError() << "expected a finite " << name
+                         << " (as an f32, at most 3.4e38 in magnitude), got "
+                         << text;
+    }
+  return success();
+}
+
 //===--- #train.adamw -----------------------------------------------------===//
 
 LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
@@ -59,6 +79,9 @@ LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   double lr = lrF.convertToDouble(), beta1 = beta1F.convertToDouble(),
          beta2 = beta2F.convertToDouble(), eps = epsF.convertToDouble(),
          weightDecay = weightDecayF.convertToDouble();
+  if (failed(verifyFiniteF32(emitError, {"lr", "eps", "weight_decay"},
+                             {lr, eps, weightDecay})))
+    return failure();
   if (!(lr > 0))
     return emitError() << "expected lr > 0, got " << lr;
   if (!(beta1 >= 0 && beta1 < 1))
@@ -76,7 +99,10 @@ LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult
 NormalInitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                       APFloat, APFloat std) {
+                       APFloat mean, APFloat std) {
+  if (failed(verifyFiniteF32(emitError, {"mean", "std"},
+                             {mean.convertToDouble(), std.convertToDouble()})))
+    return failure();
   if (!(std.convertToDouble() >= 0))
     return emitError() << "expected std >= 0, got " << std.convertToDouble();
   return success();
@@ -85,6 +111,9 @@ NormalInitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult
 UniformInitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                         APFloat low, APFloat high) {
+  if (failed(verifyFiniteF32(emitError, {"low", "high"},
+                             {low.convertToDouble(), high.convertToDouble()})))
+    return failure();
   if (!(low.convertToDouble() <= high.convertToDouble()))
     return emitError() << "expected low <= high, got " << low.convertToDouble()
                        << " > " << high.convertToDouble();

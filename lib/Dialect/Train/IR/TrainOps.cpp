@@ -273,6 +273,25 @@ LogicalResult ModelOp::verifyRegions() {
   });
   if (walk.wasInterrupted())
     return failure();
+  // Checkpoints and exports store each param under its name, its moments
+  // under NAME.exp_avg and NAME.exp_avg_sq, in safetensors files (whose
+  // header keeps __metadata__ for itself).
+  for (auto &entry : params) {
+    StringRef name = entry.getKey();
+    if (name == "__metadata__")
+      return entry.second->emitOpError()
+             << "param name '__metadata__' is reserved by safetensors files";
+    for (StringRef moment : {".exp_avg", ".exp_avg_sq"})
+      if (auto it = params.find((name + moment).str()); it != params.end()) {
+        InFlightDiagnostic diag = it->second->emitOpError()
+                                  << "param name '" << it->getKey()
+                                  << "' is the checkpoint name of param '"
+                                  << name << "''s optimizer moment";
+        diag.attachNote(entry.second->getLoc())
+            << "param '" << name << "' declared here";
+        return diag;
+      }
+  }
 
   int64_t numParams = 0;
   for (auto &entry : params) {
