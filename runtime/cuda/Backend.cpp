@@ -158,13 +158,12 @@ void backendSetUp(shardc_rt_context &ctx) {
   MPI_Comm_size(node, &localRanks);
   MPI_Comm_free(&node);
   // NCCL takes one GPU per rank (it refuses two ranks on one device).
-  SHARDC_RT_CHECK_ALL(localRanks <= count, "startup",
-                      std::to_string(localRanks) +
-                          " ranks on this node but " + std::to_string(count) +
-                          " CUDA device" + (count == 1 ? "" : "s") +
-                          ": NCCL needs a GPU per rank; use at most " +
-                          std::to_string(count) +
-                          " ranks per node, or --target host");
+  SHARDC_RT_CHECK_ALL(
+      localRanks <= count, "startup",
+      std::to_string(localRanks) + " ranks on this node but " +
+          std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") +
+          ": NCCL needs a GPU per rank; use at most " + std::to_string(count) +
+          " ranks per node, or --target host");
   b->device = localRank;
   CHECK(cudaSetDevice(b->device));
   CHECK(cudaStreamCreateWithFlags(&b->compute, cudaStreamNonBlocking));

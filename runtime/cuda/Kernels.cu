@@ -1720,8 +1720,8 @@ shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
       &k->smCount, cudaDevAttrMultiProcessorCount, device));
   k->smCount = std::max(k->smCount, 1);
   int pools = 0;
-  SHARDC_CUDA_CHECK(cudaDeviceGetAttribute(
-      &pools, cudaDevAttrMemoryPoolsSupported, device));
+  SHARDC_CUDA_CHECK(
+      cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
   k->memoryPools = pools != 0;
   if (const char *bound = std::getenv("SHARDC_RT_CUDA_ATTENTION_SCORES")) {
     long long floats = std::atoll(bound);
