@@ -465,6 +465,24 @@ std::string readManifest(const std::string &dir, Manifest &manifest) {
     }
     manifest.files.push_back(std::move(file));
   }
+  // One file per rank of the world that saved it.
+  if (static_cast<int64_t>(manifest.files.size()) != world)
+    return corrupt("\"world\" is " + std::to_string(world) +
+                   " but \"files\" lists " +
+                   std::to_string(manifest.files.size()) + " rank files");
+  std::vector<bool> seen(world, false);
+  for (const ManifestFile &file : manifest.files) {
+    if (file.rank < 0 || file.rank >= world || seen[file.rank])
+      return corrupt(file.name + ": rank " + std::to_string(file.rank) +
+                     " is outside [0, " + std::to_string(world) +
+                     ") or listed twice");
+    seen[file.rank] = true;
+  }
+  auto savedWorld = manifest.metadata.find("world");
+  if (savedWorld != manifest.metadata.end() &&
+      savedWorld->second != std::to_string(world))
+    return corrupt("metadata \"world\" is " + savedWorld->second +
+                   " but \"world\" is " + std::to_string(world));
   for (auto &[tensor, sources] : manifest.sources)
     std::sort(sources.begin(), sources.end(),
               [](const Source &a, const Source &b) {

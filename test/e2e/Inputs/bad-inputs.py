@@ -7,6 +7,7 @@ sequence length 32.
 usage: bad-inputs.py OUT_DIR
 """
 
+import json
 import os
 import shutil
 import struct
@@ -96,6 +97,13 @@ def main():
     truncate(at("ckpt-truncated/rank-1.safetensors"), lambda n: n - 100)
     shutil.copytree(at("ckpt"), at("ckpt-json"))
     truncate(at("ckpt-json/checkpoint.json"), lambda n: n // 2)
+    # checkpoint.json saying 3 ranks saved it, beside 2 rank files.
+    shutil.copytree(at("ckpt"), at("ckpt-world"))
+    with open(at("ckpt-world/checkpoint.json")) as f:
+        manifest = json.load(f)
+    manifest["world"] = 3
+    with open(at("ckpt-world/checkpoint.json"), "w") as f:
+        json.dump(manifest, f)
 
     # A FIFO where a file is read or written: refused, never waited on.
     os.mkfifo(at("fifo"))
