@@ -481,7 +481,7 @@ missing_libs() { # what is still missing after lib_dirs_for, or nothing
 
 # The runtime's kernel test first (exit 77: no GPU): it checks every CUDA
 # kernel against the CPU's, and its verdicts gate what the check and the
-# timed runs after it use (the GEMM epilogues below, the flash rows).
+# timed runs after it use (the GEMM epilogues and the attention below).
 run_kernel_test() {
   KT=""
   for c in "$BUILD/bin/shardc-rt-cudakernels" "$BUNDLE/bin/shardc-rt-cudakernels"; do
@@ -511,7 +511,7 @@ run_kernel_test() {
 # The GEMM epilogues (cuBLASLt's bias, GELU and GELU-derivative fusion in
 # linear, linear_gelu and matmul_gelu_grad; on by default) stay on for the
 # runs below only where the kernel test passed its "[gemm epilogue on]"
-# checks, as the flash attention waits for its own: a failed or missing
+# checks, as the attention does on its flash checks: a failed or missing
 # check exports SHARDC_GEMM_EPILOGUES=off for every later run, the GPU
 # against the CPU check included.
 gate_epilogues() {
@@ -538,9 +538,40 @@ gate_epilogues() {
   fi
 }
 
+# Attention: the fused (flash) kernels are the CUDA runtime's default; they
+# stay on for the runs below only where the kernel test passed every one of
+# its flash checks, bf16 ("(flash)", "(flash: ...)") and f32 on TF32 tensor
+# cores ("(flash tf32"): otherwise SHARDC_ATTENTION=gemm is exported for
+# every later run, the GPU against the CPU check included.
+flash_checks_passed() { # flash_checks_passed OK_RE FAIL_RE
+  local kt="$WORK/logs/cudakernels.out"
+  grep -q "$1" "$kt" 2>/dev/null && ! grep -q "$2" "$kt"
+}
+all_flash_checks_passed() {
+  flash_checks_passed '^ok .*(flash)' '^FAIL.*(flash[):]' &&
+    flash_checks_passed '^ok .*(flash tf32)' '^FAIL.*(flash tf32'
+}
+gate_attention() {
+  local kt="$WORK/logs/cudakernels.out" why
+  if [ "$HAVE_GPU" != 1 ] || [ ! -s "$kt" ]; then
+    why=$([ "$HAVE_GPU" = 1 ] && echo "the kernel test did not run" || echo "no GPU")
+    say "attention: ${SHARDC_ATTENTION:-flash} (not checked: $why)"
+    return 0
+  fi
+  if all_flash_checks_passed; then
+    record "attention" "${SHARDC_ATTENTION:-flash} for the runs below (the kernel test's flash checks passed)"
+  else
+    grep '^FAIL.*(flash' "$kt" | head -n 10 | sed 's/^/     /'
+    export SHARDC_ATTENTION=gemm
+    record "attention" "GEMMs for every run below (SHARDC_ATTENTION=gemm): the kernel test's flash checks did not all pass"
+    NOTES+=("attention through GEMMs (SHARDC_ATTENTION=gemm) for every run after the kernel test: its flash checks did not all pass")
+  fi
+}
+
 phase "2/5 check: the CUDA kernel test, then target=cuda against target=host, small GPT, world size 1, $CHECK_STRATEGIES (budget ${KERNEL_TEST_BUDGET}s + ${CHECK_BUDGET}s)"
 wants check && run_kernel_test
 gate_epilogues
+gate_attention
 CHECK_END=$((SECONDS + $(cap "$CHECK_BUDGET")))
 check_left() { local t=$((CHECK_END - SECONDS)); [ "$t" -lt 0 ] && t=0; echo "$t"; }
 mkdir -p "$WORK/check"
@@ -894,48 +925,46 @@ EOF
   done
 }
 
-# The fused attention kernels (SHARDC_ATTENTION=flash, opt-in until
-# measured): time_flash PREC runs zero3's executable of precision PREC at
-# its timed batch once more, where the kernel test passed that precision's
-# flash checks (bf16: those tagged "(flash)" and "(flash: ...)"; fp32: those
-# tagged "(flash tf32"), and checks its first loss against the GEMM
-# attention's of the timed run (same executable, seed and data). bf16 within
-# 1e-2 relative (bf16 noise: ~2.5 ulps of 2^-8). fp32 runs the fused kernels
-# on TF32 tensor cores, hence only with SHARDC_TF32 on (the default; with it
-# off f32 attention keeps the GEMMs and there is nothing to time), within
-# 1e-3 relative: both runs share every other TF32 GEMM and differ only in
-# the attention's roundings (~2 ulps of TF32's 2^-11); a broken kernel gives
-# a NaN or a loss off by far more.
-time_flash() {
-  local prec=$1 key peak rtol ok_re fail_re
+# The other attention: time_other_attention PREC runs zero3's executable of
+# precision PREC at its timed batch once more with the attention the timed
+# rows did not use (the fused kernels, SHARDC_ATTENTION=flash, are the
+# default; GEMMs over the full T x T scores, SHARDC_ATTENTION=gemm, where
+# the kernel test's flash checks failed), so that the table shows both, and
+# checks its first loss against the timed run's (same executable, seed and
+# data): bf16 within 1e-2 relative (bf16 noise: ~2.5 ulps of 2^-8); fp32,
+# whose fused kernels run on TF32 tensor cores as its GEMMs do, within 1e-3
+# (~2 ulps of TF32's 2^-11). A broken kernel gives a NaN or a loss off by
+# far more.
+time_other_attention() {
+  local prec=$1 key peak rtol main other
   if [ "$prec" = bf16 ]; then
     key=zero3+bf16 peak=$BF16_PEAK_TFLOPS rtol=1e-2
-    ok_re='^ok .*(flash)' fail_re='^FAIL.*(flash[):]'
   else
     key=zero3 peak=$PEAK_TFLOPS rtol=1e-3
-    ok_re='^ok .*(flash tf32)' fail_re='^FAIL.*(flash tf32'
   fi
-  next_row "shardc-$key+flash"
-  local rowf=$ROWF name="shardc zero3 $prec flash-attn" batch=${FOUND[$key]:-}
-  [ "$prec" = fp32 ] && phase "4/5 last: ${PREC_DESC[fp32]}: $name (SHARDC_ATTENTION=flash, TF32 fused attention), in what is left of the budget"
-  local kt="$WORK/logs/cudakernels.out" log t rc
+  main=${SHARDC_ATTENTION:-flash}
+  other=$([ "$main" = flash ] && echo gemm || echo flash)
+  next_row "shardc-$key+$other-attn"
+  local rowf=$ROWF name="shardc zero3 $prec $other-attn" batch=${FOUND[$key]:-}
+  [ "$prec" = fp32 ] && phase "4/5 last: ${PREC_DESC[fp32]}: $name (SHARDC_ATTENTION=$other), in what is left of the budget"
+  local log t rc
   case " $TIME_VARIANTS " in *" $key "*) ;; *) row "$rowf" "$name" "skipped (TIME_VARIANTS)"; return 0 ;; esac
   if [ "$HAVE_GPU" != 1 ]; then row "$rowf" "$name" "no GPU: skipped"; return 0; fi
   if [ -z "$batch" ]; then row "$rowf" "$name" "n/a: $(shardc_name "$key") did not run"; return 0; fi
-  if [ "$prec" = fp32 ] && [ "${SHARDC_TF32:-}" = 0 ]; then
-    row "$rowf" "$name" "skipped: SHARDC_TF32=0 (the f32 fused kernels run on TF32 tensor cores only)"
+  if [ "$prec" = fp32 ] && [ "${SHARDC_TF32:-1}" = 0 ]; then
+    row "$rowf" "$name" "skipped: SHARDC_TF32=0 (fp32 attention is GEMMs either way: the f32 fused kernels run on TF32 tensor cores)"
     return 0
   fi
-  if ! grep -q "$ok_re" "$kt" 2>/dev/null || grep -q "$fail_re" "$kt"; then
-    row "$rowf" "$name" "skipped: the kernel test's $prec flash checks did not pass"
+  if [ "$other" = flash ] && ! all_flash_checks_passed; then
+    row "$rowf" "$name" "skipped: the kernel test's flash checks did not pass"
     return 0
   fi
   get_exe gpt2 cuda "$key" "$batch" || { row "$rowf" "$name" "FAILED: $EXE_WHY"; FAILED=1; return 0; }
   exe_cmd "$EXE"
   t=$(cap "$SHARDC_ATTEMPT_BUDGET")
-  log="$WORK/logs/shardc-$key+flash-b$batch"
+  log="$WORK/logs/shardc-$key+$other-attn-b$batch"
   say "$name batch $batch: $((SHARDC_WARMUP + SHARDC_STEPS)) steps (limit ${t}s) ..."
-  run_limited "$t" "$log.out" env SHARDC_ATTENTION=flash "${EXE_CMD[@]}" \
+  run_limited "$t" "$log.out" env SHARDC_ATTENTION=$other "${EXE_CMD[@]}" \
     --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json "$log.jsonl"
   rc=$?
   if [ "$rc" != 0 ]; then
@@ -948,39 +977,39 @@ time_flash() {
     --warmup "$SHARDC_WARMUP" --batch "$batch" --seq $G_SEQ --hidden $G_HIDDEN \
     --layers $G_LAYERS --params "$G_PARAMS" --peak-tflops "$peak" --precision "$prec" \
     --out "$rowf"
-  # Same executable, seed and data: the first step's loss is the GEMM
-  # attention's up to the precision's rounding.
-  local gemm_loss flash_loss
-  gemm_loss=$(head -n 1 "$WORK/logs/shardc-$key-b$batch.jsonl" 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["loss"])' 2>/dev/null)
-  flash_loss=$(head -n 1 "$log.jsonl" | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["loss"])' 2>/dev/null)
-  if [ -n "$gemm_loss" ] && [ -n "$flash_loss" ] &&
-    awk -v a="$gemm_loss" -v b="$flash_loss" -v r="$rtol" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= r * (a < 0 ? -a : a)) }'; then
-    record "$prec flash attention first loss" "ok ($flash_loss against the GEMM attention's $gemm_loss, within $rtol relative)"
+  # Same executable, seed and data: the first step's loss is the timed
+  # run's up to the precision's rounding.
+  local main_loss other_loss
+  main_loss=$(head -n 1 "$WORK/logs/shardc-$key-b$batch.jsonl" 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["loss"])' 2>/dev/null)
+  other_loss=$(head -n 1 "$log.jsonl" | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["loss"])' 2>/dev/null)
+  if [ -n "$main_loss" ] && [ -n "$other_loss" ] &&
+    awk -v a="$main_loss" -v b="$other_loss" -v r="$rtol" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= r * (a < 0 ? -a : a)) }'; then
+    record "$prec $other vs $main attention first loss" "ok ($other_loss against $main_loss, within $rtol relative)"
   else
-    fail "$prec flash attention first loss" "${flash_loss:-none} against the GEMM attention's ${gemm_loss:-none} (tolerance $rtol relative)"
-    python3 - "$rowf" <<'EOF'
+    fail "$prec $other vs $main attention first loss" "${other_loss:-none} against ${main_loss:-none} (tolerance $rtol relative)"
+    python3 - "$rowf" "$main" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
-r["status"] = "FAILED: first loss differs from the GEMM attention's"
+r["status"] = "FAILED: first loss differs from the %s attention's" % sys.argv[2]
 json.dump(r, open(sys.argv[1], "w"))
 EOF
   fi
   grep -E '^step ' "$log.out" | sed 's/^/     /' | head -n 12
   t=$(cap "$SHARDC_PROFILE_BUDGET")
   if [ "$t" -ge 10 ]; then
-    run_limited "$t" "$log.profile" env SHARDC_ATTENTION=flash "${EXE_CMD[@]}" --steps 3 --seed $TIME_SEED --quiet --profile
+    run_limited "$t" "$log.profile" env SHARDC_ATTENTION=$other "${EXE_CMD[@]}" --steps 3 --seed $TIME_SEED --quiet --profile
     sed -n '/^profile:/,$p' "$log.profile" | head -n 40 | sed 's/^/     /'
   fi
-  COMMANDS+=("SHARDC_ATTENTION=flash ${SHARDC_GEMM_EPILOGUES:+SHARDC_GEMM_EPILOGUES=$SHARDC_GEMM_EPILOGUES }./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG")
+  COMMANDS+=("SHARDC_ATTENTION=$other ${SHARDC_GEMM_EPILOGUES:+SHARDC_GEMM_EPILOGUES=$SHARDC_GEMM_EPILOGUES }./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG")
 }
 
 time_shardc fp32
 time_torch fp32
 time_shardc bf16
-time_flash bf16
+time_other_attention bf16
 time_torch bf16
-# Last: the fp32 flash row gets what the rows above left.
-time_flash fp32
+# Last: the fp32 row of the other attention gets what the rows above left.
+time_other_attention fp32
 
 # --- --prepare: the bundle a device run carries -----------------------------
 
@@ -1054,6 +1083,7 @@ NOTES_OUT=(
   "ms/step: median over the steps after the warm-up (shardc $SHARDC_WARMUP + $SHARDC_STEPS, torch $TORCH_WARMUP + $TORCH_STEPS), host clock around a synchronised step; batches tried largest first, fp32 $BATCHES, bf16 $BF16_BATCHES; torch at the batch shardc's rows of the same precision ran"
   "peak GB (10^9 B): shardc = measured allocator high-water mark / the ledger's prediction; torch = torch.cuda.max_memory_allocated; smi GB = the largest nvidia-smi memory.used sampled during the run (whole process: CUDA context, cuBLAS workspace, caches)"
   "shardc GEMM epilogues (cuBLASLt bias/GELU/GELU-derivative fusion) in the timed runs: ${SHARDC_GEMM_EPILOGUES:-on}"
+  "shardc attention in the timed runs: ${SHARDC_ATTENTION:-flash} (flash: the fused kernels of runtime/cuda/FlashAttention.cu, bf16 tensor cores for bf16, TF32 for fp32; gemm: GEMMs over the full T x T scores); the *-attn rows run the other"
 )
 for note in "${NOTES[@]}"; do NOTES_OUT+=("note: $note"); done
 for note in "${NOTES_OUT[@]}"; do say "$note"; done

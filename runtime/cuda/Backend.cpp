@@ -111,11 +111,13 @@ void backendAdamW(shardc_rt_context &ctx,
 }
 
 void backendSetUp(shardc_rt_context &ctx) {
-  // Attention: GEMMs over the full scores, or SHARDC_ATTENTION=flash, the
-  // fused kernels for bf16, and for f32 where TF32 is on (SHARDC_TF32 below).
-  // Checked first: a bad setting is an error on any machine.
+  // Attention: the fused kernels (SHARDC_ATTENTION=flash, the default) for
+  // bf16, and for f32 where TF32 is on (SHARDC_TF32 below); GEMMs over the
+  // full scores otherwise, or everywhere with SHARDC_ATTENTION=gemm (whose
+  // results do not vary from run to run). Checked first: a bad setting is an
+  // error on any machine.
   const char *attention = std::getenv("SHARDC_ATTENTION");
-  std::string kind = attention ? attention : "gemm";
+  std::string kind = attention ? attention : "flash";
   SHARDC_RT_CHECK_ALL(kind == "gemm" || kind == "flash", "SHARDC_ATTENTION",
                       "expected gemm or flash, got '" + kind + "'");
   bool flash = kind == "flash";

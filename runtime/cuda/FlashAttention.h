@@ -10,7 +10,7 @@
 // backward recomputes the probabilities from each row's log-sum-exp, per
 // block of 64 keys.
 //
-// Opt-in (SHARDC_ATTENTION=flash) until measured on a GPU; heads of
+// The CUDA backend's default (SHARDC_ATTENTION=gemm opts out); heads of
 // d = C / heads with d % 16 == 0 and d <= 128 (on sm_90, either type). dq
 // accumulates through f32 atomics: its last bits vary from run to run.
 // The templates below are instantiated for T = __nv_bfloat16 and float.

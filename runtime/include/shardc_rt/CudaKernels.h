@@ -262,7 +262,8 @@ void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
 /// attention (and its gradient) through fused FlashAttention-2 style kernels
 /// on tensor cores (runtime/cuda/FlashAttention.h) where the head size d
 /// allows it (d % 16 == 0, d <= 128), instead of GEMMs over the full T x T
-/// scores; off by default until measured. bf16 runs on bf16 tensor cores;
+/// scores; off until set (the CUDA backend sets it unless
+/// SHARDC_ATTENTION=gemm). bf16 runs on bf16 tensor cores;
 /// f32 on TF32 tensor cores (q, k, v, dy, the probabilities and their
 /// gradient rounded to a 10-bit mantissa, f32 accumulation), and so only
 /// where create's allowTf32 is set: with it off, f32 attention keeps the
