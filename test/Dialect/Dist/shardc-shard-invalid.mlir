@@ -37,6 +37,13 @@
 // UNUSED: unused-param.mlir:9:15: error: 'train.param' op is trainable but no train.adamw updates it (the loss does not depend on it): layout=flat updates a unit's params together; mark it frozen, or use layout=dim0
 // UNUSED-DIM0: train.adamw "w"
 // UNUSED-DIM0-NOT: train.adamw "unused"
+// A scalar param has no dim 0 to split: every strategy but DDP refuses it.
+// RUN: not shardc-opt %S/Inputs/scalar-param.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2" 2>&1 | FileCheck %s --check-prefix=SCALAR
+// RUN: not shardc-opt %S/Inputs/scalar-param.mlir --train-autodiff --shardc-shard="strategy=zero1 mesh=2" 2>&1 | FileCheck %s --check-prefix=SCALAR1
+// RUN: shardc-opt %S/Inputs/scalar-param.mlir --train-autodiff --shardc-shard="strategy=ddp mesh=2" | FileCheck %s --check-prefix=SCALAR-DDP
+// SCALAR: scalar-param.mlir:6:8: error: 'train.param' op is a scalar: strategy zero3 splits params or their optimizer state along dim 0; give it one (tensor<1x...>), or use strategy ddp
+// SCALAR1: error: 'train.param' op is a scalar: strategy zero1 splits
+// SCALAR-DDP: train.adamw "offset"
 // An activation whose leading dimension cannot follow the batch split.
 // RUN: not shardc-opt %S/Inputs/odd-reshape.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=4" 2>&1 | FileCheck %s --check-prefix=RESHAPE
 // RESHAPE: error: 'train.reshape' op cannot follow its input from 8 to 2 elements

@@ -882,6 +882,22 @@ void ShardcShardPass::runOnOperation() {
             elementTypeOf(&getContext(), reduceDType), gradAccum,
             bucketMB * (int64_t(1) << 20), layout,
             unitBucketMB * (int64_t(1) << 20)};
+  // Params (ZeRO-3, HSDP) and optimizer state (ZeRO-1/2) are split along
+  // dim 0, which a scalar does not have.
+  if (plan.shardsOptimizer()) {
+    WalkResult scalar = model.walk([&](ParamOp param) {
+      if (param.getFullType().getRank() > 0 ||
+          (!param.isTrainable() && !plan.shardsParams()))
+        return WalkResult::advance();
+      param.emitOpError() << "is a scalar: strategy " << name
+                          << " splits params or their optimizer state along "
+                             "dim 0; give it one (tensor<1x...>), or use "
+                             "strategy ddp";
+      return WalkResult::interrupt();
+    });
+    if (scalar.wasInterrupted())
+      return signalPassFailure();
+  }
   // A flat parameter is gathered, reduced and updated as one: each of its
   // members needs a gradient (torch's FSDP1 would update a member without
   // one from zeros, where layout=dim0 leaves it alone).
