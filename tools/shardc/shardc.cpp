@@ -500,6 +500,10 @@ int main(int argc, char **argv) {
     args.insert(args.end(), o.runArgs.begin(), o.runArgs.end());
     rc = execute(launcher, args);
   }
+  // The executable says what went wrong; a launcher may say nothing.
+  if (rc != 0)
+    llvm::errs() << "shardc: the run exited " << rc << " ("
+                 << (ranks == 1 ? exe : launcher) << ")\n";
   if (o.output.empty())
     llvm::sys::fs::remove(exe);
   llvm::sys::fs::remove(dir);
