@@ -19,28 +19,7 @@ static std::string callFor(const std::string &purpose) {
 
 std::string StepData::tryOpen(const std::string &path,
                               const std::string &purpose, StepData &out) {
-  std::string error = SafeTensorsFile::tryOpen(path, purpose, out.data);
-  if (!error.empty())
-    return error;
-  // Step s reads row s (mod steps) of every tensor: they must agree on the
-  // steps, or a step would pair one input's example with another's.
-  const TensorView *first = nullptr;
-  for (const std::string &name : out.data.names()) {
-    const TensorView *view = out.data.find(name);
-    if (view->shape.empty())
-      return path + ": tensor '" + name + "' is a scalar: data tensors are " +
-             "[steps, batch, ...]";
-    if (!first) {
-      first = view;
-      continue;
-    }
-    if (view->shape[0] != first->shape[0])
-      return path + ": tensor '" + name + "' has " +
-             std::to_string(view->shape[0]) + " steps and '" +
-             out.data.names()[0] + "' " + std::to_string(first->shape[0]) +
-             ": every tensor needs the same number of steps (dimension 0)";
-  }
-  return "";
+  return SafeTensorsFile::tryOpen(path, purpose, out.data);
 }
 
 StepData StepData::open(const std::string &path, const std::string &purpose) {

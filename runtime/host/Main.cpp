@@ -412,6 +412,17 @@ void openData(shardc_rt_context &ctx, const Flags &flags) {
       error = data.tryCheckInput(
           m.inputs[i].name, shapeOf(m.inputs[i].rank, m.inputs[i].shape),
           m.inputs[i].dtype == SHARDC_RT_I32, m.inputs[i].bound);
+    // Step s reads step s (mod steps) of every input: they must agree on
+    // the steps, or a step would pair one input's examples with another's.
+    for (int32_t i = 1; i < m.num_inputs && error.empty(); ++i) {
+      int64_t first = data.file().find(m.inputs[0].name)->shape[0];
+      int64_t steps = data.file().find(m.inputs[i].name)->shape[0];
+      if (steps != first)
+        error = flags.data + ": tensor '" + m.inputs[i].name + "' has " +
+                std::to_string(steps) + " steps and '" + m.inputs[0].name +
+                "' " + std::to_string(first) +
+                ": every input needs the same number of steps (dimension 0)";
+    }
     if (error.empty())
       ctx.data->steps = std::move(data);
   }

@@ -125,12 +125,11 @@ std::string checkPipelineValue(const std::string &name,
   return "";
 }
 
-/// Fails unless a file can be created at `path`: its directory exists.
-/// Checked before any work, so that a long build does not end in a write
-/// error.
-/// A file shardc writes (`flag` names it in errors): its directory must exist
-/// and be writable, and the path must name nothing or a regular file, which
-/// the write replaces (by rename, so never a device such as /dev/null).
+/// Fails unless shardc can write `path` (`flag` names it in errors): its
+/// directory must exist and be writable, and the path must name nothing or a
+/// regular file, which the write replaces (by rename, so never a device such
+/// as /dev/null). Checked before any work, so that a long build does not end
+/// in a write error.
 void checkOutputPath(llvm::StringRef flag, const std::string &path) {
   llvm::StringRef dir = llvm::sys::path::parent_path(path);
   if (dir.empty())
@@ -265,8 +264,8 @@ std::string pipelineText(const Options &o) {
     text += name + "=" + value + " ";
   // The ledger always runs (it enforces --memory-budget); --quiet only
   // drops its table.
-  // The JSON goes beside its place, moved there once everything succeeded
-  // (finish).
+  // The JSON goes beside its place, moved there once the build succeeded
+  // (finishLedger).
   if (!o.ledgerJson.empty())
     text += "format=json output=" + o.ledgerJson + ".tmp ";
   else if (o.quiet)
