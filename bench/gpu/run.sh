@@ -26,8 +26,10 @@
 # PEAK_TFLOPS [494] (fp32 rows), BF16_PEAK_TFLOPS [989] (bf16 rows), the check
 # tolerances CHECK_RTOL/CHECK_ATOL [1e-4/1e-6] and CHECK_BF16_RTOL/
 # CHECK_BF16_ATOL [2e-2/3e-4], SHARDC_GEMM_EPILOGUES [on; run.sh sets it to
-# off after the kernel test when its "[gemm epilogue on]" checks fail], and
-# the per-phase budgets *_BUDGET below. $OUT (set on the device machine)
+# off after the kernel test when its "[gemm epilogue on]" checks fail],
+# SHARDC_ATTENTION [flash; run.sh sets it to gemm unless the kernel test ran
+# to its end and passed every flash check], and the per-phase budgets
+# *_BUDGET below. $OUT (set on the device machine)
 # receives run.log, rows.json, RESULTS-entry.md and logs.tar.gz.
 set -uo pipefail
 
@@ -50,8 +52,9 @@ done
 # timeout_s is 30 s more, under the 600 s a command may run); each phase also
 # has its own cap, and gets no more than what is left less TABLE_RESERVE. The
 # caps add up to more than the total: they stop a hung phase, and the phases
-# run in order of priority (the check, every fp32 row, then the bf16 rows),
-# so a slow early phase leaves the later ones what is left, or nothing.
+# run in order of priority (the check, every fp32 row, then the bf16 rows,
+# last the fp32 row of the other attention), so a slow early phase leaves
+# the later ones what is left, or nothing.
 # Expected on the H200 with a bundle: about 6 to 7 minutes.
 TOTAL_BUDGET="${TOTAL_BUDGET:-540}"
 TABLE_RESERVE="${TABLE_RESERVE:-15}"
@@ -482,6 +485,9 @@ missing_libs() { # what is still missing after lib_dirs_for, or nothing
 # The runtime's kernel test first (exit 77: no GPU): it checks every CUDA
 # kernel against the CPU's, and its verdicts gate what the check and the
 # timed runs after it use (the GEMM epilogues and the attention below).
+kernel_test_finished() { # the test's summary line: it ran to its end
+  grep -q '^cudakernels: [0-9]* passed, [0-9]* failed' "$WORK/logs/cudakernels.out" 2>/dev/null
+}
 run_kernel_test() {
   KT=""
   for c in "$BUILD/bin/shardc-rt-cudakernels" "$BUNDLE/bin/shardc-rt-cudakernels"; do
@@ -512,17 +518,30 @@ run_kernel_test() {
 # linear, linear_gelu and matmul_gelu_grad; on by default) stay on for the
 # runs below only where the kernel test passed its "[gemm epilogue on]"
 # checks, as the attention does on its flash checks: a failed or missing
-# check exports SHARDC_GEMM_EPILOGUES=off for every later run, the GPU
-# against the CPU check included.
+# check, or a test that did not run to its end, exports
+# SHARDC_GEMM_EPILOGUES=off for every later run, the GPU against the CPU
+# check included. Where the kernel test did not run (PHASES without check),
+# a setting the caller made stands; without one, off.
 gate_epilogues() {
   local kt="$WORK/logs/cudakernels.out" passed failed fused unfused why
-  if [ "$HAVE_GPU" != 1 ] || [ ! -s "$kt" ]; then
-    why=$([ "$HAVE_GPU" = 1 ] && echo "the kernel test did not run" || echo "no GPU")
-    say "gemm epilogues: ${SHARDC_GEMM_EPILOGUES:-on} (not checked: $why)"
+  if [ "$HAVE_GPU" != 1 ]; then
+    say "gemm epilogues: ${SHARDC_GEMM_EPILOGUES:-on} (not checked: no GPU)"
+    return 0
+  fi
+  if [ ! -s "$kt" ] && [ -n "${SHARDC_GEMM_EPILOGUES:-}" ]; then
+    record "gemm epilogues" "$SHARDC_GEMM_EPILOGUES for the runs below, as set (the kernel test did not run)"
+    return 0
+  fi
+  if [ ! -s "$kt" ]; then
+    export SHARDC_GEMM_EPILOGUES=off
+    record "gemm epilogues" "OFF for every run below (SHARDC_GEMM_EPILOGUES=off): the kernel test did not run"
+    NOTES+=("GEMM epilogues off (SHARDC_GEMM_EPILOGUES=off): the kernel test did not run")
     return 0
   fi
   passed=$(grep -c '^ok .*\[gemm epilogue on\]' "$kt")
   failed=$(grep -c '^FAIL.*\[gemm epilogue on\]' "$kt")
+  # A test that stopped early (a fault, the time limit) checked too little.
+  kernel_test_finished || failed=$((failed + 1))
   fused=$(grep -c '^shardc: gemm epilogue plan: .*: fused (' "$kt")
   unfused=$(grep -c '^shardc: gemm epilogue plan: .*: unfused: ' "$kt")
   say "cuBLASLt plans of the kernel test ($fused fused, $unfused unfused):"
@@ -531,7 +550,8 @@ gate_epilogues() {
     record "gemm epilogues" "${SHARDC_GEMM_EPILOGUES:-on} for the runs below (the kernel test's $passed [gemm epilogue on] checks passed; cuBLASLt fused $fused of $((fused + unfused)) shapes)"
   else
     grep '^FAIL.*\[gemm epilogue on\]' "$kt" | head -n 10 | sed 's/^/     /'
-    why=$([ "$failed" -gt 0 ] && echo "$failed of them failed" || echo "none passed: the test stopped before them")
+    why=$(kernel_test_finished || echo "the test did not run to its end")
+    why=${why:-$([ "$failed" -gt 0 ] && echo "$failed of them failed" || echo "none passed: the test stopped before them")}
     export SHARDC_GEMM_EPILOGUES=off
     record "gemm epilogues" "OFF for every run below (SHARDC_GEMM_EPILOGUES=off): the kernel test's [gemm epilogue on] checks did not pass, $why"
     NOTES+=("GEMM epilogues off (SHARDC_GEMM_EPILOGUES=off) for every run after the kernel test: its [gemm epilogue on] checks did not pass ($why)")
@@ -539,23 +559,29 @@ gate_epilogues() {
 }
 
 # Attention: the fused (flash) kernels are the CUDA runtime's default; they
-# stay on for the runs below only where the kernel test passed every one of
-# its flash checks, bf16 ("(flash)", "(flash: ...)") and f32 on TF32 tensor
-# cores ("(flash tf32"): otherwise SHARDC_ATTENTION=gemm is exported for
-# every later run, the GPU against the CPU check included.
+# stay on for the runs below only where the kernel test ran to its end and
+# passed every one of its flash checks, bf16 ("(flash)", "(flash: ...)") and
+# f32 on TF32 tensor cores ("(flash tf32"): otherwise SHARDC_ATTENTION=gemm
+# is exported for every later run, the GPU against the CPU check included.
+# Where the kernel test did not run (PHASES without check), a setting the
+# caller made stands; without one, gemm.
 flash_checks_passed() { # flash_checks_passed OK_RE FAIL_RE
   local kt="$WORK/logs/cudakernels.out"
   grep -q "$1" "$kt" 2>/dev/null && ! grep -q "$2" "$kt"
 }
 all_flash_checks_passed() {
-  flash_checks_passed '^ok .*(flash)' '^FAIL.*(flash[):]' &&
+  kernel_test_finished &&
+    flash_checks_passed '^ok .*(flash)' '^FAIL.*(flash[):]' &&
     flash_checks_passed '^ok .*(flash tf32)' '^FAIL.*(flash tf32'
 }
 gate_attention() {
-  local kt="$WORK/logs/cudakernels.out" why
-  if [ "$HAVE_GPU" != 1 ] || [ ! -s "$kt" ]; then
-    why=$([ "$HAVE_GPU" = 1 ] && echo "the kernel test did not run" || echo "no GPU")
-    say "attention: ${SHARDC_ATTENTION:-flash} (not checked: $why)"
+  local kt="$WORK/logs/cudakernels.out"
+  if [ "$HAVE_GPU" != 1 ]; then
+    say "attention: ${SHARDC_ATTENTION:-flash} (not checked: no GPU)"
+    return 0
+  fi
+  if [ ! -s "$kt" ] && [ -n "${SHARDC_ATTENTION:-}" ]; then
+    record "attention" "$SHARDC_ATTENTION for the runs below, as set (the kernel test did not run)"
     return 0
   fi
   if all_flash_checks_passed; then
@@ -563,8 +589,8 @@ gate_attention() {
   else
     grep '^FAIL.*(flash' "$kt" | head -n 10 | sed 's/^/     /'
     export SHARDC_ATTENTION=gemm
-    record "attention" "GEMMs for every run below (SHARDC_ATTENTION=gemm): the kernel test's flash checks did not all pass"
-    NOTES+=("attention through GEMMs (SHARDC_ATTENTION=gemm) for every run after the kernel test: its flash checks did not all pass")
+    record "attention" "GEMMs for every run below (SHARDC_ATTENTION=gemm): the kernel test did not run to its end with every flash check passed"
+    NOTES+=("attention through GEMMs (SHARDC_ATTENTION=gemm) for every run after the kernel test: it did not run to its end with every flash check passed")
   fi
 }
 

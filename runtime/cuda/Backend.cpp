@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -158,15 +159,31 @@ void backendSetUp(shardc_rt_context &ctx) {
   int localRank = 0, localRanks = 1;
   MPI_Comm_rank(node, &localRank);
   MPI_Comm_size(node, &localRanks);
+  // Each rank of the node its own visible device (a launcher that gives
+  // every rank one GPU through CUDA_VISIBLE_DEVICES makes that device 0).
+  b->device = localRank % count;
+  // NCCL refuses two ranks on one GPU: find it here, by the devices' UUIDs,
+  // and say so on every rank.
+  cudaDeviceProp properties;
+  CHECK(cudaGetDeviceProperties(&properties, b->device));
+  std::vector<char> uuids(static_cast<size_t>(localRanks) * 16);
+  MPI_Allgather(properties.uuid.bytes, 16, MPI_CHAR, uuids.data(), 16, MPI_CHAR,
+                node);
   MPI_Comm_free(&node);
-  // NCCL takes one GPU per rank (it refuses two ranks on one device).
+  int sharer = -1;
+  for (int r = 0; r < localRanks && sharer < 0; ++r)
+    if (r != localRank &&
+        std::memcmp(&uuids[r * 16], properties.uuid.bytes, 16) == 0)
+      sharer = r;
   SHARDC_RT_CHECK_ALL(
-      localRanks <= count, "startup",
-      std::to_string(localRanks) + " ranks on this node but " +
-          std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") +
-          ": NCCL needs a GPU per rank; use at most " + std::to_string(count) +
-          " ranks per node, or --target host");
-  b->device = localRank;
+      sharer < 0, "startup",
+      "local ranks " + std::to_string(std::min(localRank, sharer)) + " and " +
+          std::to_string(std::max(localRank, sharer)) + " share GPU " +
+          properties.name + " (" + std::to_string(localRanks) +
+          " ranks on this node, " + std::to_string(count) + " visible device" +
+          (count == 1 ? "" : "s") +
+          "): NCCL needs a GPU per rank; run at most one rank per GPU, or "
+          "build with --target host");
   CHECK(cudaSetDevice(b->device));
   CHECK(cudaStreamCreateWithFlags(&b->compute, cudaStreamNonBlocking));
   b->kernels = shardc_rt_cuda_kernels_create(b->compute, tf32 == "1");

@@ -623,9 +623,30 @@ shardc::rt::loadCheckpoint(const std::string &dir, MPI_Comm world,
 }
 
 std::string shardc::rt::tryCheckCheckpointDir(const std::string &dir) {
-  if (std::string error = makeDirectories(dir); !error.empty())
-    return error;
-  if (::access(dir.c_str(), W_OK) != 0)
-    return "cannot write in " + dir + ": " + strerror(errno);
+  if (dir.empty())
+    return "the checkpoint directory name is empty";
+  // The nearest of `dir` and its parents that exists must be a directory in
+  // which a directory can be made (a probe, made and removed: access() says
+  // yes to root even on /proc).
+  std::string existing = dir;
+  struct stat info;
+  while (::stat(existing.c_str(), &info) != 0) {
+    if (errno != ENOENT && errno != ENOTDIR)
+      return "cannot use " + existing + ": " + strerror(errno);
+    size_t slash = existing.find_last_of('/');
+    existing = slash == std::string::npos ? "."
+               : slash == 0               ? "/"
+                                          : existing.substr(0, slash);
+  }
+  if (!S_ISDIR(info.st_mode))
+    return existing + " is not a directory";
+  std::string probe =
+      existing + "/.shardc-save-probe-" + std::to_string(::getpid());
+  if (::mkdir(probe.c_str(), 0700) != 0) {
+    if (errno == EEXIST)
+      return "";
+    return "cannot create directories in " + existing + ": " + strerror(errno);
+  }
+  ::rmdir(probe.c_str());
   return "";
 }

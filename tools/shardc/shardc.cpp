@@ -55,7 +55,8 @@ options (as --shardc-pipeline's):
   --fuse true|false            fused kernels: linear+gelu, add+layernorm and
                                their gradients (default true)
   --memory-budget BYTES        fail when the predicted peak is larger
-  --ledger-json FILE           the ledger as JSON (else a table on stderr)
+  --ledger-json FILE           the ledger as JSON (- for stdout; else a table
+                               on stderr)
   --quiet                      no ledger table
 run: --np N (the mesh's rank count; --mesh defaults to N); flags after --
 go to the executable (--steps, --seed, --init, --data, --export, --save,
@@ -250,7 +251,7 @@ Options parseArgs(int argc, char **argv) {
   }
   if (!o.output.empty())
     checkOutputPath("-o", o.output);
-  if (!o.ledgerJson.empty())
+  if (!o.ledgerJson.empty() && o.ledgerJson != "-")
     checkOutputPath("--ledger-json", o.ledgerJson);
   if (o.target == "cuda" && !SHARDC_RT_CUDA_AVAILABLE)
     usageError("--target cuda: this shardc was built without nvcc and NCCL; "
@@ -264,9 +265,11 @@ std::string pipelineText(const Options &o) {
     text += name + "=" + value + " ";
   // The ledger always runs (it enforces --memory-budget); --quiet only
   // drops its table.
-  // The JSON goes beside its place, moved there once the build succeeded
-  // (finishLedger).
-  if (!o.ledgerJson.empty())
+  // A file's JSON goes beside it, moved there once the build succeeded
+  // (finishLedger); "-" is stdout.
+  if (o.ledgerJson == "-")
+    text += "format=json output=- ";
+  else if (!o.ledgerJson.empty())
     text += "format=json output=" + o.ledgerJson + ".tmp ";
   else if (o.quiet)
     text += "output=/dev/null ";
@@ -393,7 +396,7 @@ int writeFile(const std::string &path, llvm::StringRef contents) {
 /// `rc`, once the ledger's JSON (--ledger-json) is moved into place where
 /// rc is 0, or removed: a failed build leaves no file behind.
 int finishLedger(const Options &o, int rc) {
-  if (o.ledgerJson.empty())
+  if (o.ledgerJson.empty() || o.ledgerJson == "-")
     return rc;
   std::string temp = o.ledgerJson + ".tmp";
   if (rc != 0) {

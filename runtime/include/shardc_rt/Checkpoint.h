@@ -58,8 +58,8 @@ struct Piece {
   bool write = true;
 };
 
-/// Before training: creates `dir` as saveCheckpoint would (mkdir -p) and
-/// says why a checkpoint could not be saved there, "" where it can.
+/// Before training: why saveCheckpoint could not create or write `dir`, ""
+/// where it can. Leaves nothing behind.
 std::string tryCheckCheckpointDir(const std::string &dir);
 
 /// Saves every piece with write = true. Collective over `world`: each rank

@@ -4,11 +4,6 @@
 // TWICE: error: 'train.model' op is already scheduled
 // RUN: not shardc-opt %S/shardc-schedule.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-schedule="prefetch=-1" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 // NEGATIVE: error: expected prefetch >= 0, got -1
-// A reduction whose result nothing reads completes before the step returns.
-// RUN: shardc-opt %S/Inputs/unused-reduction.mlir --shardc-schedule | FileCheck %s --check-prefix=UNUSED-REDUCTION
-// UNUSED-REDUCTION: %[[T:.+]] = dist.all_reduce_start %{{.+}} on @mesh ["shard"] avg
-// UNUSED-REDUCTION-NEXT: %{{.+}} = dist.wait %[[T]]
-// UNUSED-REDUCTION-NEXT: train.return
 // RUN: shardc-opt %s --shardc-schedule -split-input-file -verify-diagnostics
 
 // A collective inside a unit could be skipped or reordered by some ranks.

@@ -3,6 +3,12 @@
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 bucket-mb=0" --shardc-schedule | FileCheck %s --check-prefix=DDP
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=2x2" --shardc-schedule | shardc-opt | FileCheck %s --check-prefix=HSDP
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 param-dtype=bf16" --shardc-schedule | FileCheck %s --check-prefix=STAGED
+// A reduction whose result nothing reads completes before the step returns.
+// RUN: shardc-opt %S/Inputs/unused-reduction.mlir --shardc-schedule | FileCheck %s --check-prefix=UNUSED-REDUCTION
+// UNUSED-REDUCTION-LABEL: train.model @m
+// UNUSED-REDUCTION: %[[T:.+]] = dist.all_reduce_start %{{.+}} on @mesh ["shard"] avg
+// UNUSED-REDUCTION-NEXT: %{{.+}} = dist.wait %[[T]]
+// UNUSED-REDUCTION-NEXT: train.return
 
 // Params first; fc1's forward gather starts before fc0 runs (prefetch 1)
 // and is waited on right before fc1.

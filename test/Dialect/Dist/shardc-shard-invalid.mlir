@@ -40,6 +40,7 @@
 // A scalar param has no dim 0 to split: every strategy but DDP refuses it.
 // RUN: not shardc-opt %S/Inputs/scalar-param.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2" 2>&1 | FileCheck %s --check-prefix=SCALAR
 // RUN: not shardc-opt %S/Inputs/scalar-param.mlir --train-autodiff --shardc-shard="strategy=zero1 mesh=2" 2>&1 | FileCheck %s --check-prefix=SCALAR1
+// RUN: not shardc-opt %S/Inputs/scalar-param.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2 layout=flat" 2>&1 | FileCheck %s --check-prefix=SCALAR
 // RUN: shardc-opt %S/Inputs/scalar-param.mlir --train-autodiff --shardc-shard="strategy=ddp mesh=2" | FileCheck %s --check-prefix=SCALAR-DDP
 // SCALAR: scalar-param.mlir:6:8: error: 'train.param' op is a scalar: strategy zero3 splits params or their optimizer state along dim 0; give it one (tensor<1x...>), or use strategy ddp
 // SCALAR1: error: 'train.param' op is a scalar: strategy zero1 splits
