@@ -1109,6 +1109,7 @@ NOTES_OUT=(
   "ms/step: median over the steps after the warm-up (shardc $SHARDC_WARMUP + $SHARDC_STEPS, torch $TORCH_WARMUP + $TORCH_STEPS), host clock around a synchronised step; batches tried largest first, fp32 $BATCHES, bf16 $BF16_BATCHES; torch at the batch shardc's rows of the same precision ran"
   "peak GB (10^9 B): shardc = measured allocator high-water mark / the ledger's prediction; torch = torch.cuda.max_memory_allocated; smi GB = the largest nvidia-smi memory.used sampled during the run (whole process: CUDA context, cuBLAS workspace, caches)"
   "shardc GEMM epilogues (cuBLASLt bias/GELU/GELU-derivative fusion) in the timed runs: ${SHARDC_GEMM_EPILOGUES:-on}"
+  "world size 1: shardc folds every collective over one rank away (a unit reads its params' storage, no DDP bucket copies: --shardc-shard step 7); torch FSDP2 at world size 1 still runs its all-gathers and reduce-scatters"
   "shardc attention in the timed runs: ${SHARDC_ATTENTION:-flash} (flash: the fused kernels of runtime/cuda/FlashAttention.cu, bf16 tensor cores for bf16, TF32 for fp32; gemm: GEMMs over the full T x T scores); the *-attn rows run the other"
 )
 for note in "${NOTES[@]}"; do NOTES_OUT+=("note: $note"); done

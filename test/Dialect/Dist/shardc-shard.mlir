@@ -17,6 +17,15 @@
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero1 mesh=2 layout=flat" | FileCheck %s --check-prefix=FLAT1
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=2 layout=flat bucket-mb=0" | FileCheck %s --check-prefix=FLAT2
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 layout=flat bucket-mb=0" | FileCheck %s --check-prefix=DDP-FLAT
+// Collectives over one rank fold away: a unit reads its params' storage,
+// the updates read the gradients, a DDP bucket is not packed; HSDP keeps
+// the collectives of its axis of more than one rank. Each verifies.
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=1" | shardc-opt | FileCheck %s --check-prefix=ONE
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=1 layout=flat" | shardc-opt | FileCheck %s --check-prefix=ONE-FLAT
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=1" | shardc-opt | FileCheck %s --check-prefix=ONE-DDP
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=1" | shardc-opt | FileCheck %s --check-prefix=ONE-ZERO2
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=2x1" | shardc-opt | FileCheck %s --check-prefix=HSDP-2X1
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=1x2" | shardc-opt | FileCheck %s --check-prefix=HSDP-1X2
 // Every strategy's output verifies and parses back.
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=2x2 layout=flat grad-accum=2" | shardc-opt | FileCheck %s --check-prefix=ROUNDTRIP-FLAT
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=4 param-dtype=bf16 reduce-dtype=bf16" | shardc-opt | FileCheck %s --check-prefix=ROUNDTRIP
@@ -24,6 +33,31 @@
 // Two units; fc0.weight has 3 rows (uneven over 2 and 4 ranks), fc1.weight
 // 2 rows (empty shards over 4 ranks). The first unit's input is data, so its
 // backward reads no param.
+
+// ONE:        %[[W0:.*]] = train.param "fc0.weight" of unit "fc0" {{.*}} of tensor<3x4xf32> : tensor<3x4xf32>
+// ONE:        train.unit "fc0"(%{{.*}}, %[[W0]],
+// ONE:        train.adamw "fc0.weight", %
+// ONE-NOT:    dist.all_gather
+// ONE-NOT:    dist.reduce_scatter
+// ONE-NOT:    dist.all_reduce
+// ONE-NOT:    dist.free %[[W0]]
+// ONE-FLAT:   %[[F:.*]] = dist.flat_param "fc0"
+// ONE-FLAT:   dist.unpack %[[F]]
+// ONE-FLAT:   dist.adamw_flat "fc0"
+// ONE-FLAT-NOT: dist.all_gather
+// ONE-FLAT-NOT: dist.free %[[F]]
+// ONE-DDP-NOT:  dist.pack
+// ONE-DDP-NOT:  dist.all_reduce
+// ONE-DDP:      train.adamw "fc0.weight"
+// ONE-ZERO2:    %[[U:.*]] = dist.adamw_shard "fc0.weight"
+// ONE-ZERO2-NEXT: dist.set_param "fc0.weight", %[[U]]
+// ONE-ZERO2-NOT: dist.all_gather
+// HSDP-2X1-NOT: dist.all_gather
+// HSDP-2X1:     dist.all_reduce %{{.*}} on @mesh ["replicate"] avg
+// HSDP-2X1-NOT: dist.reduce_scatter
+// HSDP-1X2:     dist.all_gather %{{.*}} on @mesh ["shard"]
+// HSDP-1X2:     dist.reduce_scatter %{{.*}} on @mesh ["shard"]
+// HSDP-1X2-NOT: dist.all_reduce %{{.*}} on @mesh ["replicate"]
 
 // ZERO3:      dist.mesh @mesh axes ["shard"] shape [4]
 // ZERO3:      train.model @mlp batch 8 split 4

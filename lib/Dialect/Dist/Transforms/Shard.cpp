@@ -10,8 +10,10 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <map>
+#include <tuple>
 
 #define DEBUG_TYPE "shardc-shard"
 
@@ -180,6 +182,7 @@ private:
                            Operation *firstUpdate);
   void reduceGradients();
   void averageLoss();
+  void foldSingleRankCollectives();
 
   Value allGather(OpBuilder &b, Value shard, RankedTensorType full,
                   Layout layout = Layout::dim0) {
@@ -813,6 +816,86 @@ void Sharder::averageLoss() {
   ret.getLossMutable().assign(avg);
 }
 
+/// Whether `user` runs after `op`: in `op`'s block or an enclosing one.
+static bool runsAfter(Operation *user, Operation *op) {
+  for (Operation *at = op; at; at = at->getParentOp()) {
+    Operation *ancestor = at->getBlock()->findAncestorOpInBlock(*user);
+    if (ancestor)
+      return ancestor != at && at->isBeforeInBlock(ancestor);
+  }
+  return false;
+}
+
+/// A collective over a group of one rank (an axis of size 1: mesh 1, or
+/// HSDP's Rx1 and 1xS) moves nothing: where it neither casts nor pads (its
+/// result has its input's type) its result is its input, as XLA folds
+/// single-replica collectives, and a bucket it no longer carries is not
+/// packed. Frees move with the values: a free of the input that a folded
+/// result's reader now follows goes, and a parameter's storage, which a
+/// folded gather made the unit read, is never freed.
+void Sharder::foldSingleRankCollectives() {
+  auto groupSize = [&](ArrayAttr axes) {
+    int64_t size = 1;
+    for (Attribute axis : axes)
+      size *= cast<StringAttr>(axis).getValue() == kReplicateAxis
+                  ? plan.meshShape.front()
+                  : plan.shardRanks();
+    return size;
+  };
+  SmallVector<Operation *> folded;
+  model.walk([&](Operation *op) {
+    auto [input, axes, wire] =
+        TypeSwitch<Operation *, std::tuple<Value, ArrayAttr, TypeAttr>>(op)
+            .Case<AllGatherOp, ReduceScatterOp, AllReduceOp>([](auto c) {
+              return std::make_tuple(c.getInput(), c.getAxes(),
+                                     c.getWireAttr());
+            })
+            .Default([](Operation *) {
+              return std::make_tuple(Value(), ArrayAttr(), TypeAttr());
+            });
+    if (input && !wire && groupSize(axes) == 1 &&
+        input.getType() == op->getResult(0).getType())
+      folded.push_back(op);
+  });
+  for (Operation *op : folded) {
+    op->getResult(0).replaceAllUsesWith(op->getOperand(0));
+    op->erase();
+  }
+  if (folded.empty())
+    return;
+  // A bucket that no longer travels (DDP's on one rank): its readers read
+  // what was packed into it, and it goes.
+  SmallVector<UnpackOp> unpacks;
+  model.walk([&](UnpackOp unpack) { unpacks.push_back(unpack); });
+  for (UnpackOp unpack : unpacks) {
+    auto pack = unpack.getInput().getDefiningOp<PackOp>();
+    if (!pack || pack.getInputs().getTypes() != unpack.getResultTypes())
+      continue;
+    unpack->replaceAllUsesWith(pack.getInputs());
+    unpack.erase();
+    if (llvm::all_of(pack->getUsers(),
+                     [](Operation *user) { return isa<FreeOp>(user); })) {
+      for (Operation *free : llvm::to_vector(pack->getUsers()))
+        free->erase();
+      pack.erase();
+    }
+  }
+  SmallVector<FreeOp> frees;
+  model.walk([&](FreeOp free) { frees.push_back(free); });
+  llvm::DenseSet<Value> freed;
+  // Last first: of a value's frees, the last one stays.
+  for (FreeOp free : llvm::reverse(frees)) {
+    Value value = free.getValue();
+    bool persistent =
+        isa_and_nonnull<ParamOp, FlatParamOp>(value.getDefiningOp());
+    bool readLater = llvm::any_of(value.getUsers(), [&](Operation *user) {
+      return !isa<FreeOp>(user) && runsAfter(user, free);
+    });
+    if (persistent || readLater || !freed.insert(value).second)
+      free.erase();
+  }
+}
+
 LogicalResult Sharder::run() {
   hoistParams();
   groupFlatParams();
@@ -822,6 +905,7 @@ LogicalResult Sharder::run() {
     return failure();
   reduceGradients();
   averageLoss();
+  foldSingleRankCollectives();
   return success();
 }
 

@@ -46,7 +46,11 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
     6. reduces each gradient (averaging over ranks, in `reduce-dtype` on the
        wire) and updates what the rank owns; the returned loss is averaged
        over ranks, so it equals the single-rank loss;
-    7. records the strategy on the model (`dist.strategy`).
+    7. folds every collective over a group of one rank (`mesh=1`, HSDP's
+       `Rx1` and `1xS`) that neither casts nor pads: its result is its
+       input, as XLA folds single-replica collectives, so a unit reads its
+       parameters' storage in place and a DDP bucket is not packed;
+    8. records the strategy on the model (`dist.strategy`).
 
     Before (one unit, one param):
 
