@@ -111,32 +111,36 @@ void backendAdamW(shardc_rt_context &ctx,
       static_cast<float>(m.weight_decay), ctx.step);
 }
 
+namespace {
+
+/// Environment variable `name`, `fallback` where unset; any value but `a`
+/// or `b` is an error on every rank, on any machine.
+std::string setting(const char *name, const char *fallback,
+                    const std::string &a, const std::string &b) {
+  const char *value = std::getenv(name);
+  std::string text = value ? value : fallback;
+  SHARDC_RT_CHECK_ALL(text == a || text == b, name,
+                      "expected " + a + " or " + b + ", got '" + text + "'");
+  return text;
+}
+
+} // namespace
+
 void backendSetUp(shardc_rt_context &ctx) {
   // Attention: the fused kernels (SHARDC_ATTENTION=flash, the default) for
   // bf16, and for f32 where TF32 is on (SHARDC_TF32 below); GEMMs over the
   // full scores otherwise, or everywhere with SHARDC_ATTENTION=gemm (whose
   // results do not vary from run to run). Checked first: a bad setting is an
   // error on any machine.
-  const char *attention = std::getenv("SHARDC_ATTENTION");
-  std::string kind = attention ? attention : "flash";
-  SHARDC_RT_CHECK_ALL(kind == "gemm" || kind == "flash", "SHARDC_ATTENTION",
-                      "expected gemm or flash, got '" + kind + "'");
-  bool flash = kind == "flash";
+  bool flash = setting("SHARDC_ATTENTION", "flash", "gemm", "flash") == "flash";
   // GEMM epilogues (cuBLASLt's bias, GELU and GELU-derivative fusion): on
   // unless SHARDC_GEMM_EPILOGUES=off (bench/gpu/run.sh turns them off where
   // the kernel test's epilogue checks fail). Checked before the device too.
-  const char *epilogueSetting = std::getenv("SHARDC_GEMM_EPILOGUES");
-  std::string epilogues = epilogueSetting ? epilogueSetting : "on";
-  SHARDC_RT_CHECK_ALL(epilogues == "on" || epilogues == "off",
-                      "SHARDC_GEMM_EPILOGUES",
-                      "expected on or off, got '" + epilogues + "'");
+  bool epilogues = setting("SHARDC_GEMM_EPILOGUES", "on", "on", "off") == "on";
   // TF32 GEMMs (and, with flash attention, TF32 attention for f32) unless
   // SHARDC_TF32=0 (the GPU-against-CPU check turns them off). Checked before
   // the device too.
-  const char *tf32Setting = std::getenv("SHARDC_TF32");
-  std::string tf32 = tf32Setting ? tf32Setting : "1";
-  SHARDC_RT_CHECK_ALL(tf32 == "1" || tf32 == "0", "SHARDC_TF32",
-                      "expected 1 or 0, got '" + tf32 + "'");
+  bool tf32 = setting("SHARDC_TF32", "1", "1", "0") == "1";
   // A clear message, and the same on every rank, where there is no GPU
   // (on a machine without a driver cudaGetDeviceCount returns 35).
   int count = 0;
@@ -186,9 +190,9 @@ void backendSetUp(shardc_rt_context &ctx) {
           "build with --target host");
   CHECK(cudaSetDevice(b->device));
   CHECK(cudaStreamCreateWithFlags(&b->compute, cudaStreamNonBlocking));
-  b->kernels = shardc_rt_cuda_kernels_create(b->compute, tf32 == "1");
+  b->kernels = shardc_rt_cuda_kernels_create(b->compute, tf32);
   shardc_rt_cuda_kernels_set_flash_attention(b->kernels, flash);
-  shardc_rt_cuda_kernels_set_gemm_epilogues(b->kernels, epilogues == "on");
+  shardc_rt_cuda_kernels_set_gemm_epilogues(b->kernels, epilogues);
 
   ncclUniqueId id;
   if (ctx.worldRank == 0)

@@ -633,10 +633,7 @@ std::string shardc::rt::tryCheckCheckpointDir(const std::string &dir) {
   while (::stat(existing.c_str(), &info) != 0) {
     if (errno != ENOENT && errno != ENOTDIR)
       return "cannot use " + existing + ": " + strerror(errno);
-    size_t slash = existing.find_last_of('/');
-    existing = slash == std::string::npos ? "."
-               : slash == 0               ? "/"
-                                          : existing.substr(0, slash);
+    existing = directoryOf(existing);
   }
   if (!S_ISDIR(info.st_mode))
     return existing + " is not a directory";

@@ -741,8 +741,7 @@ static bool writeAll(int fd, const void *data, size_t bytes) {
   return true;
 }
 
-/// The directory part of `path`, for fsync after a rename.
-static std::string directoryOf(const std::string &path) {
+std::string shardc::rt::directoryOf(const std::string &path) {
   size_t slash = path.find_last_of('/');
   if (slash == std::string::npos)
     return ".";

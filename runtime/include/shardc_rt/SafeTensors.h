@@ -228,8 +228,12 @@ std::string tryWriteFileAtomic(const std::string &path,
 
 /// Whether a file could be written at `path` now, to find out before a long
 /// run rather than after it: its directory exists and is writable, and
-/// `path` is not a directory. Returns "" or "<path>: <what is wrong>".
+/// `path` names nothing or a regular file (the atomic write renames over it).
+/// Returns "" or "<path>: <what is wrong>".
 std::string tryCheckWritable(const std::string &path);
+
+/// The directory part of `path`: "." for a bare name, "/" for "/name".
+std::string directoryOf(const std::string &path);
 
 /// tryWriteSafeTensors; a failure is a rank-local fatal error.
 void writeSafeTensors(const std::string &path,

@@ -966,41 +966,36 @@ void ShardcShardPass::runOnOperation() {
             elementTypeOf(&getContext(), reduceDType), gradAccum,
             bucketMB * (int64_t(1) << 20), layout,
             unitBucketMB * (int64_t(1) << 20)};
-  // Params (ZeRO-3, HSDP) and optimizer state (ZeRO-1/2) are split along
-  // dim 0, which a scalar does not have.
-  if (plan.shardsOptimizer()) {
-    WalkResult scalar = model.walk([&](ParamOp param) {
-      if (param.getFullType().getRank() > 0 ||
-          (!param.isTrainable() && !plan.shardsParams()))
-        return WalkResult::advance();
+  // Params the plan cannot place. Params (ZeRO-3, HSDP) and optimizer state
+  // (ZeRO-1/2) are split along dim 0, which a scalar does not have. A flat
+  // parameter is gathered, reduced and updated as one: each of its members
+  // needs a gradient (torch's FSDP1 would update a member without one from
+  // zeros, where layout=dim0 leaves it alone).
+  llvm::StringSet<> updated;
+  for (auto update : model.getBody().getOps<train::AdamWOp>())
+    updated.insert(update.getName());
+  WalkResult unplaceable = model.walk([&](ParamOp param) {
+    bool trainable = param.isTrainable();
+    if (plan.shardsOptimizer() && param.getFullType().getRank() == 0 &&
+        (trainable || plan.shardsParams())) {
       param.emitOpError() << "is a scalar: strategy " << name
                           << " splits params or their optimizer state along "
                              "dim 0; give it one (tensor<1x...>), or use "
                              "strategy ddp";
       return WalkResult::interrupt();
-    });
-    if (scalar.wasInterrupted())
-      return signalPassFailure();
-  }
-  // A flat parameter is gathered, reduced and updated as one: each of its
-  // members needs a gradient (torch's FSDP1 would update a member without
-  // one from zeros, where layout=dim0 leaves it alone).
-  if (plan.flat() && plan.shardsParams()) {
-    llvm::StringSet<> updated;
-    for (auto update : model.getBody().getOps<train::AdamWOp>())
-      updated.insert(update.getName());
-    WalkResult missing = model.walk([&](ParamOp param) {
-      if (!param.isTrainable() || updated.contains(param.getName()))
-        return WalkResult::advance();
+    }
+    if (plan.flat() && plan.shardsParams() && trainable &&
+        !updated.contains(param.getName())) {
       param.emitOpError()
           << "is trainable but no train.adamw updates it (the loss does not "
              "depend on it): layout=flat updates a unit's params together; "
              "mark it frozen, or use layout=dim0";
       return WalkResult::interrupt();
-    });
-    if (missing.wasInterrupted())
-      return signalPassFailure();
-  }
+    }
+    return WalkResult::advance();
+  });
+  if (unplaceable.wasInterrupted())
+    return signalPassFailure();
   // Divided in two steps: ranks times micro-batches could overflow.
   int64_t ranks = plan.dataParallelRanks();
   if (model.getBatch() % ranks != 0 ||
