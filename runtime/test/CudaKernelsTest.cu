@@ -462,6 +462,10 @@ void testCrossEntropy(int64_t n, int64_t v) {
     cpu::crossEntropyGrad<double>(wseed.data(), wlogits.data(), targets.data(),
                                   grad.data(), n, v);
   compare("cross_entropy_grad " + name, dgrad.download(), grad);
+  // Written over the logits, as a step does where they die there.
+  shardc_rt_cuda_cross_entropy_grad_f32(kernels, dseed.get(), dlogits.get(),
+                                        dtargets.get(), dlogits.get(), n, v);
+  compare("cross_entropy_grad in place " + name, dlogits.download(), grad);
   expectNoIndexError("cross_entropy " + name);
 }
 
@@ -716,6 +720,11 @@ void testBf16(int64_t rows, int64_t c, int64_t v) {
   shardc_rt_cross_entropy_grad_bf16(&seed, logits.data(), targets.data(),
                                     gw.data(), rows, v);
   compareBf16("cross_entropy_grad" + tag, dgrad.download(), gw);
+  // Written over the logits, as a step does where they die there.
+  shardc_rt_cuda_cross_entropy_grad_bf16(kernels, dseed.get(), dlogits.get(),
+                                         dtargets.get(), dlogits.get(), rows,
+                                         v);
+  compareBf16("cross_entropy_grad in place" + tag, dlogits.download(), gw);
   Halves table = halves(random(v * c));
   Buffer<shardc_rt_bf16> dtable(table), dtgrad(v * c);
   shardc_rt_cuda_embedding_bf16(kernels, dtargets.get(), dtable.get(),

@@ -786,6 +786,11 @@ void checkFloatAbi() {
         &dlossf, toFloat(logits).data(), targets.data(), dlogitsf.data(), count,
         v);
     compare("cross_entropy_grad", dlogitsf, dlogits);
+    // Written over the logits, as a step does where they die there.
+    std::vector<float> inPlace = toFloat(logits);
+    shardc_rt_cross_entropy_grad_f32(&dlossf, inPlace.data(), targets.data(),
+                                     inPlace.data(), count, v);
+    compare("cross_entropy_grad in place", inPlace, dlogits);
     Ids bad = targets;
     bad[1] = int32_t(v);
     check("f32 cross_entropy statuses",

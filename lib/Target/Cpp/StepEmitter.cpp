@@ -171,7 +171,8 @@ private:
   /// The C expression for a value's data.
   std::string name(Value v) { return names.lookup(v); }
   /// Declares and allocates the buffer of `v`, of the size BufferLiveness
-  /// gives it (a gathered buffer holds every rank's padded shard).
+  /// gives it (a gathered buffer holds every rank's padded shard), or names
+  /// its in-place operand's buffer where BufferLiveness writes it there.
   std::string allocate(Value v);
   std::string fresh(StringRef prefix = "v") {
     return (prefix + Twine(counter++)).str();
@@ -223,6 +224,14 @@ uint32_t StepEmitter::axesMask(ArrayAttr axes) {
 std::string StepEmitter::allocate(Value v) {
   std::string n = fresh();
   std::string type = cType(tensorType(v).getElementType());
+  if (liveness.isInPlace(v)) {
+    std::string over = name(
+        cast<train::InPlaceOpInterface>(v.getDefiningOp()).getInPlaceOperand());
+    os << type << " *" << n << " = " << over << "; // in place: " << over
+       << " dies here\n";
+    names[v] = n;
+    return n;
+  }
   int64_t bytes = liveness.getBuffers().lookup(v).bytes;
   os << type << " *" << n << " = static_cast<" << type
      << " *>(shardc_rt_alloc(ctx, " << bytes << "));\n";

@@ -59,6 +59,30 @@ int64_t dist::getStagingBytes(Operation *op) {
 BufferLiveness::BufferLiveness(train::ModelOp model) {
   number(model);
   collect(model);
+  // Once the results written in place are known, their buffers are their
+  // operands': collect again, with those results as views.
+  if (findInPlaceResults(model)) {
+    roots.clear();
+    buffers.clear();
+    collect(model);
+  }
+}
+
+bool BufferLiveness::findInPlaceResults(train::ModelOp model) {
+  model.walk([&](train::InPlaceOpInterface op) {
+    Value result = op->getResult(0), operand = op.getInPlaceOperand();
+    auto owned = buffers.find(getRoot(operand));
+    auto written = buffers.find(result);
+    // The operand's buffer must die here (not in a later use, nor at the
+    // end of a micro-batch loop it was defined outside), hold exactly the
+    // result, and be the step's own (not a param's storage).
+    if (owned == buffers.end() || written == buffers.end() ||
+        owned->second.lastUser != op || operand.getType() != result.getType() ||
+        owned->second.bytes != written->second.bytes)
+      return;
+    inPlace[result] = operand;
+  });
+  return !inPlace.empty();
 }
 
 void BufferLiveness::number(Operation *op) {
@@ -74,7 +98,9 @@ Value BufferLiveness::getRoot(Value v) {
   if (Value known = roots.lookup(v))
     return known;
   Value r = v;
-  if (auto arg = dyn_cast<BlockArgument>(v)) {
+  if (Value operand = inPlace.lookup(v)) {
+    r = getRoot(operand);
+  } else if (auto arg = dyn_cast<BlockArgument>(v)) {
     Operation *owner = arg.getOwner()->getParentOp();
     if (isa<train::UnitOp, train::BackwardOp, train::MicrobatchesOp>(owner))
       r = getRoot(owner->getOperand(arg.getArgNumber()));

@@ -3,8 +3,10 @@
 // One rank's step as buffers: every op result that is not a view owns one,
 // live from the op defining it to its last use. Views (reshapes, unpacked
 // bucket slices, region arguments and results, waits) name the buffer they
-// view. The ledger costs these buffers; the emitters allocate and free them,
-// so the prediction and the executable agree by construction.
+// view, and so does a result written in place over an operand whose buffer
+// dies at its op (train::InPlaceOpInterface). The ledger costs these
+// buffers; the emitters allocate and free them, so the prediction and the
+// executable agree by construction.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +51,8 @@ public:
 
   /// The value owning the buffer `value` views (itself if it owns one).
   mlir::Value getRoot(mlir::Value value);
+  /// Whether `value` is written in place over its op's operand's buffer.
+  bool isInPlace(mlir::Value value) const { return inPlace.count(value); }
   /// Buffers in definition order; params and flat params are not buffers
   /// (they persist).
   const llvm::MapVector<mlir::Value, Buffer> &getBuffers() const {
@@ -62,10 +66,15 @@ public:
 private:
   void number(mlir::Operation *op);
   void collect(train::ModelOp model);
+  /// Records in `inPlace` the results that may take their in-place
+  /// operand's buffer; returns whether there are any.
+  bool findInPlaceResults(train::ModelOp model);
 
   llvm::DenseMap<mlir::Operation *, int64_t> start, end;
   int64_t positions = 0;
   llvm::DenseMap<mlir::Value, mlir::Value> roots;
+  /// A result written in place -> the operand whose buffer it takes.
+  llvm::DenseMap<mlir::Value, mlir::Value> inPlace;
   llvm::MapVector<mlir::Value, Buffer> buffers;
 };
 

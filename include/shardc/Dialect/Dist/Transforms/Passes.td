@@ -231,7 +231,10 @@ def ShardcLedgerPass : Pass<"shardc-ledger", "::mlir::ModuleOp"> {
     - `peak`: the most bytes live at any point of the step, every category
       included: each buffer lives from the op defining it to its last use
       or `dist.free`; reshapes, unit and backward arguments and results are
-      views of the buffers they name.
+      views of the buffers they name, and so is a result written in place
+      over an operand that dies at its op (`train::InPlaceOpInterface`:
+      the logits' gradient over the logits, an activation's gradient over
+      the gradient it is given).
 
     Per step, each collective's bytes sent by a rank, ring algorithms over
     the group of N ranks of its axes, D the bytes of the whole tensor in the

@@ -29,4 +29,23 @@ def Train_ParamUserOpInterface : OpInterface<"ParamUserOpInterface"> {
   ];
 }
 
+def Train_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
+  let cppNamespace = "::shardc::train";
+  let description = [{
+    An op whose result may be written over one of its operands: its kernels,
+    on every target, read each element of that operand (and every reduction
+    over it they need) before they write the same element of the result, so
+    they are correct when both name one buffer. Where that operand's buffer
+    dies at this op and has the result's type and size, BufferLiveness gives
+    the result that buffer: the step allocates nothing for it and the ledger
+    counts it once. This is XLA's in-place buffer reuse; for a language
+    model's `train.cross_entropy_grad` it is llm.c's classifier, which writes
+    the logits' gradient over the logits, the largest tensor of the step.
+  }];
+  let methods = [
+    InterfaceMethod<"The operand the result may be written over.",
+                    "::mlir::Value", "getInPlaceOperand">,
+  ];
+}
+
 #endif // SHARDC_DIALECT_TRAIN_IR_TRAININTERFACES_TD

@@ -315,6 +315,16 @@ class Train_ComputeOp<string mnemonic, list<Trait> traits = []>
   let hasVerifier = 1;
 }
 
+/// A compute op whose result may be written over its operand `operand`
+/// where that operand dies (Train_InPlaceOpInterface).
+class Train_InPlaceComputeOp<string mnemonic, string operand,
+                             list<Trait> traits = []>
+    : Train_ComputeOp<mnemonic,
+                      !listconcat(traits, [Train_InPlaceOpInterface])> {
+  let extraClassDeclaration =
+      "::mlir::Value getInPlaceOperand() { return get" # operand # "(); }";
+}
+
 def Train_LinearOp : Train_ComputeOp<"linear"> {
   let summary = "y = x W^T + b, as nn.Linear";
   let description = [{
@@ -373,14 +383,16 @@ def Train_AddOp : Train_ComputeOp<"add"> {
   }];
 }
 
-def Train_ScaleOp : Train_ComputeOp<"scale", [SameOperandsAndResultType]> {
+def Train_ScaleOp
+    : Train_InPlaceComputeOp<"scale", "Input", [SameOperandsAndResultType]> {
   let summary = "multiplies by a constant";
   let arguments = (ins Train_FloatTensor:$input, F64Attr:$factor);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = "$input `by` $factor attr-dict `:` type($result)";
 }
 
-def Train_GeluOp : Train_ComputeOp<"gelu", [SameOperandsAndResultType]> {
+def Train_GeluOp
+    : Train_InPlaceComputeOp<"gelu", "Input", [SameOperandsAndResultType]> {
   let summary = "GELU, tanh approximation (GPT-2's)";
   let description = [{
     `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
@@ -390,7 +402,8 @@ def Train_GeluOp : Train_ComputeOp<"gelu", [SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Train_ReluOp : Train_ComputeOp<"relu", [SameOperandsAndResultType]> {
+def Train_ReluOp
+    : Train_InPlaceComputeOp<"relu", "Input", [SameOperandsAndResultType]> {
   let summary = "max(x, 0)";
   let arguments = (ins Train_FloatTensor:$input);
   let results = (outs Train_FloatTensor:$result);
@@ -521,14 +534,16 @@ def Train_SumToOp : Train_ComputeOp<"sum_to"> {
 // Backward compute (produced by --train-autodiff)
 //===----------------------------------------------------------------------===//
 
-def Train_GeluGradOp : Train_ComputeOp<"gelu_grad", [SameOperandsAndResultType]> {
+def Train_GeluGradOp
+    : Train_InPlaceComputeOp<"gelu_grad", "Grad", [SameOperandsAndResultType]> {
   let summary = "dx of gelu given dy and x";
   let arguments = (ins Train_FloatTensor:$grad, Train_FloatTensor:$input);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = "$grad `,` $input attr-dict `:` type($result)";
 }
 
-def Train_ReluGradOp : Train_ComputeOp<"relu_grad", [SameOperandsAndResultType]> {
+def Train_ReluGradOp
+    : Train_InPlaceComputeOp<"relu_grad", "Grad", [SameOperandsAndResultType]> {
   let summary = "dx of relu given dy and x";
   let arguments = (ins Train_FloatTensor:$grad, Train_FloatTensor:$input);
   let results = (outs Train_FloatTensor:$result);
@@ -593,10 +608,12 @@ def Train_AttentionGradOp : Train_ComputeOp<"attention_grad"> {
   }];
 }
 
-def Train_CrossEntropyGradOp : Train_ComputeOp<"cross_entropy_grad"> {
+def Train_CrossEntropyGradOp
+    : Train_InPlaceComputeOp<"cross_entropy_grad", "Logits"> {
   let summary = "dlogits of cross_entropy given dloss";
   let description = [{
-    `(softmax(logits) - onehot(targets)) * grad / positions`.
+    `(softmax(logits) - onehot(targets)) * grad / positions`, written over
+    `logits` where they die here (Train_InPlaceOpInterface).
 
     ```mlir
     %dl = train.cross_entropy_grad %g, %logits, %t
