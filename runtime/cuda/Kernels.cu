@@ -892,8 +892,37 @@ __global__ void embeddingGradKernel(const T *dy, const int32_t *ids,
 
 constexpr int kRowThreads = 512;
 
-/// One block per row: rowLoss[row] = log sum_j exp(l_j - max) + max - l_t,
-/// the exponentials in f32 and their sum in double (as the CPU kernel).
+/// A row's largest logit and sum_j exp(l_j - max), the exponentials in f32
+/// and their sum in double (as the CPU kernel), in one pass over the row:
+/// each thread keeps a running max and rescales its sum when the max grows
+/// (the online softmax), then the block merges them. A vocabulary-wide row
+/// is read once instead of twice (for the max, then the sum): it is the
+/// largest tensor of a language model's step.
+struct RowSoftmax {
+  float max;
+  double sum;
+};
+
+template <typename T> __device__ RowSoftmax rowSoftmax(const T *l, int64_t v) {
+  float max = -INFINITY;
+  double sum = 0.0;
+  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
+    float x = load(l[j]);
+    if (x > max) {
+      sum = sum * static_cast<double>(expf(max - x)) + 1.0;
+      max = x;
+    } else if (x != -INFINITY) { // exp(-inf) is 0, even where max is -inf
+      sum += static_cast<double>(expf(x - max)); // NaN stays NaN
+    }
+  }
+  float rowMax = blockReduce(max, MaxOp(), -INFINITY);
+  // A thread that saw only -inf (or nothing) adds 0, not 0 x exp(NaN).
+  if (sum != 0.0)
+    sum *= static_cast<double>(expf(max - rowMax));
+  return {rowMax, blockReduce(sum, SumOp(), 0.0)};
+}
+
+/// One block per row: rowLoss[row] = log sum_j exp(l_j - max) + max - l_t.
 template <typename T>
 __global__ void crossEntropyRowsKernel(const T *logits,
                                        const int32_t *targets, double *rowLoss,
@@ -903,16 +932,9 @@ __global__ void crossEntropyRowsKernel(const T *logits,
     return; // uniform over the block
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
     const T *l = logits + row * v;
-    float maxLogit = -INFINITY;
-    for (int64_t j = threadIdx.x; j < v; j += blockDim.x)
-      maxLogit = fmaxf(maxLogit, load(l[j]));
-    maxLogit = blockReduce(maxLogit, MaxOp(), -INFINITY);
-    double sum = 0.0;
-    for (int64_t j = threadIdx.x; j < v; j += blockDim.x)
-      sum += static_cast<double>(expf(load(l[j]) - maxLogit));
-    sum = blockReduce(sum, SumOp(), 0.0);
+    RowSoftmax softmax = rowSoftmax(l, v);
     if (threadIdx.x == 0)
-      rowLoss[row] = log(sum) + static_cast<double>(maxLogit) -
+      rowLoss[row] = log(softmax.sum) + static_cast<double>(softmax.max) -
                      static_cast<double>(load(l[targets[row]]));
   }
 }
@@ -931,10 +953,11 @@ __global__ void meanLossKernel(const double *rowLoss, int64_t n, float *loss,
     *loss = n == 0 ? 0.0f : static_cast<float>(sum / static_cast<double>(n));
 }
 
-/// One block per row: dlogits = (softmax - onehot) * *dloss / n. The
-/// exponentials are computed twice, for the row's sum and for the output,
-/// so that a bf16 output is rounded once (in f32 the same values as the
-/// CPU kernel, which stores them then scales them).
+/// One block per row: dlogits = (softmax - onehot) * *dloss / n, from two
+/// passes over the row (rowSoftmax's, then the output's). The exponentials
+/// are computed twice, for the row's sum and for the output, so that a bf16
+/// output is rounded once. dlogits may be logits: every read of the row
+/// comes before rowSoftmax's last barrier, or reads the element written.
 template <typename T>
 __global__ void crossEntropyGradKernel(const float *dloss, const T *logits,
                                        const int32_t *targets, T *dlogits,
@@ -947,18 +970,11 @@ __global__ void crossEntropyGradKernel(const float *dloss, const T *logits,
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
     const T *l = logits + row * v;
     T *out = dlogits + row * v;
-    float maxLogit = -INFINITY;
-    for (int64_t j = threadIdx.x; j < v; j += blockDim.x)
-      maxLogit = fmaxf(maxLogit, load(l[j]));
-    maxLogit = blockReduce(maxLogit, MaxOp(), -INFINITY);
-    double sum = 0.0;
-    for (int64_t j = threadIdx.x; j < v; j += blockDim.x)
-      sum += static_cast<double>(expf(load(l[j]) - maxLogit));
-    sum = blockReduce(sum, SumOp(), 0.0);
-    float factor = static_cast<float>(perRow / sum);
+    RowSoftmax softmax = rowSoftmax(l, v);
+    float factor = static_cast<float>(perRow / softmax.sum);
     int64_t target = targets[row];
     for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
-      float value = expf(load(l[j]) - maxLogit) * factor;
+      float value = expf(load(l[j]) - softmax.max) * factor;
       if (j == target)
         value -= perRowF;
       out[j] = store<T>(value);
