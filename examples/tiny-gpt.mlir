@@ -25,15 +25,15 @@ module {
       %26 = train.param "transformer.h.0.mlp.c_proj.bias" init(#train.zeros) : tensor<64xf32>
       %27 = train.layernorm %arg0, %15, %16 : (tensor<4x32x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
       %28 = train.linear %27, %17, %18 : (tensor<4x32x64xf32>, tensor<192x64xf32>, tensor<192xf32>) -> tensor<4x32x192xf32>
-      %29 = train.attention %28 heads 4 : (tensor<4x32x192xf32>) -> tensor<4x32x64xf32>
-      %30 = train.linear %29, %19, %20 : (tensor<4x32x64xf32>, tensor<64x64xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
-      %31 = train.add %arg0, %30 : (tensor<4x32x64xf32>, tensor<4x32x64xf32>) -> tensor<4x32x64xf32>
-      %32 = train.layernorm %31, %21, %22 : (tensor<4x32x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
-      %33 = train.linear %32, %23, %24 : (tensor<4x32x64xf32>, tensor<256x64xf32>, tensor<256xf32>) -> tensor<4x32x256xf32>
-      %34 = train.gelu %33 : tensor<4x32x256xf32>
-      %35 = train.linear %34, %25, %26 : (tensor<4x32x256xf32>, tensor<64x256xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
-      %36 = train.add %31, %35 : (tensor<4x32x64xf32>, tensor<4x32x64xf32>) -> tensor<4x32x64xf32>
-      train.yield %36 : tensor<4x32x64xf32>
+      %result = train.attention %28 heads 4 : (tensor<4x32x192xf32>) -> tensor<4x32x64xf32>
+      %29 = train.linear %result, %19, %20 : (tensor<4x32x64xf32>, tensor<64x64xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
+      %30 = train.add %arg0, %29 : (tensor<4x32x64xf32>, tensor<4x32x64xf32>) -> tensor<4x32x64xf32>
+      %31 = train.layernorm %30, %21, %22 : (tensor<4x32x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
+      %32 = train.linear %31, %23, %24 : (tensor<4x32x64xf32>, tensor<256x64xf32>, tensor<256xf32>) -> tensor<4x32x256xf32>
+      %33 = train.gelu %32 : tensor<4x32x256xf32>
+      %34 = train.linear %33, %25, %26 : (tensor<4x32x256xf32>, tensor<64x256xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
+      %35 = train.add %30, %34 : (tensor<4x32x64xf32>, tensor<4x32x64xf32>) -> tensor<4x32x64xf32>
+      train.yield %35 : tensor<4x32x64xf32>
     }
     %9 = train.unit "transformer.h.1"(%8) : (tensor<4x32x64xf32>) -> tensor<4x32x64xf32> {
     ^bb0(%arg0: tensor<4x32x64xf32>):
@@ -51,15 +51,15 @@ module {
       %26 = train.param "transformer.h.1.mlp.c_proj.bias" init(#train.zeros) : tensor<64xf32>
       %27 = train.layernorm %arg0, %15, %16 : (tensor<4x32x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
       %28 = train.linear %27, %17, %18 : (tensor<4x32x64xf32>, tensor<192x64xf32>, tensor<192xf32>) -> tensor<4x32x192xf32>
-      %29 = train.attention %28 heads 4 : (tensor<4x32x192xf32>) -> tensor<4x32x64xf32>
-      %30 = train.linear %29, %19, %20 : (tensor<4x32x64xf32>, tensor<64x64xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
-      %31 = train.add %arg0, %30 : (tensor<4x32x64xf32>, tensor<4x32x64xf32>) -> tensor<4x32x64xf32>
-      %32 = train.layernorm %31, %21, %22 : (tensor<4x32x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
-      %33 = train.linear %32, %23, %24 : (tensor<4x32x64xf32>, tensor<256x64xf32>, tensor<256xf32>) -> tensor<4x32x256xf32>
-      %34 = train.gelu %33 : tensor<4x32x256xf32>
-      %35 = train.linear %34, %25, %26 : (tensor<4x32x256xf32>, tensor<64x256xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
-      %36 = train.add %31, %35 : (tensor<4x32x64xf32>, tensor<4x32x64xf32>) -> tensor<4x32x64xf32>
-      train.yield %36 : tensor<4x32x64xf32>
+      %result = train.attention %28 heads 4 : (tensor<4x32x192xf32>) -> tensor<4x32x64xf32>
+      %29 = train.linear %result, %19, %20 : (tensor<4x32x64xf32>, tensor<64x64xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
+      %30 = train.add %arg0, %29 : (tensor<4x32x64xf32>, tensor<4x32x64xf32>) -> tensor<4x32x64xf32>
+      %31 = train.layernorm %30, %21, %22 : (tensor<4x32x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
+      %32 = train.linear %31, %23, %24 : (tensor<4x32x64xf32>, tensor<256x64xf32>, tensor<256xf32>) -> tensor<4x32x256xf32>
+      %33 = train.gelu %32 : tensor<4x32x256xf32>
+      %34 = train.linear %33, %25, %26 : (tensor<4x32x256xf32>, tensor<64x256xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
+      %35 = train.add %30, %34 : (tensor<4x32x64xf32>, tensor<4x32x64xf32>) -> tensor<4x32x64xf32>
+      train.yield %35 : tensor<4x32x64xf32>
     }
     %10 = train.param "transformer.ln_f.weight" init(#train.ones) : tensor<64xf32>
     %11 = train.param "transformer.ln_f.bias" init(#train.zeros) : tensor<64xf32>

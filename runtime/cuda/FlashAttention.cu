@@ -476,11 +476,9 @@ size_t flashForwardScratchBytes(int64_t b, int64_t t, int64_t heads) {
   return aligned(static_cast<size_t>(b * heads * t) * sizeof(float));
 }
 
-template <typename T>
 size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c,
                                  int64_t heads) {
-  return aligned(static_cast<size_t>(b * t * c) * sizeof(T)) +
-         2 * flashForwardScratchBytes(b, t, heads) +
+  return flashForwardScratchBytes(b, t, heads) +
          aligned(static_cast<size_t>(b * t * c) * sizeof(float));
 }
 
@@ -503,21 +501,17 @@ void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
 
 template <typename T>
 void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
-                            T *dqkv, void *scratch, int64_t b, int64_t t,
-                            int64_t c, int64_t heads) {
+                            const T *out, const float *lse, T *dqkv,
+                            void *scratch, int64_t b, int64_t t, int64_t c,
+                            int64_t heads) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
   int d = static_cast<int>(c / heads);
   char *cursor = static_cast<char *>(scratch);
-  auto *out = reinterpret_cast<T *>(cursor);
-  cursor += aligned(static_cast<size_t>(b * t * c) * sizeof(T));
-  auto *lse = reinterpret_cast<float *>(cursor);
-  cursor += flashForwardScratchBytes(b, t, heads);
   auto *delta = reinterpret_cast<float *>(cursor);
   cursor += flashForwardScratchBytes(b, t, heads);
   auto *dq = reinterpret_cast<float *>(cursor);
 
-  flashAttentionForward(stream, qkv, out, lse, b, t, c, heads);
   int64_t rows = b * heads * t;
   deltaKernel<T>
       <<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0,
@@ -543,10 +537,6 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
 // The two stored types.
 template bool flashAttentionSupports<bf16>(int64_t);
 template bool flashAttentionSupports<float>(int64_t);
-template size_t flashBackwardScratchBytes<bf16>(int64_t, int64_t, int64_t,
-                                                int64_t);
-template size_t flashBackwardScratchBytes<float>(int64_t, int64_t, int64_t,
-                                                 int64_t);
 template void flashAttentionForward<bf16>(cudaStream_t, const bf16 *, bf16 *,
                                           float *, int64_t, int64_t, int64_t,
                                           int64_t);
@@ -554,9 +544,11 @@ template void flashAttentionForward<float>(cudaStream_t, const float *, float *,
                                            float *, int64_t, int64_t, int64_t,
                                            int64_t);
 template void flashAttentionBackward<bf16>(cudaStream_t, const bf16 *,
-                                           const bf16 *, bf16 *, void *,
+                                           const bf16 *, const bf16 *,
+                                           const float *, bf16 *, void *,
                                            int64_t, int64_t, int64_t, int64_t);
 template void flashAttentionBackward<float>(cudaStream_t, const float *,
+                                            const float *, const float *,
                                             const float *, float *, void *,
                                             int64_t, int64_t, int64_t, int64_t);
 

@@ -1,4 +1,5 @@
-//===- FlashAttention.h - Fused causal attention on tensor cores -*- C++ -*-===//
+//===- FlashAttention.h - Fused causal attention on tensor cores -*- C++
+//-*-===//
 //
 // Causal multi-head attention of bf16 or f32 qkv (shardc_rt/Kernels.h's
 // layout) without the T x T scores in memory, as FlashAttention-2: per block
@@ -7,8 +8,8 @@
 // tensor cores (wmma, f32 accumulation): bf16 tiles for bf16, TF32 tiles for
 // f32 (inputs and P rounded to a 10-bit mantissa, as cuBLAS's TF32 GEMMs
 // round theirs: the caller runs f32 here only where TF32 is allowed). The
-// backward recomputes the probabilities from each row's log-sum-exp, per
-// block of 64 keys.
+// backward recomputes the probabilities from the forward's log-sum-exps, per
+// block of 64 keys, and takes the forward's output for its deltas.
 //
 // The CUDA backend's default (SHARDC_ATTENTION=gemm opts out); heads of
 // d = C / heads with d % 16 == 0 and d <= 128 (on sm_90, either type). dq
@@ -42,20 +43,20 @@ void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
                            float *lse, int64_t b, int64_t t, int64_t c,
                            int64_t heads);
 
-/// Scratch the backward needs, in this order: the recomputed output
-/// (b * t * c elements of T), lse and delta (b * heads * t floats each) and
-/// the f32 accumulator of dq (b * t * c floats); each piece 256-byte aligned.
-template <typename T>
+/// Scratch the backward needs, in this order: delta (b * heads * t floats)
+/// and the f32 accumulator of dq (b * t * c floats); each piece 256-byte
+/// aligned.
 size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c,
                                  int64_t heads);
 
-/// dqkv[b, t, 3c] from dy[b, t, c] and qkv: recomputes the output and the
-/// log-sum-exps, then delta = rowsum(dy * out) per (batch, head, query),
-/// then per key block dk, dv (and dq through f32 atomics).
+/// dqkv[b, t, 3c] from dy[b, t, c], qkv and the forward's out and lse:
+/// delta = rowsum(dy * out) per (batch, head, query), then per key block
+/// dk, dv (and dq through f32 atomics).
 template <typename T>
 void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
-                            T *dqkv, void *scratch, int64_t b, int64_t t,
-                            int64_t c, int64_t heads);
+                            const T *out, const float *lse, T *dqkv,
+                            void *scratch, int64_t b, int64_t t, int64_t c,
+                            int64_t heads);
 
 } // namespace shardc::rt::cuda
 

@@ -675,8 +675,10 @@ __global__ void layerNormGradKernel(const T *dy, const T *x, const T *w,
 
 /// Causal softmax of `rows` rows of t scores, in place; row r is query
 /// r % t, which sees keys [0, r % t]; the future is set to 0 so that the
-/// GEMMs over whole rows ignore it (as the CPU kernel).
-__global__ void causalSoftmaxKernel(float *scores, int64_t rows, int64_t t) {
+/// GEMMs over whole rows ignore it (as the CPU kernel). Where lse is not
+/// null, lse[(r / t) * lseStride + r % t] receives the row's log-sum-exp.
+__global__ void causalSoftmaxKernel(float *scores, int64_t rows, int64_t t,
+                                    float *lse, int64_t lseStride) {
   int64_t row = warpRow();
   if (row >= rows)
     return;
@@ -693,7 +695,10 @@ __global__ void causalSoftmaxKernel(float *scores, int64_t rows, int64_t t) {
     p[j] = e;
     sum += e;
   }
-  float inverse = 1.0f / warpReduce(sum, SumOp());
+  sum = warpReduce(sum, SumOp());
+  if (lse && lane == 0)
+    lse[(row / t) * lseStride + row % t] = maxScore + logf(sum);
+  float inverse = 1.0f / sum;
   // Each lane rescales the entries it wrote itself.
   for (int64_t j = lane; j < t; j += 32)
     p[j] = j < seen ? p[j] * inverse : 0.0f;
@@ -909,7 +914,9 @@ template <typename T> __device__ RowSoftmax rowSoftmax(const T *l, int64_t v) {
   for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
     float x = load(l[j]);
     if (x > max) {
-      sum = sum * static_cast<double>(expf(max - x)) + 1.0;
+      // In double: a thread may rescale once per element of an ascending
+      // row, and f32 factors would add up their rounding (1e-6 over 98).
+      sum = sum * exp(static_cast<double>(max) - static_cast<double>(x)) + 1.0;
       max = x;
     } else if (x != -INFINITY) { // exp(-inf) is 0, even where max is -inf
       sum += static_cast<double>(expf(x - max)); // NaN stays NaN
@@ -918,7 +925,7 @@ template <typename T> __device__ RowSoftmax rowSoftmax(const T *l, int64_t v) {
   float rowMax = blockReduce(max, MaxOp(), -INFINITY);
   // A thread that saw only -inf (or nothing) adds 0, not 0 x exp(NaN).
   if (sum != 0.0)
-    sum *= static_cast<double>(expf(max - rowMax));
+    sum *= exp(static_cast<double>(max) - static_cast<double>(rowMax));
   return {rowMax, blockReduce(sum, SumOp(), 0.0)};
 }
 
@@ -1367,11 +1374,13 @@ void destroyPlans(Kernels *k) {
 /// How the B x H (batch element, head) pairs are walked: a loop over the
 /// `outer` dimension, and strided-batched GEMMs over chunks of the `inner`
 /// one, the larger of the two (fewer launches). Strides are in elements:
-/// of qkv / dqkv (row stride 3C) and of out / dy (row stride C).
+/// of qkv / dqkv (row stride 3C), of out / dy (row stride C) and of the
+/// log-sum-exps lse[B, H, T].
 struct HeadWalk {
   int64_t outer, inner;
   int64_t qkvOuter, qkvInner;
   int64_t outOuter, outInner;
+  int64_t lseOuter, lseInner;
   int64_t chunk; // inner pairs per GEMM
 };
 
@@ -1380,26 +1389,27 @@ HeadWalk planHeads(const Kernels *k, int64_t b, int64_t t, int64_t c,
   int64_t d = c / heads;
   HeadWalk walk;
   if (heads >= b)
-    walk = {b, heads, t * 3 * c, d, t * c, d, 0};
+    walk = {b, heads, t * 3 * c, d, t * c, d, heads * t, t, 0};
   else
-    walk = {heads, b, d, t * 3 * c, d, t * c, 0};
+    walk = {heads, b, d, t * 3 * c, d, t * c, t, heads * t, 0};
   walk.chunk = std::max<int64_t>(
       1, std::min(walk.inner, k->attentionScoreFloats / (t * t)));
   return walk;
 }
 
 /// probs[count, t, t] = causal softmax(q k^T / sqrt(d)) of `count` pairs of
-/// the walk, q and k at the first pair's head.
+/// the walk, q and k at the first pair's head; lse (null, or at the first
+/// pair's rows) receives the rows' log-sum-exps.
 template <typename T>
 void attentionProbabilities(Kernels *k, const HeadWalk &walk, const T *q,
                             const T *kk, int64_t t, int64_t c, int64_t d,
-                            int64_t count, float *probs) {
+                            int64_t count, float *probs, float *lse) {
   float alpha = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   gemm(k, false, true, t, t, d, alpha, q, 3 * c, walk.qkvInner, kk, 3 * c,
        walk.qkvInner, 0.0f, probs, t, t * t, count);
   int64_t rows = count * t;
-  causalSoftmaxKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(probs,
-                                                                     rows, t);
+  causalSoftmaxKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
+      probs, rows, t, lse, walk.lseInner);
   SHARDC_CUDA_CHECK_LAUNCH();
 }
 
@@ -1529,13 +1539,14 @@ bool useFlash(const Kernels *k, int64_t c, int64_t heads) {
 /// kernels round P before P v (their f32 kernels round it to TF32, as
 /// cuBLAS's TF32 GEMMs do here).
 template <typename T>
-void attention(Kernels *k, const T *qkv, T *out, int64_t b, int64_t t,
-               int64_t c, int64_t heads) {
+void attention(Kernels *k, const T *qkv, T *out, float *lse, int64_t b,
+               int64_t t, int64_t c, int64_t heads) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
   if (useFlash<T>(k, c, heads)) {
-    auto *lse = static_cast<float *>(
-        scratch(k, shardc::rt::cuda::flashForwardScratchBytes(b, t, heads)));
+    if (!lse) // the fused kernels write it anyway
+      lse = static_cast<float *>(
+          scratch(k, shardc::rt::cuda::flashForwardScratchBytes(b, t, heads)));
     shardc::rt::cuda::flashAttentionForward<T>(k->stream, qkv, out, lse, b, t,
                                                c, heads);
     return;
@@ -1553,7 +1564,9 @@ void attention(Kernels *k, const T *qkv, T *out, int64_t b, int64_t t,
       const T *q = qkv + o * walk.qkvOuter + i0 * walk.qkvInner;
       const T *kk = q + c, *v = q + 2 * c;
       T *y = out + o * walk.outOuter + i0 * walk.outInner;
-      attentionProbabilities(k, walk, q, kk, t, c, d, count, probs);
+      float *rowLse =
+          lse ? lse + o * walk.lseOuter + i0 * walk.lseInner : nullptr;
+      attentionProbabilities(k, walk, q, kk, t, c, d, count, probs, rowLse);
       // y = P v, each head into its columns of out.
       gemm(k, false, false, t, d, t, 1.0f,
            asOperand(k, probs, narrow, count * t * t), t, t * t, v, 3 * c,
@@ -1561,16 +1574,20 @@ void attention(Kernels *k, const T *qkv, T *out, int64_t b, int64_t t,
     }
 }
 
+/// The fused kernels take the forward's out and lse; the GEMMs recompute
+/// the probabilities (and read neither), which gives the same bits every
+/// run.
 template <typename T>
-void attentionGrad(Kernels *k, const T *dy, const T *qkv, T *dqkv, int64_t b,
-                   int64_t t, int64_t c, int64_t heads) {
+void attentionGrad(Kernels *k, const T *dy, const T *qkv, const T *out,
+                   const float *lse, T *dqkv, int64_t b, int64_t t, int64_t c,
+                   int64_t heads) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
   if (useFlash<T>(k, c, heads)) {
-    void *work = scratch(
-        k, shardc::rt::cuda::flashBackwardScratchBytes<T>(b, t, c, heads));
-    shardc::rt::cuda::flashAttentionBackward<T>(k->stream, dy, qkv, dqkv, work,
-                                                b, t, c, heads);
+    void *work =
+        scratch(k, shardc::rt::cuda::flashBackwardScratchBytes(b, t, c, heads));
+    shardc::rt::cuda::flashAttentionBackward<T>(k->stream, dy, qkv, out, lse,
+                                                dqkv, work, b, t, c, heads);
     return;
   }
   int64_t d = c / heads, ld = 3 * c;
@@ -1592,7 +1609,8 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, T *dqkv, int64_t b,
       T *dq = dqkv + offset, *dk = dq + c, *dv = dq + 2 * c;
       const T *dyh = dy + o * walk.outOuter + i0 * walk.outInner;
       int64_t s = walk.qkvInner, sy = walk.outInner, n = count * t * t;
-      attentionProbabilities(k, walk, q, kk, t, c, d, count, probs);
+      attentionProbabilities(k, walk, q, kk, t, c, d, count, probs,
+                             static_cast<float *>(nullptr));
       // y = P v: dP = dy v^T, dv = P^T dy.
       gemm(k, false, true, t, t, d, 1.0f, dyh, c, sy, v, ld, s, 0.0f, dprobs,
            t, t * t, count);
@@ -1912,10 +1930,10 @@ void shardc_rt_cuda_embedding_f32(shardc_rt_cuda_kernels *k,
 }
 
 void shardc_rt_cuda_attention_f32(shardc_rt_cuda_kernels *k, const float *qkv,
-                                  float *out, int64_t b, int64_t t, int64_t c,
-                                  int64_t heads) {
+                                  float *out, float *lse, int64_t b, int64_t t,
+                                  int64_t c, int64_t heads) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "attention_f32");
-  attention(k, qkv, out, b, t, c, heads);
+  attention(k, qkv, out, lse, b, t, c, heads);
 }
 
 void shardc_rt_cuda_cross_entropy_f32(shardc_rt_cuda_kernels *k,
@@ -2008,10 +2026,11 @@ void shardc_rt_cuda_embedding_grad_f32(shardc_rt_cuda_kernels *k,
 
 void shardc_rt_cuda_attention_grad_f32(shardc_rt_cuda_kernels *k,
                                        const float *dy, const float *qkv,
+                                       const float *out, const float *lse,
                                        float *dqkv, int64_t b, int64_t t,
                                        int64_t c, int64_t heads) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "attention_grad_f32");
-  attentionGrad(k, dy, qkv, dqkv, b, t, c, heads);
+  attentionGrad(k, dy, qkv, out, lse, dqkv, b, t, c, heads);
 }
 
 void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
@@ -2311,19 +2330,18 @@ void shardc_rt_cuda_matmul_gelu_grad_bf16(
 
 void shardc_rt_cuda_attention_bf16(shardc_rt_cuda_kernels *k,
                                    const shardc_rt_bf16 *qkv,
-                                   shardc_rt_bf16 *out, int64_t b, int64_t t,
-                                   int64_t c, int64_t heads) {
+                                   shardc_rt_bf16 *out, float *lse, int64_t b,
+                                   int64_t t, int64_t c, int64_t heads) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "attention_bf16");
-  attention(k, bf(qkv), bf(out), b, t, c, heads);
+  attention(k, bf(qkv), bf(out), lse, b, t, c, heads);
 }
 
-void shardc_rt_cuda_attention_grad_bf16(shardc_rt_cuda_kernels *k,
-                                        const shardc_rt_bf16 *dy,
-                                        const shardc_rt_bf16 *qkv,
-                                        shardc_rt_bf16 *dqkv, int64_t b,
-                                        int64_t t, int64_t c, int64_t heads) {
+void shardc_rt_cuda_attention_grad_bf16(
+    shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *dy,
+    const shardc_rt_bf16 *qkv, const shardc_rt_bf16 *out, const float *lse,
+    shardc_rt_bf16 *dqkv, int64_t b, int64_t t, int64_t c, int64_t heads) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "attention_grad_bf16");
-  attentionGrad(k, bf(dy), bf(qkv), bf(dqkv), b, t, c, heads);
+  attentionGrad(k, bf(dy), bf(qkv), bf(out), lse, bf(dqkv), b, t, c, heads);
 }
 
 void shardc_rt_cuda_cross_entropy_bf16(shardc_rt_cuda_kernels *k,

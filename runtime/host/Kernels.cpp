@@ -140,9 +140,9 @@ template <typename T> std::vector<T> &attentionScratch(size_t size) {
 
 /// Turns the scores of query `row` (cols of them, row-major) into causal
 /// softmax probabilities: keys [0, row] are softmaxed, the rest (the future)
-/// set to 0 so that the gemms over the whole block ignore them.
-template <typename T>
-void causalSoftmaxRow(T *scores, int64_t row, int64_t cols) {
+/// set to 0 so that the gemms over the whole block ignore them. Returns the
+/// log-sum-exp of the scores softmaxed.
+template <typename T> T causalSoftmaxRow(T *scores, int64_t row, int64_t cols) {
   int64_t seen = row + 1;
   T maxScore = scores[0];
   for (int64_t j = 1; j < seen; ++j)
@@ -157,19 +157,31 @@ void causalSoftmaxRow(T *scores, int64_t row, int64_t cols) {
     scores[j] *= inverse;
   for (int64_t j = seen; j < cols; ++j)
     scores[j] = 0;
+  return maxScore + std::log(sum);
 }
 
-/// Computes into probs[r1 - r0, r1] (row stride r1) the causal softmax
-/// probabilities of query rows [r0, r1) of one head over keys [0, r1).
+/// Computes into scores[r1 - r0, r1] (row stride r1) the scaled scores
+/// q k^T / sqrt(d) of query rows [r0, r1) of one head over keys [0, r1).
 /// q and k point at the head's first row, with row stride ld.
 template <typename T>
-void blockProbabilities(const T *q, const T *k, int64_t ld, int64_t d,
-                        int64_t r0, int64_t r1, T *probs) {
+void blockScores(const T *q, const T *k, int64_t ld, int64_t d, int64_t r0,
+                 int64_t r1, T *scores) {
   T alpha = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
   gemm<T>(false, true, r1 - r0, r1, d, alpha, q + r0 * ld, ld, k, ld, T(0),
-          probs, r1);
-  for (int64_t i = r0; i < r1; ++i)
-    causalSoftmaxRow(probs + (i - r0) * r1, i, r1);
+          scores, r1);
+}
+
+/// As blockScores, then the causal softmax of each row, in place; lse[i - r0]
+/// (where lse is not null) receives row i's log-sum-exp.
+template <typename T>
+void blockProbabilities(const T *q, const T *k, int64_t ld, int64_t d,
+                        int64_t r0, int64_t r1, T *probs, T *lse) {
+  blockScores(q, k, ld, d, r0, r1, probs);
+  for (int64_t i = r0; i < r1; ++i) {
+    T rowLse = causalSoftmaxRow(probs + (i - r0) * r1, i, r1);
+    if (lse)
+      lse[i - r0] = rowLse;
+  }
 }
 
 } // namespace
@@ -268,8 +280,8 @@ int64_t shardc::rt::cpu::embedding(const int32_t *ids, const T *table, T *out,
 }
 
 template <typename T>
-void shardc::rt::cpu::attention(const T *qkv, T *out, int64_t b, int64_t t,
-                                int64_t c, int64_t heads) {
+void shardc::rt::cpu::attention(const T *qkv, T *out, T *lse, int64_t b,
+                                int64_t t, int64_t c, int64_t heads) {
   if (b == 0 || t == 0 || c == 0)
     return;
   int64_t d = c / heads, ld = 3 * c;
@@ -279,9 +291,11 @@ void shardc::rt::cpu::attention(const T *qkv, T *out, int64_t b, int64_t t,
       const T *q = qkv + batch * t * ld + h * d;
       const T *k = q + c, *v = q + 2 * c;
       T *y = out + batch * t * c + h * d;
+      T *rowLse = lse ? lse + (batch * heads + h) * t : nullptr;
       for (int64_t r0 = 0; r0 < t; r0 += kRowBlock) {
         int64_t r1 = std::min(t, r0 + kRowBlock);
-        blockProbabilities(q, k, ld, d, r0, r1, probs);
+        blockProbabilities(q, k, ld, d, r0, r1, probs,
+                           rowLse ? rowLse + r0 : nullptr);
         // y[r0:r1] = P[r0:r1, 0:r1] v[0:r1].
         gemm<T>(false, false, r1 - r0, d, r1, T(1), probs, r1, v, ld, T(0),
                 y + r0 * c, c);
@@ -425,9 +439,9 @@ int64_t shardc::rt::cpu::embeddingGrad(const T *dy, const int32_t *ids,
 }
 
 template <typename T>
-void shardc::rt::cpu::attentionGrad(const T *dy, const T *qkv, T *dqkv,
-                                    int64_t b, int64_t t, int64_t c,
-                                    int64_t heads) {
+void shardc::rt::cpu::attentionGrad(const T *dy, const T *qkv, const T *out,
+                                    const T *lse, T *dqkv, int64_t b, int64_t t,
+                                    int64_t c, int64_t heads) {
   if (b == 0 || t == 0 || c == 0)
     return;
   int64_t d = c / heads, ld = 3 * c;
@@ -446,27 +460,36 @@ void shardc::rt::cpu::attentionGrad(const T *dy, const T *qkv, T *dqkv,
       const T *q = qkv + offset, *k = q + c, *v = q + 2 * c;
       T *dq = dqkv + offset, *dk = dq + c, *dv = dq + 2 * c;
       const T *dyh = dy + batch * t * c + h * d;
+      const T *outh = out + batch * t * c + h * d;
+      const T *rowLse = lse + (batch * heads + h) * t;
       for (int64_t r0 = 0; r0 < t; r0 += kRowBlock) {
         int64_t r1 = std::min(t, r0 + kRowBlock), rows = r1 - r0;
         const T *dyBlock = dyh + r0 * c;
-        blockProbabilities(q, k, ld, d, r0, r1, probs);
+        // P = exp(S - lse) from the forward's log-sum-exps; the future 0.
+        blockScores(q, k, ld, d, r0, r1, probs);
+        for (int64_t i = 0; i < rows; ++i) {
+          T *p = probs + i * r1;
+          int64_t seen = r0 + i + 1;
+          for (int64_t j = 0; j < seen; ++j)
+            p[j] = std::exp(p[j] - rowLse[r0 + i]);
+          std::fill(p + seen, p + r1, T(0));
+        }
         // y = P v: dP = dy v^T and dv += P^T dy.
         gemm<T>(false, true, rows, r1, d, T(1), dyBlock, c, v, ld, T(0), dprobs,
                 r1);
         gemm<T>(true, false, r1, d, rows, T(1), probs, r1, dyBlock, c, T(1), dv,
                 ld);
-        // Through the softmax, dS = P (dP - sum_j P dP), in place of dP; the
-        // masked entries have P = 0 and so dS = 0.
+        // Through the softmax, dS = P (dP - delta), in place of dP, with
+        // delta = sum_j P dP = dy . y (the forward's output); the masked
+        // entries have P = 0 and so dS = 0.
         for (int64_t i = 0; i < rows; ++i) {
           T *p = probs + i * r1, *dp = dprobs + i * r1;
-          int64_t seen = r0 + i + 1;
-          T dot = 0;
-          for (int64_t j = 0; j < seen; ++j)
-            dot += p[j] * dp[j];
-          for (int64_t j = 0; j < seen; ++j)
-            dp[j] = p[j] * (dp[j] - dot);
-          for (int64_t j = seen; j < r1; ++j)
-            dp[j] = 0;
+          const T *dyRow = dyBlock + i * c, *outRow = outh + (r0 + i) * c;
+          T delta = 0;
+          for (int64_t e = 0; e < d; ++e)
+            delta += dyRow[e] * outRow[e];
+          for (int64_t j = 0; j < r1; ++j)
+            dp[j] = p[j] * (dp[j] - delta);
         }
         // S = alpha q k^T: dq = alpha dS k and dk += alpha dS^T q.
         gemm<T>(false, false, rows, d, r1, alpha, dprobs, r1, k, ld, T(0),
@@ -524,7 +547,7 @@ int64_t shardc::rt::cpu::crossEntropyGrad(const T *dloss, const T *logits,
                                               T *, int64_t, int64_t, double);  \
   template int64_t shardc::rt::cpu::embedding<T>(                              \
       const int32_t *, const T *, T *, int64_t, int64_t, int64_t);             \
-  template void shardc::rt::cpu::attention<T>(const T *, T *, int64_t,         \
+  template void shardc::rt::cpu::attention<T>(const T *, T *, T *, int64_t,    \
                                               int64_t, int64_t, int64_t);      \
   template int64_t shardc::rt::cpu::crossEntropy<T>(                           \
       const T *, const int32_t *, T *, int64_t, int64_t);                      \
@@ -542,7 +565,8 @@ int64_t shardc::rt::cpu::crossEntropyGrad(const T *dloss, const T *logits,
   template int64_t shardc::rt::cpu::embeddingGrad<T>(                          \
       const T *, const int32_t *, T *, int64_t, int64_t, int64_t);             \
   template void shardc::rt::cpu::attentionGrad<T>(                             \
-      const T *, const T *, T *, int64_t, int64_t, int64_t, int64_t);          \
+      const T *, const T *, const T *, const T *, T *, int64_t, int64_t,       \
+      int64_t, int64_t);                                                       \
   template int64_t shardc::rt::cpu::crossEntropyGrad<T>(                       \
       const T *, const T *, const int32_t *, T *, int64_t, int64_t);
 
@@ -612,10 +636,10 @@ int64_t shardc_rt_embedding_f32(const int32_t *ids, const float *table,
   return embedding(ids, table, out, n, v, c);
 }
 
-void shardc_rt_attention_f32(const float *qkv, float *out, int64_t b, int64_t t,
-                             int64_t c, int64_t heads) {
+void shardc_rt_attention_f32(const float *qkv, float *out, float *lse,
+                             int64_t b, int64_t t, int64_t c, int64_t heads) {
   SHARDC_RT_TIME_KERNEL("attention_f32");
-  attention(qkv, out, b, t, c, heads);
+  attention(qkv, out, lse, b, t, c, heads);
 }
 
 int64_t shardc_rt_cross_entropy_f32(const float *logits, const int32_t *targets,
@@ -678,10 +702,11 @@ int64_t shardc_rt_embedding_grad_f32(const float *dy, const int32_t *ids,
 }
 
 void shardc_rt_attention_grad_f32(const float *dy, const float *qkv,
+                                  const float *out, const float *lse,
                                   float *dqkv, int64_t b, int64_t t, int64_t c,
                                   int64_t heads) {
   SHARDC_RT_TIME_KERNEL("attention_grad_f32");
-  attentionGrad(dy, qkv, dqkv, b, t, c, heads);
+  attentionGrad(dy, qkv, out, lse, dqkv, b, t, c, heads);
 }
 
 int64_t shardc_rt_cross_entropy_grad_f32(const float *dloss,

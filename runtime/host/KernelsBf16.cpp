@@ -184,10 +184,11 @@ int64_t shardc_rt_embedding_bf16(const int32_t *ids,
 }
 
 void shardc_rt_attention_bf16(const shardc_rt_bf16 *qkv, shardc_rt_bf16 *out,
-                              int64_t b, int64_t t, int64_t c, int64_t heads) {
+                              float *lse, int64_t b, int64_t t, int64_t c,
+                              int64_t heads) {
   SHARDC_RT_TIME_KERNEL("attention_bf16");
   Floats fq = wide(qkv, b * t * 3 * c), fo(b * t * c);
-  shardc_rt_attention_f32(fq.data(), fo.data(), b, t, c, heads);
+  shardc_rt_attention_f32(fq.data(), fo.data(), lse, b, t, c, heads);
   store(out, fo);
 }
 
@@ -269,13 +270,14 @@ int64_t shardc_rt_embedding_grad_bf16(const shardc_rt_bf16 *dy,
 
 void shardc_rt_attention_grad_bf16(const shardc_rt_bf16 *dy,
                                    const shardc_rt_bf16 *qkv,
+                                   const shardc_rt_bf16 *out, const float *lse,
                                    shardc_rt_bf16 *dqkv, int64_t b, int64_t t,
                                    int64_t c, int64_t heads) {
   SHARDC_RT_TIME_KERNEL("attention_grad_bf16");
   Floats fdy = wide(dy, b * t * c), fq = wide(qkv, b * t * 3 * c);
-  Floats fdq(b * t * 3 * c);
-  shardc_rt_attention_grad_f32(fdy.data(), fq.data(), fdq.data(), b, t, c,
-                               heads);
+  Floats fo = wide(out, b * t * c), fdq(b * t * 3 * c);
+  shardc_rt_attention_grad_f32(fdy.data(), fq.data(), fo.data(), lse,
+                               fdq.data(), b, t, c, heads);
   store(dqkv, fdq);
 }
 

@@ -426,17 +426,26 @@ void testAttention(shardc_rt_cuda_kernels *k, int64_t b, int64_t t, int64_t c,
                    int64_t heads, float range, const char *tag = "",
                    double tolerance = kTolerance) {
   Floats qkv = random(b * t * 3 * c, -range, range), dy = random(b * t * c);
-  Buffer<float> dqkv(qkv), ddy(dy), dout(b * t * c), dgrad(b * t * 3 * c);
-  shardc_rt_cuda_attention_f32(k, dqkv.get(), dout.get(), b, t, c, heads);
+  Buffer<float> dqkv(qkv), ddy(dy), dout(b * t * c), dlse(b * heads * t),
+      dgrad(b * t * 3 * c), dbare(b * t * c);
+  shardc_rt_cuda_attention_f32(k, dqkv.get(), dout.get(), dlse.get(), b, t, c,
+                               heads);
+  // Without lse (a forward nothing differentiates): the same output.
+  shardc_rt_cuda_attention_f32(k, dqkv.get(), dbare.get(), nullptr, b, t, c,
+                               heads);
   shardc_rt_cuda_fill_f32(kernels, dgrad.get(), 123.0f, b * t * 3 * c);
-  shardc_rt_cuda_attention_grad_f32(k, ddy.get(), dqkv.get(), dgrad.get(), b,
-                                    t, c, heads);
-  Doubles wqkv = widen(qkv), out(b * t * c), grad(b * t * 3 * c);
-  cpu::attention<double>(wqkv.data(), out.data(), b, t, c, heads);
-  cpu::attentionGrad<double>(widen(dy).data(), wqkv.data(), grad.data(), b, t,
-                             c, heads);
+  // As a step calls it: with the forward's own out and lse.
+  shardc_rt_cuda_attention_grad_f32(k, ddy.get(), dqkv.get(), dout.get(),
+                                    dlse.get(), dgrad.get(), b, t, c, heads);
+  Doubles wqkv = widen(qkv), out(b * t * c), lse(b * heads * t),
+          grad(b * t * 3 * c);
+  cpu::attention<double>(wqkv.data(), out.data(), lse.data(), b, t, c, heads);
+  cpu::attentionGrad<double>(widen(dy).data(), wqkv.data(), out.data(),
+                             lse.data(), grad.data(), b, t, c, heads);
   std::string name = shape({b, t, c}) + " heads " + std::to_string(heads) + tag;
   compare("attention " + name, dout.download(), out, tolerance);
+  compare("attention lse " + name, dlse.download(), lse, tolerance);
+  compare("attention without lse " + name, dbare.download(), out, tolerance);
   compare("attention_grad " + name, dgrad.download(), grad, tolerance);
 }
 
@@ -788,15 +797,20 @@ void testAttentionBf16(shardc_rt_cuda_kernels *k, int64_t b, int64_t t,
   Halves qkv = halves(random(b * t * 3 * c)), dy = halves(random(b * t * c));
   Buffer<shardc_rt_bf16> dqkv(qkv), ddy(dy), dout(b * t * c),
       dgrad(b * t * 3 * c);
+  Buffer<float> dlse(b * heads * t);
   Halves out(b * t * c), grad(b * t * 3 * c);
-  shardc_rt_cuda_attention_bf16(k, dqkv.get(), dout.get(), b, t, c, heads);
-  shardc_rt_attention_bf16(qkv.data(), out.data(), b, t, c, heads);
-  shardc_rt_cuda_attention_grad_bf16(k, ddy.get(), dqkv.get(), dgrad.get(), b,
-                                     t, c, heads);
-  shardc_rt_attention_grad_bf16(dy.data(), qkv.data(), grad.data(), b, t, c,
+  Floats lse(b * heads * t);
+  shardc_rt_cuda_attention_bf16(k, dqkv.get(), dout.get(), dlse.get(), b, t, c,
                                 heads);
+  shardc_rt_attention_bf16(qkv.data(), out.data(), lse.data(), b, t, c, heads);
+  shardc_rt_cuda_attention_grad_bf16(k, ddy.get(), dqkv.get(), dout.get(),
+                                     dlse.get(), dgrad.get(), b, t, c, heads);
+  shardc_rt_attention_grad_bf16(dy.data(), qkv.data(), out.data(), lse.data(),
+                                grad.data(), b, t, c, heads);
   std::string name = shape({b, t, c}) + " heads " + std::to_string(heads) + tag;
   compareBf16("attention " + name, dout.download(), out);
+  compare("attention lse " + name + " (bf16 qkv)", dlse.download(), widen(lse),
+          kBf16Tolerance);
   compareBf16("attention_grad " + name, dgrad.download(), grad);
 }
 

@@ -139,10 +139,14 @@ Vec naiveMatmul(const Vec &a, const Vec &b, int64_t m, int64_t k, int64_t n,
   return c;
 }
 
+/// Causal attention from its definition; `lse` (when given) receives each
+/// (batch, head, query)'s log-sum-exp of its scaled scores.
 Vec naiveAttention(const Vec &qkv, int64_t b, int64_t t, int64_t c,
-                   int64_t heads) {
+                   int64_t heads, Vec *lse = nullptr) {
   int64_t d = c / heads;
   Vec out(b * t * c, 0.0), p(t);
+  if (lse)
+    lse->assign(b * heads * t, 0.0);
   auto at = [&](int64_t batch, int64_t row, int64_t col) {
     return qkv[(batch * t + row) * 3 * c + col];
   };
@@ -162,6 +166,8 @@ Vec naiveAttention(const Vec &qkv, int64_t b, int64_t t, int64_t c,
         double sum = 0;
         for (int64_t j = 0; j < t; ++j)
           sum += p[j] = std::exp(p[j] - maxScore);
+        if (lse)
+          (*lse)[(batch * heads + h) * t + i] = maxScore + std::log(sum);
         for (int64_t j = 0; j < t; ++j)
           for (int64_t e = 0; e < d; ++e)
             out[(batch * t + i) * c + h * d + e] +=
@@ -527,20 +533,24 @@ void checkEmbedding() {
 void checkAttentionCase(const std::string &name, int64_t b, int64_t t,
                         int64_t c, int64_t heads, bool withGradient = true) {
   Vec qkv = random(b * t * 3 * c, -2, 2), r = random(b * t * c);
-  Vec y(b * t * c);
-  cpu::attention(qkv.data(), y.data(), b, t, c, heads);
-  check("attention forward" + name, y, naiveAttention(qkv, b, t, c, heads));
+  Vec y(b * t * c), lse(b * heads * t), wantLse;
+  cpu::attention(qkv.data(), y.data(), lse.data(), b, t, c, heads);
+  check("attention forward" + name, y,
+        naiveAttention(qkv, b, t, c, heads, &wantLse));
+  check("attention lse" + name, lse, wantLse);
   if (!withGradient)
     return;
 
   auto loss = [&] {
     Vec out(b * t * c);
-    cpu::attention(qkv.data(), out.data(), b, t, c, heads);
+    cpu::attention(qkv.data(), out.data(), static_cast<double *>(nullptr), b, t,
+                   c, heads);
     return contract(out, r);
   };
   // Start from garbage: every element of dqkv must be written.
   Vec dqkv(qkv.size(), 7.0);
-  cpu::attentionGrad(r.data(), qkv.data(), dqkv.data(), b, t, c, heads);
+  cpu::attentionGrad(r.data(), qkv.data(), y.data(), lse.data(), dqkv.data(), b,
+                     t, c, heads);
   check("attention_grad" + name, dqkv, numericGradient(qkv, loss));
 }
 
@@ -554,10 +564,11 @@ void checkAttention() {
   // Edge: t = 1 attends only to itself: y = v, dq = dk = 0, dv = dy.
   checkAttentionCase(", t1", 2, 1, 4, 2);
   const int64_t c = 4;
-  Vec qkv = random(3 * c), y(c), dy = random(c), dqkv(3 * c, 7.0);
-  cpu::attention(qkv.data(), y.data(), 1, 1, c, 2);
+  Vec qkv = random(3 * c), y(c), lse(2), dy = random(c), dqkv(3 * c, 7.0);
+  cpu::attention(qkv.data(), y.data(), lse.data(), 1, 1, c, 2);
   check("attention forward, t1 is v", y, Vec(qkv.begin() + 2 * c, qkv.end()));
-  cpu::attentionGrad(dy.data(), qkv.data(), dqkv.data(), 1, 1, c, 2);
+  cpu::attentionGrad(dy.data(), qkv.data(), y.data(), lse.data(), dqkv.data(),
+                     1, 1, c, 2);
   Vec want(2 * c, 0.0);
   want.insert(want.end(), dy.begin(), dy.end());
   check("attention_grad, t1 is (0, 0, dy)", dqkv, want);
@@ -759,14 +770,18 @@ void checkFloatAbi() {
                                 std::array<int64_t, 4>{1, 150, 32, 4}}) {
     std::string shape = " t" + std::to_string(t);
     Vec qkv = input(b * t * 3 * c, -2, 2), ady = input(b * t * c),
-        out(b * t * c), dqkv(qkv.size());
-    std::vector<float> outf(out.size()), dqkvf(qkv.size());
-    cpu::attention(qkv.data(), out.data(), b, t, c, heads);
-    shardc_rt_attention_f32(toFloat(qkv).data(), outf.data(), b, t, c, heads);
+        out(b * t * c), lse(b * heads * t), dqkv(qkv.size());
+    std::vector<float> outf(out.size()), lsef(lse.size()), dqkvf(qkv.size());
+    cpu::attention(qkv.data(), out.data(), lse.data(), b, t, c, heads);
+    shardc_rt_attention_f32(toFloat(qkv).data(), outf.data(), lsef.data(), b, t,
+                            c, heads);
     compare("attention" + shape, outf, out);
-    cpu::attentionGrad(ady.data(), qkv.data(), dqkv.data(), b, t, c, heads);
+    compare("attention lse" + shape, lsef, lse);
+    cpu::attentionGrad(ady.data(), qkv.data(), out.data(), lse.data(),
+                       dqkv.data(), b, t, c, heads);
     shardc_rt_attention_grad_f32(toFloat(ady).data(), toFloat(qkv).data(),
-                                 dqkvf.data(), b, t, c, heads);
+                                 outf.data(), lsef.data(), dqkvf.data(), b, t,
+                                 c, heads);
     compare("attention_grad" + shape, dqkvf, dqkv);
   }
   {

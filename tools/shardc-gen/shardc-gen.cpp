@@ -271,8 +271,10 @@ public:
   Value attention(Value qkv, int64_t heads) {
     SmallVector<int64_t> shape(shapeOf(qkv));
     shape.back() /= 3;
-    return AttentionOp::create(builder, loc, floatTensor(shape), qkv,
-                               static_cast<uint64_t>(heads));
+    // Without lse: --train-autodiff adds it.
+    return AttentionOp::create(builder, loc, floatTensor(shape), Type(), qkv,
+                               static_cast<uint64_t>(heads))
+        .getResult();
   }
   Value crossEntropy(Value logits, Value targets) {
     // The loss is an f32 scalar whatever the activations' element type.

@@ -982,18 +982,20 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
       })
       .Case([&](train::AttentionOp o) {
         std::string y = allocate(o.getResult());
+        std::string lse = o.getLse() ? allocate(o.getLse()) : "nullptr";
         ArrayRef<int64_t> res = shapeOf(o.getResult());
-        os << kernel("attention", o.getResult()) << name(o.getQkv()) << ", " << y
-           << ", " << res[0] << ", " << res[1] << ", " << res[2] << ", "
-           << o.getHeads() << ");\n";
+        os << kernel("attention", o.getResult()) << name(o.getQkv()) << ", "
+           << y << ", " << lse << ", " << res[0] << ", " << res[1] << ", "
+           << res[2] << ", " << o.getHeads() << ");\n";
         return success();
       })
       .Case([&](train::AttentionGradOp o) {
         std::string dqkv = allocate(o.getResult());
         ArrayRef<int64_t> dy = shapeOf(o.getGrad());
-        os << kernel("attention_grad", o.getResult()) << name(o.getGrad()) << ", "
-           << name(o.getQkv()) << ", " << dqkv << ", " << dy[0] << ", "
-           << dy[1] << ", " << dy[2] << ", " << o.getHeads() << ");\n";
+        os << kernel("attention_grad", o.getResult()) << name(o.getGrad())
+           << ", " << name(o.getQkv()) << ", " << name(o.getOut()) << ", "
+           << name(o.getLse()) << ", " << dqkv << ", " << dy[0] << ", " << dy[1]
+           << ", " << dy[2] << ", " << o.getHeads() << ");\n";
         return success();
       })
       .Case([&](train::CrossEntropyOp o) {

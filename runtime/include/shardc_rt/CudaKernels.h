@@ -21,10 +21,9 @@
 //      attention_grad  twice that (scores and their gradient); the bf16
 //                      kernels add a bf16 copy of the scores;
 //      attention,      with flash attention (set_flash_attention), instead:
-//      attention_grad  b * heads * t floats (the rows' log-sum-exps); for
-//                      the gradient, the recomputed output (b * t * c
-//                      elements of the call's type), the log-sum-exps and
-//                      deltas (b * heads * t floats each) and an f32 dq
+//      attention_grad  b * heads * t floats (the rows' log-sum-exps, where
+//                      the caller passes no lse); for the gradient, the
+//                      deltas (b * heads * t floats) and an f32 dq
 //                      (b * t * c floats);
 //      layernorm_grad  2 * rows + 2 * chunks * C floats (per-row stats and
 //                      partial column sums of dweight and dbias);
@@ -164,10 +163,12 @@ void shardc_rt_cuda_embedding_f32(shardc_rt_cuda_kernels *k,
                                   const int32_t *ids, const float *table,
                                   float *out, int64_t n, int64_t v, int64_t c);
 
-/// Causal multi-head self-attention on qkv[b, t, 3c] into out[b, t, c].
+/// Causal multi-head self-attention on qkv[b, t, 3c] into out[b, t, c];
+/// lse[b, heads, t] (f32; skipped where null) receives each (batch, head,
+/// query)'s log-sum-exp of its scaled scores.
 void shardc_rt_cuda_attention_f32(shardc_rt_cuda_kernels *k, const float *qkv,
-                                  float *out, int64_t b, int64_t t, int64_t c,
-                                  int64_t heads);
+                                  float *out, float *lse, int64_t b, int64_t t,
+                                  int64_t c, int64_t heads);
 
 /// *loss (one device float) = mean over the n rows of logits[n, v] of
 /// -log softmax(row)[targets[i]] (0 when n == 0); targets checked against
@@ -243,15 +244,19 @@ void shardc_rt_cuda_embedding_grad_f32(shardc_rt_cuda_kernels *k,
                                        float *dtable, int64_t n, int64_t v,
                                        int64_t c);
 
-/// dqkv[b, t, 3c] of attention from dy[b, t, c] and qkv[b, t, 3c].
+/// dqkv[b, t, 3c] of attention from dy[b, t, c], qkv[b, t, 3c] and the
+/// forward's out and lse (which the fused kernels read instead of running
+/// the forward again; the GEMMs recompute the probabilities and read
+/// neither).
 void shardc_rt_cuda_attention_grad_f32(shardc_rt_cuda_kernels *k,
                                        const float *dy, const float *qkv,
+                                       const float *out, const float *lse,
                                        float *dqkv, int64_t b, int64_t t,
                                        int64_t c, int64_t heads);
 
 /// dlogits[n, v] = (softmax(logits) - onehot(targets)) * *dloss / n, dloss a
 /// device pointer to one float; targets checked against [0, v) (error
-/// slot).
+/// slot). May run in place (dlogits == logits).
 void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
                                            const float *dloss,
                                            const float *logits,
@@ -268,9 +273,9 @@ void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
 /// gradient rounded to a 10-bit mantissa, f32 accumulation), and so only
 /// where create's allowTf32 is set: with it off, f32 attention keeps the
 /// GEMMs' full fp32 products.
-/// Their workspace: the rows' log-sum-exps (forward), and the recomputed
-/// output, log-sum-exps, deltas and an f32 dq (backward: b t c elements of
-/// the call's type + 2 b heads t + b t c floats).
+/// Their workspace: the rows' log-sum-exps where the forward's caller passes
+/// no lse, and the deltas and an f32 dq (backward: b heads t + b t c
+/// floats).
 void shardc_rt_cuda_kernels_set_flash_attention(shardc_rt_cuda_kernels *k,
                                                 int on);
 
@@ -409,8 +414,8 @@ void shardc_rt_cuda_embedding_bf16(shardc_rt_cuda_kernels *k,
                                    int64_t c);
 void shardc_rt_cuda_attention_bf16(shardc_rt_cuda_kernels *k,
                                    const shardc_rt_bf16 *qkv,
-                                   shardc_rt_bf16 *out, int64_t b, int64_t t,
-                                   int64_t c, int64_t heads);
+                                   shardc_rt_bf16 *out, float *lse, int64_t b,
+                                   int64_t t, int64_t c, int64_t heads);
 void shardc_rt_cuda_cross_entropy_bf16(shardc_rt_cuda_kernels *k,
                                        const shardc_rt_bf16 *logits,
                                        const int32_t *targets, float *loss,
@@ -452,11 +457,10 @@ void shardc_rt_cuda_embedding_grad_bf16(shardc_rt_cuda_kernels *k,
                                         const int32_t *ids,
                                         shardc_rt_bf16 *dtable, int64_t n,
                                         int64_t v, int64_t c);
-void shardc_rt_cuda_attention_grad_bf16(shardc_rt_cuda_kernels *k,
-                                        const shardc_rt_bf16 *dy,
-                                        const shardc_rt_bf16 *qkv,
-                                        shardc_rt_bf16 *dqkv, int64_t b,
-                                        int64_t t, int64_t c, int64_t heads);
+void shardc_rt_cuda_attention_grad_bf16(
+    shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *dy,
+    const shardc_rt_bf16 *qkv, const shardc_rt_bf16 *out, const float *lse,
+    shardc_rt_bf16 *dqkv, int64_t b, int64_t t, int64_t c, int64_t heads);
 void shardc_rt_cuda_cross_entropy_grad_bf16(shardc_rt_cuda_kernels *k,
                                             const float *dloss,
                                             const shardc_rt_bf16 *logits,

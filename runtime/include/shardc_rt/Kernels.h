@@ -16,8 +16,9 @@
 //    destination first, as memcpy does.
 //  - outputs are allocated by the caller and fully overwritten, unless a
 //    comment says otherwise; outputs never alias inputs, except for the
-//    elementwise kernels (add, scale, gelu, relu, their grads, accumulate),
-//    which may run in place (output == an input).
+//    elementwise kernels (add, scale, gelu, relu, their grads, accumulate)
+//    and cross_entropy_grad, which may run in place (output == an input;
+//    the emitted steps rely on it: train::InPlaceOpInterface).
 //  - ids and targets are int32_t. They come from user data, so the kernels
 //    that read them check them: they return -1 when every id is in range, or
 //    the position of the first bad one, and then write nothing. The caller
@@ -124,9 +125,10 @@ int64_t shardc_rt_embedding_f32(const int32_t *ids, const float *table,
 /// side along the last dimension, each split into `heads` heads of
 /// d = c / heads (head h of q is columns [h d, (h+1) d) of the q block).
 /// out[b, t, c] = per head softmax(q k^T / sqrt(d) + causal mask) v, heads
-/// concatenated. heads divides c.
-void shardc_rt_attention_f32(const float *qkv, float *out, int64_t b, int64_t t,
-                             int64_t c, int64_t heads);
+/// concatenated. heads divides c. lse[b, heads, t] (f32; skipped where null)
+/// receives each (batch, head, query)'s log-sum-exp of its scaled scores.
+void shardc_rt_attention_f32(const float *qkv, float *out, float *lse,
+                             int64_t b, int64_t t, int64_t c, int64_t heads);
 
 /// *loss = mean over the n rows of logits[n, v] of
 /// -log softmax(row)[targets[i]], accumulated in double (0 when n == 0).
@@ -193,15 +195,18 @@ int64_t shardc_rt_embedding_grad_f32(const float *dy, const int32_t *ids,
                                      float *dtable, int64_t n, int64_t v,
                                      int64_t c);
 
-/// The VJP of attention: dqkv[b, t, 3c] from dy[b, t, c] and qkv[b, t, 3c];
-/// the probabilities are recomputed from qkv rather than kept.
+/// The VJP of attention: dqkv[b, t, 3c] from dy[b, t, c], qkv[b, t, 3c] and
+/// the forward's out and lse: the probabilities are recomputed as
+/// exp(scores - lse) rather than kept, and sum_j P dP is dy . out.
 void shardc_rt_attention_grad_f32(const float *dy, const float *qkv,
+                                  const float *out, const float *lse,
                                   float *dqkv, int64_t b, int64_t t, int64_t c,
                                   int64_t heads);
 
 /// dlogits[n, v] = (softmax(logits) - onehot(targets)) * *dloss / n, for the
 /// scalar cotangent *dloss of the mean loss. Returns -1, or the position of
-/// the first target outside [0, v) (dlogits is then untouched).
+/// the first target outside [0, v) (dlogits is then untouched). May run in
+/// place (dlogits == logits).
 int64_t shardc_rt_cross_entropy_grad_f32(const float *dloss,
                                          const float *logits,
                                          const int32_t *targets, float *dlogits,
@@ -251,7 +256,8 @@ int64_t shardc_rt_embedding_bf16(const int32_t *ids,
                                  shardc_rt_bf16 *out, int64_t n, int64_t v,
                                  int64_t c);
 void shardc_rt_attention_bf16(const shardc_rt_bf16 *qkv, shardc_rt_bf16 *out,
-                              int64_t b, int64_t t, int64_t c, int64_t heads);
+                              float *lse, int64_t b, int64_t t, int64_t c,
+                              int64_t heads);
 int64_t shardc_rt_cross_entropy_bf16(const shardc_rt_bf16 *logits,
                                      const int32_t *targets, float *loss,
                                      int64_t n, int64_t v);
@@ -290,6 +296,7 @@ int64_t shardc_rt_embedding_grad_bf16(const shardc_rt_bf16 *dy,
                                       int64_t v, int64_t c);
 void shardc_rt_attention_grad_bf16(const shardc_rt_bf16 *dy,
                                    const shardc_rt_bf16 *qkv,
+                                   const shardc_rt_bf16 *out, const float *lse,
                                    shardc_rt_bf16 *dqkv, int64_t b, int64_t t,
                                    int64_t c, int64_t heads);
 int64_t shardc_rt_cross_entropy_grad_bf16(const float *dloss,
@@ -324,7 +331,7 @@ template <typename T>
 int64_t embedding(const int32_t *ids, const T *table, T *out, int64_t n,
                   int64_t v, int64_t c);
 template <typename T>
-void attention(const T *qkv, T *out, int64_t b, int64_t t, int64_t c,
+void attention(const T *qkv, T *out, T *lse, int64_t b, int64_t t, int64_t c,
                int64_t heads);
 template <typename T>
 int64_t crossEntropy(const T *logits, const int32_t *targets, T *loss,
@@ -345,8 +352,8 @@ template <typename T>
 int64_t embeddingGrad(const T *dy, const int32_t *ids, T *dtable, int64_t n,
                       int64_t v, int64_t c);
 template <typename T>
-void attentionGrad(const T *dy, const T *qkv, T *dqkv, int64_t b, int64_t t,
-                   int64_t c, int64_t heads);
+void attentionGrad(const T *dy, const T *qkv, const T *out, const T *lse,
+                   T *dqkv, int64_t b, int64_t t, int64_t c, int64_t heads);
 template <typename T>
 int64_t crossEntropyGrad(const T *dloss, const T *logits,
                          const int32_t *targets, T *dlogits, int64_t n,

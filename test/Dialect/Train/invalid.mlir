@@ -265,6 +265,41 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 // -----
 
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %q = train.input "q" : tensor<2x8x48xf32>
+  // expected-error @+1 {{'train.attention' op expected lse of shape 2x2x8, got 2x8x2}}
+  %o, %lse = train.attention %q heads 2 : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x2xf32>)
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %q = train.input "q" : tensor<2x8x48xbf16>
+  // expected-error @+1 {{'train.attention' op result #1 must be ranked tensor of 32-bit float values, but got 'tensor<2x2x8xbf16>'}}
+  %o, %lse = train.attention %q heads 2 : (tensor<2x8x48xbf16>) -> (tensor<2x8x16xbf16>, tensor<2x2x8xbf16>)
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %q = train.input "q" : tensor<2x8x48xf32>
+  %dy = train.input "dy" : tensor<2x8x16xf32>
+  %o, %lse = train.attention %q heads 2 : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<2x2x8xf32>)
+  // expected-error @+1 {{'train.attention_grad' op expected out of shape 2x8x16, got 2x8x48}}
+  %d = train.attention_grad %dy, %q, %q, %lse heads 2 : (tensor<2x8x16xf32>, tensor<2x8x48xf32>, tensor<2x8x48xf32>, tensor<2x2x8xf32>) -> tensor<2x8x48xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %x = train.input "x" : tensor<2x8xf32>
   %t = train.input "t" : tensor<2x4xi32>
   // expected-error @+1 {{'train.cross_entropy' op expected targets of shape 2, got 2x4}}

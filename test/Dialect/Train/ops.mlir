@@ -93,10 +93,12 @@ train.model @backward_ops batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0
     %d1 = train.gelu_grad %dx, %a : tensor<2x8x48xbf16>
     // CHECK: train.relu_grad %{{.*}}, %{{.*}} : tensor<2x8x48xbf16>
     %d2 = train.relu_grad %d1, %a : tensor<2x8x48xbf16>
-    // CHECK: train.attention_grad %{{.*}}, %{{.*}} heads 2 : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>) -> tensor<2x8x48xbf16>
+    // The log-sum-exps stay f32 under bf16 activations.
+    // CHECK: train.attention %{{.*}} heads 2 : (tensor<2x8x48xbf16>) -> (tensor<2x8x16xbf16>, tensor<2x2x8xf32>)
+    // CHECK: train.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} heads 2 : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x2x8xf32>) -> tensor<2x8x48xbf16>
     %r = train.reshape %d2 : tensor<2x8x48xbf16> to tensor<2x8x48xbf16>
-    %o = train.attention %r heads 2 : (tensor<2x8x48xbf16>) -> tensor<2x8x16xbf16>
-    %d3 = train.attention_grad %o, %r heads 2 : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>) -> tensor<2x8x48xbf16>
+    %o, %lse = train.attention %r heads 2 : (tensor<2x8x48xbf16>) -> (tensor<2x8x16xbf16>, tensor<2x2x8xf32>)
+    %d3 = train.attention_grad %o, %r, %o, %lse heads 2 : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x2x8xf32>) -> tensor<2x8x48xbf16>
     // The fused ops of --train-fuse.
     // CHECK: train.linear_gelu %{{.*}}, %{{.*}} : (tensor<2x8x48xbf16>, tensor<48x48xbf16>) -> (tensor<2x8x48xbf16>, tensor<2x8x48xbf16>)
     %wsq = train.param_ref "u.sq" : tensor<48x48xbf16>

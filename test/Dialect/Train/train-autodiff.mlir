@@ -9,11 +9,13 @@
 // CHECK:       %[[TOK:.*]] = train.input "tokens"
 // CHECK:       %[[WTE:.*]] = train.param "wte"
 // CHECK:       %[[X:.*]] = train.add
-// CHECK:       %[[H:.*]]:3 = train.unit "h.0"(%[[X]]) : (tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x4x8xf32>)
+// The attention keeps its log-sum-exps for its gradient (as FlashAttention-2).
+// CHECK:       %[[H:.*]]:5 = train.unit "h.0"(%[[X]]) : (tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>, tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x4x8xf32>)
 // CHECK:         %[[N:.*]] = train.layernorm
 // CHECK:         %[[QKV:.*]] = train.linear %[[N]]
+// CHECK:         %[[ATT:.*]], %[[LSE:.*]] = train.attention %[[QKV]] heads 2 : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
 // CHECK:         %[[R:.*]] = train.add
-// CHECK:         train.yield %[[R]], %[[QKV]], %[[N]]
+// CHECK:         train.yield %[[R]], %[[LSE]], %[[ATT]], %[[QKV]], %[[N]]
 // CHECK:       %[[LOGITS:.*]] = train.linear %[[H]]#0, %[[WTE]]
 // CHECK:       %[[LOSS:.*]] = train.cross_entropy %[[LOGITS]], %[[TOK]]
 // CHECK:       %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<f32>
@@ -23,11 +25,11 @@
 // CHECK:       %[[DH:.*]] = train.reshape %[[DH2]] : tensor<8x8xf32> to tensor<2x4x8xf32>
 // CHECK:       %[[H2:.*]] = train.reshape %[[H]]#0 : tensor<2x4x8xf32> to tensor<8x8xf32>
 // CHECK:       %[[DWTE_HEAD:.*]] = train.matmul %[[DL2]], %[[H2]] {transpose_lhs} : (tensor<8x16xf32>, tensor<8x8xf32>) -> tensor<16x8xf32>
-// CHECK:       %[[BW:.*]]:4 = train.backward "h.0"(%[[DH]], %[[H]]#1, %[[H]]#2, %[[X]]) params ["h.0.ln.weight", "h.0.ln.bias", "h.0.attn.weight"]
-// CHECK-NEXT:  ^bb0(%[[G:.*]]: tensor<2x4x8xf32>, %[[KQKV:.*]]: tensor<2x4x24xf32>, %[[KN:.*]]: tensor<2x4x8xf32>, %[[KX:.*]]: tensor<2x4x8xf32>):
+// CHECK:       %[[BW:.*]]:4 = train.backward "h.0"(%[[DH]], %[[H]]#1, %[[H]]#2, %[[H]]#3, %[[H]]#4, %[[X]]) params ["h.0.ln.weight", "h.0.ln.bias", "h.0.attn.weight"]
+// CHECK-NEXT:  ^bb0(%[[G:.*]]: tensor<2x4x8xf32>, %[[KLSE:.*]]: tensor<2x2x4xf32>, %[[KATT:.*]]: tensor<2x4x8xf32>, %[[KQKV:.*]]: tensor<2x4x24xf32>, %[[KN:.*]]: tensor<2x4x8xf32>, %[[KX:.*]]: tensor<2x4x8xf32>):
 // CHECK-DAG:     %[[LNW:.*]] = train.param_ref "h.0.ln.weight" : tensor<8xf32>
 // CHECK-DAG:     %[[AW:.*]] = train.param_ref "h.0.attn.weight" : tensor<24x8xf32>
-// CHECK:         %[[DQKV:.*]] = train.attention_grad %[[G]], %[[KQKV]] heads 2
+// CHECK:         %[[DQKV:.*]] = train.attention_grad %[[G]], %[[KQKV]], %[[KATT]], %[[KLSE]] heads 2
 // CHECK:         %[[DQKV2:.*]] = train.reshape %[[DQKV]]
 // CHECK:         %[[DN2:.*]] = train.matmul %[[DQKV2]], %[[AW]]
 // CHECK:         %[[DN:.*]] = train.reshape %[[DN2]]

@@ -48,6 +48,23 @@
 // GELU: // backward "fc0"
 // GELU-NEXT: float *[[DX:v[0-9]+]] = [[DY:v[0-9]+]]; // in place: [[DY]] dies here
 // GELU-NEXT: shardc_rt_gelu_grad_f32([[DY]], [[X]], [[DX]], 128);
+//
+// Chains, through reshapes and unit boundaries: forward scales, a relu and a
+// gelu whose inputs die there, and in the backward the logits' gradient, the
+// scales' and the activations' gradients, 13 results written in place; the
+// step's gradients still match finite differences.
+// RUN: %shardc emit %S/Inputs/in-place-chain.mlir --strategy ddp --mesh 1 --quiet -o %t/chain.cpp
+// RUN: grep -c "in place" %t/chain.cpp | FileCheck %s --check-prefix=CHAIN-SITES
+// CHAIN-SITES: 13
+// RUN: %shardc run %S/Inputs/in-place-chain.mlir --strategy ddp --np 1 --quiet -- --check-grads 8 | FileCheck %s --check-prefix=CHAIN
+// CHAIN: check-grads: 16 elements, 0 off
+//
+// The ledger's categories follow each writer of a buffer: fc1.p's gradient
+// is the logits' gradient, written over the logits, which are still counted
+// as activations at the loss: x (512 B), y (32 B), the loss (4 B) and the
+// 8x1000 logits (32000 B) = 32548 B.
+// RUN: shardc-opt %S/Inputs/in-place-grad.mlir --shardc-pipeline="strategy=ddp mesh=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CATEGORY
+// CATEGORY: activations 32548
 
 train.model @classifier batch 16 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.01> {
   %x = train.input "x" : tensor<16x2xf32>

@@ -65,10 +65,14 @@ BufferLiveness::BufferLiveness(train::ModelOp model) {
     roots.clear();
     buffers.clear();
     collect(model);
+    for (Value result : llvm::make_first_range(inPlace))
+      buffers[getRoot(result)].writtenInPlace.push_back(result);
   }
 }
 
 bool BufferLiveness::findInPlaceResults(train::ModelOp model) {
+  // In program order (the walk visits a block's ops in order, a region's
+  // before its op), which each buffer's writtenInPlace keeps.
   model.walk([&](train::InPlaceOpInterface op) {
     Value result = op->getResult(0), operand = op.getInPlaceOperand();
     auto owned = buffers.find(getRoot(operand));
@@ -94,29 +98,43 @@ void BufferLiveness::number(Operation *op) {
   end[op] = positions++;
 }
 
+/// The value `v` is a view of, one step along (null where `v` is defined by
+/// an op that writes it).
+static Value getViewed(Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    Operation *owner = arg.getOwner()->getParentOp();
+    if (isa<train::UnitOp, train::BackwardOp, train::MicrobatchesOp>(owner))
+      return owner->getOperand(arg.getArgNumber());
+    return {};
+  }
+  Operation *def = v.getDefiningOp();
+  if (auto reshape = dyn_cast<train::ReshapeOp>(def))
+    return reshape.getInput();
+  if (auto unpack = dyn_cast<UnpackOp>(def))
+    return unpack.getInput();
+  if (isa<train::UnitOp, train::BackwardOp>(def))
+    return def->getRegion(0).front().getTerminator()->getOperand(
+        cast<OpResult>(v).getResultNumber());
+  if (auto wait = dyn_cast<WaitOp>(def))
+    return wait.getToken();
+  return {};
+}
+
 Value BufferLiveness::getRoot(Value v) {
   if (Value known = roots.lookup(v))
     return known;
-  Value r = v;
-  if (Value operand = inPlace.lookup(v)) {
-    r = getRoot(operand);
-  } else if (auto arg = dyn_cast<BlockArgument>(v)) {
-    Operation *owner = arg.getOwner()->getParentOp();
-    if (isa<train::UnitOp, train::BackwardOp, train::MicrobatchesOp>(owner))
-      r = getRoot(owner->getOperand(arg.getArgNumber()));
-  } else if (Operation *def = v.getDefiningOp()) {
-    if (auto reshape = dyn_cast<train::ReshapeOp>(def))
-      r = getRoot(reshape.getInput());
-    else if (auto unpack = dyn_cast<UnpackOp>(def))
-      r = getRoot(unpack.getInput());
-    else if (isa<train::UnitOp, train::BackwardOp>(def))
-      r = getRoot(def->getRegion(0).front().getTerminator()->getOperand(
-          cast<OpResult>(v).getResultNumber()));
-    else if (auto wait = dyn_cast<WaitOp>(def))
-      r = getRoot(wait.getToken());
-  }
+  Value next = inPlace.lookup(v);
+  if (!next)
+    next = getViewed(v);
+  Value r = next ? getRoot(next) : v;
   roots[v] = r;
   return r;
+}
+
+Value BufferLiveness::getWriter(Value v) {
+  while (Value next = getViewed(v))
+    v = next;
+  return v;
 }
 
 void BufferLiveness::collect(train::ModelOp model) {

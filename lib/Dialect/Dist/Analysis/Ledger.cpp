@@ -72,11 +72,14 @@ void Ledger::markGrads() {
   });
   while (!work.empty()) {
     Value v = work.pop_back_val();
-    Value root = liveness.getRoot(v);
-    if (!liveness.getBuffers().count(root) || categories.lookup(root) == Grads)
+    // The value whose op wrote v: a buffer written in place holds a gradient
+    // only from there on.
+    Value writer = liveness.getWriter(v);
+    if (!liveness.getBuffers().count(liveness.getRoot(writer)) ||
+        categories.lookup(writer) == Grads)
       continue;
-    categories[root] = Grads;
-    Operation *def = root.getDefiningOp();
+    categories[writer] = Grads;
+    Operation *def = writer.getDefiningOp();
     if (auto wait = dyn_cast_or_null<WaitOp>(def))
       def = wait.getToken().getDefiningOp();
     if (isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp, AllReduceOp,
@@ -197,8 +200,18 @@ LedgerReport Ledger::build() {
   for (auto &d : delta)
     d.assign(positions + 2, 0);
   for (auto &[value, buffer] : liveness.getBuffers()) {
+    // Each writer's category from its op on (results written in place
+    // take the buffer over as their op ends).
+    int64_t from = buffer.def;
     Category category = categories.lookup(value);
-    delta[category][buffer.def] += buffer.bytes;
+    for (Value writer : buffer.writtenInPlace) {
+      int64_t at = liveness.getEnd(writer.getDefiningOp());
+      delta[category][from] += buffer.bytes;
+      delta[category][at] -= buffer.bytes;
+      from = at;
+      category = categories.lookup(writer);
+    }
+    delta[category][from] += buffer.bytes;
     delta[category][buffer.last + 1] -= buffer.bytes;
   }
   // Collectives that cast to the wire type or pad uneven shards stage a

@@ -65,10 +65,14 @@ FailureOr<SmallVector<Type>> inferResults(Operation *op) {
         shape.push_back(typeOf(op.getTable()).getDimSize(1));
         return one(withShape(typeOf(op.getTable()), shape));
       })
-      .Case<AttentionOp>([&](AttentionOp op) {
+      .Case<AttentionOp>([&](AttentionOp op) -> FailureOr<SmallVector<Type>> {
         RankedTensorType qkv = typeOf(op.getQkv());
-        return one(withShape(qkv, {qkv.getDimSize(0), qkv.getDimSize(1),
-                                   qkv.getDimSize(2) / 3}));
+        int64_t b = qkv.getDimSize(0), t = qkv.getDimSize(1);
+        SmallVector<Type> types{withShape(qkv, {b, t, qkv.getDimSize(2) / 3})};
+        // The log-sum-exps stay f32.
+        if (Value lse = op.getLse())
+          types.push_back(typeOf(lse).clone({b, op.getHeads(), t}));
+        return types;
       })
       .Case<CrossEntropyOp, IotaOp>(
           [&](Operation *op) { return one(op->getResult(0).getType()); })
@@ -102,7 +106,8 @@ FailureOr<SmallVector<Type>> inferResults(Operation *op) {
         return one(withShape(typeOf(op.getGrad()),
                              op.getResult().getType().getShape()));
       })
-      .Case<AttentionGradOp>([&](AttentionGradOp op) { return same(op.getQkv()); })
+      .Case<AttentionGradOp>(
+          [&](AttentionGradOp op) { return same(op.getQkv()); })
       .Case<CrossEntropyGradOp>(
           [&](CrossEntropyGradOp op) { return same(op.getLogits()); })
       .Case<arith::ConstantOp>(

@@ -77,13 +77,14 @@ LogicalResult verifyStaticShapes(Operation *op) {
 }
 
 /// All non-scalar floating-point operands and results share one element
-/// type: mixed precision casts are explicit.
-LogicalResult verifySameFloatElementType(Operation *op) {
+/// type: mixed precision casts are explicit. `statistics` (attention's
+/// log-sum-exps) is f32 whatever the rest, and its op checks it.
+LogicalResult verifySameFloatElementType(Operation *op, Value statistics) {
   Type expected;
   auto check = [&](Value v) -> LogicalResult {
     auto type = dyn_cast<RankedTensorType>(v.getType());
     if (!type || type.getRank() == 0 ||
-        !isa<FloatType>(type.getElementType()))
+        !isa<FloatType>(type.getElementType()) || v == statistics)
       return success();
     if (!expected) {
       expected = type.getElementType();
@@ -114,10 +115,10 @@ LogicalResult verifyShapeIs(Operation *op, StringRef what, Value v,
 }
 
 /// Common checks of every compute op, then the op's own.
-LogicalResult verifyCompute(Operation *op) {
+LogicalResult verifyCompute(Operation *op, Value statistics = {}) {
   if (failed(verifyStaticShapes(op)))
     return failure();
-  return verifySameFloatElementType(op);
+  return verifySameFloatElementType(op, statistics);
 }
 
 bool isSuffix(ArrayRef<int64_t> suffix, ArrayRef<int64_t> shape) {
@@ -757,15 +758,27 @@ static LogicalResult verifyAttentionShapes(Operation *op, Value qkv,
   return verifyShapeIs(op, "output", out, {s[0], s[1], c});
 }
 
+/// lse: [B, heads, T] for qkv [B, T, 3C] (f32, by the op's type constraint).
+static LogicalResult verifyLseShape(Operation *op, Value qkv, Value lse,
+                                    int64_t heads) {
+  ArrayRef<int64_t> s = shapeOf(qkv);
+  return verifyShapeIs(op, "lse", lse, {s[0], heads, s[1]});
+}
+
 LogicalResult AttentionOp::verify() {
-  if (failed(verifyCompute(*this)))
+  if (failed(verifyCompute(*this, getLse())) ||
+      failed(verifyAttentionShapes(*this, getQkv(), getResult(), getHeads())))
     return failure();
-  return verifyAttentionShapes(*this, getQkv(), getResult(), getHeads());
+  if (getLse())
+    return verifyLseShape(*this, getQkv(), getLse(), getHeads());
+  return success();
 }
 
 LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyCompute(*this)) ||
-      failed(verifyAttentionShapes(*this, getQkv(), getGrad(), getHeads())))
+  if (failed(verifyCompute(*this, getLse())) ||
+      failed(verifyAttentionShapes(*this, getQkv(), getGrad(), getHeads())) ||
+      failed(verifyShapeIs(*this, "out", getOut(), shapeOf(getGrad()))) ||
+      failed(verifyLseShape(*this, getQkv(), getLse(), getHeads())))
     return failure();
   return verifyShapeIs(*this, "result", getResult(), shapeOf(getQkv()));
 }

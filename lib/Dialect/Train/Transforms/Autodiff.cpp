@@ -198,8 +198,10 @@ LogicalResult ReverseSweep::differentiate(Operation *op) {
           op))
     return op->emitOpError()
            << "is a fused op: --train-fuse runs after --train-autodiff";
-  // Every differentiable op has one result.
-  if (op->getNumResults() != 1)
+  // Every differentiable op has one result, but for attention's second, its
+  // log-sum-exps: statistics for the backward, through which no gradient
+  // flows.
+  if (op->getNumResults() != 1 && !isa<AttentionOp>(op))
     return op->emitOpError() << "has no vector-Jacobian product rule";
   Value dy = cotangentOf(op->getResult(0));
   if (!dy)
@@ -253,11 +255,14 @@ LogicalResult ReverseSweep::differentiate(Operation *op) {
                                            forward(op.getIds())));
         return success();
       })
-      .Case<AttentionOp>([&](AttentionOp op) {
+      .Case<AttentionOp>([&](AttentionOp op) -> LogicalResult {
+        if (!op.getLse()) // keepAttentionStatistics gives every one its lse
+          return op.emitOpError() << "has no log-sum-exps to differentiate";
         accumulate(op.getQkv(),
-                   AttentionGradOp::create(b, loc, op.getQkv().getType(), dy,
-                                           forward(op.getQkv()),
-                                           op.getHeadsAttr()));
+                   AttentionGradOp::create(
+                       b, loc, op.getQkv().getType(), dy, forward(op.getQkv()),
+                       forward(op.getResult()), forward(op.getLse()),
+                       op.getHeadsAttr()));
         return success();
       })
       .Case<CrossEntropyOp>([&](CrossEntropyOp op) {
@@ -430,10 +435,32 @@ void TrainAutodiffPass::runOnOperation() {
       return signalPassFailure();
 }
 
+/// Gives every attention the backward differentiates its log-sum-exps,
+/// which train.attention_grad reads (FlashAttention-2's saved state).
+void keepAttentionStatistics(ModelOp model) {
+  Activity activity(model);
+  SmallVector<AttentionOp> missing;
+  model.walk([&](AttentionOp op) {
+    if (!op.getLse() && activity.isActive(op.getResult()))
+      missing.push_back(op);
+  });
+  for (AttentionOp op : missing) {
+    OpBuilder b(op);
+    RankedTensorType qkv = tensorType(op.getQkv());
+    auto lse = RankedTensorType::get(
+        {qkv.getDimSize(0), op.getHeads(), qkv.getDimSize(1)}, b.getF32Type());
+    auto kept = AttentionOp::create(b, op.getLoc(), op.getResult().getType(),
+                                    lse, op.getQkv(), op.getHeadsAttr());
+    op.getResult().replaceAllUsesWith(kept.getResult());
+    op.erase();
+  }
+}
+
 LogicalResult TrainAutodiffPass::differentiateModel(ModelOp model) {
   Block &body = model.getBody().front();
   if (!body.getOps<BackwardOp>().empty() || !body.getOps<AdamWOp>().empty())
     return model.emitOpError() << "is already differentiated";
+  keepAttentionStatistics(model);
   Activity act(model);
   activity = &act;
   paramGrads.clear();

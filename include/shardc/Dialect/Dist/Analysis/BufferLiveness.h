@@ -17,6 +17,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SmallVector.h"
 
 namespace shardc::dist {
 
@@ -45,12 +46,18 @@ public:
     /// backward is the last user only when its region does not read the
     /// buffer: the buffer is dead as the region starts.
     mlir::Operation *lastUser;
+    /// The results written over the buffer in place, in program order: each
+    /// holds it from the end of its op (getWriter).
+    llvm::SmallVector<mlir::Value, 0> writtenInPlace;
   };
 
   explicit BufferLiveness(train::ModelOp model);
 
   /// The value owning the buffer `value` views (itself if it owns one).
   mlir::Value getRoot(mlir::Value value);
+  /// The value whose op wrote what `value` views: getRoot, but stopping at a
+  /// result written in place (the ledger's categories follow the writer).
+  mlir::Value getWriter(mlir::Value value);
   /// Whether `value` is written in place over its op's operand's buffer.
   bool isInPlace(mlir::Value value) const { return inPlace.count(value); }
   /// Buffers in definition order; params and flat params are not buffers
@@ -73,8 +80,9 @@ private:
   llvm::DenseMap<mlir::Operation *, int64_t> start, end;
   int64_t positions = 0;
   llvm::DenseMap<mlir::Value, mlir::Value> roots;
-  /// A result written in place -> the operand whose buffer it takes.
-  llvm::DenseMap<mlir::Value, mlir::Value> inPlace;
+  /// A result written in place -> the operand whose buffer it takes, in
+  /// program order.
+  llvm::MapVector<mlir::Value, mlir::Value> inPlace;
   llvm::MapVector<mlir::Value, Buffer> buffers;
 };
 

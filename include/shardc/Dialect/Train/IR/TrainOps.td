@@ -457,13 +457,21 @@ def Train_AttentionOp : Train_ComputeOp<"attention"> {
     `softmax(q k^T / sqrt(C / heads) + causal mask) v`; heads are
     concatenated into the `[B, T, C]` result (before the output projection).
 
+    `lse`, where present, is each (batch, head, query)'s log-sum-exp of its
+    scaled, masked scores, `[B, heads, T]` in f32: what FlashAttention-2's
+    forward keeps for its backward. `--train-autodiff` adds it to every
+    attention it differentiates, for `train.attention_grad`.
+
     ```mlir
     %y = train.attention %qkv heads 4
         : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+    %y2, %lse = train.attention %qkv heads 4
+        : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<2x4x8xf32>)
     ```
   }];
   let arguments = (ins Train_FloatTensor:$qkv, I64Attr:$heads);
-  let results = (outs Train_FloatTensor:$result);
+  let results = (outs Train_FloatTensor:$result,
+                      Optional<RankedTensorOf<[F32]>>:$lse);
   let assemblyFormat = [{
     $qkv `heads` $heads attr-dict `:` functional-type(operands, results)
   }];
@@ -590,21 +598,26 @@ def Train_EmbeddingGradOp : Train_ComputeOp<"embedding_grad"> {
 }
 
 def Train_AttentionGradOp : Train_ComputeOp<"attention_grad"> {
-  let summary = "dqkv of causal self-attention given dy and qkv";
+  let summary = "dqkv of causal self-attention given dy and the forward's state";
   let description = [{
-    Recomputes the attention probabilities from `qkv` (as flash attention's
-    backward does) rather than keeping them.
+    As FlashAttention-2's backward: the probabilities are recomputed from
+    `qkv` and the forward's log-sum-exps `lse` (`exp(s - lse)`, no pass for
+    a row's max and sum), and `delta = rowsum(dy * out)` from the forward's
+    result `out`, rather than kept or computed again by a second forward.
 
     ```mlir
-    %dqkv = train.attention_grad %dy, %qkv heads 4
-        : (tensor<2x8x16xf32>, tensor<2x8x48xf32>) -> tensor<2x8x48xf32>
+    %dqkv = train.attention_grad %dy, %qkv, %y, %lse heads 4
+        : (tensor<2x8x16xf32>, tensor<2x8x48xf32>, tensor<2x8x16xf32>,
+           tensor<2x4x8xf32>) -> tensor<2x8x48xf32>
     ```
   }];
   let arguments = (ins Train_FloatTensor:$grad, Train_FloatTensor:$qkv,
+                       Train_FloatTensor:$out, RankedTensorOf<[F32]>:$lse,
                        I64Attr:$heads);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = [{
-    $grad `,` $qkv `heads` $heads attr-dict `:` functional-type(operands, results)
+    $grad `,` $qkv `,` $out `,` $lse `heads` $heads attr-dict `:`
+    functional-type(operands, results)
   }];
 }
 

@@ -63,8 +63,12 @@ def TrainAutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
     and passed in explicitly, so they are visible (and costed by the ledger)
     as what the step keeps alive between forward and backward. Parameters are
     read again inside the backward by name, because under ZeRO-3 a unit's
-    parameters are gathered anew for its backward. Layer-norm and attention
-    recompute their statistics in the backward instead of keeping them.
+    parameters are gathered anew for its backward. Layer-norm recomputes its
+    statistics in the backward instead of keeping them. Attention keeps its
+    output and its rows' log-sum-exps (`B x heads x T` f32, the pass adds
+    the `lse` result to each attention it differentiates), as
+    FlashAttention-2 does: the backward then recomputes the probabilities
+    tile by tile without running the forward again.
 
     Precondition: no `train.backward` or `train.adamw` yet; the pass fails on
     a model that is already differentiated.
