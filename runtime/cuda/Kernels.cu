@@ -908,20 +908,39 @@ struct RowSoftmax {
   double sum;
 };
 
+/// A row is read once, so the latency of its loads is its cost: the row
+/// loops of the cross-entropy kernels keep this many loads in flight per
+/// thread (the elements j, j + B, j + 2B, ... of a block of B threads, in
+/// the order a one-load loop visits them).
+constexpr int kRowLoads = 4;
+
+/// Adds logit x to a thread's running max and sum (rowSoftmax).
+__device__ void addToSoftmax(float x, float &max, double &sum) {
+  if (x > max) {
+    // In double: a thread may rescale once per element of an ascending
+    // row, and f32 factors would add up their rounding (1e-6 over 98).
+    sum = sum * exp(static_cast<double>(max) - static_cast<double>(x)) + 1.0;
+    max = x;
+  } else if (x != -INFINITY) { // exp(-inf) is 0, even where max is -inf
+    sum += static_cast<double>(expf(x - max)); // NaN stays NaN
+  }
+}
+
 template <typename T> __device__ RowSoftmax rowSoftmax(const T *l, int64_t v) {
   float max = -INFINITY;
   double sum = 0.0;
-  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
-    float x = load(l[j]);
-    if (x > max) {
-      // In double: a thread may rescale once per element of an ascending
-      // row, and f32 factors would add up their rounding (1e-6 over 98).
-      sum = sum * exp(static_cast<double>(max) - static_cast<double>(x)) + 1.0;
-      max = x;
-    } else if (x != -INFINITY) { // exp(-inf) is 0, even where max is -inf
-      sum += static_cast<double>(expf(x - max)); // NaN stays NaN
-    }
+  int64_t stride = blockDim.x, j = threadIdx.x;
+  for (; j + (kRowLoads - 1) * stride < v; j += kRowLoads * stride) {
+    float x[kRowLoads];
+#pragma unroll
+    for (int u = 0; u < kRowLoads; ++u)
+      x[u] = load(l[j + u * stride]);
+#pragma unroll
+    for (int u = 0; u < kRowLoads; ++u)
+      addToSoftmax(x[u], max, sum);
   }
+  for (; j < v; j += stride)
+    addToSoftmax(load(l[j]), max, sum);
   float rowMax = blockReduce(max, MaxOp(), -INFINITY);
   // A thread that saw only -inf (or nothing) adds 0, not 0 x exp(NaN).
   if (sum != 0.0)
@@ -980,12 +999,24 @@ __global__ void crossEntropyGradKernel(const float *dloss, const T *logits,
     RowSoftmax softmax = rowSoftmax(l, v);
     float factor = static_cast<float>(perRow / softmax.sum);
     int64_t target = targets[row];
-    for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
-      float value = expf(load(l[j]) - softmax.max) * factor;
+    auto gradient = [&](int64_t j, float x) {
+      float value = expf(x - softmax.max) * factor;
       if (j == target)
         value -= perRowF;
       out[j] = store<T>(value);
+    };
+    int64_t stride = blockDim.x, j = threadIdx.x;
+    for (; j + (kRowLoads - 1) * stride < v; j += kRowLoads * stride) {
+      float x[kRowLoads];
+#pragma unroll
+      for (int u = 0; u < kRowLoads; ++u)
+        x[u] = load(l[j + u * stride]);
+#pragma unroll
+      for (int u = 0; u < kRowLoads; ++u)
+        gradient(j + u * stride, x[u]);
     }
+    for (; j < v; j += stride)
+      gradient(j, load(l[j]));
   }
 }
 
