@@ -442,6 +442,7 @@ template <typename T>
 void shardc::rt::cpu::attentionGrad(const T *dy, const T *qkv, const T *out,
                                     const T *lse, T *dqkv, int64_t b, int64_t t,
                                     int64_t c, int64_t heads) {
+  (void)out; // not read on the host (Kernels.h)
   if (b == 0 || t == 0 || c == 0)
     return;
   int64_t d = c / heads, ld = 3 * c;
@@ -460,7 +461,6 @@ void shardc::rt::cpu::attentionGrad(const T *dy, const T *qkv, const T *out,
       const T *q = qkv + offset, *k = q + c, *v = q + 2 * c;
       T *dq = dqkv + offset, *dk = dq + c, *dv = dq + 2 * c;
       const T *dyh = dy + batch * t * c + h * d;
-      const T *outh = out + batch * t * c + h * d;
       const T *rowLse = lse + (batch * heads + h) * t;
       for (int64_t r0 = 0; r0 < t; r0 += kRowBlock) {
         int64_t r1 = std::min(t, r0 + kRowBlock), rows = r1 - r0;
@@ -480,14 +480,13 @@ void shardc::rt::cpu::attentionGrad(const T *dy, const T *qkv, const T *out,
         gemm<T>(true, false, r1, d, rows, T(1), probs, r1, dyBlock, c, T(1), dv,
                 ld);
         // Through the softmax, dS = P (dP - delta), in place of dP, with
-        // delta = sum_j P dP = dy . y (the forward's output); the masked
-        // entries have P = 0 and so dS = 0.
+        // delta = sum_j P dP (which is dy . out, but exact here, where a
+        // bf16 out is rounded); the masked entries have P = 0 and so dS = 0.
         for (int64_t i = 0; i < rows; ++i) {
           T *p = probs + i * r1, *dp = dprobs + i * r1;
-          const T *dyRow = dyBlock + i * c, *outRow = outh + (r0 + i) * c;
           T delta = 0;
-          for (int64_t e = 0; e < d; ++e)
-            delta += dyRow[e] * outRow[e];
+          for (int64_t j = 0; j < r1; ++j)
+            delta += p[j] * dp[j];
           for (int64_t j = 0; j < r1; ++j)
             dp[j] = p[j] * (dp[j] - delta);
         }

@@ -170,6 +170,9 @@ private:
 
   /// The C expression for a value's data.
   std::string name(Value v) { return names.lookup(v); }
+  /// The call (up to its arguments: destination, source, count) that copies
+  /// `in` into a buffer of element type `to`, converting where they differ.
+  std::string copyKernel(Value in, Type to);
   /// Declares and allocates the buffer of `v`, of the size BufferLiveness
   /// gives it (a gathered buffer holds every rank's padded shard), or names
   /// its in-place operand's buffer where BufferLiveness writes it there.
@@ -690,6 +693,13 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         return success();
       })
       .Case([&](FreeOp) { return success(); })
+      .Case([&](ConvertOp convert) {
+        std::string out = allocate(convert.getResult());
+        os << copyKernel(convert.getInput(), elementTypeOf(convert.getResult()))
+           << out << ", " << name(convert.getInput()) << ", "
+           << numel(convert.getInput()) << ");\n";
+        return success();
+      })
       .Case([&](PackOp pack) {
         std::string out = allocate(pack.getResult());
         int64_t offset = 0;
@@ -744,6 +754,14 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
       .Default([&](Operation *op) { return emitCompute(op); });
 }
 
+std::string StepEmitter::copyKernel(Value in, Type to) {
+  if (elementTypeOf(in) == to)
+    return kernel("copy", in);
+  return kernel(
+      ("convert_" + dtypeSuffix(elementTypeOf(in)) + "_" + dtypeSuffix(to))
+          .str());
+}
+
 std::string StepEmitter::emitStaging(Operation *op, Value in, Type wire) {
   int64_t bytes = getStagingBytes(op);
   if (!bytes)
@@ -751,13 +769,8 @@ std::string StepEmitter::emitStaging(Operation *op, Value in, Type wire) {
   std::string staging = fresh(), type = cType(wire);
   os << type << " *" << staging << " = static_cast<" << type
      << " *>(shardc_rt_alloc(ctx, " << bytes << "));\n";
-  if (elementTypeOf(in) == wire)
-    os << kernel("copy", in);
-  else
-    os << kernel(("convert_" + dtypeSuffix(elementTypeOf(in)) + "_" +
-                  dtypeSuffix(wire))
-                     .str());
-  os << staging << ", " << name(in) << ", " << numel(in) << ");\n";
+  os << copyKernel(in, wire) << staging << ", " << name(in) << ", " << numel(in)
+     << ");\n";
   int64_t sent = bytes / (wire.getIntOrFloatBitWidth() / 8);
   // Uneven dim-0 shards: the last ranks' rows are padding, reduced as zeros.
   if (sent > numel(in))

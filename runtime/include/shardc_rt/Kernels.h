@@ -196,8 +196,10 @@ int64_t shardc_rt_embedding_grad_f32(const float *dy, const int32_t *ids,
                                      int64_t c);
 
 /// The VJP of attention: dqkv[b, t, 3c] from dy[b, t, c], qkv[b, t, 3c] and
-/// the forward's out and lse: the probabilities are recomputed as
-/// exp(scores - lse) rather than kept, and sum_j P dP is dy . out.
+/// the forward's lse: the probabilities are recomputed as exp(scores - lse)
+/// rather than kept. out (the forward's output, from which the CUDA fused
+/// kernels take sum_j P dP = dy . out) is not read: the host sums P dP,
+/// exact where a bf16 out is rounded.
 void shardc_rt_attention_grad_f32(const float *dy, const float *qkv,
                                   const float *out, const float *lse,
                                   float *dqkv, int64_t b, int64_t t, int64_t c,

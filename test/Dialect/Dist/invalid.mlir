@@ -300,3 +300,14 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
+
+// -----
+
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<4x16xbf16>
+  // expected-error @+1 {{'dist.convert' op requires the same shape for all operands and results}}
+  %y = dist.convert %x : tensor<4x16xbf16> -> tensor<16x4xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}

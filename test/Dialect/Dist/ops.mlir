@@ -24,6 +24,9 @@ train.model @collectives batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.
   %lowp = dist.all_gather %shard on @world ["shard"] dim0 wire bf16 : tensor<1x16xf32> -> tensor<3x16xbf16>
   // CHECK: dist.reduce_scatter %{{.*}} on @world ["shard"] avg dim0 wire f32 : tensor<3x16xbf16> -> tensor<1x16xf32>
   %g = dist.reduce_scatter %lowp on @world ["shard"] avg dim0 wire f32 : tensor<3x16xbf16> -> tensor<1x16xf32>
+  // What a reduction over one rank casting to f32 folds to.
+  // CHECK: dist.convert %{{.*}} : tensor<3x16xbf16> -> tensor<3x16xf32>
+  %wide = dist.convert %lowp : tensor<3x16xbf16> -> tensor<3x16xf32>
   // CHECK: dist.free %{{.*}} : tensor<3x16xbf16>
   dist.free %lowp : tensor<3x16xbf16>
   // CHECK: dist.free %{{.*}} : tensor<3x16xf32>

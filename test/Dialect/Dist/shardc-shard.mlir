@@ -24,6 +24,10 @@
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=1 layout=flat" | shardc-opt | FileCheck %s --check-prefix=ONE-FLAT
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=1" | shardc-opt | FileCheck %s --check-prefix=ONE-DDP
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=1" | shardc-opt | FileCheck %s --check-prefix=ONE-ZERO2
+// One rank in mixed precision: a bf16 gradient reduced in f32 becomes an
+// f32 copy, and an f32 one reduced in bf16 a bf16 copy (dist.convert).
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=1 param-dtype=bf16" | shardc-opt | FileCheck %s --check-prefix=ONE-BF16
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=1 reduce-dtype=bf16" | shardc-opt | FileCheck %s --check-prefix=ONE-WIRE
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=2x1" | shardc-opt | FileCheck %s --check-prefix=HSDP-2X1
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=1x2" | shardc-opt | FileCheck %s --check-prefix=HSDP-1X2
 // Every strategy's output verifies and parses back.
@@ -52,6 +56,11 @@
 // ONE-ZERO2:    %[[U:.*]] = dist.adamw_shard "fc0.weight"
 // ONE-ZERO2-NEXT: dist.set_param "fc0.weight", %[[U]]
 // ONE-ZERO2-NOT: dist.all_gather
+// ONE-BF16:     %[[G:.*]] = dist.convert %{{.*}} : tensor<3x4xbf16> -> tensor<3x4xf32>
+// ONE-BF16:     train.adamw "fc0.weight", %[[G]] : tensor<3x4xf32>
+// ONE-BF16-NOT: dist.reduce_scatter
+// ONE-WIRE:     %[[G:.*]] = dist.convert %{{.*}} : tensor<3x4xf32> -> tensor<3x4xbf16>
+// ONE-WIRE-NOT: dist.reduce_scatter
 // HSDP-2X1-NOT: dist.all_gather
 // HSDP-2X1:     dist.all_reduce %{{.*}} on @mesh ["replicate"] avg
 // HSDP-2X1-NOT: dist.reduce_scatter

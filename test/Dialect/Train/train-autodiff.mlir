@@ -162,3 +162,20 @@ train.model @fused batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, bet
   %loss = train.cross_entropy %y, %t : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
   train.return %loss : tensor<f32>
 }
+
+// -----
+
+// An attention's log-sum-exps are the backward's statistics: a loss that
+// depends on them is refused, not differentiated without them.
+train.model @lse batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4x24xf32>
+  %w = train.param "w" init(#train.ones) : tensor<2x4x24xf32>
+  %qkv = train.add %x, %w : (tensor<2x4x24xf32>, tensor<2x4x24xf32>) -> tensor<2x4x24xf32>
+  // expected-error @+1 {{'train.attention' op has log-sum-exps the loss depends on: they are statistics for the backward, and carry no gradient}}
+  %att, %lse = train.attention %qkv heads 2 : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  %flat = train.reshape %lse : tensor<2x2x4xf32> to tensor<16xf32>
+  %one = train.reshape %flat : tensor<16xf32> to tensor<2x8xf32>
+  %t = train.input "t" : tensor<2xi32>
+  %loss = train.cross_entropy %one, %t : (tensor<2x8xf32>, tensor<2xi32>) -> tensor<f32>
+  train.return %loss : tensor<f32>
+}

@@ -4,6 +4,11 @@
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s
 // RUN: shardc-opt %s --shardc-pipeline="strategy=hsdp mesh=2x2 output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=HSDP
 // RUN: shardc-opt %s --shardc-pipeline="strategy=ddp mesh=2 output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=DDP
+// One rank in bf16: each gradient's reduction is a conversion to f32, no
+// NCCL call, and every update one multi-tensor launch.
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=1 param-dtype=bf16 output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=ONE-BF16 --implicit-check-not=ncclReduceScatter --implicit-check-not=ncclAllReduce
+// ONE-BF16: shardc_rt_cuda_convert_bf16_f32(K, [[G:v[0-9]+]], {{v[0-9]+}}, {{[0-9]+}});
+// ONE-BF16: shardc_rt_adamw_group(ctx,
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: %shardc build %s --target cuda --strategy ddp --mesh 2 --quiet -o %t/ddp
 // RUN: %shardc build %s --target cuda --strategy zero1 --mesh 2 --quiet -o %t/zero1

@@ -59,8 +59,9 @@ void Ledger::categorize() {
   });
 }
 
-/// Gradients: what the optimizer takes, back through reductions and the
-/// sums that accumulate a param used twice.
+/// Gradients: what the optimizer takes, back through reductions (or the
+/// conversions they fold to on one rank), buckets and the sums that
+/// accumulate a param used twice.
 void Ledger::markGrads() {
   SmallVector<Value> work;
   model.walk([&](Operation *op) {
@@ -83,7 +84,7 @@ void Ledger::markGrads() {
     if (auto wait = dyn_cast_or_null<WaitOp>(def))
       def = wait.getToken().getDefiningOp();
     if (isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp, AllReduceOp,
-                        AllReduceStartOp, PackOp, train::AddOp>(def))
+                        AllReduceStartOp, PackOp, ConvertOp, train::AddOp>(def))
       for (Value operand : def->getOperands())
         work.push_back(operand);
   }

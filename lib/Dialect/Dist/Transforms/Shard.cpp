@@ -830,9 +830,12 @@ static bool runsAfter(Operation *user, Operation *op) {
 /// HSDP's Rx1 and 1xS) moves nothing: where it neither casts nor pads (its
 /// result has its input's type) its result is its input, as XLA folds
 /// single-replica collectives, and a bucket it no longer carries is not
-/// packed. Frees move with the values: a free of the input that a folded
-/// result's reader now follows goes, and a parameter's storage, which a
-/// folded gather made the unit read, is never freed.
+/// packed. One that casts (its input to the wire type, that to its result
+/// type) is a dist.convert where one conversion does both: unless f32 goes
+/// through a bf16 wire into an f32 result, which stays. Frees move with the
+/// values: a free of the input that a folded result's reader now follows goes,
+/// and a parameter's storage, which a folded gather made the unit read, is
+/// never freed.
 void Sharder::foldSingleRankCollectives() {
   auto groupSize = [&](ArrayAttr axes) {
     int64_t size = 1;
@@ -853,12 +856,23 @@ void Sharder::foldSingleRankCollectives() {
             .Default([](Operation *) {
               return std::make_tuple(Value(), ArrayAttr(), TypeAttr());
             });
-    if (input && !wire && groupSize(axes) == 1 &&
-        input.getType() == op->getResult(0).getType())
+    if (!input || groupSize(axes) != 1)
+      return;
+    auto in = typeOf(input), out = typeOf(op->getResult(0));
+    Type element = in.getElementType();
+    Type through = wire ? wire.getValue() : element;
+    if (in.getShape() == out.getShape() &&
+        (through == element || through == out.getElementType() ||
+         (element.isBF16() && through.isF32())))
       folded.push_back(op);
   });
   for (Operation *op : folded) {
-    op->getResult(0).replaceAllUsesWith(op->getOperand(0));
+    Value input = op->getOperand(0), result = op->getResult(0);
+    if (input.getType() != result.getType()) {
+      OpBuilder b(op);
+      input = ConvertOp::create(b, op->getLoc(), result.getType(), input);
+    }
+    result.replaceAllUsesWith(input);
     op->erase();
   }
   if (folded.empty())

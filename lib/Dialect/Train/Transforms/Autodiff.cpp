@@ -203,6 +203,11 @@ LogicalResult ReverseSweep::differentiate(Operation *op) {
   // flows.
   if (op->getNumResults() != 1 && !isa<AttentionOp>(op))
     return op->emitOpError() << "has no vector-Jacobian product rule";
+  if (auto attention = dyn_cast<AttentionOp>(op);
+      attention && attention.getLse() && cotangentOf(attention.getLse()))
+    return op->emitOpError()
+           << "has log-sum-exps the loss depends on: they are statistics for "
+              "the backward, and carry no gradient";
   Value dy = cotangentOf(op->getResult(0));
   if (!dy)
     return success();

@@ -273,6 +273,25 @@ def Dist_UnpackOp : Dist_Op<"unpack", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Dist_ConvertOp : Dist_Op<"convert", [Pure, SameOperandsAndResultShape]> {
+  let summary = "converts a tensor to another element type";
+  let description = [{
+    Each element converted, rounded to nearest even where the result type is
+    narrower. `--shardc-shard` puts it where a collective over a group of one
+    rank casts to its wire type and back to another (a bf16 gradient reduced
+    in f32 at world size 1): that is all such a collective does.
+
+    ```mlir
+    %g32 = dist.convert %g : tensor<3x4xbf16> -> tensor<3x4xf32>
+    ```
+  }];
+  let arguments = (ins Dist_Tensor:$input);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Optimizer on shards of replicated parameters (ZeRO-1, ZeRO-2)
 //===----------------------------------------------------------------------===//
