@@ -236,7 +236,10 @@ __global__ void __launch_bounds__(kThreads)
   float *ms = reinterpret_cast<float *>(shared + at.m);
   float *ls = reinterpret_cast<float *>(shared + at.l);
 
-  int64_t bh = blockIdx.x, qb = blockIdx.y;
+  // The last query blocks, which see the most keys, are scheduled first
+  // (blocks start roughly in index order, x fastest): no long one at the
+  // tail, as FlashAttention-2 schedules them.
+  int64_t bh = blockIdx.x, qb = gridDim.y - 1 - blockIdx.y;
   int64_t batch = bh / heads, h = bh % heads, q0 = qb * kBlock, ld = 3 * c;
   const T *head = qkv + batch * t * ld + h * d;
   int warp = threadIdx.x / 32, lane = threadIdx.x & 31, r0 = warp * 16;

@@ -1,5 +1,4 @@
-//===- FlashAttention.h - Fused causal attention on tensor cores -*- C++
-//-*-===//
+//===- FlashAttention.h - Fused causal attention on tensor cores -*- C++ -*-=//
 //
 // Causal multi-head attention of bf16 or f32 qkv (shardc_rt/Kernels.h's
 // layout) without the T x T scores in memory, as FlashAttention-2: per block
