@@ -101,10 +101,30 @@ __device__ float warpSum(float v) {
   return v;
 }
 
-/// dst[kBlock][d] = rows [0, valid) of src (row stride ld), zeros after.
+/// dst[kBlock][d] = rows [0, valid) of src (row stride ld), zeros after:
+/// 16 bytes per load and store where the rows allow it (d a multiple of 16
+/// bytes, both tiles' rows 16-byte aligned: every call here, given the
+/// heads flashAttentionSupports and allocated buffers), else one element at
+/// a time. The same bits either way.
 template <typename T>
 __device__ void loadTile(T *dst, const T *src, int64_t ld, int64_t valid,
                          int d) {
+  constexpr int kVector = 16 / sizeof(T);
+  auto aligned = [](const void *p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  };
+  if (d % kVector == 0 && (ld * sizeof(T)) % 16 == 0 && aligned(src) &&
+      aligned(dst)) {
+    int perRow = d / kVector;
+    for (int i = threadIdx.x; i < kBlock * perRow; i += kThreads) {
+      int r = i / perRow, j = (i % perRow) * kVector;
+      uint4 value = make_uint4(0, 0, 0, 0); // +0 in f32 and in bf16
+      if (r < valid)
+        value = *reinterpret_cast<const uint4 *>(src + r * ld + j);
+      *reinterpret_cast<uint4 *>(dst + r * d + j) = value;
+    }
+    return;
+  }
   for (int i = threadIdx.x; i < kBlock * d; i += kThreads) {
     int r = i / d, j = i % d;
     dst[i] = r < valid ? src[r * ld + j] : Tiles<T>::fromFloat(0.0f);

@@ -600,10 +600,11 @@ def Train_EmbeddingGradOp : Train_ComputeOp<"embedding_grad"> {
 def Train_AttentionGradOp : Train_ComputeOp<"attention_grad"> {
   let summary = "dqkv of causal self-attention given dy and the forward's state";
   let description = [{
-    As FlashAttention-2's backward: the probabilities are recomputed from
-    `qkv` and the forward's log-sum-exps `lse` (`exp(s - lse)`, no pass for
-    a row's max and sum), and `delta = rowsum(dy * out)` from the forward's
-    result `out`, rather than kept or computed again by a second forward.
+    The exact VJP, given the forward's result `out` and log-sum-exps `lse`
+    (FlashAttention-2's saved state): the probabilities are recomputed from
+    `qkv` as `exp(s - lse)` (no pass for a row's max and sum), and a target
+    may take `delta = rowsum(P * dP)` as `rowsum(dy * out)` (the CUDA fused
+    kernels do), rather than keep P or run the forward again.
 
     ```mlir
     %dqkv = train.attention_grad %dy, %qkv, %y, %lse heads 4
