@@ -379,7 +379,9 @@ __device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16>(float v) {
 template <typename T>
 __global__ void addKernel(const T *lhs, const T *rhs, T *y, int64_t n,
                           int64_t m) {
-  SHARDC_GRID_STRIDE(i, n) y[i] = store<T>(load(lhs[i]) + load(rhs[i % m]));
+  // No 64-bit remainder where rhs is whole (a residual add): i < m.
+  SHARDC_GRID_STRIDE(i, n)
+  y[i] = store<T>(load(lhs[i]) + load(rhs[i < m ? i : i % m]));
 }
 
 template <typename T>
