@@ -38,6 +38,11 @@
 // Z3-7B-NEXT:   "all_reduce_count": 1,
 // Z3-7B-NEXT:   "reduce_scatter_bytes": 12250000000,
 // Z3-7B-NEXT:   "reduce_scatter_count": 1
+// On one rank the reductions fold to conversions (dist.convert): zero1 still
+// holds the f32 gradient whole (28 GB) until its conversion to bf16.
+// RUN: shardc-opt %S/Inputs/7b.mlir --shardc-pipeline="strategy=zero1 mesh=1 reduce-dtype=bf16 format=json output=-" -o /dev/null | FileCheck %s --check-prefix=Z1-ONE
+// Z1-ONE:       "grads_bytes": 28000000000,
+// Z1-ONE:       "model_state_bytes": 112000000000,
 // DDP-7B:       "all_reduce_bytes": 24500000007,
 // DDP-7B-NEXT:  "all_reduce_count": 2,
 // DDP-7B:       "model_state_bytes": 112000000000,

@@ -183,13 +183,14 @@ LedgerReport Ledger::build() {
           held = v;
         break;
       }
-      if (!isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp,
-                           AllReduceOp, AllReduceStartOp>(def))
+      // Reductions, and the conversions they fold to on one rank.
+      if (!isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp, AllReduceOp,
+                           AllReduceStartOp, ConvertOp>(def))
         break;
       v = def->getOperand(0);
       // zero1 holds the gradient whole until its reduce-scatter.
       if (report.strategy == "zero1" &&
-          isa<ReduceScatterOp, ReduceScatterStartOp>(def))
+          isa<ReduceScatterOp, ReduceScatterStartOp, ConvertOp>(def))
         held = v;
     }
     report.gradBytes += getBufferBytes(held);
