@@ -522,16 +522,25 @@ run_kernel_test() {
 # SHARDC_GEMM_EPILOGUES=off for every later run, the GPU against the CPU
 # check included. Where the kernel test did not run (PHASES without check),
 # a setting the caller made stands; without one, off.
+# gate_unchecked LABEL VARIABLE DEFAULT: where nothing can check the setting
+# (no GPU; or the kernel test did not run and the caller set VARIABLE), says
+# what stands and succeeds; else fails, and the gate decides.
+gate_unchecked() {
+  local value="${!2:-}"
+  if [ "$HAVE_GPU" != 1 ]; then
+    say "$1: ${value:-$3} (not checked: no GPU)"
+    return 0
+  fi
+  if [ ! -s "$WORK/logs/cudakernels.out" ] && [ -n "$value" ]; then
+    record "$1" "$value for the runs below, as set (the kernel test did not run)"
+    return 0
+  fi
+  return 1
+}
+
 gate_epilogues() {
   local kt="$WORK/logs/cudakernels.out" passed failed fused unfused why
-  if [ "$HAVE_GPU" != 1 ]; then
-    say "gemm epilogues: ${SHARDC_GEMM_EPILOGUES:-on} (not checked: no GPU)"
-    return 0
-  fi
-  if [ ! -s "$kt" ] && [ -n "${SHARDC_GEMM_EPILOGUES:-}" ]; then
-    record "gemm epilogues" "$SHARDC_GEMM_EPILOGUES for the runs below, as set (the kernel test did not run)"
-    return 0
-  fi
+  gate_unchecked "gemm epilogues" SHARDC_GEMM_EPILOGUES on && return 0
   if [ ! -s "$kt" ]; then
     export SHARDC_GEMM_EPILOGUES=off
     record "gemm epilogues" "OFF for every run below (SHARDC_GEMM_EPILOGUES=off): the kernel test did not run"
@@ -576,18 +585,11 @@ all_flash_checks_passed() {
 }
 gate_attention() {
   local kt="$WORK/logs/cudakernels.out"
-  if [ "$HAVE_GPU" != 1 ]; then
-    say "attention: ${SHARDC_ATTENTION:-flash} (not checked: no GPU)"
-    return 0
-  fi
-  if [ ! -s "$kt" ] && [ -n "${SHARDC_ATTENTION:-}" ]; then
-    record "attention" "$SHARDC_ATTENTION for the runs below, as set (the kernel test did not run)"
-    return 0
-  fi
+  gate_unchecked "attention" SHARDC_ATTENTION flash && return 0
   if all_flash_checks_passed; then
     record "attention" "${SHARDC_ATTENTION:-flash} for the runs below (the kernel test's flash checks passed)"
   else
-    grep '^FAIL.*(flash' "$kt" | head -n 10 | sed 's/^/     /'
+    grep '^FAIL.*(flash' "$kt" 2>/dev/null | head -n 10 | sed 's/^/     /'
     export SHARDC_ATTENTION=gemm
     record "attention" "GEMMs for every run below (SHARDC_ATTENTION=gemm): the kernel test did not run to its end with every flash check passed"
     NOTES+=("attention through GEMMs (SHARDC_ATTENTION=gemm) for every run after the kernel test: it did not run to its end with every flash check passed")

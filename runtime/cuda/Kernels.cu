@@ -911,10 +911,28 @@ struct RowSoftmax {
 };
 
 /// A row is read once, so the latency of its loads is its cost: the row
-/// loops of the cross-entropy kernels keep this many loads in flight per
-/// thread (the elements j, j + B, j + 2B, ... of a block of B threads, in
-/// the order a one-load loop visits them).
+/// loops of the cross-entropy kernels (forThreadsElements) keep this many
+/// loads in flight per thread.
 constexpr int kRowLoads = 4;
+
+/// Calls f(j, l[j]) (as f32) for this thread's elements of a row of v,
+/// j = threadIdx.x, + blockDim.x, ... in order, loading kRowLoads of them
+/// before using them.
+template <typename T, typename F>
+__device__ void forThreadsElements(const T *l, int64_t v, F f) {
+  int64_t stride = blockDim.x, j = threadIdx.x;
+  for (; j + (kRowLoads - 1) * stride < v; j += kRowLoads * stride) {
+    float x[kRowLoads];
+#pragma unroll
+    for (int u = 0; u < kRowLoads; ++u)
+      x[u] = load(l[j + u * stride]);
+#pragma unroll
+    for (int u = 0; u < kRowLoads; ++u)
+      f(j + u * stride, x[u]);
+  }
+  for (; j < v; j += stride)
+    f(j, load(l[j]));
+}
 
 /// Adds logit x to a thread's running max and sum (rowSoftmax).
 __device__ void addToSoftmax(float x, float &max, double &sum) {
@@ -931,18 +949,8 @@ __device__ void addToSoftmax(float x, float &max, double &sum) {
 template <typename T> __device__ RowSoftmax rowSoftmax(const T *l, int64_t v) {
   float max = -INFINITY;
   double sum = 0.0;
-  int64_t stride = blockDim.x, j = threadIdx.x;
-  for (; j + (kRowLoads - 1) * stride < v; j += kRowLoads * stride) {
-    float x[kRowLoads];
-#pragma unroll
-    for (int u = 0; u < kRowLoads; ++u)
-      x[u] = load(l[j + u * stride]);
-#pragma unroll
-    for (int u = 0; u < kRowLoads; ++u)
-      addToSoftmax(x[u], max, sum);
-  }
-  for (; j < v; j += stride)
-    addToSoftmax(load(l[j]), max, sum);
+  forThreadsElements(l, v,
+                     [&](int64_t, float x) { addToSoftmax(x, max, sum); });
   float rowMax = blockReduce(max, MaxOp(), -INFINITY);
   // A thread that saw only -inf (or nothing) adds 0, not 0 x exp(NaN).
   if (sum != 0.0)
@@ -1001,24 +1009,12 @@ __global__ void crossEntropyGradKernel(const float *dloss, const T *logits,
     RowSoftmax softmax = rowSoftmax(l, v);
     float factor = static_cast<float>(perRow / softmax.sum);
     int64_t target = targets[row];
-    auto gradient = [&](int64_t j, float x) {
+    forThreadsElements(l, v, [&](int64_t j, float x) {
       float value = expf(x - softmax.max) * factor;
       if (j == target)
         value -= perRowF;
       out[j] = store<T>(value);
-    };
-    int64_t stride = blockDim.x, j = threadIdx.x;
-    for (; j + (kRowLoads - 1) * stride < v; j += kRowLoads * stride) {
-      float x[kRowLoads];
-#pragma unroll
-      for (int u = 0; u < kRowLoads; ++u)
-        x[u] = load(l[j + u * stride]);
-#pragma unroll
-      for (int u = 0; u < kRowLoads; ++u)
-        gradient(j + u * stride, x[u]);
-    }
-    for (; j < v; j += stride)
-      gradient(j, load(l[j]));
+    });
   }
 }
 
