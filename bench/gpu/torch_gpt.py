@@ -61,6 +61,10 @@ def parse():
     p.add_argument("--hidden", type=int, default=768)
     p.add_argument("--heads", type=int, default=12)
     p.add_argument("--vocab", type=int, default=50257)
+    p.add_argument("--pad-vocab", type=int, default=1,
+                   help="pad wte and the LM head to a multiple of this many "
+                   "rows, as nanoGPT's vocab_size=50304 (shardc-gen gpt "
+                   "--pad-vocab); tokens stay below --vocab")
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
@@ -74,7 +78,10 @@ def parse():
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--name", default=None)
     p.add_argument("--out", required=True, help="the JSON row to write")
-    return p.parse_args()
+    a = p.parse_args()
+    if a.pad_vocab < 1:
+        p.error("--pad-vocab must be positive, got %d" % a.pad_vocab)
+    return a
 
 
 def build_model_classes(torch):
@@ -130,15 +137,19 @@ def build_model_classes(torch):
     class GPT(nn.Module):
         def __init__(self, a):
             super().__init__()
-            self.vocab = a.vocab
+            # nanoGPT's padding: the softmax runs over the padded rows too
+            # (no token ever targets them, so training pushes their logits
+            # down); shardc's loss skips them (train.cross_entropy's
+            # `classes`). The GEMMs, most of the work, are the same.
+            self.vocab = -(-a.vocab // a.pad_vocab) * a.pad_vocab
             self.transformer = nn.ModuleDict(dict(
-                wte=nn.Embedding(a.vocab, a.hidden),
+                wte=nn.Embedding(self.vocab, a.hidden),
                 wpe=nn.Embedding(a.seq, a.hidden),
                 h=nn.ModuleList(Block(a.hidden, a.heads, a.attention)
                                 for _ in range(a.layers)),
                 ln_f=nn.LayerNorm(a.hidden, eps=1e-5),
             ))
-            self.lm_head = nn.Linear(a.hidden, a.vocab, bias=False)
+            self.lm_head = nn.Linear(a.hidden, self.vocab, bias=False)
             self.lm_head.weight = self.transformer.wte.weight  # tied
             proj_std = 0.02 / math.sqrt(2 * a.layers)
             with torch.no_grad():

@@ -958,16 +958,16 @@ template <typename T> __device__ RowSoftmax rowSoftmax(const T *l, int64_t v) {
   return {rowMax, blockReduce(sum, SumOp(), 0.0)};
 }
 
-/// One block per row: rowLoss[row] = log sum_j exp(l_j - max) + max - l_t.
+/// One block per row: rowLoss[row] = log sum_j exp(l_j - max) + max - l_t
+/// over the row's first v logits (rows ld apart).
 template <typename T>
-__global__ void crossEntropyRowsKernel(const T *logits,
-                                       const int32_t *targets, double *rowLoss,
-                                       int64_t n, int64_t v,
-                                       const ErrorSlot *slot) {
+__global__ void crossEntropyRowsKernel(const T *logits, const int32_t *targets,
+                                       double *rowLoss, int64_t n, int64_t v,
+                                       int64_t ld, const ErrorSlot *slot) {
   if (failed(slot))
     return; // uniform over the block
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
-    const T *l = logits + row * v;
+    const T *l = logits + row * ld;
     RowSoftmax softmax = rowSoftmax(l, v);
     if (threadIdx.x == 0)
       rowLoss[row] = log(softmax.sum) + static_cast<double>(softmax.max) -
@@ -990,22 +990,23 @@ __global__ void meanLossKernel(const double *rowLoss, int64_t n, float *loss,
 }
 
 /// One block per row: dlogits = (softmax - onehot) * *dloss / n, from two
-/// passes over the row (rowSoftmax's, then the output's). The exponentials
-/// are computed twice, for the row's sum and for the output, so that a bf16
-/// output is rounded once. dlogits may be logits: every read of the row
-/// comes before rowSoftmax's last barrier, or reads the element written.
+/// passes over the row's first v logits (rowSoftmax's, then the output's),
+/// and 0 in its padding [v, ld). The exponentials are computed twice, for
+/// the row's sum and for the output, so that a bf16 output is rounded once.
+/// dlogits may be logits: every read of the row comes before rowSoftmax's
+/// last barrier, or reads the element written.
 template <typename T>
 __global__ void crossEntropyGradKernel(const float *dloss, const T *logits,
                                        const int32_t *targets, T *dlogits,
-                                       int64_t n, int64_t v,
+                                       int64_t n, int64_t v, int64_t ld,
                                        const ErrorSlot *slot) {
   if (failed(slot))
     return;
   double perRow = static_cast<double>(*dloss) / static_cast<double>(n);
   float perRowF = static_cast<float>(perRow);
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
-    const T *l = logits + row * v;
-    T *out = dlogits + row * v;
+    const T *l = logits + row * ld;
+    T *out = dlogits + row * ld;
     RowSoftmax softmax = rowSoftmax(l, v);
     float factor = static_cast<float>(perRow / softmax.sum);
     int64_t target = targets[row];
@@ -1015,6 +1016,8 @@ __global__ void crossEntropyGradKernel(const float *dloss, const T *logits,
         value -= perRowF;
       out[j] = store<T>(value);
     });
+    for (int64_t j = v + threadIdx.x; j < ld; j += blockDim.x)
+      out[j] = store<T>(0.0f);
   }
 }
 
@@ -1740,13 +1743,13 @@ void sumTo(Kernels *k, const T *x, float *y, int64_t outer, int64_t inner) {
 /// __nv_bfloat16 (read as f32; the loss is f32, the gradient rounded once).
 template <typename T>
 void crossEntropy(Kernels *k, const T *logits, const int32_t *targets,
-                  float *loss, int64_t n, int64_t v) {
+                  float *loss, int64_t n, int64_t v, int64_t ld) {
   checkIds(k, targets, n, v, kOpCrossEntropy);
   double *rowLoss = nullptr;
   if (n > 0) {
     rowLoss = static_cast<double *>(scratch(k, pieceBytes<double>(n)));
     crossEntropyRowsKernel<<<rowBlockGrid(k, n), kRowThreads, 0, k->stream>>>(
-        logits, targets, rowLoss, n, v, k->slot);
+        logits, targets, rowLoss, n, v, ld, k->slot);
     SHARDC_CUDA_CHECK_LAUNCH();
   }
   meanLossKernel<<<1, 1024, 0, k->stream>>>(rowLoss, n, loss, k->slot);
@@ -1755,13 +1758,13 @@ void crossEntropy(Kernels *k, const T *logits, const int32_t *targets,
 
 template <typename T>
 void crossEntropyGrad(Kernels *k, const float *dloss, const T *logits,
-                      const int32_t *targets, T *dlogits, int64_t n,
-                      int64_t v) {
+                      const int32_t *targets, T *dlogits, int64_t n, int64_t v,
+                      int64_t ld) {
   checkIds(k, targets, n, v, kOpCrossEntropyGrad);
   if (n <= 0 || v <= 0)
     return;
   crossEntropyGradKernel<<<rowBlockGrid(k, n), kRowThreads, 0, k->stream>>>(
-      dloss, logits, targets, dlogits, n, v, k->slot);
+      dloss, logits, targets, dlogits, n, v, ld, k->slot);
   SHARDC_CUDA_CHECK_LAUNCH();
 }
 
@@ -1968,9 +1971,9 @@ void shardc_rt_cuda_attention_f32(shardc_rt_cuda_kernels *k, const float *qkv,
 void shardc_rt_cuda_cross_entropy_f32(shardc_rt_cuda_kernels *k,
                                       const float *logits,
                                       const int32_t *targets, float *loss,
-                                      int64_t n, int64_t v) {
+                                      int64_t n, int64_t v, int64_t ld) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_f32");
-  crossEntropy(k, logits, targets, loss, n, v);
+  crossEntropy(k, logits, targets, loss, n, v, ld);
 }
 
 void shardc_rt_cuda_iota_i32(shardc_rt_cuda_kernels *k, int32_t *out,
@@ -2062,14 +2065,11 @@ void shardc_rt_cuda_attention_grad_f32(shardc_rt_cuda_kernels *k,
   attentionGrad(k, dy, qkv, out, lse, dqkv, b, t, c, heads);
 }
 
-void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
-                                           const float *dloss,
-                                           const float *logits,
-                                           const int32_t *targets,
-                                           float *dlogits, int64_t n,
-                                           int64_t v) {
+void shardc_rt_cuda_cross_entropy_grad_f32(
+    shardc_rt_cuda_kernels *k, const float *dloss, const float *logits,
+    const int32_t *targets, float *dlogits, int64_t n, int64_t v, int64_t ld) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_grad_f32");
-  crossEntropyGrad(k, dloss, logits, targets, dlogits, n, v);
+  crossEntropyGrad(k, dloss, logits, targets, dlogits, n, v, ld);
 }
 
 void shardc_rt_cuda_adamw_multi_f32(shardc_rt_cuda_kernels *k,
@@ -2376,9 +2376,9 @@ void shardc_rt_cuda_attention_grad_bf16(
 void shardc_rt_cuda_cross_entropy_bf16(shardc_rt_cuda_kernels *k,
                                        const shardc_rt_bf16 *logits,
                                        const int32_t *targets, float *loss,
-                                       int64_t n, int64_t v) {
+                                       int64_t n, int64_t v, int64_t ld) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_bf16");
-  crossEntropy(k, bf(logits), targets, loss, n, v);
+  crossEntropy(k, bf(logits), targets, loss, n, v, ld);
 }
 
 void shardc_rt_cuda_cross_entropy_grad_bf16(shardc_rt_cuda_kernels *k,
@@ -2386,9 +2386,9 @@ void shardc_rt_cuda_cross_entropy_grad_bf16(shardc_rt_cuda_kernels *k,
                                             const shardc_rt_bf16 *logits,
                                             const int32_t *targets,
                                             shardc_rt_bf16 *dlogits, int64_t n,
-                                            int64_t v) {
+                                            int64_t v, int64_t ld) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_grad_bf16");
-  crossEntropyGrad(k, dloss, bf(logits), targets, bf(dlogits), n, v);
+  crossEntropyGrad(k, dloss, bf(logits), targets, bf(dlogits), n, v, ld);
 }
 
 void shardc_rt_cuda_sum_to_bf16(shardc_rt_cuda_kernels *k,

@@ -306,7 +306,8 @@ void shardc::rt::cpu::attention(const T *qkv, T *out, T *lse, int64_t b,
 
 template <typename T>
 int64_t shardc::rt::cpu::crossEntropy(const T *logits, const int32_t *targets,
-                                      T *loss, int64_t n, int64_t v) {
+                                      T *loss, int64_t n, int64_t v,
+                                      int64_t ld) {
   int64_t bad = firstBadId(targets, n, v);
   if (bad >= 0)
     return bad;
@@ -315,7 +316,7 @@ int64_t shardc::rt::cpu::crossEntropy(const T *logits, const int32_t *targets,
   // large vocabulary and many rows lose nothing in f32.
   double total = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const T *row = logits + i * v;
+    const T *row = logits + i * ld;
     T maxLogit = *std::max_element(row, row + v);
     double sum = 0;
     for (int64_t j = 0; j < v; ++j)
@@ -503,14 +504,14 @@ void shardc::rt::cpu::attentionGrad(const T *dy, const T *qkv, const T *out,
 template <typename T>
 int64_t shardc::rt::cpu::crossEntropyGrad(const T *dloss, const T *logits,
                                           const int32_t *targets, T *dlogits,
-                                          int64_t n, int64_t v) {
+                                          int64_t n, int64_t v, int64_t ld) {
   int64_t bad = firstBadId(targets, n, v);
   if (bad >= 0)
     return bad;
   double perRow = static_cast<double>(*dloss) / static_cast<double>(n);
   for (int64_t i = 0; i < n; ++i) {
-    const T *row = logits + i * v;
-    T *out = dlogits + i * v;
+    const T *row = logits + i * ld;
+    T *out = dlogits + i * ld;
     // The exponentials go straight into the output, then get normalized:
     // one exp per logit.
     T maxLogit = *std::max_element(row, row + v);
@@ -523,6 +524,7 @@ int64_t shardc::rt::cpu::crossEntropyGrad(const T *dloss, const T *logits,
     for (int64_t j = 0; j < v; ++j)
       out[j] *= factor;
     out[targets[i]] -= static_cast<T>(perRow);
+    std::fill(out + v, out + ld, T(0));
   }
   return -1;
 }
@@ -549,7 +551,7 @@ int64_t shardc::rt::cpu::crossEntropyGrad(const T *dloss, const T *logits,
   template void shardc::rt::cpu::attention<T>(const T *, T *, T *, int64_t,    \
                                               int64_t, int64_t, int64_t);      \
   template int64_t shardc::rt::cpu::crossEntropy<T>(                           \
-      const T *, const int32_t *, T *, int64_t, int64_t);                      \
+      const T *, const int32_t *, T *, int64_t, int64_t, int64_t);             \
   template void shardc::rt::cpu::sumTo<T>(const T *, T *, int64_t, int64_t);   \
   template void shardc::rt::cpu::copy<T>(T *, const T *, int64_t);             \
   template void shardc::rt::cpu::fill<T>(T *, T, int64_t);                     \
@@ -567,7 +569,7 @@ int64_t shardc::rt::cpu::crossEntropyGrad(const T *dloss, const T *logits,
       const T *, const T *, const T *, const T *, T *, int64_t, int64_t,       \
       int64_t, int64_t);                                                       \
   template int64_t shardc::rt::cpu::crossEntropyGrad<T>(                       \
-      const T *, const T *, const int32_t *, T *, int64_t, int64_t);
+      const T *, const T *, const int32_t *, T *, int64_t, int64_t, int64_t);
 
 SHARDC_RT_INSTANTIATE(float)
 SHARDC_RT_INSTANTIATE(double)
@@ -642,9 +644,10 @@ void shardc_rt_attention_f32(const float *qkv, float *out, float *lse,
 }
 
 int64_t shardc_rt_cross_entropy_f32(const float *logits, const int32_t *targets,
-                                    float *loss, int64_t n, int64_t v) {
+                                    float *loss, int64_t n, int64_t v,
+                                    int64_t ld) {
   SHARDC_RT_TIME_KERNEL("cross_entropy_f32");
-  return crossEntropy(logits, targets, loss, n, v);
+  return crossEntropy(logits, targets, loss, n, v, ld);
 }
 
 void shardc_rt_iota_i32(int32_t *out, int64_t n) {
@@ -711,9 +714,9 @@ void shardc_rt_attention_grad_f32(const float *dy, const float *qkv,
 int64_t shardc_rt_cross_entropy_grad_f32(const float *dloss,
                                          const float *logits,
                                          const int32_t *targets, float *dlogits,
-                                         int64_t n, int64_t v) {
+                                         int64_t n, int64_t v, int64_t ld) {
   SHARDC_RT_TIME_KERNEL("cross_entropy_grad_f32");
-  return crossEntropyGrad(dloss, logits, targets, dlogits, n, v);
+  return crossEntropyGrad(dloss, logits, targets, dlogits, n, v, ld);
 }
 
 } // extern "C"

@@ -194,10 +194,10 @@ void shardc_rt_attention_bf16(const shardc_rt_bf16 *qkv, shardc_rt_bf16 *out,
 
 int64_t shardc_rt_cross_entropy_bf16(const shardc_rt_bf16 *logits,
                                      const int32_t *targets, float *loss,
-                                     int64_t n, int64_t v) {
+                                     int64_t n, int64_t v, int64_t ld) {
   SHARDC_RT_TIME_KERNEL("cross_entropy_bf16");
-  Floats fl = wide(logits, n * v);
-  return shardc_rt_cross_entropy_f32(fl.data(), targets, loss, n, v);
+  Floats fl = wide(logits, n * ld);
+  return shardc_rt_cross_entropy_f32(fl.data(), targets, loss, n, v, ld);
 }
 
 void shardc_rt_sum_to_bf16(const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
@@ -286,11 +286,11 @@ int64_t shardc_rt_cross_entropy_grad_bf16(const float *dloss,
                                           const shardc_rt_bf16 *logits,
                                           const int32_t *targets,
                                           shardc_rt_bf16 *dlogits, int64_t n,
-                                          int64_t v) {
+                                          int64_t v, int64_t ld) {
   SHARDC_RT_TIME_KERNEL("cross_entropy_grad_bf16");
-  Floats fl = wide(logits, n * v), fd(n * v);
+  Floats fl = wide(logits, n * ld), fd(n * ld);
   int64_t bad = shardc_rt_cross_entropy_grad_f32(dloss, fl.data(), targets,
-                                                 fd.data(), n, v);
+                                                 fd.data(), n, v, ld);
   if (bad < 0)
     store(dlogits, fd);
   return bad;

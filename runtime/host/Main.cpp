@@ -397,9 +397,13 @@ void openData(shardc_rt_context &ctx, const Flags &flags) {
                            "inputs [B, T] (tokens, targets); @" +
               std::string(m.name) + " has other inputs";
     } else {
+      // A token is an input and, a position later, a target: it must lie
+      // below both bounds (a padded embedding has more rows than the
+      // loss has classes).
       TokenData data;
       error = TokenData::tryOpen(flags.data, m.inputs[0].shape[1],
-                                 m.inputs[0].bound, "--data", data);
+                                 std::min(m.inputs[0].bound, m.inputs[1].bound),
+                                 "--data", data);
       if (error.empty())
         ctx.data->tokens = std::move(data);
     }

@@ -449,31 +449,35 @@ void testAttention(shardc_rt_cuda_kernels *k, int64_t b, int64_t t, int64_t c,
   compare("attention_grad " + name, dgrad.download(), grad, tolerance);
 }
 
-void testCrossEntropy(int64_t n, int64_t v) {
-  Floats logits = random(n * v, -3.0f, 3.0f);
+/// Rows of ld logits, the first v of them classes (ld > v: padding, as
+/// train.cross_entropy's `classes` makes; its gradient must be written 0).
+void testCrossEntropy(int64_t n, int64_t v, int64_t ld) {
+  Floats logits = random(n * ld, -3.0f, 3.0f);
   Ids targets = randomIds(n, static_cast<int32_t>(std::max<int64_t>(v, 1)));
-  Buffer<float> dlogits(logits), dloss(1), dgrad(n * v);
+  Buffer<float> dlogits(logits), dloss(1), dgrad(Floats(n * ld, 6.0f));
   Buffer<int32_t> dtargets(targets);
   shardc_rt_cuda_fill_f32(kernels, dloss.get(), 5.0f, 1); // overwritten
   shardc_rt_cuda_cross_entropy_f32(kernels, dlogits.get(), dtargets.get(),
-                                   dloss.get(), n, v);
+                                   dloss.get(), n, v, ld);
   Doubles wlogits = widen(logits), loss(1);
-  cpu::crossEntropy<double>(wlogits.data(), targets.data(), loss.data(), n, v);
-  std::string name = shape({n, v});
+  cpu::crossEntropy<double>(wlogits.data(), targets.data(), loss.data(), n, v,
+                            ld);
+  std::string name = shape({n, v}) + (ld > v ? " of " + shape({n, ld}) : "");
   compare("cross_entropy " + name, dloss.download(), loss);
   // dloss = 2.5 n: per-row cotangent 2.5, gradients of O(1 / v) and O(1).
   float seed = 2.5f * static_cast<float>(n);
   Buffer<float> dseed(Floats{seed});
   shardc_rt_cuda_cross_entropy_grad_f32(kernels, dseed.get(), dlogits.get(),
-                                        dtargets.get(), dgrad.get(), n, v);
-  Doubles grad(n * v), wseed{seed};
+                                        dtargets.get(), dgrad.get(), n, v, ld);
+  Doubles grad(n * ld), wseed{seed};
   if (n > 0)
     cpu::crossEntropyGrad<double>(wseed.data(), wlogits.data(), targets.data(),
-                                  grad.data(), n, v);
+                                  grad.data(), n, v, ld);
   compare("cross_entropy_grad " + name, dgrad.download(), grad);
   // Written over the logits, as a step does where they die there.
   shardc_rt_cuda_cross_entropy_grad_f32(kernels, dseed.get(), dlogits.get(),
-                                        dtargets.get(), dlogits.get(), n, v);
+                                        dtargets.get(), dlogits.get(), n, v,
+                                        ld);
   compare("cross_entropy_grad in place " + name, dlogits.download(), grad);
   expectNoIndexError("cross_entropy " + name);
 }
@@ -531,7 +535,7 @@ void testIndexChecks() {
       dgrad(Floats(rows * vocab, 6.0f));
   Buffer<int32_t> dtargets(targets);
   shardc_rt_cuda_cross_entropy_f32(kernels, dlogits.get(), dtargets.get(),
-                                   dloss.get(), rows, vocab);
+                                   dloss.get(), rows, vocab, vocab);
   Ids goodIdsButOne = randomIds(n, static_cast<int32_t>(v));
   goodIdsButOne[1] = 1 << 30;
   Buffer<int32_t> dids2(goodIdsButOne);
@@ -544,7 +548,7 @@ void testIndexChecks() {
                                dout.get(), n, v, c);
   Floats hostLoss(1, 5.0f);
   cpuBad = shardc_rt_cross_entropy_f32(logits.data(), targets.data(),
-                                       hostLoss.data(), rows, vocab);
+                                       hostLoss.data(), rows, vocab, vocab);
   report(cpuBad == 3, "cross_entropy: the CPU kernel finds position 3",
          "got " + std::to_string(cpuBad));
   expectUntouched("cross_entropy with a bad target", dloss.download(), 5.0f);
@@ -566,7 +570,7 @@ void testIndexChecks() {
   Buffer<float> dseed(Floats{1.0f});
   shardc_rt_cuda_cross_entropy_grad_f32(kernels, dseed.get(), dlogits.get(),
                                         dtargets.get(), dgrad.get(), rows,
-                                        vocab);
+                                        vocab, vocab);
   expectUntouched("cross_entropy_grad with a bad target", dgrad.download(),
                   6.0f);
   expectIndexError("cross_entropy_grad: bad target at the last row", rows - 1,
@@ -711,28 +715,33 @@ void testBf16(int64_t rows, int64_t c, int64_t v) {
   shardc_rt_sum_to_bf16(x.data(), wantc.data(), rows, c);
   compareBf16("sum_to" + tag, outc.download(), wantc);
 
-  // Cross-entropy over rows x v logits, and the embedding of v rows.
-  Halves logits = halves(random(rows * v, -3.0f, 3.0f));
+  // Cross-entropy over rows of v classes padded to ld logits (the padding's
+  // gradient written 0), and the embedding of v rows.
+  int64_t ld = v + 3;
+  Halves logits = halves(random(rows * ld, -3.0f, 3.0f));
   Ids targets = randomIds(rows, static_cast<int32_t>(v));
-  Buffer<shardc_rt_bf16> dlogits(logits), dgrad(rows * v);
+  Buffer<shardc_rt_bf16> dlogits(logits),
+      dgrad(halves(Floats(rows * ld, 6.0f)));
   Buffer<int32_t> dtargets(targets);
   Buffer<float> dloss(1), dseed(Floats{1.0f});
   shardc_rt_cuda_cross_entropy_bf16(kernels, dlogits.get(), dtargets.get(),
-                                    dloss.get(), rows, v);
+                                    dloss.get(), rows, v, ld);
   float loss = 0.0f, seed = 1.0f;
-  shardc_rt_cross_entropy_bf16(logits.data(), targets.data(), &loss, rows, v);
+  shardc_rt_cross_entropy_bf16(logits.data(), targets.data(), &loss, rows, v,
+                               ld);
   compare("cross_entropy" + tag + " (bf16 logits)", dloss.download(),
           Doubles{loss}, kTolerance);
   shardc_rt_cuda_cross_entropy_grad_bf16(kernels, dseed.get(), dlogits.get(),
-                                         dtargets.get(), dgrad.get(), rows, v);
-  Halves gw(rows * v);
+                                         dtargets.get(), dgrad.get(), rows, v,
+                                         ld);
+  Halves gw(rows * ld);
   shardc_rt_cross_entropy_grad_bf16(&seed, logits.data(), targets.data(),
-                                    gw.data(), rows, v);
+                                    gw.data(), rows, v, ld);
   compareBf16("cross_entropy_grad" + tag, dgrad.download(), gw);
   // Written over the logits, as a step does where they die there.
   shardc_rt_cuda_cross_entropy_grad_bf16(kernels, dseed.get(), dlogits.get(),
-                                         dtargets.get(), dlogits.get(), rows,
-                                         v);
+                                         dtargets.get(), dlogits.get(), rows, v,
+                                         ld);
   compareBf16("cross_entropy_grad in place" + tag, dlogits.download(), gw);
   Halves table = halves(random(v * c));
   Buffer<shardc_rt_bf16> dtable(table), dtgrad(v * c);
@@ -1435,10 +1444,12 @@ int main() {
   testAttention(kernels, 1, 33, 16, 1, 3.0f);
   testAttention(kernels, 4, 64, 96, 2, 2.0f);
 
-  testCrossEntropy(1100, 77);
-  testCrossEntropy(3, 5003);
-  testCrossEntropy(1, 1);
-  testCrossEntropy(0, 10);
+  testCrossEntropy(1100, 77, 77);
+  testCrossEntropy(3, 5003, 5003);
+  testCrossEntropy(1, 1, 1);
+  testCrossEntropy(0, 10, 10);
+  testCrossEntropy(300, 5003, 5056); // padded to a multiple of 64
+  testCrossEntropy(5, 1, 8);
 
   testIndexChecks();
   testAdamw();

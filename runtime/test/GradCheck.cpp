@@ -581,7 +581,7 @@ void checkCrossEntropy() {
   Vec logits = random(n * v, -3, 3);
   double loss = 0;
   int64_t status =
-      cpu::crossEntropy(logits.data(), targets.data(), &loss, n, v);
+      cpu::crossEntropy(logits.data(), targets.data(), &loss, n, v, v);
   check("cross_entropy forward", {loss},
         {naiveCrossEntropy(logits, targets, n, v)});
   check("cross_entropy returns -1 when valid", {double(status)}, {-1});
@@ -592,18 +592,18 @@ void checkCrossEntropy() {
   for (double &l : shifted)
     l += 1000;
   double shiftedLoss = 0;
-  cpu::crossEntropy(shifted.data(), targets.data(), &shiftedLoss, n, v);
+  cpu::crossEntropy(shifted.data(), targets.data(), &shiftedLoss, n, v, v);
   check("cross_entropy forward, logits + 1000", {shiftedLoss}, {loss});
 
   const double dloss = 0.7;
   auto lossFn = [&] {
     double value = 0;
-    cpu::crossEntropy(logits.data(), targets.data(), &value, n, v);
+    cpu::crossEntropy(logits.data(), targets.data(), &value, n, v, v);
     return value * dloss;
   };
   Vec dlogits(n * v);
   status = cpu::crossEntropyGrad(&dloss, logits.data(), targets.data(),
-                                 dlogits.data(), n, v);
+                                 dlogits.data(), n, v, v);
   check("cross_entropy_grad", dlogits, numericGradient(logits, lossFn));
   check("cross_entropy_grad returns -1 when valid", {double(status)}, {-1});
 
@@ -612,9 +612,9 @@ void checkCrossEntropy() {
   Ids zeros = {0, 0, 0};
   double singleLoss = 5;
   Vec dsingle(3, 7.0);
-  cpu::crossEntropy(single.data(), zeros.data(), &singleLoss, 3, 1);
+  cpu::crossEntropy(single.data(), zeros.data(), &singleLoss, 3, 1, 1);
   cpu::crossEntropyGrad(&dloss, single.data(), zeros.data(), dsingle.data(), 3,
-                        1);
+                        1, 1);
   check("cross_entropy, one class: loss 0, grad 0",
         {singleLoss, dsingle[0], dsingle[1], dsingle[2]}, {0, 0, 0, 0});
 
@@ -624,18 +624,48 @@ void checkCrossEntropy() {
     badTargets[2] = bad;
     std::string what = bad < 0 ? "-1" : "V";
     double untouched = 7;
-    status =
-        cpu::crossEntropy(logits.data(), badTargets.data(), &untouched, n, v);
+    status = cpu::crossEntropy(logits.data(), badTargets.data(), &untouched, n,
+                               v, v);
     check("cross_entropy target " + what + ": position, no write",
           {double(status), untouched}, {2, 7});
     Vec grad(n * v, 7.0);
     status = cpu::crossEntropyGrad(&dloss, logits.data(), badTargets.data(),
-                                   grad.data(), n, v);
+                                   grad.data(), n, v, v);
     check("cross_entropy_grad target " + what + ": position, no write",
           {double(status), *std::max_element(grad.begin(), grad.end()),
            *std::min_element(grad.begin(), grad.end())},
           {2, 7, 7});
   }
+
+  // Padding (train.cross_entropy's `classes`): rows of ld = v + 3 logits,
+  // the first v of them classes. The loss and the classes' gradient are the
+  // unpadded ones, whatever the padding holds; the padding's gradient is 0,
+  // also in place; a target in the padding is out of range.
+  const int64_t ld = v + 3;
+  Vec padded(n * ld), gradPadded(n * ld, 7.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < ld; ++j)
+      padded[i * ld + j] = j < v ? logits[i * v + j] : 50.0 + double(j);
+  double paddedLoss = 0;
+  status =
+      cpu::crossEntropy(padded.data(), targets.data(), &paddedLoss, n, v, ld);
+  check("cross_entropy with padding: the unpadded loss",
+        {paddedLoss, double(status)}, {loss, -1});
+  Vec wantPadded(n * ld, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    std::copy_n(dlogits.begin() + i * v, v, wantPadded.begin() + i * ld);
+  cpu::crossEntropyGrad(&dloss, padded.data(), targets.data(),
+                        gradPadded.data(), n, v, ld);
+  check("cross_entropy_grad with padding: padding 0", gradPadded, wantPadded);
+  cpu::crossEntropyGrad(&dloss, padded.data(), targets.data(), padded.data(), n,
+                        v, ld);
+  check("cross_entropy_grad with padding, in place", padded, wantPadded);
+  Ids inPadding = targets;
+  inPadding[1] = int32_t(v + 1);
+  check("cross_entropy target in the padding: out of range",
+        {double(cpu::crossEntropy(logits.data(), inPadding.data(), &paddedLoss,
+                                  n, v, ld))},
+        {1});
 }
 
 void checkHelpers() {
@@ -791,30 +821,30 @@ void checkFloatAbi() {
     std::vector<float> dlogitsf(count * v);
     double loss = 0, dloss = 1.5;
     float lossf = 0, dlossf = 1.5f;
-    cpu::crossEntropy(logits.data(), targets.data(), &loss, count, v);
+    cpu::crossEntropy(logits.data(), targets.data(), &loss, count, v, v);
     int64_t status = shardc_rt_cross_entropy_f32(
-        toFloat(logits).data(), targets.data(), &lossf, count, v);
+        toFloat(logits).data(), targets.data(), &lossf, count, v, v);
     compare("cross_entropy", {lossf}, {loss});
     cpu::crossEntropyGrad(&dloss, logits.data(), targets.data(), dlogits.data(),
-                          count, v);
+                          count, v, v);
     int64_t gradStatus = shardc_rt_cross_entropy_grad_f32(
         &dlossf, toFloat(logits).data(), targets.data(), dlogitsf.data(), count,
-        v);
+        v, v);
     compare("cross_entropy_grad", dlogitsf, dlogits);
     // Written over the logits, as a step does where they die there.
     std::vector<float> inPlace = toFloat(logits);
     shardc_rt_cross_entropy_grad_f32(&dlossf, inPlace.data(), targets.data(),
-                                     inPlace.data(), count, v);
+                                     inPlace.data(), count, v, v);
     compare("cross_entropy_grad in place", inPlace, dlogits);
     Ids bad = targets;
     bad[1] = int32_t(v);
     check("f32 cross_entropy statuses",
           {double(status), double(gradStatus),
            double(shardc_rt_cross_entropy_f32(toFloat(logits).data(),
-                                              bad.data(), &lossf, count, v)),
+                                              bad.data(), &lossf, count, v, v)),
            double(shardc_rt_cross_entropy_grad_f32(
                &dlossf, toFloat(logits).data(), bad.data(), dlogitsf.data(),
-               count, v))},
+               count, v, v))},
           {-1, -1, 1, 1});
   }
 }

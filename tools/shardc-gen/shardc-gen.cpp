@@ -79,6 +79,13 @@ llvm::cl::opt<int64_t>
     vocabOpt("vocab", llvm::cl::desc("gpt: vocabulary size (default 256)"),
              llvm::cl::value_desc("n"), llvm::cl::init(256),
              llvm::cl::cat(genCategory));
+llvm::cl::opt<int64_t> padVocabOpt(
+    "pad-vocab",
+    llvm::cl::desc("gpt: pad the token embedding's rows, and so the logits, "
+                   "to a multiple of n; the loss ignores the padding "
+                   "(default 1: none; 128 turns GPT-2's 50257 into llm.c's "
+                   "50304)"),
+    llvm::cl::value_desc("n"), llvm::cl::init(1), llvm::cl::cat(genCategory));
 llvm::cl::opt<int64_t>
     seqOpt("seq", llvm::cl::desc("gpt: sequence length (default 32)"),
            llvm::cl::value_desc("n"), llvm::cl::init(32),
@@ -276,10 +283,16 @@ public:
                                static_cast<uint64_t>(heads))
         .getResult();
   }
-  Value crossEntropy(Value logits, Value targets) {
+  /// The loss over the first `classes` logits of a position (all of them
+  /// where classes is the last dimension).
+  Value crossEntropy(Value logits, Value targets, int64_t classes) {
     // The loss is an f32 scalar whatever the activations' element type.
     auto scalar = RankedTensorType::get({}, builder.getF32Type());
-    return CrossEntropyOp::create(builder, loc, scalar, logits, targets);
+    IntegerAttr classesAttr;
+    if (classes != shapeOf(logits).back())
+      classesAttr = builder.getI64IntegerAttr(classes);
+    return CrossEntropyOp::create(builder, loc, scalar, logits, targets,
+                                  classesAttr);
   }
 
   /// Builds `train.unit name (input) -> resultType`, its body given by `body`
@@ -330,17 +343,26 @@ OwningOpRef<ModuleOp> buildMlp(ModelBuilder &b, ArrayRef<int64_t> sizes,
       return i + 1 < numLayers ? b.gelu(h) : h;
     });
   }
-  b.finish(b.crossEntropy(x, y));
+  b.finish(b.crossEntropy(x, y, sizes.back()));
   return module;
 }
 
 struct GptConfig {
-  int64_t layers, hidden, heads, vocab, seq, batch;
+  int64_t layers, hidden, heads, vocab, padVocab, seq, batch;
+
+  /// Rows of the token embedding: vocab rounded up to a multiple of
+  /// padVocab.
+  int64_t paddedVocab() const {
+    return llvm::divideCeil(vocab, padVocab) * padVocab;
+  }
 };
 
 /// GPT-2 as nanoGPT's `GPT`: parameter names of its state dict, weights
 /// `[out, in]`, N(0, 0.02) weights with the residual projections scaled by
-/// 1/sqrt(2 layers), zero biases, LM head tied to the token embedding.
+/// 1/sqrt(2 layers), zero biases, LM head tied to the token embedding. With
+/// padVocab, the embedding has paddedVocab() rows, as llm.c's: no token
+/// reads the padding rows and the loss ignores their logits, so they only
+/// make the vocabulary-wide GEMMs' rows aligned.
 OwningOpRef<ModuleOp> buildGpt(ModelBuilder &b, const GptConfig &cfg, double lr,
                                double eps, double weightDecay) {
   const int64_t batch = cfg.batch, seq = cfg.seq, c = cfg.hidden;
@@ -352,8 +374,8 @@ OwningOpRef<ModuleOp> buildGpt(ModelBuilder &b, const GptConfig &cfg, double lr,
 
   Value tokens = b.input("tokens", b.indexTensor({batch, seq}));
   Value targets = b.input("targets", b.indexTensor({batch, seq}));
-  Value wte =
-      b.param("transformer.wte.weight", {cfg.vocab, c}, b.normal(initStd));
+  Value wte = b.param("transformer.wte.weight", {cfg.paddedVocab(), c},
+                      b.normal(initStd));
   Value wpe = b.param("transformer.wpe.weight", {seq, c}, b.normal(initStd));
   Value tokEmb = b.embedding(tokens, wte);
   Value posEmb = b.embedding(b.iota(seq), wpe);
@@ -394,7 +416,7 @@ OwningOpRef<ModuleOp> buildGpt(ModelBuilder &b, const GptConfig &cfg, double lr,
   Value lnf = b.layerNorm(x, lnfW, lnfB);
   // The LM head reads the token embedding: nanoGPT ties the two weights.
   Value logits = b.linear(lnf, wte, /*bias=*/Value());
-  b.finish(b.crossEntropy(logits, targets));
+  b.finish(b.crossEntropy(logits, targets, cfg.vocab));
   return module;
 }
 
@@ -422,7 +444,7 @@ int main(int argc, char **argv) {
           "shardc-gen: writes the train IR of a model to stdout\n\n"
           "  shardc-gen mlp [--sizes 64,256,256,10] [--batch 32]\n"
           "  shardc-gen gpt [--layers 2 --hidden 64 --heads 4 --vocab 256 "
-          "--seq 32 --batch 4]\n",
+          "--pad-vocab 1 --seq 32 --batch 4]\n",
           &llvm::errs()))
     return ExitUsage;
 
@@ -460,7 +482,8 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module;
   std::string summary;
   if (isMlp) {
-    if (!rejectUnused({&layersOpt, &hiddenOpt, &headsOpt, &vocabOpt, &seqOpt},
+    if (!rejectUnused({&layersOpt, &hiddenOpt, &headsOpt, &vocabOpt,
+                       &padVocabOpt, &seqOpt},
                       "mlp"))
       return ExitUsage;
     std::optional<SmallVector<int64_t>> sizes = parseSizes(
@@ -475,22 +498,27 @@ int main(int argc, char **argv) {
   } else {
     if (!rejectUnused({&sizesOpt}, "gpt"))
       return ExitUsage;
-    GptConfig cfg{layersOpt, hiddenOpt, headsOpt, vocabOpt, seqOpt, batch};
+    GptConfig cfg{layersOpt,   hiddenOpt, headsOpt, vocabOpt,
+                  padVocabOpt, seqOpt,    batch};
     if (!checkSize("--layers", cfg.layers, kMaxLayers) ||
         !checkSize("--hidden", cfg.hidden) ||
         !checkSize("--heads", cfg.heads) || !checkSize("--vocab", cfg.vocab) ||
-        !checkSize("--seq", cfg.seq))
+        !checkSize("--pad-vocab", cfg.padVocab) || !checkSize("--seq", cfg.seq))
       return ExitUsage;
     if (cfg.hidden % cfg.heads != 0)
       return usageError("--hidden " + llvm::Twine(cfg.hidden) +
                         " is not divisible by --heads " +
                         llvm::Twine(cfg.heads));
     module = buildGpt(builder, cfg, lr, epsOpt, weightDecay);
-    summary = ("gpt: " + llvm::Twine(cfg.layers) + " layers, hidden " +
-               llvm::Twine(cfg.hidden) + ", " + llvm::Twine(cfg.heads) +
-               " heads, vocab " + llvm::Twine(cfg.vocab) + ", seq " +
-               llvm::Twine(cfg.seq) + ", batch " + llvm::Twine(batch))
-                  .str();
+    summary =
+        ("gpt: " + llvm::Twine(cfg.layers) + " layers, hidden " +
+         llvm::Twine(cfg.hidden) + ", " + llvm::Twine(cfg.heads) +
+         " heads, vocab " + llvm::Twine(cfg.vocab) +
+         (cfg.paddedVocab() == cfg.vocab
+              ? ""
+              : " padded to " + std::to_string(cfg.paddedVocab())) +
+         ", seq " + llvm::Twine(cfg.seq) + ", batch " + llvm::Twine(batch))
+            .str();
   }
 
   auto model = *module->getOps<ModelOp>().begin();

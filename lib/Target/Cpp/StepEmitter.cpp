@@ -293,9 +293,9 @@ int64_t StepEmitter::integerBound(Value input) {
       else if (auto e = dyn_cast<train::EmbeddingGradOp>(user))
         bound = std::min(bound, shapeOf(e.getResult())[0]);
       else if (auto ce = dyn_cast<train::CrossEntropyOp>(user))
-        bound = std::min(bound, shapeOf(ce.getLogits()).back());
+        bound = std::min(bound, ce.getNumClasses());
       else if (auto ce = dyn_cast<train::CrossEntropyGradOp>(user))
-        bound = std::min(bound, shapeOf(ce.getLogits()).back());
+        bound = std::min(bound, ce.getNumClasses());
     }
   }
   // Unread by any bounded op: any non-negative int32.
@@ -1013,22 +1013,21 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
       })
       .Case([&](train::CrossEntropyOp o) {
         std::string l = allocate(o.getResult());
-        int64_t v = shapeOf(o.getLogits()).back();
-        checkIds(kernel("cross_entropy", o.getLogits()), llvm::formatv("{0}, {1}, {2}, "
-                               "{3}, {4}",
+        checkIds(kernel("cross_entropy", o.getLogits()),
+                 llvm::formatv("{0}, {1}, {2}, {3}, {4}, {5}",
                                name(o.getLogits()), name(o.getTargets()), l,
-                               numel(o.getTargets()), v)
+                               numel(o.getTargets()), o.getNumClasses(),
+                               shapeOf(o.getLogits()).back())
                      .str());
         return success();
       })
       .Case([&](train::CrossEntropyGradOp o) {
         std::string d = allocate(o.getResult());
-        int64_t v = shapeOf(o.getLogits()).back();
-        checkIds(kernel("cross_entropy_grad", o.getResult()), llvm::formatv("{0}, {1}, "
-                               "{2}, {3}, {4}, {5}",
+        checkIds(kernel("cross_entropy_grad", o.getResult()),
+                 llvm::formatv("{0}, {1}, {2}, {3}, {4}, {5}, {6}",
                                name(o.getGrad()), name(o.getLogits()),
                                name(o.getTargets()), d, numel(o.getTargets()),
-                               v)
+                               o.getNumClasses(), shapeOf(o.getLogits()).back())
                      .str());
         return success();
       })

@@ -170,13 +170,13 @@ void shardc_rt_cuda_attention_f32(shardc_rt_cuda_kernels *k, const float *qkv,
                                   float *out, float *lse, int64_t b, int64_t t,
                                   int64_t c, int64_t heads);
 
-/// *loss (one device float) = mean over the n rows of logits[n, v] of
-/// -log softmax(row)[targets[i]] (0 when n == 0); targets checked against
-/// [0, v) (error slot).
+/// *loss (one device float) = mean over the n rows of logits[n, ld] of
+/// -log softmax(row[0:v])[targets[i]] (0 when n == 0): the columns [v, ld)
+/// are padding, not read; targets checked against [0, v) (error slot).
 void shardc_rt_cuda_cross_entropy_f32(shardc_rt_cuda_kernels *k,
                                       const float *logits,
                                       const int32_t *targets, float *loss,
-                                      int64_t n, int64_t v);
+                                      int64_t n, int64_t v, int64_t ld);
 
 /// out[n] = 0, 1, ..., n - 1.
 void shardc_rt_cuda_iota_i32(shardc_rt_cuda_kernels *k, int32_t *out,
@@ -254,15 +254,13 @@ void shardc_rt_cuda_attention_grad_f32(shardc_rt_cuda_kernels *k,
                                        float *dqkv, int64_t b, int64_t t,
                                        int64_t c, int64_t heads);
 
-/// dlogits[n, v] = (softmax(logits) - onehot(targets)) * *dloss / n, dloss a
+/// dlogits[n, ld] = (softmax(logits) - onehot(targets)) * *dloss / n, the
+/// softmax over the first v columns and 0 in the padding [v, ld); dloss a
 /// device pointer to one float; targets checked against [0, v) (error
 /// slot). May run in place (dlogits == logits).
-void shardc_rt_cuda_cross_entropy_grad_f32(shardc_rt_cuda_kernels *k,
-                                           const float *dloss,
-                                           const float *logits,
-                                           const int32_t *targets,
-                                           float *dlogits, int64_t n,
-                                           int64_t v);
+void shardc_rt_cuda_cross_entropy_grad_f32(
+    shardc_rt_cuda_kernels *k, const float *dloss, const float *logits,
+    const int32_t *targets, float *dlogits, int64_t n, int64_t v, int64_t ld);
 
 /// attention (and its gradient) through fused FlashAttention-2 style kernels
 /// on tensor cores (runtime/cuda/FlashAttention.h) where the head size d
@@ -419,7 +417,7 @@ void shardc_rt_cuda_attention_bf16(shardc_rt_cuda_kernels *k,
 void shardc_rt_cuda_cross_entropy_bf16(shardc_rt_cuda_kernels *k,
                                        const shardc_rt_bf16 *logits,
                                        const int32_t *targets, float *loss,
-                                       int64_t n, int64_t v);
+                                       int64_t n, int64_t v, int64_t ld);
 void shardc_rt_cuda_sum_to_bf16(shardc_rt_cuda_kernels *k,
                                 const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
                                 int64_t outer, int64_t inner);
@@ -466,7 +464,7 @@ void shardc_rt_cuda_cross_entropy_grad_bf16(shardc_rt_cuda_kernels *k,
                                             const shardc_rt_bf16 *logits,
                                             const int32_t *targets,
                                             shardc_rt_bf16 *dlogits, int64_t n,
-                                            int64_t v);
+                                            int64_t v, int64_t ld);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -130,12 +130,15 @@ int64_t shardc_rt_embedding_f32(const int32_t *ids, const float *table,
 void shardc_rt_attention_f32(const float *qkv, float *out, float *lse,
                              int64_t b, int64_t t, int64_t c, int64_t heads);
 
-/// *loss = mean over the n rows of logits[n, v] of
-/// -log softmax(row)[targets[i]], accumulated in double (0 when n == 0).
-/// Returns -1, or the position of the first target outside [0, v) (*loss is
-/// then untouched).
+/// *loss = mean over the n rows of logits[n, ld] of
+/// -log softmax(row[0:v])[targets[i]], accumulated in double (0 when
+/// n == 0): the first v <= ld logits of a row are its classes, the rest
+/// padding that is not read (train.cross_entropy's `classes`). Returns -1,
+/// or the position of the first target outside [0, v) (*loss is then
+/// untouched).
 int64_t shardc_rt_cross_entropy_f32(const float *logits, const int32_t *targets,
-                                    float *loss, int64_t n, int64_t v);
+                                    float *loss, int64_t n, int64_t v,
+                                    int64_t ld);
 
 /// out[n] = 0, 1, ..., n - 1.
 void shardc_rt_iota_i32(int32_t *out, int64_t n);
@@ -205,14 +208,15 @@ void shardc_rt_attention_grad_f32(const float *dy, const float *qkv,
                                   float *dqkv, int64_t b, int64_t t, int64_t c,
                                   int64_t heads);
 
-/// dlogits[n, v] = (softmax(logits) - onehot(targets)) * *dloss / n, for the
-/// scalar cotangent *dloss of the mean loss. Returns -1, or the position of
-/// the first target outside [0, v) (dlogits is then untouched). May run in
-/// place (dlogits == logits).
+/// dlogits[n, ld] = (softmax(logits) - onehot(targets)) * *dloss / n, for
+/// the scalar cotangent *dloss of the mean loss, with the softmax over the
+/// first v <= ld logits of a row and 0 in the padding columns [v, ld).
+/// Returns -1, or the position of the first target outside [0, v) (dlogits
+/// is then untouched). May run in place (dlogits == logits).
 int64_t shardc_rt_cross_entropy_grad_f32(const float *dloss,
                                          const float *logits,
                                          const int32_t *targets, float *dlogits,
-                                         int64_t n, int64_t v);
+                                         int64_t n, int64_t v, int64_t ld);
 
 //===----------------------------------------------------------------------===//
 // Mixed precision: the kernels above on bf16 tensors, and the casts
@@ -262,7 +266,7 @@ void shardc_rt_attention_bf16(const shardc_rt_bf16 *qkv, shardc_rt_bf16 *out,
                               int64_t heads);
 int64_t shardc_rt_cross_entropy_bf16(const shardc_rt_bf16 *logits,
                                      const int32_t *targets, float *loss,
-                                     int64_t n, int64_t v);
+                                     int64_t n, int64_t v, int64_t ld);
 void shardc_rt_sum_to_bf16(const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
                            int64_t outer, int64_t inner);
 void shardc_rt_copy_bf16(shardc_rt_bf16 *dst, const shardc_rt_bf16 *src,
@@ -305,7 +309,7 @@ int64_t shardc_rt_cross_entropy_grad_bf16(const float *dloss,
                                           const shardc_rt_bf16 *logits,
                                           const int32_t *targets,
                                           shardc_rt_bf16 *dlogits, int64_t n,
-                                          int64_t v);
+                                          int64_t v, int64_t ld);
 
 #ifdef __cplusplus
 } // extern "C"
@@ -337,7 +341,7 @@ void attention(const T *qkv, T *out, T *lse, int64_t b, int64_t t, int64_t c,
                int64_t heads);
 template <typename T>
 int64_t crossEntropy(const T *logits, const int32_t *targets, T *loss,
-                     int64_t n, int64_t v);
+                     int64_t n, int64_t v, int64_t ld);
 void iota(int32_t *out, int64_t n);
 template <typename T>
 void sumTo(const T *x, T *y, int64_t outer, int64_t inner);
@@ -359,7 +363,7 @@ void attentionGrad(const T *dy, const T *qkv, const T *out, const T *lse,
 template <typename T>
 int64_t crossEntropyGrad(const T *dloss, const T *logits,
                          const int32_t *targets, T *dlogits, int64_t n,
-                         int64_t v);
+                         int64_t v, int64_t ld);
 
 } // namespace shardc::rt::cpu
 

@@ -311,6 +311,28 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %x = train.input "x" : tensor<2x8xf32>
+  %t = train.input "t" : tensor<2xi32>
+  // expected-error @+1 {{'train.cross_entropy' op expected classes in [1, 8] (the logits' last dimension), got 9}}
+  %l = train.cross_entropy %x, %t classes 9 : (tensor<2x8xf32>, tensor<2xi32>) -> tensor<f32>
+  train.return %l : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x8xf32>
+  %t = train.input "t" : tensor<2xi32>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  // expected-error @+1 {{'train.cross_entropy_grad' op expected classes in [1, 8] (the logits' last dimension), got 0}}
+  %d = train.cross_entropy_grad %one, %x, %t classes 0 : (tensor<f32>, tensor<2x8xf32>, tensor<2xi32>) -> tensor<2x8xf32>
+  %l = train.cross_entropy %x, %t : (tensor<2x8xf32>, tensor<2xi32>) -> tensor<f32>
+  train.return %l : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x8xf32>
   // expected-error @+1 {{'train.reshape' op expected 16 elements in the result, got 15}}
   %r = train.reshape %x : tensor<2x8xf32> to tensor<3x5xf32>
   %l = train.param "l" init(#train.zeros) : tensor<1xf32>

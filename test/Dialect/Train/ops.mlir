@@ -54,6 +54,9 @@ train.model @all_ops batch 2 optimizer #train.adamw<lr = 3.0e-04, beta1 = 0.9, b
   %logits = train.linear %h, %wte : (tensor<2x8x16xf32>, tensor<64x16xf32>) -> tensor<2x8x64xf32>
   // CHECK: train.cross_entropy %{{.*}}, %{{.*}} : (tensor<2x8x64xf32>, tensor<2x8xi32>) -> tensor<f32>
   %loss = train.cross_entropy %logits, %tgt : (tensor<2x8x64xf32>, tensor<2x8xi32>) -> tensor<f32>
+  // A padded vocabulary: 50 of the 64 logits are classes.
+  // CHECK: train.cross_entropy %{{.*}}, %{{.*}} classes 50 : (tensor<2x8x64xf32>, tensor<2x8xi32>) -> tensor<f32>
+  %padded = train.cross_entropy %logits, %tgt classes 50 : (tensor<2x8x64xf32>, tensor<2x8xi32>) -> tensor<f32>
   // CHECK: train.return %{{.*}} : tensor<f32>
   train.return %loss : tensor<f32>
 }
@@ -78,6 +81,8 @@ train.model @backward_ops batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0
   %one = arith.constant dense<1.0> : tensor<f32>
   // CHECK: train.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>) -> tensor<2x8x64xbf16>
   %dl = train.cross_entropy_grad %one, %logits, %tok : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>) -> tensor<2x8x64xbf16>
+  // CHECK: train.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} classes 64 : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>) -> tensor<2x8x64xbf16>
+  %dl2 = train.cross_entropy_grad %one, %logits, %tok classes 64 : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>) -> tensor<2x8x64xbf16>
   %dh = train.reshape %dl : tensor<2x8x64xbf16> to tensor<2x8x64xbf16>
   %dn = train.linear %h#0, %w : (tensor<2x8x48xbf16>, tensor<64x48xbf16>) -> tensor<2x8x64xbf16>
   %dx0 = train.add %dh, %dn : (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>) -> tensor<2x8x64xbf16>

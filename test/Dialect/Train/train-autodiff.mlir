@@ -122,7 +122,8 @@ train.model @mlp batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2
 // CHECK-LABEL: train.model @matmul
 // CHECK:       %[[A:.*]] = train.param "a"
 // CHECK:       %[[B:.*]] = train.param "b"
-// CHECK:       %[[DC:.*]] = train.cross_entropy_grad
+// The gradient keeps the loss's classes (a padded last dimension).
+// CHECK:       %[[DC:.*]] = train.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} classes 4 :
 // CHECK-DAG:   %[[DA:.*]] = train.matmul %[[B]], %[[DC]] {transpose_rhs} : (tensor<3x5xf32>, tensor<4x5xf32>) -> tensor<3x4xf32>
 // CHECK-DAG:   %[[DB:.*]] = train.matmul %[[A]], %[[DC]] : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
 // CHECK-DAG:   %[[DBIAS:.*]] = train.sum_to %[[DC]] : tensor<4x5xf32> to tensor<5xf32>
@@ -136,7 +137,7 @@ train.model @matmul batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, be
   %bias = train.param "bias" init(#train.zeros) : tensor<5xf32>
   %c = train.matmul %a, %b {transpose_lhs} : (tensor<3x4xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
   %d = train.add %c, %bias : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
-  %loss = train.cross_entropy %d, %y : (tensor<4x5xf32>, tensor<4xi32>) -> tensor<f32>
+  %loss = train.cross_entropy %d, %y classes 4 : (tensor<4x5xf32>, tensor<4xi32>) -> tensor<f32>
   train.return %loss : tensor<f32>
 }
 

@@ -18,7 +18,7 @@
 // HOST-NEXT: shardc_rt_linear_f32({{.*}}, [[L]], 16, 2, 8);
 // HOST-NOT: shardc_rt_alloc(ctx, 512)
 // HOST: float *[[D:v[0-9]+]] = [[L]]; // in place: [[L]] dies here
-// HOST-NEXT: shardc_rt_cross_entropy_grad_f32({{v[0-9]+}}, [[L]], {{v[0-9]+}}, [[D]], 16, 8)
+// HOST-NEXT: shardc_rt_cross_entropy_grad_f32({{v[0-9]+}}, [[L]], {{v[0-9]+}}, [[D]], 16, 8, 8)
 // HOST-NOT: shardc_rt_alloc(ctx, 512)
 // HOST: shardc_rt_matmul_f32([[D]],
 // HOST: shardc_rt_free(ctx, [[L]]);
@@ -36,7 +36,7 @@
 // In bf16 on the GPU, over 2 ranks: the same, in the stored type.
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=CUDA
 // CUDA: shardc_rt_bf16 *[[D:v[0-9]+]] = [[L:v[0-9]+]]; // in place: [[L]] dies here
-// CUDA-NEXT: shardc_rt_cuda_cross_entropy_grad_bf16(K, {{v[0-9]+}}, [[L]], {{v[0-9]+}}, [[D]], 8, 8)
+// CUDA-NEXT: shardc_rt_cuda_cross_entropy_grad_bf16(K, {{v[0-9]+}}, [[L]], {{v[0-9]+}}, [[D]], 8, 8, 8)
 //
 // An operand read later keeps its buffer: the GELU's input is its
 // gradient's too. The gradient reaching the GELU dies there: GELU's

@@ -118,7 +118,7 @@
 // BF16-NEXT: shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_BF16, [[W]], [[WF]], 9);
 // BF16: shardc_rt_linear_gelu_bf16(
 // BF16: float *[[L:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 4));
-// BF16-NEXT: shardc_rt_cross_entropy_bf16({{v[0-9]+}}, {{v[0-9]+}}, [[L]], 2, 5)
+// BF16-NEXT: shardc_rt_cross_entropy_bf16({{v[0-9]+}}, {{v[0-9]+}}, [[L]], 2, 5, 5)
 // BF16: shardc_rt_matmul_bf16({{v[0-9]+}}, {{v[0-9]+}}, [[G:v[0-9]+]], 1, 5, 2, 3, 1, 0);
 // BF16: float *[[S:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
 // BF16-NEXT: shardc_rt_convert_bf16_f32([[S]], [[G]], 15);

@@ -785,23 +785,37 @@ LogicalResult AttentionGradOp::verify() {
 
 //===--- train.cross_entropy ----------------------------------------------===//
 
-static LogicalResult verifyTargets(Operation *op, Value logits,
-                                   Value targets) {
+/// Verifies the targets' shape (the logits' but the last dimension) and
+/// `classes`, which must count 1 to all of a position's logits.
+static LogicalResult verifyTargets(Operation *op, Value logits, Value targets,
+                                   std::optional<int64_t> classes) {
   ArrayRef<int64_t> l = shapeOf(logits);
   if (l.empty())
     return op->emitOpError() << "expected logits of rank >= 1";
+  if (classes && (*classes < 1 || *classes > l.back()))
+    return op->emitOpError()
+           << "expected classes in [1, " << l.back()
+           << "] (the logits' last dimension), got " << *classes;
   return verifyShapeIs(op, "targets", targets, l.drop_back());
+}
+
+int64_t CrossEntropyOp::getNumClasses() {
+  return getClasses().value_or(shapeOf(getLogits()).back());
 }
 
 LogicalResult CrossEntropyOp::verify() {
   if (failed(verifyCompute(*this)))
     return failure();
-  return verifyTargets(*this, getLogits(), getTargets());
+  return verifyTargets(*this, getLogits(), getTargets(), getClasses());
+}
+
+int64_t CrossEntropyGradOp::getNumClasses() {
+  return getClasses().value_or(shapeOf(getLogits()).back());
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
   if (failed(verifyCompute(*this)) ||
-      failed(verifyTargets(*this, getLogits(), getTargets())))
+      failed(verifyTargets(*this, getLogits(), getTargets(), getClasses())))
     return failure();
   return verifyShapeIs(*this, "result", getResult(), shapeOf(getLogits()));
 }

@@ -272,9 +272,10 @@ LogicalResult ReverseSweep::differentiate(Operation *op) {
       })
       .Case<CrossEntropyOp>([&](CrossEntropyOp op) {
         accumulate(op.getLogits(),
-                   CrossEntropyGradOp::create(
-                       b, loc, op.getLogits().getType(), dy,
-                       forward(op.getLogits()), forward(op.getTargets())));
+                   CrossEntropyGradOp::create(b, loc, op.getLogits().getType(),
+                                              dy, forward(op.getLogits()),
+                                              forward(op.getTargets()),
+                                              op.getClassesAttr()));
         return success();
       })
       .Case<ReshapeOp>([&](ReshapeOp op) {

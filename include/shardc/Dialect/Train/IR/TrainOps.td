@@ -321,8 +321,10 @@ class Train_InPlaceComputeOp<string mnemonic, string operand,
                              list<Trait> traits = []>
     : Train_ComputeOp<mnemonic,
                       !listconcat(traits, [Train_InPlaceOpInterface])> {
-  let extraClassDeclaration =
+  /// The interface's method; an op that declares more adds to it.
+  code inPlaceDeclaration =
       "::mlir::Value getInPlaceOperand() { return get" # operand # "(); }";
+  let extraClassDeclaration = inPlaceDeclaration;
 }
 
 def Train_LinearOp : Train_ComputeOp<"linear"> {
@@ -483,15 +485,30 @@ def Train_CrossEntropyOp : Train_ComputeOp<"cross_entropy"> {
     `logits` `[..., V]`, integer `targets` `[...]`; the result is the scalar
     mean over positions of `-log softmax(logits)[target]`.
 
+    With `classes` K < V, only the first K logits of each position are
+    classes: the softmax runs over them, targets must be below K, and the
+    last V - K columns are padding that the loss ignores. It lets a model
+    pad its vocabulary to a multiple of 64 or 128 (llm.c and nanoGPT pad
+    GPT-2's 50257 to 50304) so that every row of the vocabulary-wide GEMMs
+    is aligned, without changing the loss.
+
     ```mlir
     %l = train.cross_entropy %logits, %t
         : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+    %p = train.cross_entropy %padded, %t classes 10
+        : (tensor<8x16xf32>, tensor<8xi32>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$targets);
+  let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$targets,
+                       OptionalAttr<I64Attr>:$classes);
   let results = (outs Train_Scalar:$result);
   let assemblyFormat = [{
-    $logits `,` $targets attr-dict `:` functional-type(operands, results)
+    $logits `,` $targets (`classes` $classes^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// The number of classes: `classes`, or every logit of a position.
+    int64_t getNumClasses();
   }];
 }
 
@@ -627,7 +644,9 @@ def Train_CrossEntropyGradOp
   let summary = "dlogits of cross_entropy given dloss";
   let description = [{
     `(softmax(logits) - onehot(targets)) * grad / positions`, written over
-    `logits` where they die here (Train_InPlaceOpInterface).
+    `logits` where they die here (Train_InPlaceOpInterface). With `classes`
+    (train.cross_entropy's), the softmax runs over the first `classes`
+    logits of a position and the padding columns' gradient is zero.
 
     ```mlir
     %dl = train.cross_entropy_grad %g, %logits, %t
@@ -635,10 +654,16 @@ def Train_CrossEntropyGradOp
     ```
   }];
   let arguments = (ins Train_Scalar:$grad, Train_FloatTensor:$logits,
-                       Train_IndexTensor:$targets);
+                       Train_IndexTensor:$targets,
+                       OptionalAttr<I64Attr>:$classes);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = [{
-    $grad `,` $logits `,` $targets attr-dict `:` functional-type(operands, results)
+    $grad `,` $logits `,` $targets (`classes` $classes^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let extraClassDeclaration = inPlaceDeclaration # [{
+    /// The number of classes: `classes`, or every logit of a position.
+    int64_t getNumClasses();
   }];
 }
 
