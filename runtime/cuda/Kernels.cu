@@ -111,6 +111,7 @@ enum CheckedOp : int {
   kOpEmbeddingGrad = 1,
   kOpCrossEntropy = 2,
   kOpCrossEntropyGrad = 3,
+  kOpCrossEntropyAndGrad = 4,
 };
 
 const char *const kOpNames[] = {
@@ -118,6 +119,7 @@ const char *const kOpNames[] = {
     "shardc_rt_cuda_embedding_grad_f32",
     "shardc_rt_cuda_cross_entropy_f32",
     "shardc_rt_cuda_cross_entropy_grad_f32",
+    "shardc_rt_cuda_cross_entropy_and_grad_f32",
 };
 
 /// cuBLAS's workspace: 32 MiB, NVIDIA's recommendation for Hopper; the
@@ -958,8 +960,15 @@ template <typename T> __device__ RowSoftmax rowSoftmax(const T *l, int64_t v) {
   return {rowMax, blockReduce(sum, SumOp(), 0.0)};
 }
 
-/// One block per row: rowLoss[row] = log sum_j exp(l_j - max) + max - l_t
-/// over the row's first v logits (rows ld apart).
+/// A row's loss, log sum_j exp(l_j - max) + max - l_t, from its softmax
+/// and its target's logit l_t.
+__device__ double rowLossOf(RowSoftmax softmax, float targetLogit) {
+  return log(softmax.sum) + static_cast<double>(softmax.max) -
+         static_cast<double>(targetLogit);
+}
+
+/// One block per row: rowLoss[row] = rowLossOf the row's first v logits
+/// (rows ld apart).
 template <typename T>
 __global__ void crossEntropyRowsKernel(const T *logits, const int32_t *targets,
                                        double *rowLoss, int64_t n, int64_t v,
@@ -970,8 +979,7 @@ __global__ void crossEntropyRowsKernel(const T *logits, const int32_t *targets,
     const T *l = logits + row * ld;
     RowSoftmax softmax = rowSoftmax(l, v);
     if (threadIdx.x == 0)
-      rowLoss[row] = log(softmax.sum) + static_cast<double>(softmax.max) -
-                     static_cast<double>(load(l[targets[row]]));
+      rowLoss[row] = rowLossOf(softmax, load(l[targets[row]]));
   }
 }
 
@@ -989,35 +997,50 @@ __global__ void meanLossKernel(const double *rowLoss, int64_t n, float *loss,
     *loss = n == 0 ? 0.0f : static_cast<float>(sum / static_cast<double>(n));
 }
 
-/// One block per row: dlogits = (softmax - onehot) * *dloss / n, from two
-/// passes over the row's first v logits (rowSoftmax's, then the output's),
-/// and 0 in its padding [v, ld). The exponentials are computed twice, for
-/// the row's sum and for the output, so that a bf16 output is rounded once.
-/// dlogits may be logits: every read of the row comes before rowSoftmax's
-/// last barrier, or reads the element written.
+/// A block writes a row's gradient out = (softmax - onehot(target)) *
+/// perRow over its first v logits l, and 0 in its padding [v, ld): a pass
+/// over the row after rowSoftmax's. The exponentials are computed again,
+/// not stored, so that a bf16 output is rounded once. out may be l: each
+/// thread reads an element before it writes it.
+template <typename T>
+__device__ void writeRowGrad(const T *l, T *out, RowSoftmax softmax,
+                             double perRow, int64_t target, int64_t v,
+                             int64_t ld) {
+  float factor = static_cast<float>(perRow / softmax.sum);
+  float perRowF = static_cast<float>(perRow);
+  forThreadsElements(l, v, [&](int64_t j, float x) {
+    float value = expf(x - softmax.max) * factor;
+    if (j == target)
+      value -= perRowF;
+    out[j] = store<T>(value);
+  });
+  for (int64_t j = v + threadIdx.x; j < ld; j += blockDim.x)
+    out[j] = store<T>(0.0f);
+}
+
+/// One block per row: dlogits = (softmax - onehot) * *dloss / n over the
+/// row's first v logits (rows ld apart) and, where rowLoss is not null, the
+/// row's loss as crossEntropyRowsKernel writes it (llm.c's fused
+/// classifier: a row is read twice, not three times). dlogits may be
+/// logits: every read of another thread's elements, the target's logit
+/// included, comes before rowSoftmax's last barrier.
 template <typename T>
 __global__ void crossEntropyGradKernel(const float *dloss, const T *logits,
-                                       const int32_t *targets, T *dlogits,
-                                       int64_t n, int64_t v, int64_t ld,
-                                       const ErrorSlot *slot) {
+                                       const int32_t *targets, double *rowLoss,
+                                       T *dlogits, int64_t n, int64_t v,
+                                       int64_t ld, const ErrorSlot *slot) {
   if (failed(slot))
     return;
   double perRow = static_cast<double>(*dloss) / static_cast<double>(n);
-  float perRowF = static_cast<float>(perRow);
+  bool lossWriter = rowLoss && threadIdx.x == 0; // uniform but for thread 0
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
     const T *l = logits + row * ld;
-    T *out = dlogits + row * ld;
-    RowSoftmax softmax = rowSoftmax(l, v);
-    float factor = static_cast<float>(perRow / softmax.sum);
     int64_t target = targets[row];
-    forThreadsElements(l, v, [&](int64_t j, float x) {
-      float value = expf(x - softmax.max) * factor;
-      if (j == target)
-        value -= perRowF;
-      out[j] = store<T>(value);
-    });
-    for (int64_t j = v + threadIdx.x; j < ld; j += blockDim.x)
-      out[j] = store<T>(0.0f);
+    float targetLogit = lossWriter ? load(l[target]) : 0.0f;
+    RowSoftmax softmax = rowSoftmax(l, v);
+    if (lossWriter)
+      rowLoss[row] = rowLossOf(softmax, targetLogit);
+    writeRowGrad(l, dlogits + row * ld, softmax, perRow, target, v, ld);
   }
 }
 
@@ -1741,15 +1764,23 @@ void sumTo(Kernels *k, const T *x, float *y, int64_t outer, int64_t inner) {
 
 /// cross_entropy and its gradient for logits of T = float or
 /// __nv_bfloat16 (read as f32; the loss is f32, the gradient rounded once).
+/// With dlogits (and dloss), cross_entropy_and_grad.
 template <typename T>
 void crossEntropy(Kernels *k, const T *logits, const int32_t *targets,
-                  float *loss, int64_t n, int64_t v, int64_t ld) {
-  checkIds(k, targets, n, v, kOpCrossEntropy);
+                  float *loss, int64_t n, int64_t v, int64_t ld,
+                  const float *dloss = nullptr, T *dlogits = nullptr) {
+  checkIds(k, targets, n, v,
+           dlogits ? kOpCrossEntropyAndGrad : kOpCrossEntropy);
   double *rowLoss = nullptr;
   if (n > 0) {
     rowLoss = static_cast<double *>(scratch(k, pieceBytes<double>(n)));
-    crossEntropyRowsKernel<<<rowBlockGrid(k, n), kRowThreads, 0, k->stream>>>(
-        logits, targets, rowLoss, n, v, ld, k->slot);
+    unsigned grid = rowBlockGrid(k, n);
+    if (dlogits)
+      crossEntropyGradKernel<<<grid, kRowThreads, 0, k->stream>>>(
+          dloss, logits, targets, rowLoss, dlogits, n, v, ld, k->slot);
+    else
+      crossEntropyRowsKernel<<<grid, kRowThreads, 0, k->stream>>>(
+          logits, targets, rowLoss, n, v, ld, k->slot);
     SHARDC_CUDA_CHECK_LAUNCH();
   }
   meanLossKernel<<<1, 1024, 0, k->stream>>>(rowLoss, n, loss, k->slot);
@@ -1764,7 +1795,7 @@ void crossEntropyGrad(Kernels *k, const float *dloss, const T *logits,
   if (n <= 0 || v <= 0)
     return;
   crossEntropyGradKernel<<<rowBlockGrid(k, n), kRowThreads, 0, k->stream>>>(
-      dloss, logits, targets, dlogits, n, v, ld, k->slot);
+      dloss, logits, targets, nullptr, dlogits, n, v, ld, k->slot);
   SHARDC_CUDA_CHECK_LAUNCH();
 }
 
@@ -2070,6 +2101,14 @@ void shardc_rt_cuda_cross_entropy_grad_f32(
     const int32_t *targets, float *dlogits, int64_t n, int64_t v, int64_t ld) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_grad_f32");
   crossEntropyGrad(k, dloss, logits, targets, dlogits, n, v, ld);
+}
+
+void shardc_rt_cuda_cross_entropy_and_grad_f32(
+    shardc_rt_cuda_kernels *k, const float *dloss, const float *logits,
+    const int32_t *targets, float *loss, float *dlogits, int64_t n, int64_t v,
+    int64_t ld) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_and_grad_f32");
+  crossEntropy(k, logits, targets, loss, n, v, ld, dloss, dlogits);
 }
 
 void shardc_rt_cuda_adamw_multi_f32(shardc_rt_cuda_kernels *k,
@@ -2389,6 +2428,14 @@ void shardc_rt_cuda_cross_entropy_grad_bf16(shardc_rt_cuda_kernels *k,
                                             int64_t v, int64_t ld) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_grad_bf16");
   crossEntropyGrad(k, dloss, bf(logits), targets, bf(dlogits), n, v, ld);
+}
+
+void shardc_rt_cuda_cross_entropy_and_grad_bf16(
+    shardc_rt_cuda_kernels *k, const float *dloss, const shardc_rt_bf16 *logits,
+    const int32_t *targets, float *loss, shardc_rt_bf16 *dlogits, int64_t n,
+    int64_t v, int64_t ld) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_and_grad_bf16");
+  crossEntropy(k, bf(logits), targets, loss, n, v, ld, dloss, bf(dlogits));
 }
 
 void shardc_rt_cuda_sum_to_bf16(shardc_rt_cuda_kernels *k,

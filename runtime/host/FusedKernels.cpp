@@ -1,7 +1,8 @@
 //===- FusedKernels.cpp - The fused kernels on the host -------------------===//
 //
 // The host's fused kernels (train.linear_gelu, train.add_layernorm,
-// train.matmul_gelu_grad, train.layernorm_grad_add) run the kernels of the
+// train.matmul_gelu_grad, train.layernorm_grad_add,
+// train.cross_entropy_and_grad) run the kernels of the
 // two ops they fuse in turn, on the intermediate as stored: their results are
 // those of the unfused pair to the bit, in f32 and in bf16. The fusion pays
 // on a GPU, where the intermediate skips a round trip through memory
@@ -29,6 +30,10 @@ template <typename T> struct Fused {
   void (*geluGrad)(const T *, const T *, T *, int64_t);
   void (*layerNormGrad)(const T *, const T *, const T *, T *, T *, T *, int64_t,
                         int64_t, double);
+  int64_t (*crossEntropy)(const T *, const int32_t *, float *, int64_t, int64_t,
+                          int64_t);
+  int64_t (*crossEntropyGrad)(const float *, const T *, const int32_t *, T *,
+                              int64_t, int64_t, int64_t);
 
   void linearGelu(const T *x, const T *w, const T *b, T *pre, T *y, int64_t m,
                   int64_t k, int64_t n) const {
@@ -53,17 +58,35 @@ template <typename T> struct Fused {
     // dx + addend: the unfused add's addend + dx, as addition commutes.
     add(dx, addend, dx, rows * c, rows * c);
   }
+  int64_t crossEntropyAndGrad(const float *dloss, const T *logits,
+                              const int32_t *targets, float *loss, T *dlogits,
+                              int64_t n, int64_t v, int64_t ld) const {
+    // The loss reads the logits before the gradient may overwrite them.
+    int64_t bad = crossEntropy(logits, targets, loss, n, v, ld);
+    if (bad >= 0)
+      return bad;
+    return crossEntropyGrad(dloss, logits, targets, dlogits, n, v, ld);
+  }
 };
 
-constexpr Fused<float> f32{shardc_rt_linear_f32,        shardc_rt_gelu_f32,
-                           shardc_rt_add_f32,           shardc_rt_layernorm_f32,
-                           shardc_rt_matmul_f32,        shardc_rt_gelu_grad_f32,
-                           shardc_rt_layernorm_grad_f32};
-constexpr Fused<shardc_rt_bf16> bf16{
-    shardc_rt_linear_bf16,        shardc_rt_gelu_bf16,
-    shardc_rt_add_bf16,           shardc_rt_layernorm_bf16,
-    shardc_rt_matmul_bf16,        shardc_rt_gelu_grad_bf16,
-    shardc_rt_layernorm_grad_bf16};
+constexpr Fused<float> f32{shardc_rt_linear_f32,
+                           shardc_rt_gelu_f32,
+                           shardc_rt_add_f32,
+                           shardc_rt_layernorm_f32,
+                           shardc_rt_matmul_f32,
+                           shardc_rt_gelu_grad_f32,
+                           shardc_rt_layernorm_grad_f32,
+                           shardc_rt_cross_entropy_f32,
+                           shardc_rt_cross_entropy_grad_f32};
+constexpr Fused<shardc_rt_bf16> bf16{shardc_rt_linear_bf16,
+                                     shardc_rt_gelu_bf16,
+                                     shardc_rt_add_bf16,
+                                     shardc_rt_layernorm_bf16,
+                                     shardc_rt_matmul_bf16,
+                                     shardc_rt_gelu_grad_bf16,
+                                     shardc_rt_layernorm_grad_bf16,
+                                     shardc_rt_cross_entropy_bf16,
+                                     shardc_rt_cross_entropy_grad_bf16};
 
 } // namespace
 
@@ -96,6 +119,16 @@ void shardc_rt_layernorm_grad_add_f32(const float *dy, const float *x,
                                       int64_t rows, int64_t c, double eps) {
   SHARDC_RT_TIME_KERNEL("layernorm_grad_add_f32");
   f32.layerNormGradAdd(dy, x, w, addend, dx, dw, db, rows, c, eps);
+}
+
+int64_t shardc_rt_cross_entropy_and_grad_f32(const float *dloss,
+                                             const float *logits,
+                                             const int32_t *targets,
+                                             float *loss, float *dlogits,
+                                             int64_t n, int64_t v, int64_t ld) {
+  SHARDC_RT_TIME_KERNEL("cross_entropy_and_grad_f32");
+  return f32.crossEntropyAndGrad(dloss, logits, targets, loss, dlogits, n, v,
+                                 ld);
 }
 
 void shardc_rt_linear_gelu_bf16(const shardc_rt_bf16 *x,
@@ -133,4 +166,12 @@ void shardc_rt_layernorm_grad_add_bf16(
     shardc_rt_bf16 *db, int64_t rows, int64_t c, double eps) {
   SHARDC_RT_TIME_KERNEL("layernorm_grad_add_bf16");
   bf16.layerNormGradAdd(dy, x, w, addend, dx, dw, db, rows, c, eps);
+}
+
+int64_t shardc_rt_cross_entropy_and_grad_bf16(
+    const float *dloss, const shardc_rt_bf16 *logits, const int32_t *targets,
+    float *loss, shardc_rt_bf16 *dlogits, int64_t n, int64_t v, int64_t ld) {
+  SHARDC_RT_TIME_KERNEL("cross_entropy_and_grad_bf16");
+  return bf16.crossEntropyAndGrad(dloss, logits, targets, loss, dlogits, n, v,
+                                  ld);
 }

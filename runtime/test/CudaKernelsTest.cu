@@ -474,6 +474,21 @@ void testCrossEntropy(int64_t n, int64_t v, int64_t ld) {
     cpu::crossEntropyGrad<double>(wseed.data(), wlogits.data(), targets.data(),
                                   grad.data(), n, v, ld);
   compare("cross_entropy_grad " + name, dgrad.download(), grad);
+  // Both from the fused kernel, into fresh buffers, then in place.
+  Buffer<float> dlossBoth(Floats{5.0f}), dgradBoth(Floats(n * ld, 6.0f));
+  shardc_rt_cuda_cross_entropy_and_grad_f32(kernels, dseed.get(), dlogits.get(),
+                                            dtargets.get(), dlossBoth.get(),
+                                            dgradBoth.get(), n, v, ld);
+  compare("cross_entropy_and_grad loss " + name, dlossBoth.download(), loss);
+  compare("cross_entropy_and_grad " + name, dgradBoth.download(), grad);
+  Buffer<float> dlogitsBoth(logits);
+  shardc_rt_cuda_cross_entropy_and_grad_f32(
+      kernels, dseed.get(), dlogitsBoth.get(), dtargets.get(), dlossBoth.get(),
+      dlogitsBoth.get(), n, v, ld);
+  compare("cross_entropy_and_grad in place, loss " + name, dlossBoth.download(),
+          loss);
+  compare("cross_entropy_and_grad in place " + name, dlogitsBoth.download(),
+          grad);
   // Written over the logits, as a step does where they die there.
   shardc_rt_cuda_cross_entropy_grad_f32(kernels, dseed.get(), dlogits.get(),
                                         dtargets.get(), dlogits.get(), n, v,
@@ -575,6 +590,17 @@ void testIndexChecks() {
                   6.0f);
   expectIndexError("cross_entropy_grad: bad target at the last row", rows - 1,
                    "shardc_rt_cuda_cross_entropy_grad_f32");
+  // The fused kernel writes neither its loss nor its gradient.
+  Buffer<float> dlossBoth(Floats{5.0f});
+  shardc_rt_cuda_cross_entropy_and_grad_f32(kernels, dseed.get(), dlogits.get(),
+                                            dtargets.get(), dlossBoth.get(),
+                                            dgrad.get(), rows, vocab, vocab);
+  expectUntouched("cross_entropy_and_grad with a bad target: loss",
+                  dlossBoth.download(), 5.0f);
+  expectUntouched("cross_entropy_and_grad with a bad target: gradient",
+                  dgrad.download(), 6.0f);
+  expectIndexError("cross_entropy_and_grad: bad target at the last row",
+                   rows - 1, "shardc_rt_cuda_cross_entropy_and_grad_f32");
   expectNoIndexError("after the index checks");
 }
 
@@ -738,6 +764,15 @@ void testBf16(int64_t rows, int64_t c, int64_t v) {
   shardc_rt_cross_entropy_grad_bf16(&seed, logits.data(), targets.data(),
                                     gw.data(), rows, v, ld);
   compareBf16("cross_entropy_grad" + tag, dgrad.download(), gw);
+  // Both from the fused kernel, in place.
+  Buffer<shardc_rt_bf16> dboth(logits);
+  Buffer<float> dlossBoth(Floats{5.0f});
+  shardc_rt_cuda_cross_entropy_and_grad_bf16(kernels, dseed.get(), dboth.get(),
+                                             dtargets.get(), dlossBoth.get(),
+                                             dboth.get(), rows, v, ld);
+  compare("cross_entropy_and_grad loss" + tag, dlossBoth.download(),
+          Doubles{loss}, kTolerance);
+  compareBf16("cross_entropy_and_grad in place" + tag, dboth.download(), gw);
   // Written over the logits, as a step does where they die there.
   shardc_rt_cuda_cross_entropy_grad_bf16(kernels, dseed.get(), dlogits.get(),
                                          dtargets.get(), dlogits.get(), rows, v,

@@ -296,6 +296,8 @@ int64_t StepEmitter::integerBound(Value input) {
         bound = std::min(bound, ce.getNumClasses());
       else if (auto ce = dyn_cast<train::CrossEntropyGradOp>(user))
         bound = std::min(bound, ce.getNumClasses());
+      else if (auto ce = dyn_cast<train::CrossEntropyAndGradOp>(user))
+        bound = std::min(bound, ce.getNumClasses());
     }
   }
   // Unread by any bounded op: any non-negative int32.
@@ -1028,6 +1030,18 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
                                name(o.getGrad()), name(o.getLogits()),
                                name(o.getTargets()), d, numel(o.getTargets()),
                                o.getNumClasses(), shapeOf(o.getLogits()).back())
+                     .str());
+        return success();
+      })
+      .Case([&](train::CrossEntropyAndGradOp o) {
+        std::string l = allocate(o.getLoss());
+        std::string d = allocate(o.getLogitsGrad());
+        checkIds(kernel("cross_entropy_and_grad", o.getLogits()),
+                 llvm::formatv("{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}",
+                               name(o.getGrad()), name(o.getLogits()),
+                               name(o.getTargets()), l, d,
+                               numel(o.getTargets()), o.getNumClasses(),
+                               shapeOf(o.getLogits()).back())
                      .str());
         return success();
       })

@@ -28,7 +28,8 @@
 //      layernorm_grad  2 * rows + 2 * chunks * C floats (per-row stats and
 //                      partial column sums of dweight and dbias);
 //      sum_to          chunks * inner floats when the rows are split;
-//      cross_entropy   n doubles (per-row losses, summed in a fixed order);
+//      cross_entropy, cross_entropy_and_grad
+//                      n doubles (per-row losses, summed in a fixed order);
 //      layernorm_grad_add, add_layernorm: as layernorm_grad, layernorm;
 //    (chunks <= 1024). Besides, cuBLAS and cuBLASLt have a fixed 32 MiB
 //    workspace each (allocated by create; the GEMM epilogues of linear,
@@ -43,12 +44,13 @@
 //    embedding_grad, which scatter-adds with atomicAdd, and the flash
 //    attention_grad's dq (shardc_rt_cuda_kernels_set_flash_attention).
 //  - ids and targets cannot be checked synchronously. embedding,
-//    embedding_grad, cross_entropy and cross_entropy_grad check theirs on
-//    the device and record the position of the first bad one in the object's
-//    error slot; the failing call then writes nothing (as the CPU kernels),
-//    and so does every later call of these four until the slot is read and
-//    reset by shardc_rt_cuda_kernels_check, which the runtime calls once at
-//    the end of a step. Only the first failing call is recorded.
+//    embedding_grad, cross_entropy, cross_entropy_grad and
+//    cross_entropy_and_grad check theirs on the device and record the
+//    position of the first bad one in the object's error slot; the failing
+//    call then writes nothing (as the CPU kernels), and so does every later
+//    call of these five until the slot is read and reset by
+//    shardc_rt_cuda_kernels_check, which the runtime calls once at the end
+//    of a step. Only the first failing call is recorded.
 //  - a CUDA or cuBLAS error (a bad launch, an out-of-memory) prints the call,
 //    the error, the file and the line, and aborts.
 //
@@ -262,6 +264,14 @@ void shardc_rt_cuda_cross_entropy_grad_f32(
     shardc_rt_cuda_kernels *k, const float *dloss, const float *logits,
     const int32_t *targets, float *dlogits, int64_t n, int64_t v, int64_t ld);
 
+/// cross_entropy then cross_entropy_grad (train.cross_entropy_and_grad) in
+/// one kernel that reads each row twice, not three times: *loss and dlogits
+/// as the two write them. May run in place (dlogits == logits).
+void shardc_rt_cuda_cross_entropy_and_grad_f32(
+    shardc_rt_cuda_kernels *k, const float *dloss, const float *logits,
+    const int32_t *targets, float *loss, float *dlogits, int64_t n, int64_t v,
+    int64_t ld);
+
 /// attention (and its gradient) through fused FlashAttention-2 style kernels
 /// on tensor cores (runtime/cuda/FlashAttention.h) where the head size d
 /// allows it (d % 16 == 0, d <= 128), instead of GEMMs over the full T x T
@@ -465,6 +475,10 @@ void shardc_rt_cuda_cross_entropy_grad_bf16(shardc_rt_cuda_kernels *k,
                                             const int32_t *targets,
                                             shardc_rt_bf16 *dlogits, int64_t n,
                                             int64_t v, int64_t ld);
+void shardc_rt_cuda_cross_entropy_and_grad_bf16(
+    shardc_rt_cuda_kernels *k, const float *dloss, const shardc_rt_bf16 *logits,
+    const int32_t *targets, float *loss, shardc_rt_bf16 *dlogits, int64_t n,
+    int64_t v, int64_t ld);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -570,3 +570,25 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   // expected-error @+1 {{'train.layernorm_grad_add' op expected addend of shape 2x16, got 2x8}}
   %dx, %dg, %db = train.layernorm_grad_add %x, %x, %g, %r : (tensor<2x16xf32>, tensor<2x16xf32>, tensor<16xf32>, tensor<2x8xf32>) -> (tensor<2x16xf32>, tensor<16xf32>, tensor<16xf32>)
 }
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x8xf32>
+  %t = train.input "t" : tensor<2xi32>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  // expected-error @+1 {{'train.cross_entropy_and_grad' op expected logits_grad of shape 2x8, got 2x4}}
+  %l, %d = train.cross_entropy_and_grad %one, %x, %t : (tensor<f32>, tensor<2x8xf32>, tensor<2xi32>) -> (tensor<f32>, tensor<2x4xf32>)
+  train.return %l : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x8xf32>
+  %t = train.input "t" : tensor<2xi32>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  // expected-error @+1 {{'train.cross_entropy_and_grad' op expected classes in [1, 8] (the logits' last dimension), got 9}}
+  %l, %d = train.cross_entropy_and_grad %one, %x, %t classes 9 : (tensor<f32>, tensor<2x8xf32>, tensor<2xi32>) -> (tensor<f32>, tensor<2x8xf32>)
+  train.return %l : tensor<f32>
+}

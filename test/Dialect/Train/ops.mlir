@@ -83,6 +83,8 @@ train.model @backward_ops batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0
   %dl = train.cross_entropy_grad %one, %logits, %tok : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>) -> tensor<2x8x64xbf16>
   // CHECK: train.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} classes 64 : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>) -> tensor<2x8x64xbf16>
   %dl2 = train.cross_entropy_grad %one, %logits, %tok classes 64 : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>) -> tensor<2x8x64xbf16>
+  // CHECK: train.cross_entropy_and_grad %{{.*}}, %{{.*}}, %{{.*}} classes 60 : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>) -> (tensor<f32>, tensor<2x8x64xbf16>)
+  %both:2 = train.cross_entropy_and_grad %one, %logits, %tok classes 60 : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>) -> (tensor<f32>, tensor<2x8x64xbf16>)
   %dh = train.reshape %dl : tensor<2x8x64xbf16> to tensor<2x8x64xbf16>
   %dn = train.linear %h#0, %w : (tensor<2x8x48xbf16>, tensor<64x48xbf16>) -> tensor<2x8x64xbf16>
   %dx0 = train.add %dh, %dn : (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>) -> tensor<2x8x64xbf16>

@@ -146,3 +146,53 @@ train.model @unfused batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, b
   %loss = train.cross_entropy %l2, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
   train.return %loss : tensor<f32>
 }
+
+// -----
+
+// The loss and its gradient: one op in the gradient's place, the seed
+// defined between them, classes kept; the loss is still returned.
+
+// CHECK-LABEL: train.model @classifier
+// CHECK:      %[[SEED:.*]] = arith.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[LOSS:.*]], %[[DL:.*]] = train.cross_entropy_and_grad %[[SEED]], %[[L:.*]], %[[T:.*]] classes 6 : (tensor<f32>, tensor<2x4x8xf32>, tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x8xf32>)
+// CHECK-NEXT: train.sum_to %[[DL]]
+// CHECK-NOT:  train.cross_entropy
+// CHECK:      train.return %[[LOSS]]
+train.model @classifier batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4x8xf32>
+  %t = train.input "t" : tensor<2x4xi32>
+  %loss = train.cross_entropy %x, %t classes 6 : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  %dl = train.cross_entropy_grad %one, %x, %t classes 6 : (tensor<f32>, tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %s = train.sum_to %dl : tensor<2x4x8xf32> to tensor<8xf32>
+  train.return %loss : tensor<f32>
+}
+
+// -----
+
+// What does not: a loss read before its gradient; other targets; other
+// classes; two losses of the same logits.
+
+// CHECK-LABEL: train.model @classifier_unfused
+// CHECK-NOT: train.cross_entropy_and_grad
+train.model @classifier_unfused batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4x8xf32>
+  %t = train.input "t" : tensor<2x4xi32>
+  %u = train.input "u" : tensor<2x4xi32>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  // Read before the gradient.
+  %loss = train.cross_entropy %x, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %twice = train.scale %loss by 2.0 : tensor<f32>
+  %dl = train.cross_entropy_grad %twice, %x, %t : (tensor<f32>, tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  // Other targets, other classes.
+  %y = train.scale %x by 3.0 : tensor<2x4x8xf32>
+  %loss2 = train.cross_entropy %y, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %dl2 = train.cross_entropy_grad %one, %y, %u : (tensor<f32>, tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %dl3 = train.cross_entropy_grad %one, %y, %t classes 7 : (tensor<f32>, tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  // Two losses of the same logits.
+  %z = train.scale %x by 4.0 : tensor<2x4x8xf32>
+  %loss3 = train.cross_entropy %z, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %loss4 = train.cross_entropy %z, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %dl4 = train.cross_entropy_grad %one, %z, %t : (tensor<f32>, tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  train.return %loss : tensor<f32>
+}

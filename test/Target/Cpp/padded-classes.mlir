@@ -2,16 +2,23 @@
 // `shardc-gen gpt --pad-vocab` makes them): the kernels get the classes and
 // the row length, 6 of 8 here; the labels' bound is the classes, not the
 // logits' width.
-// RUN: shardc-opt %s --shardc-pipeline="strategy=ddp mesh=1 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=HOST
+// RUN: shardc-opt %s --shardc-pipeline="strategy=ddp mesh=1 fuse=false output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=HOST
 // HOST: {"y", SHARDC_RT_I32, 1, kInputShape1, 6},
 // HOST: shardc_rt_cross_entropy_f32({{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, 16, 6, 8)
 // HOST: shardc_rt_cross_entropy_grad_f32({{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, 16, 6, 8)
 //
+// Fused (train.cross_entropy_and_grad) the pair keeps its classes.
+// RUN: shardc-opt %s --shardc-pipeline="strategy=ddp mesh=1 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=FUSED
+// FUSED: {"y", SHARDC_RT_I32, 1, kInputShape1, 6},
+// FUSED: shardc_rt_cross_entropy_and_grad_f32({{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, 16, 6, 8)
+//
 // On the GPU, over 2 ranks of 8 rows each, in bf16.
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=CUDA
 // CUDA: {"y", SHARDC_RT_I32, 1, kInputShape1, 6},
-// CUDA: shardc_rt_cuda_cross_entropy_bf16(K, {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, 8, 6, 8)
-// CUDA: shardc_rt_cuda_cross_entropy_grad_bf16(K, {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, 8, 6, 8)
+// CUDA: shardc_rt_cuda_cross_entropy_and_grad_bf16(K, {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, 8, 6, 8)
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 fuse=false output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=CUDA-UNFUSED
+// CUDA-UNFUSED: shardc_rt_cuda_cross_entropy_bf16(K, {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, 8, 6, 8)
+// CUDA-UNFUSED: shardc_rt_cuda_cross_entropy_grad_bf16(K, {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, 8, 6, 8)
 //
 // The step's gradients match finite differences of its loss, the padding
 // rows of the weight's included (their gradient is 0, and so is the loss's

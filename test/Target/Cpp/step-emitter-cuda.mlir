@@ -55,7 +55,9 @@
 // CHECK-NEXT: float *[[PRE:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 40));
 // CHECK-NEXT: float *[[ACT:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 40));
 // CHECK-NEXT: shardc_rt_cuda_linear_gelu_f32(K, {{v[0-9]+}}, [[WF]], {{v[0-9]+}}, [[PRE]], [[ACT]], 2, 3, 5);
-// CHECK: shardc_rt_cuda_cross_entropy_f32(K,
+// The loss and the logits' gradient: one kernel, written over the logits.
+// CHECK: float *[[DL:v[0-9]+]] = [[ACT]]; // in place: [[ACT]] dies here
+// CHECK-NEXT: shardc_rt_cuda_cross_entropy_and_grad_f32(K, {{v[0-9]+}}, [[ACT]], {{v[0-9]+}}, {{v[0-9]+}}, [[DL]], 2, 5, 5);
 // The weight gradient: 15 elements reduce-scattered into 9-element shards
 // need a padded staging copy, freed once the compute stream has waited.
 // CHECK: float *[[ST:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));

@@ -30,8 +30,13 @@
 // Unfused: the linear writes the preactivation, the GELU reads it.
 // UNFUSED: shardc_rt_linear_f32({{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, [[L:v[0-9]+]], 2, 3, 5);
 // UNFUSED: shardc_rt_gelu_f32([[L]], {{v[0-9]+}}, 10);
-// CHECK: shardc_rt_cross_entropy_f32(
-// CHECK-NEXT: shardc_rt_bad_index(ctx, "train.cross_entropy at {{.*}}step-emitter-host.mlir:{{[0-9]+}}:{{[0-9]+}}", bad);
+// The loss and the logits' gradient come from one kernel (train-fuse),
+// which checks the labels and names the loss's place when one is bad.
+// CHECK: shardc_rt_cross_entropy_and_grad_f32(
+// CHECK-NEXT: shardc_rt_bad_index(ctx, "train.cross_entropy_and_grad at {{.*}}step-emitter-host.mlir:{{[0-9]+}}:{{[0-9]+}}", bad);
+// Unfused, the pair.
+// UNFUSED: shardc_rt_cross_entropy_f32({{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, 2, 5, 5)
+// UNFUSED: shardc_rt_cross_entropy_grad_f32({{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, 2, 5, 5)
 // CHECK: // backward "l0"
 // The 5x3 weight gradient is reduce-scattered from 15 floats, padded to
 // 2 x 9 in a staging copy, into a 9-float shard; the gradient is freed once
@@ -117,8 +122,10 @@
 // BF16: shardc_rt_bf16 *[[WF:v[0-9]+]] = static_cast<shardc_rt_bf16 *>(shardc_rt_alloc(ctx, 36));
 // BF16-NEXT: shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_BF16, [[W]], [[WF]], 9);
 // BF16: shardc_rt_linear_gelu_bf16(
-// BF16: float *[[L:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 4));
-// BF16-NEXT: shardc_rt_cross_entropy_bf16({{v[0-9]+}}, {{v[0-9]+}}, [[L]], 2, 5, 5)
+// BF16: shardc_rt_fill_f32([[SEED:v[0-9]+]], 1.{{0+}}e+00f, 1);
+// BF16-NEXT: float *[[L:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 4));
+// BF16-NEXT: shardc_rt_bf16 *[[DL:v[0-9]+]] = [[LOGITS:v[0-9]+]]; // in place: [[LOGITS]] dies here
+// BF16-NEXT: shardc_rt_cross_entropy_and_grad_bf16([[SEED]], [[LOGITS]], {{v[0-9]+}}, [[L]], [[DL]], 2, 5, 5)
 // BF16: shardc_rt_matmul_bf16({{v[0-9]+}}, {{v[0-9]+}}, [[G:v[0-9]+]], 1, 5, 2, 3, 1, 0);
 // BF16: float *[[S:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
 // BF16-NEXT: shardc_rt_convert_bf16_f32([[S]], [[G]], 15);

@@ -74,7 +74,7 @@ bool BufferLiveness::findInPlaceResults(train::ModelOp model) {
   // In program order (the walk visits a block's ops in order, a region's
   // before its op), which each buffer's writtenInPlace keeps.
   model.walk([&](train::InPlaceOpInterface op) {
-    Value result = op->getResult(0), operand = op.getInPlaceOperand();
+    Value result = op.getInPlaceResult(), operand = op.getInPlaceOperand();
     auto owned = buffers.find(getRoot(operand));
     auto written = buffers.find(result);
     // The operand's buffer must die here (not in a later use, nor at the

@@ -230,10 +230,16 @@ LedgerReport Ledger::build() {
     delta[Comm][until + 1] -= bytes;
   });
 
-  // Where the forward ends: the loss.
+  // Where the forward ends: the loss; where the loss is fused with its
+  // gradient, as that op starts, when the logits are still activations (the
+  // gradient takes their buffer over as it ends).
   int64_t lossAt = positions;
-  model.walk(
-      [&](train::CrossEntropyOp ce) { lossAt = liveness.getEnd(ce); });
+  model.walk([&](Operation *op) {
+    if (isa<train::CrossEntropyOp>(op))
+      lossAt = liveness.getEnd(op);
+    else if (isa<train::CrossEntropyAndGradOp>(op))
+      lossAt = liveness.getStart(op);
+  });
 
   std::array<int64_t, NumCategories> live{};
   int64_t persistent = report.paramBytes + report.optimizerBytes;

@@ -110,6 +110,11 @@ FailureOr<SmallVector<Type>> inferResults(Operation *op) {
           [&](AttentionGradOp op) { return same(op.getQkv()); })
       .Case<CrossEntropyGradOp>(
           [&](CrossEntropyGradOp op) { return same(op.getLogits()); })
+      .Case<CrossEntropyAndGradOp>([&](CrossEntropyAndGradOp op) {
+        // The loss stays an f32 scalar.
+        return FailureOr<SmallVector<Type>>(SmallVector<Type>{
+            op.getLoss().getType(), op.getLogits().getType()});
+      })
       .Case<arith::ConstantOp>(
           [&](arith::ConstantOp op) -> FailureOr<SmallVector<Type>> {
             // Only the loss's seed: a scalar that keeps its type.

@@ -314,12 +314,18 @@ void Sharder::accumulateMicrobatches() {
   // Each micro-batch's loss counts 1/K: seed its cotangent with 1/K.
   OpBuilder in = OpBuilder::atBlockEnd(inner);
   double scale = 1.0 / static_cast<double>(plan.gradAccum);
-  loop.walk([&](train::CrossEntropyGradOp grad) {
+  auto seed = [&](auto grad) {
     OpBuilder at(grad);
     auto seedType = cast<RankedTensorType>(grad.getGrad().getType());
     grad.getGradMutable().assign(arith::ConstantOp::create(
         at, grad.getLoc(),
         DenseElementsAttr::get(seedType, static_cast<float>(scale))));
+  };
+  loop.walk([&](Operation *op) {
+    if (auto grad = dyn_cast<train::CrossEntropyGradOp>(op))
+      seed(grad);
+    else if (auto fused = dyn_cast<train::CrossEntropyAndGradOp>(op))
+      seed(fused);
   });
   Value loss = train::ScaleOp::create(in, ret.getLoc(), ret.getLoss(),
                                       in.getF64FloatAttr(scale));

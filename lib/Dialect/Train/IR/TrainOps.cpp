@@ -785,39 +785,36 @@ LogicalResult AttentionGradOp::verify() {
 
 //===--- train.cross_entropy ----------------------------------------------===//
 
-/// Verifies the targets' shape (the logits' but the last dimension) and
-/// `classes`, which must count 1 to all of a position's logits.
-static LogicalResult verifyTargets(Operation *op, Value logits, Value targets,
-                                   std::optional<int64_t> classes) {
-  ArrayRef<int64_t> l = shapeOf(logits);
+/// A cross-entropy op (train.cross_entropy and its gradients): targets of
+/// the logits' shape but the last dimension, `classes` from 1 to all of a
+/// position's logits and, where it has one, a gradient `grad` (named `name`)
+/// of the logits' shape.
+template <typename Op>
+static LogicalResult verifyCrossEntropy(Op op, StringRef name = {},
+                                        Value grad = {}) {
+  if (failed(verifyCompute(op)))
+    return failure();
+  ArrayRef<int64_t> l = shapeOf(op.getLogits());
   if (l.empty())
-    return op->emitOpError() << "expected logits of rank >= 1";
+    return op.emitOpError() << "expected logits of rank >= 1";
+  std::optional<int64_t> classes = op.getClasses();
   if (classes && (*classes < 1 || *classes > l.back()))
-    return op->emitOpError()
+    return op.emitOpError()
            << "expected classes in [1, " << l.back()
            << "] (the logits' last dimension), got " << *classes;
-  return verifyShapeIs(op, "targets", targets, l.drop_back());
-}
-
-int64_t CrossEntropyOp::getNumClasses() {
-  return getClasses().value_or(shapeOf(getLogits()).back());
-}
-
-LogicalResult CrossEntropyOp::verify() {
-  if (failed(verifyCompute(*this)))
+  if (failed(verifyShapeIs(op, "targets", op.getTargets(), l.drop_back())))
     return failure();
-  return verifyTargets(*this, getLogits(), getTargets(), getClasses());
+  return grad ? verifyShapeIs(op, name, grad, l) : success();
 }
 
-int64_t CrossEntropyGradOp::getNumClasses() {
-  return getClasses().value_or(shapeOf(getLogits()).back());
-}
+LogicalResult CrossEntropyOp::verify() { return verifyCrossEntropy(*this); }
 
 LogicalResult CrossEntropyGradOp::verify() {
-  if (failed(verifyCompute(*this)) ||
-      failed(verifyTargets(*this, getLogits(), getTargets(), getClasses())))
-    return failure();
-  return verifyShapeIs(*this, "result", getResult(), shapeOf(getLogits()));
+  return verifyCrossEntropy(*this, "result", getResult());
+}
+
+LogicalResult CrossEntropyAndGradOp::verify() {
+  return verifyCrossEntropy(*this, "logits_grad", getLogitsGrad());
 }
 
 //===--- shape ops --------------------------------------------------------===//

@@ -120,6 +120,38 @@ void fuseLayerNormGradAdd(LayerNormGradOp normGrad, DominanceInfo &dominance) {
   normGrad.erase();
 }
 
+/// cross_entropy ... cross_entropy_grad of the same logits:
+/// train.cross_entropy_and_grad, in the gradient's place (its seed is
+/// defined between the two), where nothing reads the loss before it.
+void fuseCrossEntropyAndGrad(CrossEntropyGradOp grad,
+                             DominanceInfo &dominance) {
+  CrossEntropyOp loss;
+  for (Operation *user : grad.getLogits().getUsers()) {
+    auto ce = dyn_cast<CrossEntropyOp>(user);
+    if (!ce || ce.getTargets() != grad.getTargets() ||
+        ce.getNumClasses() != grad.getNumClasses())
+      continue;
+    if (loss)
+      return; // two losses of the same logits: which one is ambiguous
+    loss = ce;
+  }
+  if (!loss || loss->getBlock() != grad->getBlock() ||
+      !loss->isBeforeInBlock(grad) ||
+      llvm::any_of(loss.getResult().getUsers(), [&](Operation *user) {
+        return !dominance.properlyDominates(grad.getOperation(), user);
+      }))
+    return;
+  OpBuilder b(grad);
+  auto fused = CrossEntropyAndGradOp::create(
+      b, b.getFusedLoc({loss.getLoc(), grad.getLoc()}),
+      loss.getResult().getType(), grad.getResult().getType(), grad.getGrad(),
+      grad.getLogits(), grad.getTargets(), grad.getClassesAttr());
+  loss.getResult().replaceAllUsesWith(fused.getLoss());
+  loss.erase();
+  grad.getResult().replaceAllUsesWith(fused.getLogitsGrad());
+  grad.erase();
+}
+
 /// Collects the ops of type Op under `root`, then fuses each: the walk does
 /// not see the rewrites.
 template <typename Op>
@@ -136,12 +168,13 @@ struct TrainFusePass : shardc::train::impl::TrainFusePassBase<TrainFusePass> {
     Operation *module = getOperation();
     DominanceInfo dominance(module);
     // Each rewrite erases its anchor and the op before it and creates ops
-    // only where that op was: the remaining anchors and the dominance of
-    // values defined elsewhere are untouched.
+    // only where one of them was: the remaining anchors and the dominance
+    // of values defined elsewhere are untouched.
     fuseEach<LayerNormGradOp>(module, dominance, fuseLayerNormGradAdd);
     fuseEach<LayerNormOp>(module, dominance, fuseAddLayerNorm);
     fuseEach<GeluOp>(module, dominance, fuseLinearGelu);
     fuseEach<GeluGradOp>(module, dominance, fuseMatmulGeluGrad);
+    fuseEach<CrossEntropyGradOp>(module, dominance, fuseCrossEntropyAndGrad);
   }
 };
 

@@ -32,7 +32,8 @@ def Train_ParamUserOpInterface : OpInterface<"ParamUserOpInterface"> {
 def Train_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
   let cppNamespace = "::shardc::train";
   let description = [{
-    An op whose result may be written over one of its operands: its kernels,
+    An op one of whose results may be written over one of its operands: its
+    kernels,
     on every target, read each element of that operand (and every reduction
     over it they need) before they write the same element of the result, so
     they are correct when both name one buffer. Where that operand's buffer
@@ -45,6 +46,8 @@ def Train_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
   let methods = [
     InterfaceMethod<"The operand the result may be written over.",
                     "::mlir::Value", "getInPlaceOperand">,
+    InterfaceMethod<"The result that may be written over the operand.",
+                    "::mlir::Value", "getInPlaceResult">,
   ];
 }
 

@@ -315,15 +315,17 @@ class Train_ComputeOp<string mnemonic, list<Trait> traits = []>
   let hasVerifier = 1;
 }
 
-/// A compute op whose result may be written over its operand `operand`
-/// where that operand dies (Train_InPlaceOpInterface).
+/// A compute op whose result `result` may be written over its operand
+/// `operand` where that operand dies (Train_InPlaceOpInterface).
 class Train_InPlaceComputeOp<string mnemonic, string operand,
-                             list<Trait> traits = []>
+                             list<Trait> traits = [],
+                             string result = "Result">
     : Train_ComputeOp<mnemonic,
                       !listconcat(traits, [Train_InPlaceOpInterface])> {
-  /// The interface's method; an op that declares more adds to it.
+  /// The interface's methods; an op that declares more adds to them.
   code inPlaceDeclaration =
-      "::mlir::Value getInPlaceOperand() { return get" # operand # "(); }";
+      "::mlir::Value getInPlaceOperand() { return get" # operand # "(); }\n"
+      "::mlir::Value getInPlaceResult() { return get" # result # "(); }";
   let extraClassDeclaration = inPlaceDeclaration;
 }
 
@@ -479,6 +481,15 @@ def Train_AttentionOp : Train_ComputeOp<"attention"> {
   }];
 }
 
+/// The cross-entropy ops' getNumClasses: `classes`, or every logit of a
+/// position.
+defvar Train_NumClassesDeclaration = [{
+  int64_t getNumClasses() {
+    return getClasses().value_or(
+        ::llvm::cast<::mlir::ShapedType>(getLogits().getType()).getShape().back());
+  }
+}];
+
 def Train_CrossEntropyOp : Train_ComputeOp<"cross_entropy"> {
   let summary = "softmax cross-entropy, mean over positions";
   let description = [{
@@ -506,10 +517,7 @@ def Train_CrossEntropyOp : Train_ComputeOp<"cross_entropy"> {
     $logits `,` $targets (`classes` $classes^)? attr-dict `:`
     functional-type(operands, results)
   }];
-  let extraClassDeclaration = [{
-    /// The number of classes: `classes`, or every logit of a position.
-    int64_t getNumClasses();
-  }];
+  let extraClassDeclaration = Train_NumClassesDeclaration;
 }
 
 def Train_ReshapeOp : Train_ComputeOp<"reshape"> {
@@ -661,10 +669,8 @@ def Train_CrossEntropyGradOp
     $grad `,` $logits `,` $targets (`classes` $classes^)? attr-dict `:`
     functional-type(operands, results)
   }];
-  let extraClassDeclaration = inPlaceDeclaration # [{
-    /// The number of classes: `classes`, or every logit of a position.
-    int64_t getNumClasses();
-  }];
+  let extraClassDeclaration =
+      !strconcat(inPlaceDeclaration, Train_NumClassesDeclaration);
 }
 
 //===----------------------------------------------------------------------===//
@@ -768,6 +774,39 @@ def Train_LayerNormGradAddOp : Train_ComputeOp<"layernorm_grad_add"> {
     $grad `,` $input `,` $weight `,` $addend attr-dict `:`
     functional-type(operands, results)
   }];
+}
+
+def Train_CrossEntropyAndGradOp
+    : Train_InPlaceComputeOp<"cross_entropy_and_grad", "Logits", [],
+                             "LogitsGrad"> {
+  let summary = "train.cross_entropy then train.cross_entropy_grad: llm.c's "
+                "fused classifier";
+  let description = [{
+    `loss` is `train.cross_entropy` of `logits` and `targets` (over the
+    first `classes` logits of a position, as there), `logits_grad` is
+    `train.cross_entropy_grad` of `grad`, the loss's cotangent: one pass
+    over a position's logits gives both its softmax's normalizer and its
+    loss, where the pair read the largest tensor of a language model's step
+    once more. `logits_grad` is written over `logits` where they die here
+    (Train_InPlaceOpInterface). `grad` is known before the loss: the seed of
+    the backward, not a function of it.
+
+    ```mlir
+    %loss, %dl = train.cross_entropy_and_grad %g, %logits, %t classes 10
+        : (tensor<f32>, tensor<8x16xf32>, tensor<8xi32>)
+          -> (tensor<f32>, tensor<8x16xf32>)
+    ```
+  }];
+  let arguments = (ins Train_Scalar:$grad, Train_FloatTensor:$logits,
+                       Train_IndexTensor:$targets,
+                       OptionalAttr<I64Attr>:$classes);
+  let results = (outs Train_Scalar:$loss, Train_FloatTensor:$logits_grad);
+  let assemblyFormat = [{
+    $grad `,` $logits `,` $targets (`classes` $classes^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let extraClassDeclaration =
+      !strconcat(inPlaceDeclaration, Train_NumClassesDeclaration);
 }
 
 #endif // SHARDC_DIALECT_TRAIN_IR_TRAINOPS_TD

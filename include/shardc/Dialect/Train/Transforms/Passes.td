@@ -79,10 +79,10 @@ def TrainAutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
 def TrainFusePass : Pass<"train-fuse", "::mlir::ModuleOp"> {
   let summary = "Fuse adjacent ops of a differentiated step into one kernel each";
   let description = [{
-    Rewrites four pairs of adjacent ops, forward and backward, into the
-    fused ops of the train dialect, so that the intermediate between them
-    never makes a round trip through memory (on a GPU: a GEMM epilogue, or
-    one pass per row):
+    Rewrites five pairs of ops, forward and backward, into the fused ops of
+    the train dialect, so that the intermediate between them never makes a
+    round trip through memory (on a GPU: a GEMM epilogue, or one pass per
+    row), or an input is read once for both:
 
     | pair                                      | fused op                   |
     |-------------------------------------------|----------------------------|
@@ -90,9 +90,16 @@ def TrainFusePass : Pass<"train-fuse", "::mlir::ModuleOp"> {
     | `train.add` -> `train.layernorm`          | `train.add_layernorm`      |
     | `train.matmul` (-> reshape) -> `train.gelu_grad` | `train.matmul_gelu_grad` |
     | `train.layernorm_grad` -> `train.add`     | `train.layernorm_grad_add` |
+    | `train.cross_entropy` ... `train.cross_entropy_grad` | `train.cross_entropy_and_grad` |
 
     These are a GPT block's MLP (c_fc and its GELU), its residual adds and
-    the norms after them, and their gradients. A pair fuses when
+    the norms after them, their gradients, and the loss with the logits'
+    gradient (llm.c's fused classifier: the logits, the step's largest
+    tensor, are read twice instead of three times). The loss and its
+    gradient fuse in the gradient's place when they read the same logits,
+    targets and classes, no other loss reads those logits, and nothing
+    reads the loss before the gradient (the backward's seed, defined
+    between them, is not a function of the loss). Another pair fuses when
 
     - both ops are in the same block and the second reads the first's result;
     - the add has operands of one shape (no broadcast);
