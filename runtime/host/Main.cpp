@@ -377,6 +377,23 @@ std::vector<StatePiece> statePieces(shardc_rt_context &ctx) {
   return pieces;
 }
 
+/// Whether `m` takes llm.c's tokens: two integer inputs [B, T], tokens then
+/// targets (a GPT).
+bool isTokenModel(const shardc_rt_model &m) {
+  bool gpt = m.num_inputs == 2;
+  for (int32_t i = 0; i < m.num_inputs && gpt; ++i)
+    gpt = m.inputs[i].dtype == SHARDC_RT_I32 && m.inputs[i].rank == 2 &&
+          m.inputs[i].shape[1] == m.inputs[0].shape[1];
+  return gpt;
+}
+
+/// The bound of a token model's tokens. A token is an input and, a
+/// position later, a target: it lies below both bounds (a padded embedding
+/// has more rows than the loss has classes).
+int64_t tokenBound(const shardc_rt_model &m) {
+  return std::min(m.inputs[0].bound, m.inputs[1].bound);
+}
+
 void openData(shardc_rt_context &ctx, const Flags &flags) {
   ctx.data = new DataSource;
   if (flags.data.empty())
@@ -386,24 +403,14 @@ void openData(shardc_rt_context &ctx, const Flags &flags) {
   bool tokens = flags.data.size() > 4 &&
                 flags.data.compare(flags.data.size() - 4, 4, ".bin") == 0;
   if (tokens) {
-    // llm.c tokens feed a GPT: two integer inputs [B, T], tokens then
-    // targets.
-    bool gpt = m.num_inputs == 2;
-    for (int32_t i = 0; i < m.num_inputs && gpt; ++i)
-      gpt = m.inputs[i].dtype == SHARDC_RT_I32 && m.inputs[i].rank == 2 &&
-            m.inputs[i].shape[1] == m.inputs[0].shape[1];
-    if (!gpt) {
+    if (!isTokenModel(m)) {
       error = flags.data + ": a token file feeds a model with two integer "
                            "inputs [B, T] (tokens, targets); @" +
               std::string(m.name) + " has other inputs";
     } else {
-      // A token is an input and, a position later, a target: it must lie
-      // below both bounds (a padded embedding has more rows than the
-      // loss has classes).
       TokenData data;
       error = TokenData::tryOpen(flags.data, m.inputs[0].shape[1],
-                                 std::min(m.inputs[0].bound, m.inputs[1].bound),
-                                 "--data", data);
+                                 tokenBound(m), "--data", data);
       if (error.empty())
         ctx.data->tokens = std::move(data);
     }
@@ -568,8 +575,10 @@ void *shardc_rt_input(shardc_rt_context *ctx, int32_t index) {
       ctx->data->steps->readFloats(info.name, shape, step, first,
                                    first + rows, static_cast<float *>(out));
   } else if (info.dtype == SHARDC_RT_I32) {
+    // Synthetic tokens lie below the vocabulary, as real ones do.
     syntheticInts(ctx->seed, info.name, step, first * rowSize,
-                  (first + rows) * rowSize, info.bound,
+                  (first + rows) * rowSize,
+                  isTokenModel(m) ? tokenBound(m) : info.bound,
                   static_cast<int32_t *>(out));
   } else {
     syntheticFloats(ctx->seed, info.name, step, first * rowSize,

@@ -482,6 +482,7 @@ void testCrossEntropy(int64_t n, int64_t v, int64_t ld) {
   compare("cross_entropy_and_grad loss " + name, dlossBoth.download(), loss);
   compare("cross_entropy_and_grad " + name, dgradBoth.download(), grad);
   Buffer<float> dlogitsBoth(logits);
+  shardc_rt_cuda_fill_f32(kernels, dlossBoth.get(), 5.0f, 1); // overwritten
   shardc_rt_cuda_cross_entropy_and_grad_f32(
       kernels, dseed.get(), dlogitsBoth.get(), dtargets.get(), dlossBoth.get(),
       dlogitsBoth.get(), n, v, ld);
@@ -590,7 +591,8 @@ void testIndexChecks() {
                   6.0f);
   expectIndexError("cross_entropy_grad: bad target at the last row", rows - 1,
                    "shardc_rt_cuda_cross_entropy_grad_f32");
-  // The fused kernel writes neither its loss nor its gradient.
+  // The fused kernel writes neither its loss nor its gradient, in place
+  // neither: the logits stay as they were.
   Buffer<float> dlossBoth(Floats{5.0f});
   shardc_rt_cuda_cross_entropy_and_grad_f32(kernels, dseed.get(), dlogits.get(),
                                             dtargets.get(), dlossBoth.get(),
@@ -601,6 +603,26 @@ void testIndexChecks() {
                   dgrad.download(), 6.0f);
   expectIndexError("cross_entropy_and_grad: bad target at the last row",
                    rows - 1, "shardc_rt_cuda_cross_entropy_and_grad_f32");
+  Buffer<float> dinPlace(Floats(rows * vocab, 4.0f));
+  shardc_rt_cuda_cross_entropy_and_grad_f32(
+      kernels, dseed.get(), dinPlace.get(), dtargets.get(), dlossBoth.get(),
+      dinPlace.get(), rows, vocab, vocab);
+  expectUntouched("cross_entropy_and_grad in place with a bad target",
+                  dinPlace.download(), 4.0f);
+  expectIndexError(
+      "cross_entropy_and_grad in place: bad target at the last row", rows - 1,
+      "shardc_rt_cuda_cross_entropy_and_grad_f32");
+  // A target in the padding of rows of 8 logits, 6 of them classes.
+  Ids inPadding(rows, 0);
+  inPadding[2] = 7;
+  dtargets.upload(inPadding);
+  Buffer<float> dpadded(random(rows * 8));
+  shardc_rt_cuda_cross_entropy_f32(kernels, dpadded.get(), dtargets.get(),
+                                   dlossBoth.get(), rows, 6, 8);
+  expectUntouched("cross_entropy with a target in the padding",
+                  dlossBoth.download(), 5.0f);
+  expectIndexError("cross_entropy: a target in the padding", 2,
+                   "shardc_rt_cuda_cross_entropy_f32");
   expectNoIndexError("after the index checks");
 }
 

@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "shardc_rt/BFloat16.h"
 #include "shardc_rt/Kernels.h"
 
 #include "TestRandom.h"
@@ -662,10 +663,15 @@ void checkCrossEntropy() {
   check("cross_entropy_grad with padding, in place", padded, wantPadded);
   Ids inPadding = targets;
   inPadding[1] = int32_t(v + 1);
+  Vec untouched(n * ld, 7.0);
   check("cross_entropy target in the padding: out of range",
-        {double(cpu::crossEntropy(logits.data(), inPadding.data(), &paddedLoss,
-                                  n, v, ld))},
-        {1});
+        {double(cpu::crossEntropy(padded.data(), inPadding.data(), &paddedLoss,
+                                  n, v, ld)),
+         double(cpu::crossEntropyGrad(&dloss, padded.data(), inPadding.data(),
+                                      untouched.data(), n, v, ld)),
+         *std::min_element(untouched.begin(), untouched.end()),
+         *std::max_element(untouched.begin(), untouched.end())},
+        {1, 1, 7, 7});
 }
 
 void checkHelpers() {
@@ -836,6 +842,20 @@ void checkFloatAbi() {
     shardc_rt_cross_entropy_grad_f32(&dlossf, inPlace.data(), targets.data(),
                                      inPlace.data(), count, v, v);
     compare("cross_entropy_grad in place", inPlace, dlogits);
+    // Fused (train.cross_entropy_and_grad): the pair's loss and gradient, to
+    // the bit, in place too; a bad target writes neither.
+    float lossBoth = 0;
+    std::vector<float> both = toFloat(logits);
+    int64_t bothStatus = shardc_rt_cross_entropy_and_grad_f32(
+        &dlossf, both.data(), targets.data(), &lossBoth, both.data(), count, v,
+        v);
+    std::vector<float> pairGrad = toFloat(logits);
+    shardc_rt_cross_entropy_grad_f32(&dlossf, pairGrad.data(), targets.data(),
+                                     pairGrad.data(), count, v, v);
+    check("cross_entropy_and_grad in place: the pair's bits",
+          {double(bothStatus), double(lossBoth == lossf),
+           double(both == pairGrad)},
+          {-1, 1, 1});
     Ids bad = targets;
     bad[1] = int32_t(v);
     check("f32 cross_entropy statuses",
@@ -846,7 +866,58 @@ void checkFloatAbi() {
                &dlossf, toFloat(logits).data(), bad.data(), dlogitsf.data(),
                count, v, v))},
           {-1, -1, 1, 1});
+    std::vector<float> kept = toFloat(logits);
+    float keptLoss = 9.0f;
+    check("cross_entropy_and_grad with a bad target: position, no write",
+          {double(shardc_rt_cross_entropy_and_grad_f32(
+               &dlossf, kept.data(), bad.data(), &keptLoss, kept.data(), count,
+               v, v)),
+           double(keptLoss), double(kept == toFloat(logits))},
+          {1, 9, 1});
   }
+}
+
+/// The bf16 cross-entropy kernels over padded rows: the loss and the
+/// classes' gradient are the f32 kernels' on the widened classes (the
+/// gradient rounded once), the padding's gradient is 0, and the fused
+/// kernel gives the pair's bits, in place.
+void checkBf16CrossEntropy() {
+  const int64_t count = 5, v = 11, ld = 16;
+  Ids targets = randomIds(count, v);
+  Vec classes = random(count * v, -4, 4);
+  std::vector<shardc_rt_bf16> padded(count * ld);
+  std::vector<float> wide(count * v);
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t j = 0; j < ld; ++j) {
+      shardc_rt_bf16 h = shardc::rt::narrow(j < v ? float(classes[i * v + j])
+                                                  : 50.0f + float(j));
+      padded[i * ld + j] = h;
+      if (j < v)
+        wide[i * v + j] = shardc::rt::widen(h);
+    }
+  float dloss = 1.5f, loss = 0, wideLoss = 0;
+  std::vector<float> wideGrad(count * v);
+  shardc_rt_cross_entropy_f32(wide.data(), targets.data(), &wideLoss, count, v,
+                              v);
+  shardc_rt_cross_entropy_grad_f32(&dloss, wide.data(), targets.data(),
+                                   wideGrad.data(), count, v, v);
+  std::vector<shardc_rt_bf16> want(count * ld, 0), grad(count * ld, 0x4000);
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t j = 0; j < v; ++j)
+      want[i * ld + j] = shardc::rt::narrow(wideGrad[i * v + j]);
+  shardc_rt_cross_entropy_bf16(padded.data(), targets.data(), &loss, count, v,
+                               ld);
+  shardc_rt_cross_entropy_grad_bf16(&dloss, padded.data(), targets.data(),
+                                    grad.data(), count, v, ld);
+  float lossBoth = 0;
+  std::vector<shardc_rt_bf16> both = padded;
+  shardc_rt_cross_entropy_and_grad_bf16(&dloss, both.data(), targets.data(),
+                                        &lossBoth, both.data(), count, v, ld);
+  check("bf16 cross_entropy over padded rows: the classes' loss and "
+        "gradient, padding 0, fused the same bits",
+        {double(loss == wideLoss), double(grad == want),
+         double(lossBoth == loss), double(both == want)},
+        {1, 1, 1, 1});
 }
 
 void checkGemmTimer() {
@@ -880,6 +951,7 @@ int main() {
   checkCrossEntropy();
   checkHelpers();
   checkFloatAbi();
+  checkBf16CrossEntropy();
   checkGemmTimer();
   std::printf("gradcheck: %d ops passed, %d failed\n", numPassed, numFailed);
   return numFailed == 0 ? 0 : 1;

@@ -503,7 +503,9 @@ int main(int argc, char **argv) {
     if (!checkSize("--layers", cfg.layers, kMaxLayers) ||
         !checkSize("--hidden", cfg.hidden) ||
         !checkSize("--heads", cfg.heads) || !checkSize("--vocab", cfg.vocab) ||
-        !checkSize("--pad-vocab", cfg.padVocab) || !checkSize("--seq", cfg.seq))
+        !checkSize("--pad-vocab", cfg.padVocab) ||
+        !checkSize("--vocab rounded up to --pad-vocab", cfg.paddedVocab()) ||
+        !checkSize("--seq", cfg.seq))
       return ExitUsage;
     if (cfg.hidden % cfg.heads != 0)
       return usageError("--hidden " + llvm::Twine(cfg.hidden) +

@@ -52,8 +52,9 @@ options (as --shardc-pipeline's):
   --param-dtype f32|bf16  --reduce-dtype f32|bf16
   --bucket-mb MB  --grad-accum K  --prefetch D
   --unit-bucket-mb MB          zero3/hsdp flat: small units share a flat param
-  --fuse true|false            fused kernels: linear+gelu, add+layernorm and
-                               their gradients (default true)
+  --fuse true|false            fused kernels: linear+gelu, add+layernorm,
+                               their gradients, and the loss with its
+                               gradient (default true)
   --memory-budget BYTES        fail when the predicted peak is larger
   --ledger-json FILE           the ledger as JSON (- for stdout; else a table
                                on stderr)

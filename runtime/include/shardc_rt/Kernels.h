@@ -17,9 +17,9 @@
 //  - outputs are allocated by the caller and fully overwritten, unless a
 //    comment says otherwise; outputs never alias inputs, except for the
 //    elementwise kernels (add, scale, gelu, relu, their grads, accumulate)
-//    and cross_entropy_grad (and_grad), which may run in place (output ==
-//    an input;
-//    the emitted steps rely on it: train::InPlaceOpInterface).
+//    and cross_entropy_grad (and cross_entropy_and_grad), which may run in
+//    place (output == an input; the emitted steps rely on it:
+//    train::InPlaceOpInterface).
 //  - ids and targets are int32_t. They come from user data, so the kernels
 //    that read them check them: they return -1 when every id is in range, or
 //    the position of the first bad one, and then write nothing. The caller
@@ -221,9 +221,9 @@ int64_t shardc_rt_cross_entropy_grad_f32(const float *dloss,
 
 /// Fused cross_entropy then cross_entropy_grad
 /// (train.cross_entropy_and_grad): *loss and dlogits as the two write them,
-/// for the cotangent *dloss known before the loss. Returns -1, or the
-/// position of the first target outside [0, v) (then neither is written).
-/// May run in place (dlogits == logits).
+/// for the cotangent *dloss known before the loss (loss is not dloss).
+/// Returns -1, or the position of the first target outside [0, v) (then
+/// neither is written). May run in place (dlogits == logits).
 int64_t shardc_rt_cross_entropy_and_grad_f32(const float *dloss,
                                              const float *logits,
                                              const int32_t *targets,

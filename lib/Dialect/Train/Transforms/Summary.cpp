@@ -48,7 +48,9 @@ void printModel(ModelOp model, llvm::raw_ostream &os) {
   });
 
   // Ops per phase. The root's backward starts at the loss's seed: the first
-  // root op after the loss that is not part of the forward.
+  // root op after the loss that is not part of the forward, or the seed of
+  // the loss fused with its gradient (train.cross_entropy_and_grad), which
+  // counts as backward.
   OpCounts counts;
   std::array<int64_t, NumPhases> totals{};
   auto count = [&](Operation *op, Phase phase) {
@@ -60,6 +62,13 @@ void printModel(ModelOp model, llvm::raw_ostream &os) {
   Value loss = model.getLoss();
   bool pastLoss = false;
   for (Operation &op : model.getBody().front()) {
+    auto isFusedSeed = [](OpOperand &use) {
+      auto fused = dyn_cast<CrossEntropyAndGradOp>(use.getOwner());
+      return fused && &use == &fused.getGradMutable();
+    };
+    if (isa<CrossEntropyAndGradOp>(op) ||
+        llvm::any_of(op.getUses(), isFusedSeed))
+      pastLoss = true;
     Phase phase = pastLoss ? Backward : Forward;
     if (isa<AdamWOp>(op))
       phase = Update;
@@ -89,7 +98,7 @@ void printModel(ModelOp model, llvm::raw_ostream &os) {
   os << "  ops: " << totals[Forward] << " forward, " << totals[Backward]
      << " backward, " << totals[Update] << " update\n";
   for (auto &[name, perPhase] : counts) {
-    os << llvm::format("    %-26s", name.str().c_str());
+    os << llvm::format("    %-30s", name.str().c_str());
     for (int p = 0; p < NumPhases; ++p)
       if (perPhase[p])
         os << llvm::format(" %6lld %s", static_cast<long long>(perPhase[p]),

@@ -33,10 +33,9 @@ def Train_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
   let cppNamespace = "::shardc::train";
   let description = [{
     An op one of whose results may be written over one of its operands: its
-    kernels,
-    on every target, read each element of that operand (and every reduction
-    over it they need) before they write the same element of the result, so
-    they are correct when both name one buffer. Where that operand's buffer
+    kernels, on every target, read each element of that operand (and every
+    reduction over it they need) before they write the same element of the
+    result, so they are correct when both name one buffer. Where that operand's buffer
     dies at this op and has the result's type and size, BufferLiveness gives
     the result that buffer: the step allocates nothing for it and the ledger
     counts it once. This is XLA's in-place buffer reuse; for a language

@@ -97,7 +97,7 @@ def TrainFusePass : Pass<"train-fuse", "::mlir::ModuleOp"> {
     gradient (llm.c's fused classifier: the logits, the step's largest
     tensor, are read twice instead of three times). The loss and its
     gradient fuse in the gradient's place when they read the same logits,
-    targets and classes, no other loss reads those logits, and nothing
+    targets and classes, no other such loss reads those logits, and nothing
     reads the loss before the gradient (the backward's seed, defined
     between them, is not a function of the loss). Another pair fuses when
 
