@@ -292,12 +292,13 @@ int64_t StepEmitter::integerBound(Value input) {
         bound = std::min(bound, shapeOf(e.getTable())[0]);
       else if (auto e = dyn_cast<train::EmbeddingGradOp>(user))
         bound = std::min(bound, shapeOf(e.getResult())[0]);
-      else if (auto ce = dyn_cast<train::CrossEntropyOp>(user))
-        bound = std::min(bound, ce.getNumClasses());
-      else if (auto ce = dyn_cast<train::CrossEntropyGradOp>(user))
-        bound = std::min(bound, ce.getNumClasses());
-      else if (auto ce = dyn_cast<train::CrossEntropyAndGradOp>(user))
-        bound = std::min(bound, ce.getNumClasses());
+      else if (std::optional<int64_t> classes =
+                   TypeSwitch<Operation *, std::optional<int64_t>>(user)
+                       .Case<train::CrossEntropyOp, train::CrossEntropyGradOp,
+                             train::CrossEntropyAndGradOp>(
+                           [](auto ce) { return ce.getNumClasses(); })
+                       .Default(std::optional<int64_t>()))
+        bound = std::min(bound, *classes);
     }
   }
   // Unread by any bounded op: any non-negative int32.

@@ -61,11 +61,11 @@ void printModel(ModelOp model, llvm::raw_ostream &os) {
   };
   Value loss = model.getLoss();
   bool pastLoss = false;
+  auto isFusedSeed = [](OpOperand &use) {
+    auto fused = dyn_cast<CrossEntropyAndGradOp>(use.getOwner());
+    return fused && &use == &fused.getGradMutable();
+  };
   for (Operation &op : model.getBody().front()) {
-    auto isFusedSeed = [](OpOperand &use) {
-      auto fused = dyn_cast<CrossEntropyAndGradOp>(use.getOwner());
-      return fused && &use == &fused.getGradMutable();
-    };
     if (isa<CrossEntropyAndGradOp>(op) ||
         llvm::any_of(op.getUses(), isFusedSeed))
       pastLoss = true;

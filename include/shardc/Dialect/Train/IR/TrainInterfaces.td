@@ -35,11 +35,12 @@ def Train_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
     An op one of whose results may be written over one of its operands: its
     kernels, on every target, read each element of that operand (and every
     reduction over it they need) before they write the same element of the
-    result, so they are correct when both name one buffer. Where that operand's buffer
-    dies at this op and has the result's type and size, BufferLiveness gives
-    the result that buffer: the step allocates nothing for it and the ledger
-    counts it once. This is XLA's in-place buffer reuse; for a language
-    model's `train.cross_entropy_grad` it is llm.c's classifier, which writes
+    result, so they are correct when both name one buffer. Where that
+    operand's buffer dies at this op and has the result's type and size,
+    BufferLiveness gives the result that buffer: the step allocates nothing
+    for it and the ledger counts it once. This is XLA's in-place buffer
+    reuse; for a language model's `train.cross_entropy_grad` (or
+    `train.cross_entropy_and_grad`) it is llm.c's classifier, which writes
     the logits' gradient over the logits, the largest tensor of the step.
   }];
   let methods = [
