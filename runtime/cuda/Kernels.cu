@@ -967,22 +967,6 @@ __device__ double rowLossOf(RowSoftmax softmax, float targetLogit) {
          static_cast<double>(targetLogit);
 }
 
-/// One block per row: rowLoss[row] = rowLossOf the row's first v logits
-/// (rows ld apart).
-template <typename T>
-__global__ void crossEntropyRowsKernel(const T *logits, const int32_t *targets,
-                                       double *rowLoss, int64_t n, int64_t v,
-                                       int64_t ld, const ErrorSlot *slot) {
-  if (failed(slot))
-    return; // uniform over the block
-  for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
-    const T *l = logits + row * ld;
-    RowSoftmax softmax = rowSoftmax(l, v);
-    if (threadIdx.x == 0)
-      rowLoss[row] = rowLossOf(softmax, load(l[targets[row]]));
-  }
-}
-
 /// One block: *loss = mean of rowLoss[n] (0 when n == 0), summed in double
 /// in a fixed order.
 __global__ void meanLossKernel(const double *rowLoss, int64_t n, float *loss,
@@ -1018,20 +1002,21 @@ __device__ void writeRowGrad(const T *l, T *out, RowSoftmax softmax,
     out[j] = store<T>(0.0f);
 }
 
-/// One block per row: dlogits = (softmax - onehot) * *dloss / n over the
-/// row's first v logits (rows ld apart) and, where rowLoss is not null, the
-/// row's loss as crossEntropyRowsKernel writes it (llm.c's fused
-/// classifier: a row is read twice, not three times). dlogits may be
-/// logits: every read of another thread's elements, the target's logit
-/// included, comes before rowSoftmax's last barrier.
+/// One block per row of v classes (rows ld apart): where rowLoss is not
+/// null, the row's loss (rowLossOf); where dlogits is not null, its
+/// gradient (softmax - onehot) * *dloss / n (writeRowGrad). Both at once are
+/// llm.c's fused classifier: a row is read twice, not three times. dlogits
+/// may be logits: every read of another thread's elements, the target's
+/// logit included, comes before rowSoftmax's last barrier.
 template <typename T>
-__global__ void crossEntropyGradKernel(const float *dloss, const T *logits,
-                                       const int32_t *targets, double *rowLoss,
-                                       T *dlogits, int64_t n, int64_t v,
-                                       int64_t ld, const ErrorSlot *slot) {
+__global__ void crossEntropyKernel(const T *logits, const int32_t *targets,
+                                   double *rowLoss, const float *dloss,
+                                   T *dlogits, int64_t n, int64_t v,
+                                   int64_t ld, const ErrorSlot *slot) {
   if (failed(slot))
-    return;
-  double perRow = static_cast<double>(*dloss) / static_cast<double>(n);
+    return; // uniform over the block
+  double perRow =
+      dlogits ? static_cast<double>(*dloss) / static_cast<double>(n) : 0.0;
   bool lossWriter = rowLoss && threadIdx.x == 0; // uniform but for thread 0
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
     const T *l = logits + row * ld;
@@ -1040,7 +1025,8 @@ __global__ void crossEntropyGradKernel(const float *dloss, const T *logits,
     RowSoftmax softmax = rowSoftmax(l, v);
     if (lossWriter)
       rowLoss[row] = rowLossOf(softmax, targetLogit);
-    writeRowGrad(l, dlogits + row * ld, softmax, perRow, target, v, ld);
+    if (dlogits)
+      writeRowGrad(l, dlogits + row * ld, softmax, perRow, target, v, ld);
   }
 }
 
@@ -1762,41 +1748,27 @@ void sumTo(Kernels *k, const T *x, float *y, int64_t outer, int64_t inner) {
              partials, nullptr);
 }
 
-/// cross_entropy and its gradient for logits of T = float or
-/// __nv_bfloat16 (read as f32; the loss is f32, the gradient rounded once).
-/// With dlogits (and dloss), cross_entropy_and_grad.
+/// cross_entropy (loss), cross_entropy_grad (dloss, dlogits) or both
+/// (cross_entropy_and_grad) for logits of T = float or __nv_bfloat16 (read
+/// as f32; the loss is f32, the gradient rounded once); `op` names the call
+/// in the error slot.
 template <typename T>
-void crossEntropy(Kernels *k, const T *logits, const int32_t *targets,
-                  float *loss, int64_t n, int64_t v, int64_t ld,
-                  const float *dloss = nullptr, T *dlogits = nullptr) {
-  checkIds(k, targets, n, v,
-           dlogits ? kOpCrossEntropyAndGrad : kOpCrossEntropy);
-  double *rowLoss = nullptr;
+void crossEntropy(Kernels *k, CheckedOp op, const T *logits,
+                  const int32_t *targets, int64_t n, int64_t v, int64_t ld,
+                  float *loss, const float *dloss, T *dlogits) {
+  checkIds(k, targets, n, v, op);
+  double *rowLoss = loss && n > 0 ? static_cast<double *>(
+                                        scratch(k, pieceBytes<double>(n)))
+                                  : nullptr;
   if (n > 0) {
-    rowLoss = static_cast<double *>(scratch(k, pieceBytes<double>(n)));
-    unsigned grid = rowBlockGrid(k, n);
-    if (dlogits)
-      crossEntropyGradKernel<<<grid, kRowThreads, 0, k->stream>>>(
-          dloss, logits, targets, rowLoss, dlogits, n, v, ld, k->slot);
-    else
-      crossEntropyRowsKernel<<<grid, kRowThreads, 0, k->stream>>>(
-          logits, targets, rowLoss, n, v, ld, k->slot);
+    crossEntropyKernel<<<rowBlockGrid(k, n), kRowThreads, 0, k->stream>>>(
+        logits, targets, rowLoss, dloss, dlogits, n, v, ld, k->slot);
     SHARDC_CUDA_CHECK_LAUNCH();
   }
-  meanLossKernel<<<1, 1024, 0, k->stream>>>(rowLoss, n, loss, k->slot);
-  SHARDC_CUDA_CHECK_LAUNCH();
-}
-
-template <typename T>
-void crossEntropyGrad(Kernels *k, const float *dloss, const T *logits,
-                      const int32_t *targets, T *dlogits, int64_t n, int64_t v,
-                      int64_t ld) {
-  checkIds(k, targets, n, v, kOpCrossEntropyGrad);
-  if (n <= 0 || v <= 0)
-    return;
-  crossEntropyGradKernel<<<rowBlockGrid(k, n), kRowThreads, 0, k->stream>>>(
-      dloss, logits, targets, nullptr, dlogits, n, v, ld, k->slot);
-  SHARDC_CUDA_CHECK_LAUNCH();
+  if (loss) {
+    meanLossKernel<<<1, 1024, 0, k->stream>>>(rowLoss, n, loss, k->slot);
+    SHARDC_CUDA_CHECK_LAUNCH();
+  }
 }
 
 } // namespace
@@ -2004,7 +1976,8 @@ void shardc_rt_cuda_cross_entropy_f32(shardc_rt_cuda_kernels *k,
                                       const int32_t *targets, float *loss,
                                       int64_t n, int64_t v, int64_t ld) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_f32");
-  crossEntropy(k, logits, targets, loss, n, v, ld);
+  crossEntropy(k, kOpCrossEntropy, logits, targets, n, v, ld, loss, nullptr,
+               static_cast<float *>(nullptr));
 }
 
 void shardc_rt_cuda_iota_i32(shardc_rt_cuda_kernels *k, int32_t *out,
@@ -2100,7 +2073,8 @@ void shardc_rt_cuda_cross_entropy_grad_f32(
     shardc_rt_cuda_kernels *k, const float *dloss, const float *logits,
     const int32_t *targets, float *dlogits, int64_t n, int64_t v, int64_t ld) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_grad_f32");
-  crossEntropyGrad(k, dloss, logits, targets, dlogits, n, v, ld);
+  crossEntropy(k, kOpCrossEntropyGrad, logits, targets, n, v, ld, nullptr,
+               dloss, dlogits);
 }
 
 void shardc_rt_cuda_cross_entropy_and_grad_f32(
@@ -2108,7 +2082,8 @@ void shardc_rt_cuda_cross_entropy_and_grad_f32(
     const int32_t *targets, float *loss, float *dlogits, int64_t n, int64_t v,
     int64_t ld) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_and_grad_f32");
-  crossEntropy(k, logits, targets, loss, n, v, ld, dloss, dlogits);
+  crossEntropy(k, kOpCrossEntropyAndGrad, logits, targets, n, v, ld, loss,
+               dloss, dlogits);
 }
 
 void shardc_rt_cuda_adamw_multi_f32(shardc_rt_cuda_kernels *k,
@@ -2417,7 +2392,8 @@ void shardc_rt_cuda_cross_entropy_bf16(shardc_rt_cuda_kernels *k,
                                        const int32_t *targets, float *loss,
                                        int64_t n, int64_t v, int64_t ld) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_bf16");
-  crossEntropy(k, bf(logits), targets, loss, n, v, ld);
+  crossEntropy(k, kOpCrossEntropy, bf(logits), targets, n, v, ld, loss,
+               nullptr, static_cast<bf16 *>(nullptr));
 }
 
 void shardc_rt_cuda_cross_entropy_grad_bf16(shardc_rt_cuda_kernels *k,
@@ -2427,7 +2403,8 @@ void shardc_rt_cuda_cross_entropy_grad_bf16(shardc_rt_cuda_kernels *k,
                                             shardc_rt_bf16 *dlogits, int64_t n,
                                             int64_t v, int64_t ld) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_grad_bf16");
-  crossEntropyGrad(k, dloss, bf(logits), targets, bf(dlogits), n, v, ld);
+  crossEntropy(k, kOpCrossEntropyGrad, bf(logits), targets, n, v, ld, nullptr,
+               dloss, bf(dlogits));
 }
 
 void shardc_rt_cuda_cross_entropy_and_grad_bf16(
@@ -2435,7 +2412,8 @@ void shardc_rt_cuda_cross_entropy_and_grad_bf16(
     const int32_t *targets, float *loss, shardc_rt_bf16 *dlogits, int64_t n,
     int64_t v, int64_t ld) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_and_grad_bf16");
-  crossEntropy(k, bf(logits), targets, loss, n, v, ld, dloss, bf(dlogits));
+  crossEntropy(k, kOpCrossEntropyAndGrad, bf(logits), targets, n, v, ld, loss,
+               dloss, bf(dlogits));
 }
 
 void shardc_rt_cuda_sum_to_bf16(shardc_rt_cuda_kernels *k,
