@@ -42,6 +42,10 @@ config.environment["OPENBLAS_NUM_THREADS"] = "1"
 import shutil
 import subprocess
 
+# cudasim (runtime/cudasim) runs the CUDA kernels on the CPU.
+if config.shardc_cudasim_available:
+    config.available_features.add("cudasim")
+
 if config.shardc_cuda_available:
     config.available_features.add("cuda-compiler")
     smi = shutil.which("nvidia-smi")

@@ -68,6 +68,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <new>
 #include <string>
@@ -1853,7 +1854,9 @@ int64_t shardc_rt_cuda_kernels_check(shardc_rt_cuda_kernels *k,
     return -1;
   }
   if (op)
-    *op = slot.op >= 0 && slot.op < 4 ? kOpNames[slot.op] : "unknown";
+    *op = slot.op >= 0 && slot.op < static_cast<int>(std::size(kOpNames))
+              ? kOpNames[slot.op]
+              : "unknown";
   return static_cast<int64_t>(slot.position);
 }
 

@@ -23,7 +23,9 @@
 // status is 0 when everything passed, 1 otherwise, and 77 (skipped) when
 // there is no CUDA device.
 //
-// Build and run (from the repository root):
+// The build runs it on a GPU as shardc-rt-cudakernels, and on the CPU as
+// shardc-rt-cudakernels-sim, through cudasim (runtime/cudasim: CI runs it
+// there). Build and run by hand (from the repository root):
 //   nvcc -std=c++17 -O3 -arch=sm_90 -Iruntime/include
 //       runtime/test/CudaKernelsTest.cu runtime/cuda/Kernels.cu
 //       runtime/cuda/FlashAttention.cu runtime/host/FusedKernels.cpp
@@ -705,11 +707,20 @@ Floats floatsOf(const Halves &h) {
 /// mixed bound. A wrong index or formula is off by far more.
 constexpr double kBf16Tolerance = 1e-2;
 
-void compareBf16(const std::string &name, const Halves &got,
-                 const Halves &want) {
-  compare(name + " (bf16)", floatsOf(got), widen(floatsOf(want)),
-          kBf16Tolerance);
+void compareBf16(const std::string &name, const Halves &got, const Halves &want,
+                 double tolerance = kBf16Tolerance) {
+  compare(name + " (bf16)", floatsOf(got), widen(floatsOf(want)), tolerance);
 }
+
+/// bf16 attention rounds the probabilities P (and dS) to bf16 for the
+/// GEMMs or tensor-core products that read them (as FlashAttention-2 does);
+/// the CPU's bf16 attention keeps them f32. Each rounding moves P v by up
+/// to 2^-9 sum_j P_j |v_j| <= 2^-9 max |v| = 2e-3 on inputs in [-1, 1],
+/// which the mixed bound sees as up to 5e-2 where an output cancels to
+/// ~0 against a mean |out| of ~0.04 (550 keys); cudasim measured 2.5e-2
+/// (forward) and 5.0e-2 (gradient) at worst. A wrong index, mask or
+/// rescaling is off by O(1).
+constexpr double kBf16AttentionTolerance = 1e-1;
 
 void testBf16(int64_t rows, int64_t c, int64_t v) {
   int64_t n = rows * c;
@@ -874,10 +885,12 @@ void testAttentionBf16(shardc_rt_cuda_kernels *k, int64_t b, int64_t t,
   shardc_rt_attention_grad_bf16(dy.data(), qkv.data(), out.data(), lse.data(),
                                 grad.data(), b, t, c, heads);
   std::string name = shape({b, t, c}) + " heads " + std::to_string(heads) + tag;
-  compareBf16("attention " + name, dout.download(), out);
+  compareBf16("attention " + name, dout.download(), out,
+              kBf16AttentionTolerance);
   compare("attention lse " + name + " (bf16 qkv)", dlse.download(), widen(lse),
           kBf16Tolerance);
-  compareBf16("attention_grad " + name, dgrad.download(), grad);
+  compareBf16("attention_grad " + name, dgrad.download(), grad,
+              kBf16AttentionTolerance);
 }
 
 /// AdamW on an f32 master from a bf16 gradient, rounding the value: the

@@ -94,8 +94,9 @@ def ranks(mesh):
 
 
 def train(shardc, model, out_dir, tag, strategy, mesh, steps, extra=(),
-          run_args=()):
-    """Builds and runs one configuration; returns (export path, log)."""
+          run_args=(), env=None):
+    """Builds and runs one configuration (the run in `env`, None for this
+    process's); returns (export path, log)."""
     exe = os.path.join(out_dir, tag)
     run([shardc, "build", model, "--strategy", strategy, "--mesh", mesh,
          "--quiet", "-o", exe] + list(extra))
@@ -107,5 +108,5 @@ def train(shardc, model, out_dir, tag, strategy, mesh, steps, extra=(),
     if n > 1:
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-x",
                "OPENBLAS_NUM_THREADS=1", "-np", str(n)] + cmd
-    run(cmd)
+    run(cmd, env=env)
     return export, read_log(log)

@@ -45,7 +45,9 @@ const char *kUsage = R"(usage:
 options (as --shardc-pipeline's):
   --strategy ddp|zero1|zero2|zero3|fsdp|hsdp   (default zero3)
   --mesh N|RxS                 ranks (RxS: hsdp's replicate x shard)
-  --target host|cuda           (default host: C++ over MPI, BLAS)
+  --target host|cuda|cudasim   (default host: C++ over MPI, BLAS; cudasim:
+                               target=cuda's code run on the CPU by
+                               runtime/cudasim, to test it without a GPU)
   --wrap per-layer|min-params=P
   --reshard-after-forward true|false
   --layout dim0|flat           FSDP2 per-param shards, or FSDP1 flat params
@@ -205,8 +207,9 @@ Options parseArgs(int argc, char **argv) {
     if (flag == "-o") {
       o.output = value;
     } else if (flag == "--target") {
-      if (value != "host" && value != "cuda")
-        usageError("--target: expected host or cuda, got '" + value + "'");
+      if (value != "host" && value != "cuda" && value != "cudasim")
+        usageError("--target: expected host, cuda or cudasim, got '" + value +
+                   "'");
       o.target = value;
     } else if (flag == "--np") {
       char *end = nullptr;
@@ -257,6 +260,9 @@ Options parseArgs(int argc, char **argv) {
   if (o.target == "cuda" && !SHARDC_RT_CUDA_AVAILABLE)
     usageError("--target cuda: this shardc was built without nvcc and NCCL; "
                "use --target host");
+  if (o.target == "cudasim" && !SHARDC_RT_CUDASIM_AVAILABLE)
+    usageError("--target cudasim: this shardc was built without the CUDA "
+               "headers (or not on x86-64); use --target host");
   return o;
 }
 
@@ -329,7 +335,9 @@ void appendWords(std::vector<std::string> &args, llvm::StringRef list,
 }
 
 /// The compiler command for an emitted step: the MPI compiler wrapper for
-/// target=host; nvcc for target=cuda, given MPI's and NCCL's paths.
+/// target=host, and for target=cudasim (target=cuda's source as C++, with
+/// cudasim's headers in front of CUDA's); nvcc for target=cuda, given MPI's
+/// and NCCL's paths.
 std::vector<std::string> compileArgs(const std::string &target,
                                      const std::string &source,
                                      const std::string &output) {
@@ -343,9 +351,16 @@ std::vector<std::string> compileArgs(const std::string &target,
     args.insert(args.end(), {"-lcublasLt", "-lcublas", "-lcudart"});
     return args;
   }
-  std::vector<std::string> args = {
-      "-std=c++17", "-O2",  "-DOMPI_SKIP_MPICXX=1", "-I", SHARDC_RT_INCLUDE_DIR,
-      source,       "-o",   output,                 SHARDC_RT_LIBRARY};
+  std::vector<std::string> args = {"-std=c++17", "-O2", "-DOMPI_SKIP_MPICXX=1"};
+  if (target == "cudasim") {
+    appendWords(args, SHARDC_CUDASIM_INCLUDES, "-I");
+    args.insert(args.end(), {"-I", SHARDC_RT_INCLUDE_DIR, "-x", "c++", source,
+                             "-x", "none", "-o", output});
+    appendWords(args, SHARDC_RT_CUDASIM_LIBRARIES);
+  } else {
+    args.insert(args.end(), {"-I", SHARDC_RT_INCLUDE_DIR, source, "-o", output,
+                             SHARDC_RT_LIBRARY});
+  }
   appendWords(args, SHARDC_BLAS_LIBRARIES);
   return args;
 }
@@ -423,13 +438,20 @@ int main(int argc, char **argv) {
     bool cuda = o.target == "cuda";
     compiler = cuda ? findTool("SHARDC_NVCC", SHARDC_NVCC, "nvcc")
                     : findTool("SHARDC_MPICXX", SHARDC_MPICXX, "mpicxx");
-    const char *library = cuda ? SHARDC_RT_CUDA_LIBRARY : SHARDC_RT_LIBRARY;
-    if (!llvm::sys::fs::exists(library)) {
-      llvm::errs() << "shardc: no runtime library " << library
-                   << " (build the " << (cuda ? "shardc_rt_cuda" : "shardc_rt")
-                   << " target)\n";
-      return 1;
-    }
+    llvm::StringRef libraries = cuda ? SHARDC_RT_CUDA_LIBRARY
+                                : o.target == "cudasim"
+                                    ? SHARDC_RT_CUDASIM_LIBRARIES
+                                    : SHARDC_RT_LIBRARY;
+    llvm::SmallVector<llvm::StringRef> paths;
+    libraries.split(paths, ' ', -1, false);
+    for (llvm::StringRef library : paths)
+      if (!llvm::sys::fs::exists(library)) {
+        llvm::errs() << "shardc: no runtime library " << library
+                     << " (build the "
+                     << llvm::sys::path::stem(library).drop_front(3)
+                     << " target)\n";
+        return 1;
+      }
   }
   if (o.command == "run" && meshRanks(o.pipeline["mesh"]) != 1)
     launcher = findTool("SHARDC_MPIRUN", SHARDC_MPIEXEC, "mpirun");
@@ -463,8 +485,9 @@ int main(int argc, char **argv) {
 
   std::string source;
   llvm::raw_string_ostream os(source);
-  if (failed(o.target == "cuda" ? shardc::emitCudaCpp(*module, os)
-                                 : shardc::emitHostCpp(*module, os)))
+  bool cudaSource = o.target == "cuda" || o.target == "cudasim";
+  if (failed(cudaSource ? shardc::emitCudaCpp(*module, os)
+                        : shardc::emitHostCpp(*module, os)))
     return finishLedger(o, 1);
   if (o.command == "emit")
     return finishLedger(o, writeFile(o.output, source));
@@ -480,7 +503,7 @@ int main(int argc, char **argv) {
     return finishLedger(o, 1);
   }
   std::string sourcePath =
-      (dir + (o.target == "cuda" ? "/step.cu" : "/step.cpp")).str();
+      (dir + (cudaSource ? "/step.cu" : "/step.cpp")).str();
   std::string exe = o.output.empty() ? (dir + "/step").str() : o.output;
   int rc = writeFile(sourcePath, source);
   if (rc == 0)

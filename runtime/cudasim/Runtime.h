@@ -1,0 +1,39 @@
+//===- Runtime.h - What the simulator's parts share ---------------*- C++
+//-*-===//
+//
+// Between the launches (Simulator.cpp) and the CUDA runtime API
+// (Runtime.cpp): launch errors for cudaGetLastError, the kernels' shared
+// memory limits, the live streams, and what an address that faulted was.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDC_CUDASIM_RUNTIME_H
+#define SHARDC_CUDASIM_RUNTIME_H
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace cudasim {
+
+/// Dynamic shared memory of a block without cudaFuncSetAttribute, and the
+/// most an sm_90 block may have with it.
+constexpr size_t kDefaultSharedBytes = 48 << 10;
+constexpr size_t kMaxSharedBytes = 227 << 10;
+
+/// Records the error the next cudaGetLastError returns (and clears).
+void setLaunchError(cudaError_t error);
+
+/// The dynamic shared memory a kernel may use (cudaFuncSetAttribute).
+size_t maxDynamicShared(const void *entry);
+
+/// Whether `stream` is 0 or a stream created and not yet destroyed.
+bool isLiveStream(cudaStream_t stream);
+
+/// Writes what `address` is in terms of device allocations (past the end
+/// of one, in a freed one), or nothing; for the fault handler.
+void describeAddress(const void *address, char *buffer, size_t size);
+
+} // namespace cudasim
+
+#endif // SHARDC_CUDASIM_RUNTIME_H

@@ -1,0 +1,287 @@
+//===- SelfTest.cu - What cudasim computes and what it reports ------------===//
+//
+// `shardc-cudasim-selftest ok` runs kernels whose results only a faithful
+// simulation gets right (block reductions through shuffles and barriers,
+// each shuffle form, wmma tiles accumulated in shared memory by a warp,
+// dynamic shared memory over 48 KiB, atomics across blocks, fresh device
+// memory reading as NaN) and prints one line per check. Every other case
+// is a bug a GPU may not report; cudasim must name it and exit 1
+// (test/runtime/cudasim.test).
+//
+//===----------------------------------------------------------------------===//
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace nvcuda;
+
+namespace {
+
+int failures = 0;
+
+void check(bool ok, const char *what) {
+  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+  failures += !ok;
+}
+
+template <typename T> T *deviceCopy(const std::vector<T> &host) {
+  T *p = nullptr;
+  cudaMalloc(&p, host.size() * sizeof(T));
+  cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  return p;
+}
+
+template <typename T> std::vector<T> hostCopy(const T *p, size_t n) {
+  std::vector<T> host(n);
+  cudaMemcpy(host.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost);
+  return host;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels that must compute the right thing
+//===----------------------------------------------------------------------===//
+
+/// sums[block] = the sum of the block's 256 values: warp shuffles, then a
+/// barrier and the warps' partial sums in shared memory.
+__global__ void blockSumKernel(const float *x, float *sums) {
+  __shared__ float partial[8];
+  float v = x[blockIdx.x * blockDim.x + threadIdx.x];
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  if (threadIdx.x % 32 == 0)
+    partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0;
+    for (int w = 0; w < 8; ++w)
+      total += partial[w];
+    sums[blockIdx.x] = total;
+  }
+}
+
+/// Each lane's results of the other shuffle forms, on value = lane.
+__global__ void shuffleKernel(int *down, int *up, int *index16) {
+  int lane = threadIdx.x;
+  down[lane] = __shfl_down_sync(0xffffffffu, lane, 3);
+  up[lane] = __shfl_up_sync(0xffffffffu, lane, 2);
+  index16[lane] = __shfl_sync(0xffffffffu, lane, 5, 16);
+}
+
+/// c[16 x 16] += a[16 x 16] b[16 x 16] (bf16), through a tile in shared
+/// memory that one warp loads, multiplies into and stores, twice.
+__global__ void wmmaKernel(const __nv_bfloat16 *a, const __nv_bfloat16 *b,
+                           float *c) {
+  __shared__ float tile[256];
+  for (int i = threadIdx.x; i < 256; i += 32)
+    tile[i] = c[i];
+  __syncwarp();
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  for (int pass = 0; pass < 2; ++pass) {
+    wmma::load_matrix_sync(acc, tile, 16, wmma::mem_row_major);
+    wmma::mma_sync(acc, fa, fb, acc);
+    wmma::store_matrix_sync(tile, acc, 16, wmma::mem_row_major);
+    __syncwarp();
+  }
+  for (int i = threadIdx.x; i < 256; i += 32)
+    c[i] = tile[i];
+}
+
+/// out[block] = 1 where the block's 64 KiB of dynamic shared memory all
+/// read as NaN before it wrote them (fresh per block), then its sum.
+__global__ void bigSharedKernel(float *out) {
+  extern __shared__ float big[];
+  int n = (64 << 10) / sizeof(float);
+  bool fresh = true;
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    fresh = fresh && std::isnan(big[i]);
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    big[i] = 1.0f;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float sum = 0;
+    for (int i = 0; i < n; ++i)
+      sum += big[i];
+    out[2 * blockIdx.x] = fresh ? 1.0f : 0.0f;
+    out[2 * blockIdx.x + 1] = sum;
+  }
+}
+
+__global__ void atomicKernel(unsigned long long *count, int *firstOdd) {
+  atomicAdd(count, 1ull);
+  int id = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (id % 2)
+    atomicMin(firstOdd, id);
+}
+
+__global__ void readKernel(const float *x, int *isNan) {
+  *isNan = std::isnan(x[threadIdx.x]) ? 1 : 0;
+}
+
+int runChecks() {
+  std::vector<float> x(3 * 256);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(i % 7) - 3.0f;
+  float *dx = deviceCopy(x), *dsums = nullptr;
+  cudaMalloc(&dsums, 3 * sizeof(float));
+  blockSumKernel<<<3, 256>>>(dx, dsums);
+  std::vector<float> sums = hostCopy(dsums, 3);
+  bool right = true;
+  for (int b = 0; b < 3; ++b) {
+    float want = 0;
+    for (int i = 0; i < 256; ++i)
+      want += x[b * 256 + i];
+    right = right && sums[b] == want;
+  }
+  check(right, "block sums through shuffles, a barrier and shared memory");
+
+  int *down = nullptr, *up = nullptr, *index16 = nullptr;
+  cudaMalloc(&down, 32 * sizeof(int));
+  cudaMalloc(&up, 32 * sizeof(int));
+  cudaMalloc(&index16, 32 * sizeof(int));
+  shuffleKernel<<<1, 32>>>(down, up, index16);
+  std::vector<int> d = hostCopy(down, 32), u = hostCopy(up, 32),
+                   i16 = hostCopy(index16, 32);
+  right = true;
+  for (int lane = 0; lane < 32; ++lane)
+    right = right && d[lane] == (lane + 3 < 32 ? lane + 3 : lane) &&
+            u[lane] == (lane >= 2 ? lane - 2 : lane) &&
+            i16[lane] == (lane / 16) * 16 + 5;
+  check(right, "shfl_down, shfl_up and shfl with width 16");
+
+  std::vector<__nv_bfloat16> a(256), b(256);
+  std::vector<float> c(256);
+  for (int i = 0; i < 256; ++i) {
+    a[i] = __float2bfloat16(static_cast<float>(i % 5) - 2.0f);
+    b[i] = __float2bfloat16(static_cast<float>(i % 3) - 1.0f);
+    c[i] = static_cast<float>(i % 4);
+  }
+  __nv_bfloat16 *da = deviceCopy(a), *db = deviceCopy(b);
+  float *dc = deviceCopy(c);
+  wmmaKernel<<<1, 32>>>(da, db, dc);
+  std::vector<float> got = hostCopy(dc, 256);
+  right = true;
+  for (int r = 0; r < 16; ++r)
+    for (int col = 0; col < 16; ++col) {
+      float product = 0;
+      for (int k = 0; k < 16; ++k) // b is column-major
+        product +=
+            __bfloat162float(a[r * 16 + k]) * __bfloat162float(b[col * 16 + k]);
+      right = right && got[r * 16 + col] == c[r * 16 + col] + 2 * product;
+    }
+  check(right, "wmma: a warp's tile loaded, multiplied into and stored twice");
+
+  float *dout = nullptr;
+  cudaMalloc(&dout, 4 * sizeof(float));
+  cudaFuncSetAttribute(bigSharedKernel,
+                       cudaFuncAttributeMaxDynamicSharedMemorySize, 64 << 10);
+  bigSharedKernel<<<2, 128, 64 << 10>>>(dout);
+  std::vector<float> big = hostCopy(dout, 4);
+  check(cudaGetLastError() == cudaSuccess && big[0] == 1 && big[2] == 1 &&
+            big[1] == 16384 && big[3] == 16384,
+        "64 KiB of dynamic shared memory, fresh (NaN) in each block");
+
+  unsigned long long *count = nullptr;
+  int *firstOdd = nullptr;
+  cudaMalloc(&count, sizeof(unsigned long long));
+  cudaMalloc(&firstOdd, sizeof(int));
+  cudaMemset(count, 0, sizeof(unsigned long long));
+  int big32 = 1 << 30;
+  cudaMemcpy(firstOdd, &big32, sizeof(int), cudaMemcpyHostToDevice);
+  atomicKernel<<<5, 64>>>(count, firstOdd);
+  check(hostCopy(count, 1)[0] == 320 && hostCopy(firstOdd, 1)[0] == 1,
+        "atomicAdd and atomicMin across blocks");
+
+  float *fresh = nullptr;
+  int *isNan = nullptr;
+  cudaMalloc(&fresh, sizeof(float));
+  cudaMalloc(&isNan, sizeof(int));
+  readKernel<<<1, 1>>>(fresh, isNan);
+  check(hostCopy(isNan, 1)[0] == 1, "fresh device memory reads as NaN");
+
+  std::printf("selftest: %s\n", failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Bugs cudasim must report
+//===----------------------------------------------------------------------===//
+
+__global__ void divergentBarrierKernel(float *x) {
+  if (threadIdx.x < 32)
+    return;
+  __syncthreads();
+  x[threadIdx.x] = 1.0f;
+}
+
+__global__ void exitedLaneKernel(float *x) {
+  if (threadIdx.x == 5)
+    return;
+  x[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+}
+
+__global__ void deadlockKernel(float *x) {
+  if (threadIdx.x == 0)
+    __syncthreads();
+  else if (threadIdx.x < 32)
+    __syncwarp();
+  else
+    __syncthreads();
+  x[threadIdx.x] = 1.0f;
+}
+
+__global__ void writeKernel(float *x, int at) { x[at] = 1.0f; }
+
+__global__ void idleKernel() {}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string what = argc > 1 ? argv[1] : "";
+  if (what == "ok")
+    return runChecks();
+  float *x = nullptr;
+  cudaMalloc(&x, 1000 * sizeof(float));
+  if (what == "divergent-barrier")
+    divergentBarrierKernel<<<1, 64>>>(x);
+  else if (what == "exited-lane")
+    exitedLaneKernel<<<1, 32>>>(x);
+  else if (what == "deadlock")
+    deadlockKernel<<<1, 64>>>(x);
+  else if (what == "out-of-bounds")
+    writeKernel<<<1, 1>>>(x, 1024); // past the 4000 bytes, rounded to 4096
+  else if (what == "use-after-free") {
+    cudaFree(x);
+    writeKernel<<<1, 1>>>(x, 0);
+  } else if (what == "copy-past-the-end") {
+    std::vector<float> host(1001);
+    cudaMemcpy(x, host.data(), host.size() * sizeof(float),
+               cudaMemcpyHostToDevice);
+  } else if (what == "shared-limit" || what == "big-block") {
+    if (what == "shared-limit")
+      idleKernel<<<1, 32, 64 << 10>>>();
+    else
+      idleKernel<<<1, 2048>>>();
+    cudaError_t error = cudaGetLastError();
+    std::printf("launch: %s\n", cudaGetErrorName(error));
+    return error == cudaSuccess ? 0 : 1;
+  } else {
+    std::fprintf(stderr, "usage: shardc-cudasim-selftest ok|divergent-barrier|"
+                         "exited-lane|deadlock|out-of-bounds|use-after-free|"
+                         "copy-past-the-end|shared-limit|big-block\n");
+    return 2;
+  }
+  std::printf("selftest: %s was not reported\n", what.c_str());
+  return 0;
+}

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Rewrites a .cu file into C++ that cudasim compiles: translate.py IN OUT.
+
+Two rewrites, keeping every line where it was (a `#line` directive names
+IN, so diagnostics, __FILE__ and __LINE__ point at the CUDA source):
+
+  kernel<<<grid, block, shared, stream>>>(args)
+    -> ::cudasim::launch("kernel", __FILE__, __LINE__, ENTRY,
+                         [=] { kernel(args); }, grid, block, shared, stream)
+  extern __shared__ __align__(N) T name[];
+    -> T *name = reinterpret_cast<T *>(::cudasim::dynamicShared());
+
+The lambda calls the kernel as the launch does, deducing a template
+kernel's arguments; ENTRY is the kernel's address (cudaFuncSetAttribute's
+key) where the launch names one function: a kernel with explicit template
+arguments, one that is not a template, or a function pointer; it is null
+for a template kernel whose arguments the call deduces. A launch is a kernel
+name, optionally qualified and with template arguments that hold no `<`,
+then `<<<`; any `<<<` left over is an error naming its line, so that nothing
+is silently left for the host compiler to misread.
+"""
+
+import re
+import sys
+
+LAUNCH = re.compile(
+    r"(?P<kernel>\b(?P<name>[A-Za-z_][\w:]*)(?P<targs><[^<>;{}]*>)?)"
+    r"(?P<before>\s*)<<<(?P<config>.*?)>>>(?P<after>\s*)\(",
+    re.S,
+)
+TEMPLATE_KERNEL = re.compile(
+    r"template\s*<[^;{}]*?>\s*__global__\s+void\s+"
+    r"(?:__launch_bounds__\([^)]*\)\s+)?(?P<name>\w+)\s*\("
+)
+SHARED = re.compile(
+    r"extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?"
+    r"(?P<type>[\w\s:]+?)\s+(?P<name>\w+)\s*\[\s*\]\s*;"
+)
+
+
+def closing_paren(text, open_index):
+    """The index of the `)` matching the `(` at open_index."""
+    depth = 0
+    for i in range(open_index, len(text)):
+        if text[i] == "(":
+            depth += 1
+        elif text[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def rewrite_launches(text, path):
+    deduced = set(m["name"] for m in TEMPLATE_KERNEL.finditer(text))
+    out, pos = [], 0
+    for m in LAUNCH.finditer(text):
+        if m.start() < pos:
+            continue
+        close = closing_paren(text, m.end() - 1)
+        if close < 0:
+            line = text.count("\n", 0, m.start()) + 1
+            sys.exit(f"{path}:{line}: a launch without its closing parenthesis")
+        kernel, args = m["kernel"], text[m.end() : close]
+        entry = (
+            "nullptr"
+            if m["name"] in deduced and not m["targs"]
+            else f"reinterpret_cast<const void *>({kernel})"
+        )
+        out.append(text[pos : m.start()])
+        out.append(
+            f'::cudasim::launch("{kernel}", __FILE__, __LINE__, {entry}, '
+            f"[=] {{ {kernel}({args}); }},"
+            f'{m["before"]}{m["config"]}{m["after"]})'
+        )
+        pos = close + 1
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def shared(match):
+    t = match["type"].strip()
+    return (
+        f"{t} *{match['name']} = "
+        f"reinterpret_cast<{t} *>(::cudasim::dynamicShared());"
+    )
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: translate.py IN.cu OUT.cpp")
+    source_path, output_path = sys.argv[1:]
+    with open(source_path) as f:
+        source = f.read()
+    text = SHARED.sub(shared, rewrite_launches(source, source_path))
+    left = text.find("<<<")
+    if left >= 0:
+        line = text.count("\n", 0, left) + 1
+        sys.exit(f"{source_path}:{line}: a launch translate.py cannot read")
+    with open(output_path, "w") as f:
+        f.write(f'#line 1 "{source_path}"\n{text}')
+
+
+if __name__ == "__main__":
+    main()

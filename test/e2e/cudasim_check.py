@@ -1,0 +1,73 @@
+"""target=cuda's executables, run on the CPU by cudasim, train as target=host.
+
+usage: cudasim_check.py SHARDC COMPARE_PY MODEL.mlir TOKENS.bin OUT_DIR
+
+For every configuration below, MODEL is built twice, --target host and
+--target cudasim (target=cuda's emitted step and runtime: streams, events,
+NCCL collectives over MPI, the CUDA kernels, cuBLAS and cuBLASLt), and each
+trains STEPS steps from the same init on TOKENS; bench/gpu/compare.py check
+then compares every step's loss and every exported param, as bench/gpu/run.sh
+compares a GPU with the CPU: f32 with TF32 off within 1e-4 relative; bf16
+mixed precision (flash attention's bf16 kernels) and f32 on TF32 (flash
+attention's TF32 kernels) within 2e-2 relative + 3e-4 but for at most 12
+elements, each within 3.6e-3 (run.sh's CHECK_BF16_* says why). Multi-rank
+configurations run the target=cuda code for N > 1 that NCCL cannot run on
+one GPU. Prints compare.py's lines per configuration and exits 1 if any
+differs.
+"""
+
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+import lib  # noqa: E402
+
+STEPS = 3
+EXACT = ["--rtol", "1e-4", "--atol", "1e-6"]
+ROUNDED = ["--rtol", "2e-2", "--atol", "3e-4", "--outliers", "12",
+           "--outlier-bound", "3.6e-3"]
+
+# (label, strategy, mesh, build flags, cudasim's environment, tolerance)
+CONFIGURATIONS = [
+    ("zero3-1", "zero3", "1", [], {"SHARDC_TF32": "0"}, EXACT),
+    ("ddp-1", "ddp", "1", [], {"SHARDC_TF32": "0"}, EXACT),
+    ("zero3-2", "zero3", "2", [], {"SHARDC_TF32": "0"}, EXACT),
+    ("zero2-2-flat", "zero2", "2", ["--layout", "flat"], {"SHARDC_TF32": "0"},
+     EXACT),
+    ("ddp-2", "ddp", "2", [], {"SHARDC_TF32": "0"}, EXACT),
+    ("hsdp-2x2-accum-2", "hsdp", "2x2", ["--grad-accum", "2"],
+     {"SHARDC_TF32": "0"}, EXACT),
+    ("zero3-2-bf16", "zero3", "2", ["--param-dtype", "bf16"], {}, ROUNDED),
+    ("zero3-1-tf32", "zero3", "1", [], {"SHARDC_TF32": "1"}, ROUNDED),
+]
+
+
+def main():
+    shardc, compare, model, tokens, out_dir = sys.argv[1:6]
+    os.makedirs(out_dir, exist_ok=True)
+    data = ["--data", tokens, "--seed", "1234"]
+    failures = 0
+    for label, strategy, mesh, flags, env, tolerance in CONFIGURATIONS:
+        runs = {}
+        for target in ("host", "cudasim"):
+            runs[target] = lib.train(
+                shardc, model, out_dir, label + "-" + target, strategy, mesh,
+                STEPS, flags + ["--target", target], data,
+                env=dict(os.environ, **env) if target == "cudasim" else None)
+        (ref_export, _), (export, _) = runs["host"], runs["cudasim"]
+        base = os.path.join(out_dir, label)
+        result = subprocess.run(
+            [sys.executable, compare, "check",
+             "--ref-log", base + "-host.jsonl", "--ref-export", ref_export,
+             "--log", base + "-cudasim.jsonl", "--export", export,
+             "--label", label] + tolerance,
+            capture_output=True, text=True)
+        print(result.stdout + result.stderr, end="")
+        failures += result.returncode != 0
+    print("cudasim: %d configurations differ from target=host" % failures)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
