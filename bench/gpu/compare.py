@@ -75,6 +75,11 @@ def read_safetensors(path):
     return out
 
 
+def loss_of(row):
+    """A log line's loss; a diverged one (null in the log) is NaN."""
+    return math.nan if row["loss"] is None else float(row["loss"])
+
+
 def read_log(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -100,7 +105,7 @@ def cmd_check(args):
         ok = False
     worst_loss = 0.0
     for r, g in zip(ref, got):
-        a, b = float(r["loss"]), float(g["loss"])
+        a, b = loss_of(r), loss_of(g)
         rel = abs(a - b) / max(abs(a), abs(b), 1e-30)
         worst_loss = max(worst_loss, rel)
         status = "ok" if close(a, b, args.rtol, args.atol) else "FAIL"
@@ -158,7 +163,7 @@ def cmd_check(args):
 def cmd_validate(args):
     ok = True
     rows = read_log(args.log)
-    losses = [float(r["loss"]) for r in rows]
+    losses = [loss_of(r) for r in rows]
     if len(rows) != args.steps or not all(math.isfinite(x) for x in losses):
         ok = False
     print("%d steps, losses %s" % (len(rows), " ".join("%.6f" % x for x in losses)))
@@ -206,7 +211,7 @@ def cmd_shardc_row(args):
             "first_loss": rows[0]["loss"],
             "steps": len(measured),
         })
-        if not all(math.isfinite(float(r["loss"])) for r in rows):
+        if not all(math.isfinite(loss_of(r)) for r in rows):
             row["status"] = "FAILED: non-finite loss"
     if args.smi_gb is not None:
         row["smi_gb"] = args.smi_gb

@@ -285,6 +285,13 @@ cudaStream_t shardc_rt_cuda_comm_stream(shardc_rt_context *ctx,
   return backendOf(*ctx).commStreams.at(axes);
 }
 
+void shardc_rt_cuda_sent(shardc_rt_context *ctx, shardc_rt_collective kind,
+                         shardc_rt_axes axes, shardc_rt_dtype dtype,
+                         int64_t count) {
+  ctx->timers.bytesSent +=
+      shardc::rt::bytesSent(kind, ctx->groupSize(axes), count, dtype);
+}
+
 cudaEvent_t shardc_rt_cuda_event(shardc_rt_context *ctx, int32_t index) {
   return backendOf(*ctx).events.at(index);
 }

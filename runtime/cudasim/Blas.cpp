@@ -30,6 +30,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Runtime.h"
 #include "Simulator.h"
 
 #include <cblas.h>
@@ -415,6 +416,19 @@ bool sameLayout(const LtLayout &x, const LtLayout &y) {
          x.ld == y.ld;
 }
 
+/// GEMMs run as they are called: on a stream whose work is queued
+/// (CUDASIM_STREAMS=lazy) they would run out of its order.
+void checkEager(cudaStream_t stream, const char *call) {
+  if (cudasim::isEager(stream))
+    return;
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "cudasim: %s on a stream other than the first created, "
+               "with CUDASIM_STREAMS=lazy: not simulated\n",
+               call);
+  std::exit(1);
+}
+
 /// cublasCreate and cublasLtCreate: a heap object behind the handle.
 template <typename Context> cublasStatus_t createHandle(Context **handle) {
   if (!handle)
@@ -446,7 +460,8 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
   return destroyHandle(handle);
 }
 
-cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t) {
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
+  checkEager(stream, "cublasSetStream");
   return handle ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
@@ -714,7 +729,9 @@ cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
                const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
                const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
                cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo,
-               void *workspace, size_t workspaceSizeInBytes, cudaStream_t) {
+               void *workspace, size_t workspaceSizeInBytes,
+               cudaStream_t stream) {
+  checkEager(stream, "cublasLtMatmul");
   if (!lightHandle)
     return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!computeDesc || !Adesc || !Bdesc || !Cdesc || !Ddesc || !alpha || !beta)

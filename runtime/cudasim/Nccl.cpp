@@ -1,17 +1,19 @@
-//===- Nccl.cpp - NCCL over MPI, for cudasim
-//-------------------------------===//
+//===- Nccl.cpp - NCCL over MPI, for cudasim ------------------------------===//
 //
 // The NCCL calls of runtime/cuda and of the emitted steps, one process per
 // rank as on GPUs, over MPI: a communicator is an MPI communicator (the
 // world's for ncclCommInitRank, which must name every rank of
 // MPI_COMM_WORLD in its order; MPI_Comm_split's for ncclCommSplit). A
-// collective runs when it is called, blocking (every rank issues the same
-// collectives in the same order, as NCCL requires, so groups need nothing
-// more). f32 and bf16 reduce in f32 and round once; ncclAvg multiplies each
-// contribution by 1 / ranks before the sum, as NCCL's floating-point average
-// does. Buffers must lie in live device allocations, and the sizes NCCL
-// assumes (recvbuff of ranks x sendcount elements for an all-gather,
-// sendbuff of ranks x recvcount for a reduce-scatter) are checked.
+// collective runs on its stream (Runtime.cpp: at once, or later on a lazy
+// stream), blocking: every rank issues the same collectives in the same
+// order, as NCCL requires, and runs them at the same points, so groups need
+// nothing more. f32 and bf16 reduce in f32 and round once; ncclAvg multiplies
+// each contribution by 1 / ranks before the sum, as NCCL's floating-point
+// average does (NCCL rounds each hop of its ring to bf16: it can differ from
+// this at 3 or more ranks). Buffers must lie in live device allocations, the
+// sizes NCCL assumes (recvbuff of ranks x sendcount elements for an
+// all-gather, sendbuff of ranks x recvcount for a reduce-scatter) are
+// checked, and so is overlap: only NCCL's in-place forms may overlap.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +24,7 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -56,6 +59,26 @@ size_t elementSize(ncclDataType_t type) {
 /// Whether a collective's communicator and stream are live.
 bool usable(ncclComm_t comm, cudaStream_t stream) {
   return comm && cudasim::isLiveStream(stream);
+}
+
+[[noreturn]] void misuse(const std::string &message) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "cudasim: %s\n", message.c_str());
+  std::exit(1);
+}
+
+/// Exits unless [send, send + sendBytes) and [recv, recv + recvBytes) are
+/// disjoint or `send` is `inPlace` (NCCL's in-place form of the call), and
+/// unless each fits MPI's int counts.
+void checkBuffers(const char *call, const void *send, size_t sendBytes,
+                  const void *recv, size_t recvBytes, const void *inPlace) {
+  auto *s = static_cast<const char *>(send);
+  auto *r = static_cast<const char *>(recv);
+  if (send != inPlace && s < r + recvBytes && r < s + sendBytes)
+    misuse(std::string(call) +
+           ": sendbuff and recvbuff overlap, but not in NCCL's in-place form");
+  if (sendBytes > INT_MAX || recvBytes > INT_MAX)
+    misuse(std::string(call) + ": over 2 GiB in one call (MPI counts)");
 }
 
 /// `n` elements of f32 or bf16 at `p`, as f32.
@@ -190,11 +213,15 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff,
   cudasim::checkDeviceRange(sendbuff, bytes, "ncclAllGather: sendbuff");
   cudasim::checkDeviceRange(recvbuff, bytes * comm->size,
                             "ncclAllGather: recvbuff (ranks x sendcount)");
-  // A copy of the input: in place, it is part of the output.
-  std::vector<char> input(static_cast<const char *>(sendbuff),
-                          static_cast<const char *>(sendbuff) + bytes);
-  MPI_Allgather(input.data(), static_cast<int>(bytes), MPI_BYTE, recvbuff,
-                static_cast<int>(bytes), MPI_BYTE, comm->mpi);
+  checkBuffers("ncclAllGather", sendbuff, bytes, recvbuff, bytes * comm->size,
+               static_cast<char *>(recvbuff) + bytes * comm->rank);
+  cudasim::enqueue(stream, [=] {
+    // A copy of the input: in place, it is part of the output.
+    std::vector<char> input(static_cast<const char *>(sendbuff),
+                            static_cast<const char *>(sendbuff) + bytes);
+    MPI_Allgather(input.data(), static_cast<int>(bytes), MPI_BYTE, recvbuff,
+                  static_cast<int>(bytes), MPI_BYTE, comm->mpi);
+  });
   return ncclSuccess;
 }
 
@@ -211,13 +238,18 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
                             "ncclReduceScatter: sendbuff (ranks x recvcount)");
   cudasim::checkDeviceRange(recvbuff, recvcount * size,
                             "ncclReduceScatter: recvbuff");
-  std::vector<float> input =
-      contributions(sendbuff, elements, datatype, op, comm);
-  std::vector<float> output(recvcount);
-  MPI_Reduce_scatter_block(input.data(), output.data(),
-                           static_cast<int>(recvcount), MPI_FLOAT, MPI_SUM,
-                           comm->mpi);
-  narrow(output, recvbuff, datatype);
+  checkBuffers("ncclReduceScatter", sendbuff, elements * size, recvbuff,
+               recvcount * size,
+               static_cast<char *>(recvbuff) - recvcount * size * comm->rank);
+  cudasim::enqueue(stream, [=] {
+    std::vector<float> input =
+        contributions(sendbuff, elements, datatype, op, comm);
+    std::vector<float> output(recvcount);
+    MPI_Reduce_scatter_block(input.data(), output.data(),
+                             static_cast<int>(recvcount), MPI_FLOAT, MPI_SUM,
+                             comm->mpi);
+    narrow(output, recvbuff, datatype);
+  });
   return ncclSuccess;
 }
 
@@ -231,10 +263,13 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
   size_t bytes = count * elementSize(datatype);
   cudasim::checkDeviceRange(sendbuff, bytes, "ncclAllReduce: sendbuff");
   cudasim::checkDeviceRange(recvbuff, bytes, "ncclAllReduce: recvbuff");
-  std::vector<float> values =
-      contributions(sendbuff, count, datatype, op, comm);
-  MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(count), MPI_FLOAT,
-                MPI_SUM, comm->mpi);
-  narrow(values, recvbuff, datatype);
+  checkBuffers("ncclAllReduce", sendbuff, bytes, recvbuff, bytes, recvbuff);
+  cudasim::enqueue(stream, [=] {
+    std::vector<float> values =
+        contributions(sendbuff, count, datatype, op, comm);
+    MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(count),
+                  MPI_FLOAT, MPI_SUM, comm->mpi);
+    narrow(values, recvbuff, datatype);
+  });
   return ncclSuccess;
 }

@@ -3,14 +3,23 @@
 // One simulated device per process, sm_90 and H200-sized (132
 // multiprocessors, or CUDASIM_SM_COUNT; 227 KiB of shared memory per block
 // with opt-in; memory pools), its UUID the process's own: each rank of an
-// MPI job has a GPU of its own, as NCCL needs. Everything runs at once, in
-// issue order: streams and events are handles that are checked for being live,
-// events take the host's time, and the asynchronous calls are synchronous ones.
+// MPI job has a GPU of its own, as NCCL needs. Streams and events are
+// handles checked for being live; events take the host's time. By default
+// work runs as it is issued. With CUDASIM_STREAMS=lazy, the work of every
+// stream but the first created (the runtime's compute stream) waits in a
+// queue until something needs it: an event of it that another stream waits
+// for or the host synchronises with, the stream's or the device's
+// synchronisation, cudaFree; so work on the communication streams runs as
+// late as the events allow, and a wait the code left out shows as a read
+// too early or a write too late.
 //
 // Device memory is checked: each allocation is fresh pages filled with 0xff
-// bytes, 256-byte aligned, ending within 255 bytes of an inaccessible page,
-// and unmapped when freed; copies and memsets must lie inside one live
-// allocation.
+// bytes, 256-byte aligned, ending within 255 bytes of an inaccessible page;
+// the bytes either side of it on its pages must still be 0xff when it is
+// freed and at every synchronisation; a freed allocation's pages stay
+// mapped inaccessible (its addresses are not reused) until 1 GiB or 4096
+// allocations have been freed after it; copies and memsets must lie inside
+// one live allocation.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -33,6 +43,10 @@ namespace cudasim {
 namespace {
 
 constexpr size_t kTotalBytes = size_t(141) << 30;
+/// Freed allocations stay inaccessible until this many bytes, or this many
+/// allocations, have been freed after them.
+constexpr size_t kQuarantineBytes = size_t(1) << 30;
+constexpr size_t kQuarantineCount = 4096;
 
 struct Allocation {
   size_t bytes;  // as asked for
@@ -40,17 +54,40 @@ struct Allocation {
   size_t mapped; // bytes of pages before the guard page
 };
 
+/// A freed allocation, its pages inaccessible until it leaves quarantine.
+struct Freed {
+  uintptr_t start;
+  size_t bytes;
+  char *mapping;
+  size_t mapped;
+};
+
 struct Event {
   bool timing = true;
   bool recorded = false;
   std::chrono::steady_clock::time_point time;
+  /// Where it was recorded on a lazy stream: the stream and the number of
+  /// its operation that records it (0: complete).
+  cudaStream_t stream = nullptr;
+  uint64_t op = 0;
+};
+
+/// A stream: whether its work waits in `queue` (CUDASIM_STREAMS=lazy), and
+/// the operations issued, each numbered.
+struct Stream {
+  bool lazy = false;
+  bool blocking = true; // not cudaStreamNonBlocking: syncs with stream 0
+  uint64_t issued = 0;
+  std::deque<std::pair<uint64_t, std::function<void()>>> queue;
 };
 
 struct State {
-  std::map<uintptr_t, Allocation> allocations;    // by start
-  std::deque<std::pair<uintptr_t, size_t>> freed; // the last few
-  size_t allocatedBytes = 0;
-  std::set<cudaStream_t> streams;
+  std::map<uintptr_t, Allocation> allocations; // by start
+  std::deque<Freed> freed;                     // oldest first
+  size_t allocatedBytes = 0, quarantinedBytes = 0;
+  std::map<cudaStream_t, Stream> streams;
+  size_t streamsCreated = 0;
+  std::set<cudaEvent_t> events;
   std::map<const void *, size_t> dynamicShared; // per kernel
   cudaError_t launchError = cudaSuccess;
   int device = 0;
@@ -94,6 +131,64 @@ const Allocation *find(const void *p, uintptr_t *start = nullptr) {
   return &it->second;
 }
 
+bool isLiveEvent(cudaEvent_t event) { return state().events.count(event); }
+
+bool lazyStreams() {
+  static const bool lazy = [] {
+    const char *value = std::getenv("CUDASIM_STREAMS");
+    return value && std::string(value) == "lazy";
+  }();
+  return lazy;
+}
+
+/// Runs `stream`'s queued operations up to number `op` (all: UINT64_MAX).
+void runUntil(cudaStream_t stream, uint64_t op) {
+  auto it = state().streams.find(stream);
+  if (it == state().streams.end())
+    return;
+  auto &queue = it->second.queue;
+  while (!queue.empty() && queue.front().first <= op) {
+    std::function<void()> work = std::move(queue.front().second);
+    queue.pop_front();
+    work();
+  }
+}
+
+void runAll() {
+  for (auto &[stream, ignored] : state().streams)
+    runUntil(stream, UINT64_MAX);
+}
+
+/// Runs the work up to `event`'s record.
+void complete(const Event &event) {
+  if (event.stream)
+    runUntil(event.stream, event.op);
+}
+
+/// Exits with a report where a byte of `a`'s pages outside its `bytes`
+/// is no longer 0xff (a kernel or copy wrote past its end or before its
+/// start); `when` says where the check ran.
+void checkSlack(uintptr_t start, const Allocation &a, const char *when) {
+  const auto *first = reinterpret_cast<const unsigned char *>(a.mapping);
+  const auto *begin = reinterpret_cast<const unsigned char *>(start);
+  const unsigned char *end = begin + a.bytes, *last = first + a.mapped;
+  for (const unsigned char *p = begin; p-- > first;)
+    if (*p != 0xff)
+      misuse("a " + std::to_string(a.bytes) + "-byte device allocation at " +
+             pointer(begin) + " was written " + std::to_string(begin - p) +
+             " bytes before its start (found " + when + ")");
+  for (const unsigned char *p = end; p < last; ++p)
+    if (*p != 0xff)
+      misuse("a " + std::to_string(a.bytes) + "-byte device allocation at " +
+             pointer(begin) + " was written " + std::to_string(p - end) +
+             " bytes past its end (found " + when + ")");
+}
+
+void checkAllSlack(const char *when) {
+  for (const auto &[start, allocation] : state().allocations)
+    checkSlack(start, allocation, when);
+}
+
 cudaError_t allocate(void **p, size_t bytes) {
   if (!p)
     return cudaErrorInvalidValue;
@@ -103,17 +198,11 @@ cudaError_t allocate(void **p, size_t bytes) {
   State &s = state();
   if (bytes > kTotalBytes - s.allocatedBytes)
     return cudaErrorMemoryAllocation;
-  size_t page = getpagesize();
   size_t padded = (bytes + 255) & ~size_t(255);
-  size_t mapped = (padded + page - 1) / page * page;
-  void *mapping = mmap(nullptr, mapped + page, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (mapping == MAP_FAILED)
-    return cudaErrorMemoryAllocation;
-  char *pages = static_cast<char *>(mapping);
-  mprotect(pages + mapped, page, PROT_NONE);
+  size_t mapped = 0;
+  char *pages = mapGuarded(padded, &mapped);
   char *start = pages + mapped - padded;
-  std::memset(start, 0xff, padded);
+  std::memset(pages, 0xff, mapped);
   s.allocations[reinterpret_cast<uintptr_t>(start)] = {bytes, pages, mapped};
   s.allocatedBytes += bytes;
   *p = start;
@@ -128,12 +217,26 @@ cudaError_t release(void *p) {
   if (it == s.allocations.end())
     return cudaErrorInvalidValue;
   Allocation a = it->second;
+  checkSlack(it->first, a, "when it was freed");
   s.allocations.erase(it);
   s.allocatedBytes -= a.bytes;
-  munmap(a.mapping, a.mapped + getpagesize());
-  s.freed.emplace_back(reinterpret_cast<uintptr_t>(p), a.bytes);
-  if (s.freed.size() > 256)
+  // Drop the pages but keep the addresses: nothing else is mapped there
+  // while the allocation is in quarantine.
+  size_t page = getpagesize();
+  if (mmap(a.mapping, a.mapped + page, PROT_NONE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+           0) == MAP_FAILED)
+    misuse("cannot unmap a freed allocation's pages");
+  s.freed.push_back(
+      {reinterpret_cast<uintptr_t>(p), a.bytes, a.mapping, a.mapped});
+  s.quarantinedBytes += a.mapped;
+  while (s.quarantinedBytes > kQuarantineBytes ||
+         s.freed.size() > kQuarantineCount) {
+    const Freed &oldest = s.freed.front();
+    munmap(oldest.mapping, oldest.mapped + page);
+    s.quarantinedBytes -= oldest.mapped;
     s.freed.pop_front();
+  }
   return cudaSuccess;
 }
 
@@ -160,6 +263,18 @@ const char *errorName(cudaError_t error) {
 
 } // namespace
 
+char *mapGuarded(size_t bytes, size_t *mapped) {
+  size_t page = getpagesize();
+  *mapped = (bytes + page - 1) / page * page;
+  void *base = mmap(nullptr, *mapped + page, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED)
+    misuse("cannot map " + std::to_string(*mapped + page) + " bytes");
+  if (mprotect(static_cast<char *>(base) + *mapped, page, PROT_NONE) != 0)
+    misuse("cannot protect a guard page");
+  return static_cast<char *>(base);
+}
+
 void setLaunchError(cudaError_t error) { state().launchError = error; }
 
 size_t maxDynamicShared(const void *entry) {
@@ -168,8 +283,24 @@ size_t maxDynamicShared(const void *entry) {
   return it == limits.end() ? kDefaultSharedBytes : it->second;
 }
 
+void enqueue(cudaStream_t stream, std::function<void()> work) {
+  auto it = state().streams.find(stream);
+  if (it == state().streams.end() || !it->second.lazy) {
+    work();
+    return;
+  }
+  Stream &s = it->second;
+  s.queue.emplace_back(++s.issued, std::move(work));
+}
+
+bool isEager(cudaStream_t stream) {
+  auto it = state().streams.find(stream);
+  return it == state().streams.end() || !it->second.lazy;
+}
+
 bool isLiveStream(cudaStream_t stream) {
-  return !stream || state().streams.count(stream);
+  return !stream || stream == cudaStreamLegacy ||
+         stream == cudaStreamPerThread || state().streams.count(stream);
 }
 
 void describeAddress(const void *address, char *buffer, size_t size) {
@@ -186,11 +317,12 @@ void describeAddress(const void *address, char *buffer, size_t size) {
       return;
     }
   }
-  for (const auto &[start, bytes] : state().freed)
-    if (a >= start && a < start + bytes) {
+  for (const Freed &f : state().freed)
+    if (a >= reinterpret_cast<uintptr_t>(f.mapping) &&
+        a < reinterpret_cast<uintptr_t>(f.mapping) + f.mapped) {
       std::snprintf(buffer, size,
-                    " (in a %zu-byte device allocation at 0x%zx, freed)", bytes,
-                    size_t(start));
+                    " (in a %zu-byte device allocation at 0x%zx, freed)",
+                    f.bytes, size_t(f.start));
       return;
     }
 }
@@ -289,6 +421,8 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr,
 
 cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr,
                                  int value) {
+  if (!func)
+    return cudaErrorInvalidDeviceFunction;
   if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
     if (value < 0 || size_t(value) > kMaxSharedBytes)
       return cudaErrorInvalidValue;
@@ -297,7 +431,11 @@ cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr,
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+  runAll();
+  checkAllSlack("at cudaDeviceSynchronize");
+  return cudaSuccess;
+}
 
 cudaError_t cudaGetLastError() {
   cudaError_t error = state().launchError;
@@ -338,7 +476,10 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
   return allocate(devPtr, size);
 }
 
-cudaError_t cudaFree(void *devPtr) { return release(devPtr); }
+cudaError_t cudaFree(void *devPtr) {
+  runAll(); // cudaFree synchronises the device
+  return release(devPtr);
+}
 
 cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream) {
   if (!isLiveStream(stream))
@@ -349,7 +490,10 @@ cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream) {
 cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream) {
   if (!isLiveStream(stream))
     return cudaErrorInvalidResourceHandle;
-  return release(devPtr);
+  if (devPtr && !state().allocations.count(reinterpret_cast<uintptr_t>(devPtr)))
+    return cudaErrorInvalidValue;
+  enqueue(stream, [devPtr] { release(devPtr); });
+  return cudaSuccess;
 }
 
 cudaError_t cudaMallocHost(void **ptr, size_t size) {
@@ -372,14 +516,34 @@ cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
-                       cudaMemcpyKind kind) {
+/// A copy, when it runs.
+void copy(void *dst, const void *src, size_t count, cudaMemcpyKind kind) {
   if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice)
     checkDeviceRange(dst, count, "cudaMemcpy: the destination");
   if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice)
     checkDeviceRange(src, count, "cudaMemcpy: the source");
   if (count)
     std::memmove(dst, src, count);
+}
+
+void fill(void *devPtr, int value, size_t count) {
+  checkDeviceRange(devPtr, count, "cudaMemset");
+  if (count)
+    std::memset(devPtr, value, count);
+}
+
+/// Runs the work of the streams that synchronise with the legacy default
+/// stream (those created without cudaStreamNonBlocking).
+void runBlocking() {
+  for (auto &[stream, s] : state().streams)
+    if (s.blocking)
+      runUntil(stream, UINT64_MAX);
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
+                       cudaMemcpyKind kind) {
+  runBlocking();
+  copy(dst, src, count, kind);
   return cudaSuccess;
 }
 
@@ -387,13 +551,13 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
                             cudaMemcpyKind kind, cudaStream_t stream) {
   if (!isLiveStream(stream))
     return cudaErrorInvalidResourceHandle;
-  return cudaMemcpy(dst, src, count, kind);
+  enqueue(stream, [=] { copy(dst, src, count, kind); });
+  return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
-  checkDeviceRange(devPtr, count, "cudaMemset");
-  if (count)
-    std::memset(devPtr, value, count);
+  runBlocking();
+  fill(devPtr, value, count);
   return cudaSuccess;
 }
 
@@ -401,16 +565,19 @@ cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count,
                             cudaStream_t stream) {
   if (!isLiveStream(stream))
     return cudaErrorInvalidResourceHandle;
-  return cudaMemset(devPtr, value, count);
+  enqueue(stream, [=] { fill(devPtr, value, count); });
+  return cudaSuccess;
 }
 
 //===----------------------------------------------------------------------===//
 // Streams and events
 //===----------------------------------------------------------------------===//
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned) {
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
   *stream = reinterpret_cast<cudaStream_t>(new char);
-  state().streams.insert(*stream);
+  Stream &s = state().streams[*stream];
+  s.lazy = lazyStreams() && state().streamsCreated++ > 0;
+  s.blocking = !(flags & cudaStreamNonBlocking);
   return cudaSuccess;
 }
 
@@ -419,14 +586,20 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream) {
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  if (!stream || !state().streams.erase(stream))
+  if (!stream || !state().streams.count(stream))
     return cudaErrorInvalidResourceHandle;
+  runUntil(stream, UINT64_MAX);
+  state().streams.erase(stream);
   delete reinterpret_cast<char *>(stream);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  return isLiveStream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  if (!isLiveStream(stream))
+    return cudaErrorInvalidResourceHandle;
+  runUntil(stream, UINT64_MAX);
+  checkAllSlack("at cudaStreamSynchronize");
+  return cudaSuccess;
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
@@ -435,8 +608,10 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                 unsigned) {
-  if (!isLiveStream(stream) || !event)
+  if (!isLiveStream(stream) || !isLiveEvent(event))
     return cudaErrorInvalidResourceHandle;
+  // The event's work first: later work of `stream` runs after it.
+  complete(*reinterpret_cast<Event *>(event));
   return cudaSuccess;
 }
 
@@ -444,6 +619,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
   auto *e = new Event;
   e->timing = !(flags & cudaEventDisableTiming);
   *event = reinterpret_cast<cudaEvent_t>(e);
+  state().events.insert(*event);
   return cudaSuccess;
 }
 
@@ -452,21 +628,38 @@ cudaError_t cudaEventCreate(cudaEvent_t *event) {
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (!state().events.erase(event))
+    return cudaErrorInvalidResourceHandle;
+  complete(*reinterpret_cast<Event *>(event)); // its record is queued
   delete reinterpret_cast<Event *>(event);
   return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  if (!event || !isLiveStream(stream))
+  if (!isLiveEvent(event) || !isLiveStream(stream))
     return cudaErrorInvalidResourceHandle;
   auto *e = reinterpret_cast<Event *>(event);
   e->recorded = true;
+  e->stream = nullptr;
   e->time = std::chrono::steady_clock::now();
+  if (!isEager(stream)) {
+    Stream &s = state().streams[stream];
+    e->stream = stream;
+    e->op = s.issued + 1;
+    enqueue(stream, [e] {
+      e->stream = nullptr;
+      e->time = std::chrono::steady_clock::now();
+    });
+  }
   return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  return event ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  if (!isLiveEvent(event))
+    return cudaErrorInvalidResourceHandle;
+  complete(*reinterpret_cast<Event *>(event));
+  checkAllSlack("at cudaEventSynchronize");
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
@@ -475,9 +668,13 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
                                  cudaEvent_t end) {
+  if (!isLiveEvent(start) || !isLiveEvent(end))
+    return cudaErrorInvalidResourceHandle;
   auto *a = reinterpret_cast<Event *>(start);
   auto *b = reinterpret_cast<Event *>(end);
-  if (!a || !b || !a->timing || !b->timing)
+  complete(*a);
+  complete(*b);
+  if (!a->timing || !b->timing)
     return cudaErrorInvalidResourceHandle;
   if (!a->recorded || !b->recorded)
     return cudaErrorInvalidResourceHandle;

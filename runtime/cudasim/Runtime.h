@@ -1,9 +1,9 @@
-//===- Runtime.h - What the simulator's parts share ---------------*- C++
-//-*-===//
+//===- Runtime.h - What the simulator's parts share -------------*- C++ -*-===//
 //
 // Between the launches (Simulator.cpp) and the CUDA runtime API
 // (Runtime.cpp): launch errors for cudaGetLastError, the kernels' shared
-// memory limits, the live streams, and what an address that faulted was.
+// memory limits, the live streams, guarded pages, and what an address that
+// faulted was.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,8 +27,15 @@ void setLaunchError(cudaError_t error);
 /// The dynamic shared memory a kernel may use (cudaFuncSetAttribute).
 size_t maxDynamicShared(const void *entry);
 
+/// Whether `stream` runs its work as it is issued.
+bool isEager(cudaStream_t stream);
+
 /// Whether `stream` is 0 or a stream created and not yet destroyed.
 bool isLiveStream(cudaStream_t stream);
+
+/// Maps `bytes` rounded up to whole pages (`*mapped` of them), followed by
+/// an inaccessible page; exits when it cannot.
+char *mapGuarded(size_t bytes, size_t *mapped);
 
 /// Writes what `address` is in terms of device allocations (past the end
 /// of one, in a freed one), or nothing; for the fault handler.

@@ -7,16 +7,22 @@
 // releases the warps whose lanes all wait at the same warp operation, else
 // the block when all its threads wait at __syncthreads, else reports the
 // deadlock. A shuffle's result is computed at the release, from the values
-// every lane passed in, before any lane resumes.
+// every lane passed in, before any lane resumes. Odd blocks run their
+// threads in descending order, even blocks in ascending order
+// (CUDASIM_REVERSE=1 swaps them, and runs the blocks last to first), so
+// that a thread reading another's write without a barrier between them
+// reads it too early in one of two blocks.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Simulator.h"
 #include "Runtime.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <pthread.h>
 #include <string>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -30,7 +36,7 @@
 /// pointer in *save, then continues on `to` (a stack saved the same way).
 extern "C" void cudasim_switch(void **save, void *to);
 asm(R"(
-  .text
+  .pushsection .text
   .globl cudasim_switch
   .type cudasim_switch, @function
 cudasim_switch:
@@ -50,15 +56,22 @@ cudasim_switch:
   popq %rbp
   ret
   .size cudasim_switch, .-cudasim_switch
+  .popsection
 )");
 
 namespace cudasim {
 namespace {
 
 constexpr size_t kStackBytes = size_t(256) << 10;
-constexpr unsigned kFullMask = 0xffffffffu;
+/// Static shared memory of a block (a GPU's limit).
+constexpr size_t kStaticSharedBytes = 48 << 10;
+/// A launch running longer than this (seconds) is reported: a thread that
+/// spins on another's write never ends here (threads run until they block).
+constexpr unsigned kDefaultTimeout = 600;
 
+/// Where a simulated thread is.
 enum class State { NotStarted, Runnable, Waiting, Done };
+/// What a waiting thread waits at.
 enum class Wait { Block, Warp, Shuffle };
 
 struct SimThread {
@@ -83,79 +96,134 @@ struct Engine {
   std::vector<SimThread> threads;
   SimThread *current = nullptr;
   void *schedulerSp = nullptr;
+  bool reverse = false; // the running block's threads in descending order
   std::vector<char *> freeStacks;
-  char *stackLow = nullptr, *stackHigh = nullptr; // all stacks, for faults
-  unsigned char *sharedEnd = nullptr;             // a guard page follows
+  std::vector<char *> stackBatches;   // each kStackBatch stacks, for faults
+  unsigned char *sharedEnd = nullptr; // a guard page follows
   unsigned char *shared = nullptr;
+  std::vector<const void *> staticShared; // filled in the running block
+  size_t staticBytes = 0;
   std::string error;
+  pthread_t owner{};
+  bool started = false;
 };
 
 Engine engine;
 
-std::string format(const dim3 &d) {
-  return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," +
-         std::to_string(d.z) + ")";
-}
-
-/// "kernel (file:line)", and the block and thread where there is one.
-std::string where() {
+/// "kernel (launched at file:line)", and the block and thread where there
+/// is one; into a fixed buffer (the fault handler calls it).
+const char *where() {
+  static char text[512];
   if (!engine.launch)
     return "outside any kernel";
-  std::string text = std::string(engine.launch->kernel) + " (launched at " +
-                     engine.launch->file + ":" +
-                     std::to_string(engine.launch->line) + ")";
-  if (engine.current) {
+  int n = std::snprintf(text, sizeof(text), "%s (launched at %s:%d)",
+                        engine.launch->kernel, engine.launch->file,
+                        engine.launch->line);
+  if (engine.current && n > 0 && size_t(n) < sizeof(text)) {
     const ThreadIndex &i = engine.current->index;
-    text += " block " + format(dim3(i.blockIdx.x, i.blockIdx.y, i.blockIdx.z)) +
-            " thread " +
-            format(dim3(i.threadIdx.x, i.threadIdx.y, i.threadIdx.z));
+    std::snprintf(text + n, sizeof(text) - n,
+                  " block (%u,%u,%u) thread (%u,%u,%u)", i.blockIdx.x,
+                  i.blockIdx.y, i.blockIdx.z, i.threadIdx.x, i.threadIdx.y,
+                  i.threadIdx.z);
   }
   return text;
 }
 
 [[noreturn]] void fail(const std::string &message) {
   std::fflush(stdout);
-  std::fprintf(stderr, "cudasim: %s: %s\n", where().c_str(), message.c_str());
+  std::fprintf(stderr, "cudasim: %s: %s\n", where(), message.c_str());
   std::exit(1);
+}
+
+std::string hex(unsigned mask) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "0x%08x", mask);
+  return text;
 }
 
 //===----------------------------------------------------------------------===//
 // Faults
 //===----------------------------------------------------------------------===//
 
+constexpr int kStackBatch = 32;
+
+/// Whether `address` is the guard page below a simulated thread's stack.
+bool isStackGuard(const char *address) {
+  size_t page = getpagesize(), slot = kStackBytes + page;
+  for (char *base : engine.stackBatches)
+    if (address >= base && address < base + slot * kStackBatch &&
+        size_t(address - base) % slot < page)
+      return true;
+  return false;
+}
+
+/// Reports a fault in a kernel (or in a host library called outside one),
+/// formatting into fixed buffers only.
 void onFault(int signal, siginfo_t *info, void *) {
   char detail[256] = "";
   const char *address = static_cast<const char *>(info->si_addr);
-  if (engine.stackLow && address >= engine.stackLow &&
-      address < engine.stackHigh)
+  const char *sharedEnd = reinterpret_cast<const char *>(engine.sharedEnd);
+  if (isStackGuard(address))
     std::snprintf(detail, sizeof(detail),
                   " (the guard page of a simulated thread's %zu KiB stack: "
                   "too much local memory)",
                   kStackBytes >> 10);
-  else if (engine.sharedEnd &&
-           address >= reinterpret_cast<const char *>(engine.sharedEnd) &&
-           address <
-               reinterpret_cast<const char *>(engine.sharedEnd) + getpagesize())
-    std::snprintf(detail, sizeof(detail),
-                  " (past the end of the block's dynamic shared memory)");
+  else if (sharedEnd && address >= sharedEnd &&
+           address < sharedEnd + getpagesize())
+    std::snprintf(
+        detail, sizeof(detail),
+        " (%zu bytes past the end of the block's %zu bytes of "
+        "dynamic shared memory)",
+        size_t(address - reinterpret_cast<const char *>(engine.shared)) -
+            engine.launch->shared,
+        engine.launch->shared);
   else
     describeAddress(address, detail, sizeof(detail));
-  char at[32];
-  std::snprintf(at, sizeof(at), "%p", static_cast<const void *>(address));
-  std::string text = "cudasim: " + where() + ": " + strsignal(signal) +
-                     " at address " + at + detail + "\n";
+  char text[1024];
+  int n = std::snprintf(text, sizeof(text), "cudasim: %s: %s at address %p%s\n",
+                        where(), strsignal(signal),
+                        static_cast<const void *>(address), detail);
   std::fflush(stdout);
-  ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
+  ssize_t ignored =
+      write(STDERR_FILENO, text, std::min<size_t>(n, sizeof(text)));
   (void)ignored;
   _exit(1);
 }
 
-/// Reports faults (kernels running on fiber stacks: on a stack of its own).
-void installFaultHandler() {
-  static bool installed = false;
-  if (installed)
+/// Reports a launch that does not end (alarm at kDefaultTimeout seconds,
+/// or CUDASIM_TIMEOUT).
+void onTimeout(int) {
+  char text[1024];
+  int n = std::snprintf(
+      text, sizeof(text),
+      "cudasim: %s: no end after CUDASIM_TIMEOUT seconds (a thread "
+      "spinning on another's write never ends here: threads run until "
+      "they reach a barrier)\n",
+      where());
+  std::fflush(stdout);
+  ssize_t ignored =
+      write(STDERR_FILENO, text, std::min<size_t>(n, sizeof(text)));
+  (void)ignored;
+  _exit(1);
+}
+
+unsigned timeoutSeconds() {
+  const char *value = std::getenv("CUDASIM_TIMEOUT");
+  int seconds = value ? std::atoi(value) : 0;
+  return seconds > 0 ? unsigned(seconds) : kDefaultTimeout;
+}
+
+/// Once, on the first launch: the fault and timeout handlers (kernels run
+/// on fiber stacks: the handlers on a stack of their own) and the thread
+/// that launches (the engine is one thread's).
+void start() {
+  if (engine.started) {
+    if (!pthread_equal(engine.owner, pthread_self()))
+      fail("a launch from a second host thread (cudasim runs one)");
     return;
-  installed = true;
+  }
+  engine.started = true;
+  engine.owner = pthread_self();
   static std::vector<char> altStack(size_t(64) << 10);
   stack_t stack{};
   stack.ss_sp = altStack.data();
@@ -167,19 +235,14 @@ void installFaultHandler() {
   sigaction(SIGSEGV, &action, nullptr);
   sigaction(SIGBUS, &action, nullptr);
   sigaction(SIGFPE, &action, nullptr);
-}
-
-/// Maps `bytes` (whole pages) followed by an inaccessible page.
-char *mapWithGuard(size_t bytes) {
-  size_t page = getpagesize();
-  void *base = mmap(nullptr, bytes + page, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) {
-    std::fprintf(stderr, "cudasim: cannot map %zu bytes\n", bytes + page);
-    std::exit(1);
-  }
-  mprotect(static_cast<char *>(base) + bytes, page, PROT_NONE);
-  return static_cast<char *>(base);
+  struct sigaction alarm {};
+  alarm.sa_handler = onTimeout;
+  alarm.sa_flags = SA_ONSTACK;
+  sigaction(SIGALRM, &alarm, nullptr);
+  size_t mapped = 0;
+  unsigned char *shared =
+      reinterpret_cast<unsigned char *>(mapGuarded(kMaxSharedBytes, &mapped));
+  engine.sharedEnd = shared + mapped;
 }
 
 //===----------------------------------------------------------------------===//
@@ -195,31 +258,23 @@ char *mapWithGuard(size_t bytes) {
 
 /// A stack from the pool; stacks grow down onto the guard page below.
 char *takeStack() {
-  if (!engine.freeStacks.empty()) {
-    char *stack = engine.freeStacks.back();
-    engine.freeStacks.pop_back();
-    return stack;
+  if (engine.freeStacks.empty()) {
+    size_t page = getpagesize(), slot = kStackBytes + page;
+    void *mapping = mmap(nullptr, slot * kStackBatch, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapping == MAP_FAILED)
+      fail("cannot map the threads' stacks");
+    char *base = static_cast<char *>(mapping);
+    for (int i = 0; i < kStackBatch; ++i) {
+      if (mprotect(base + i * slot, page, PROT_NONE) != 0)
+        fail("cannot protect a stack's guard page");
+      engine.freeStacks.push_back(base + i * slot + page);
+    }
+    engine.stackBatches.push_back(base);
   }
-  // 32 stacks at a time, each above a guard page.
-  constexpr int kBatch = 32;
-  size_t page = getpagesize(), slot = kStackBytes + page;
-  char *base =
-      static_cast<char *>(mmap(nullptr, slot * kBatch, PROT_READ | PROT_WRITE,
-                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  if (base == MAP_FAILED) {
-    std::fprintf(stderr, "cudasim: cannot map the threads' stacks\n");
-    std::exit(1);
-  }
-  for (int i = 0; i < kBatch; ++i) {
-    mprotect(base + i * slot, page, PROT_NONE);
-    engine.freeStacks.push_back(base + i * slot + page);
-  }
-  // Guard pages of all batches count as stack faults: track the hull.
-  if (!engine.stackLow || base < engine.stackLow)
-    engine.stackLow = base;
-  if (base + slot * kBatch > engine.stackHigh)
-    engine.stackHigh = base + slot * kBatch;
-  return takeStack();
+  char *stack = engine.freeStacks.back();
+  engine.freeStacks.pop_back();
+  return stack;
 }
 
 /// The stack pointer that starts fiberMain on `stack`: six callee-saved
@@ -293,45 +348,38 @@ int shuffleSource(const SimThread &t) {
   return -1;
 }
 
-/// Releases the warps whose waiting lanes can all go on; reports a warp
-/// operation that can never complete.
+/// Releases the warps whose waiting lanes can all go on: each waiting
+/// lane's mask names only lanes that wait at the same operation with the
+/// same mask, or have returned, or do not exist (CUDA asks only the lanes
+/// of the mask that have not exited to take part). A shuffle reading a
+/// lane that has returned, does not exist, or is not in its mask is
+/// reported (its value is undefined on a GPU).
 bool releaseWarps() {
   bool released = false;
   size_t count = engine.threads.size();
   for (size_t first = 0; first < count; first += 32) {
     size_t last = std::min(count, first + 32);
-    // A warp is released when each waiting lane's mask names only lanes
-    // that wait at the same operation with the same mask.
     bool any = false, ready = true;
     for (size_t i = first; i < last && ready; ++i) {
       SimThread &t = engine.threads[i];
       if (!isWarpWait(t))
         continue;
       any = true;
-      for (int lane = 0; lane < 32; ++lane) {
-        if (!(t.mask >> lane & 1u))
-          continue;
-        size_t other = first + lane;
-        engine.current = &t;
-        if (other >= last)
-          fail("the mask " + std::to_string(t.mask) + " names lane " +
-               std::to_string(lane) + ", which the block does not have");
+      for (size_t other = first; other < last; ++other) {
         SimThread &o = engine.threads[other];
-        if (o.state == State::Done)
-          fail(std::string(t.wait == Wait::Shuffle ? "a shuffle"
-                                                   : "__syncwarp") +
-               " waits for lane " + std::to_string(lane) +
-               ", which has returned");
+        if (!(t.mask >> (other - first) & 1u) || o.state == State::Done)
+          continue;
         if (!isWarpWait(o)) {
           ready = false; // it waits at __syncthreads: maybe a deadlock
           break;
         }
+        engine.current = &t;
         if (o.wait != t.wait || o.mask != t.mask ||
             (t.wait == Wait::Shuffle && o.kind != t.kind))
           fail("the lanes of a warp wait at different warp operations "
                "(shuffle against __syncwarp, or different masks)");
+        engine.current = nullptr;
       }
-      engine.current = nullptr;
     }
     if (!any || !ready)
       continue;
@@ -345,9 +393,15 @@ bool releaseWarps() {
       if (source < 0)
         continue;
       engine.current = &t;
-      if (!(t.mask >> source & 1u) || first + source >= last)
+      if (first + source >= last)
         fail("a shuffle reads lane " + std::to_string(source) +
-             ", which is not in its mask " + std::to_string(t.mask));
+             ", which the block does not have");
+      if (!(t.mask >> source & 1u))
+        fail("a shuffle reads lane " + std::to_string(source) +
+             ", which is not in its mask " + hex(t.mask));
+      if (engine.threads[first + source].state == State::Done)
+        fail("a shuffle reads lane " + std::to_string(source) +
+             ", which has returned");
       engine.current = nullptr;
       results[i - first] = engine.threads[first + source].bits;
     }
@@ -389,10 +443,13 @@ bool releaseBlock() {
 }
 
 void runBlock() {
+  size_t count = engine.threads.size();
   for (;;) {
-    for (SimThread &t : engine.threads)
+    for (size_t i = 0; i < count; ++i) {
+      SimThread &t = engine.threads[engine.reverse ? count - 1 - i : i];
       if (t.state == State::NotStarted || t.state == State::Runnable)
         resume(t);
+    }
     bool finished = true;
     for (SimThread &t : engine.threads)
       finished = finished && t.state == State::Done;
@@ -479,49 +536,76 @@ void deviceError(const char *message) {
   __builtin_unreachable();
 }
 
-void run(const Launch &launch, void (*body)(void *), void *context) {
+void sharedOnce(void *variable, size_t bytes) {
+  running("__shared__");
+  if (std::find(engine.staticShared.begin(), engine.staticShared.end(),
+                variable) != engine.staticShared.end())
+    return;
+  engine.staticShared.push_back(variable);
+  engine.staticBytes += bytes;
+  if (engine.staticBytes > kStaticSharedBytes)
+    deviceError("more than 48 KiB of static __shared__ memory");
+  if (engine.staticBytes + engine.launch->shared > kMaxSharedBytes)
+    deviceError("static and dynamic shared memory together exceed the "
+                "227 KiB of an sm_90 block");
+  std::memset(variable, 0xff, bytes);
+}
+
+bool accept(const Launch &launch) {
   if (engine.launch) {
     std::fprintf(stderr, "cudasim: %s launched inside a kernel\n",
                  launch.kernel);
     std::exit(1);
   }
+  start();
   cudaError_t error;
   if (const char *why = refusal(launch, error)) {
     std::fprintf(stderr, "cudasim: %s (launched at %s:%d) refused: %s\n",
                  launch.kernel, launch.file, launch.line, why);
     setLaunchError(error);
-    return;
+    return false;
   }
-  installFaultHandler();
-  if (!engine.sharedEnd)
-    engine.sharedEnd =
-        reinterpret_cast<unsigned char *>(mapWithGuard(kMaxSharedBytes)) +
-        kMaxSharedBytes;
-  // The dynamic shared memory ends at the guard page, 128-byte aligned.
+  return true;
+}
+
+void run(const Launch &launch, void (*body)(void *), void *context) {
+  // The dynamic shared memory ends at the guard page, 128-byte aligned
+  // (the runtime's kernels declare it __align__(128)).
   size_t sharedBytes = (launch.shared + 127) & ~size_t(127);
   engine.shared = engine.sharedEnd - sharedBytes;
 
   engine.launch = &launch;
   engine.body = body;
   engine.context = context;
+  static const bool reverse = [] {
+    const char *value = std::getenv("CUDASIM_REVERSE");
+    return value && std::string(value) == "1";
+  }();
+  alarm(timeoutSeconds());
   const dim3 &b = launch.block, &g = launch.grid;
   engine.threads.assign(size_t(b.x) * b.y * b.z, SimThread{});
-  for (unsigned bz = 0; bz < g.z; ++bz)
-    for (unsigned by = 0; by < g.y; ++by)
-      for (unsigned bx = 0; bx < g.x; ++bx) {
-        std::memset(engine.shared, 0xff, sharedBytes);
-        size_t linear = 0;
-        for (unsigned tz = 0; tz < b.z; ++tz)
-          for (unsigned ty = 0; ty < b.y; ++ty)
-            for (unsigned tx = 0; tx < b.x; ++tx, ++linear) {
-              SimThread &t = engine.threads[linear];
-              t = SimThread{};
-              t.index = ThreadIndex{uint3{tx, ty, tz}, uint3{bx, by, bz}, b, g};
-              t.lane = static_cast<int>(linear % 32);
-              t.warp = static_cast<int>(linear / 32);
-            }
-        runBlock();
-      }
+  uint64_t blocks = uint64_t(g.x) * g.y * g.z;
+  for (uint64_t n = 0; n < blocks; ++n) {
+    uint64_t linear = reverse ? blocks - 1 - n : n;
+    uint3 block{unsigned(linear % g.x), unsigned(linear / g.x % g.y),
+                unsigned(linear / g.x / g.y)};
+    engine.reverse = (linear % 2 == 1) != reverse;
+    engine.staticShared.clear();
+    engine.staticBytes = 0;
+    std::memset(engine.shared, 0xff, sharedBytes);
+    size_t thread = 0;
+    for (unsigned tz = 0; tz < b.z; ++tz)
+      for (unsigned ty = 0; ty < b.y; ++ty)
+        for (unsigned tx = 0; tx < b.x; ++tx, ++thread) {
+          SimThread &t = engine.threads[thread];
+          t = SimThread{};
+          t.index = ThreadIndex{uint3{tx, ty, tz}, block, b, g};
+          t.lane = static_cast<int>(thread % 32);
+          t.warp = static_cast<int>(thread / 32);
+        }
+    runBlock();
+  }
+  alarm(0);
   engine.launch = nullptr;
 }
 

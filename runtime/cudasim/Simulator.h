@@ -1,32 +1,38 @@
-//===- Simulator.h - CUDA kernels on the CPU, for testing --------*- C++
-//-*-===//
+//===- Simulator.h - CUDA kernels on the CPU, for testing -------*- C++ -*-===//
 //
 // cudasim runs the CUDA runtime (runtime/cuda) and its kernel test on a
 // machine without a GPU, so that CI executes every kernel, not only compiles
 // it. The .cu files are compiled as C++ against the real CUDA headers, after
 // translate.py has rewritten their launches (`k<<<grid, block, shared,
-// stream>>>(args)` becomes `cudasim::launch(...)(args)`) and their dynamic
+// stream>>>(args)` becomes `cudasim::launch(...)`), their static and dynamic
 // shared memory; include/ puts the device built-ins (threadIdx,
 // __syncthreads, warp shuffles, atomics, wmma) in front of the real headers;
 // Runtime.cpp, Blas.cpp and Nccl.cpp implement the host APIs on the CPU.
 //
 // A launch runs block after block on the calling thread; each CUDA thread of
 // a block is a fiber that runs until it reaches a barrier (__syncthreads, a
-// warp shuffle, __syncwarp) or returns, so barriers order memory exactly as
-// they must on a GPU and a missing one shows as a wrong result. What a GPU
-// only tolerates is an error here, with the kernel, its launch site, the
-// block and the thread: a barrier some threads of the block (or lanes of a
-// warp) never reach, a shuffle whose source lane has exited, a launch
-// configuration a GPU refuses (block over 1024 threads, dynamic shared
-// memory over 48 KiB without cudaFuncSetAttribute, or over the 227 KiB of
-// an sm_90 block). Device memory is fresh pages filled with 0xff bytes (NaN
-// as f32 and bf16) ending at an inaccessible page, so reading memory never
-// written, reading or writing past an allocation's end, and touching freed
-// memory show too.
+// warp shuffle, __syncwarp) or returns, so barriers order memory as they
+// must on a GPU. Threads run in ascending order in even blocks and in
+// descending order in odd ones, so a missing barrier between a write and
+// another thread's read shows as a wrong result in one of any two blocks.
+// What a GPU only tolerates is an error here, with the kernel, its launch
+// site, the block and the thread: a __syncthreads some threads of the block
+// never reach, a shuffle reading a lane that has returned, a deadlock, a
+// wmma tile misaligned, a launch configuration a GPU refuses (a block over
+// 1024 threads, dynamic shared memory over 48 KiB without
+// cudaFuncSetAttribute or over the 227 KiB of an sm_90 block, static shared
+// memory over 48 KiB), a launch that never ends (CUDASIM_TIMEOUT). Device
+// memory, static and dynamic shared memory start each allocation or block
+// as 0xff bytes (NaN as f32 and bf16); each device allocation ends within
+// 255 bytes of an inaccessible page, the slack either side is checked at
+// free and synchronisation, and freed memory stays inaccessible for a
+// while, so reading memory never written, reading or writing past an
+// allocation's end, and touching freed memory show too.
 //
 // Not modelled: concurrency between streams (everything runs in issue
 // order, so a missing cross-stream wait does not show), and the speed of
-// anything. Each simulated thread computes whole wmma tiles (include/mma.h).
+// anything. Each lane of a warp holds whole wmma a and b tiles
+// (include/mma.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +44,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <tuple> // translate.py's launches
 #include <type_traits>
 
 namespace cudasim {
@@ -78,6 +86,11 @@ uint64_t shuffle(unsigned mask, uint64_t bits, Shuffle kind, int operand,
 /// Reports a device-side error of the running kernel and exits.
 [[noreturn]] void deviceError(const char *message);
 
+/// A `static` variable that stands for a block's `__shared__` one
+/// (translate.py): filled with 0xff at its first use in each block, and
+/// counted against the block's shared memory.
+void sharedOnce(void *variable, size_t bytes);
+
 //===----------------------------------------------------------------------===//
 // Memory
 //===----------------------------------------------------------------------===//
@@ -101,20 +114,41 @@ struct Launch {
   cudaStream_t stream;
 };
 
-/// Runs `body` once per thread of every block of `launch`'s grid, or
-/// records a launch error (cudaGetLastError) and runs nothing.
+/// Whether a GPU takes `launch`; if not, reports why, records the launch
+/// error (cudaGetLastError) and returns false.
+bool accept(const Launch &launch);
+
+/// Runs `body` once per thread of every block of `launch`'s grid.
 void run(const Launch &launch, void (*body)(void *), void *context);
 
+/// Runs `work` on `stream`, now or when the stream's work is needed
+/// (Runtime.cpp: CUDASIM_STREAMS).
+void enqueue(cudaStream_t stream, std::function<void()> work);
+
+/// A launch's `<<<grid, block, shared, stream>>>`.
+struct Config {
+  Config(dim3 grid, dim3 block, size_t shared = 0,
+         cudaStream_t stream = nullptr)
+      : grid(grid), block(block), shared(shared), stream(stream) {}
+  dim3 grid, block;
+  size_t shared;
+  cudaStream_t stream;
+};
+
 /// `kernel<<<grid, block, shared, stream>>>(args...)` as translate.py
-/// writes it: `body` is `[=] { kernel(args...); }`, run by every thread.
+/// writes it: `body` calls the kernel on the arguments, evaluated once.
 template <typename Body>
 void launch(const char *name, const char *file, int line, const void *entry,
-            const Body &body, dim3 grid, dim3 block, size_t shared = 0,
-            cudaStream_t stream = nullptr) {
-  run(
-      Launch{name, file, line, entry, grid, block, shared, stream},
-      [](void *context) { (*static_cast<const Body *>(context))(); },
-      const_cast<Body *>(&body));
+            const Config &config, const Body &body) {
+  Launch launch{name,        file,         line,          entry,
+                config.grid, config.block, config.shared, config.stream};
+  if (!accept(launch))
+    return;
+  enqueue(config.stream, [launch, body] {
+    run(
+        launch, [](void *context) { (*static_cast<const Body *>(context))(); },
+        const_cast<Body *>(&body));
+  });
 }
 
 /// A value's bits for shuffle, and back.

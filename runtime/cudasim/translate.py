@@ -1,23 +1,30 @@
 #!/usr/bin/env python3
 """Rewrites a .cu file into C++ that cudasim compiles: translate.py IN OUT.
 
-Two rewrites, keeping every line where it was (a `#line` directive names
+Three rewrites, keeping every line where it was (a `#line` directive names
 IN, so diagnostics, __FILE__ and __LINE__ point at the CUDA source):
 
   kernel<<<grid, block, shared, stream>>>(args)
     -> ::cudasim::launch("kernel", __FILE__, __LINE__, ENTRY,
-                         [=] { kernel(args); }, grid, block, shared, stream)
+           ::cudasim::Config(grid, block, shared, stream),
+           [=, cudasimArgs = std::make_tuple(args)] {
+             std::apply([&](const auto &...a) { kernel(a...); }, cudasimArgs);
+           })
   extern __shared__ __align__(N) T name[];
     -> T *name = reinterpret_cast<T *>(::cudasim::dynamicShared());
+  __shared__ T name[N];
+    -> static T name[N]; ::cudasim::sharedOnce(&name, sizeof name);
 
-The lambda calls the kernel as the launch does, deducing a template
-kernel's arguments; ENTRY is the kernel's address (cudaFuncSetAttribute's
+The lambda evaluates the arguments once, as the launch does, and calls the
+kernel on them, deducing a template kernel's arguments; ENTRY is the
+kernel's address (cudaFuncSetAttribute's
 key) where the launch names one function: a kernel with explicit template
 arguments, one that is not a template, or a function pointer; it is null
 for a template kernel whose arguments the call deduces. A launch is a kernel
 name, optionally qualified and with template arguments that hold no `<`,
-then `<<<`; any `<<<` left over is an error naming its line, so that nothing
-is silently left for the host compiler to misread.
+then `<<<`; a __shared__ variable is declared alone on its line. Any `<<<`
+or `__shared__` left over outside a comment is an error naming its line, so
+that nothing is silently left for the host compiler to misread.
 """
 
 import re
@@ -35,6 +42,11 @@ TEMPLATE_KERNEL = re.compile(
 SHARED = re.compile(
     r"extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?"
     r"(?P<type>[\w\s:]+?)\s+(?P<name>\w+)\s*\[\s*\]\s*;"
+)
+STATIC_SHARED = re.compile(
+    r"^(?P<indent>[ \t]*)__shared__[ \t]+(?P<type>[\w \t:<>,()]+?)[ \t]+"
+    r"(?P<name>\w+)(?P<dims>(?:[ \t]*\[[^\]\n]*\])*)[ \t]*;",
+    re.M,
 )
 
 
@@ -70,8 +82,9 @@ def rewrite_launches(text, path):
         out.append(text[pos : m.start()])
         out.append(
             f'::cudasim::launch("{kernel}", __FILE__, __LINE__, {entry}, '
-            f"[=] {{ {kernel}({args}); }},"
-            f'{m["before"]}{m["config"]}{m["after"]})'
+            f'::cudasim::Config({m["before"]}{m["config"]}{m["after"]}), '
+            f"[=, cudasimArgs = std::make_tuple({args})] {{ std::apply("
+            f"[&](const auto &...a) {{ {kernel}(a...); }}, cudasimArgs); }})"
         )
         pos = close + 1
     out.append(text[pos:])
@@ -86,6 +99,14 @@ def shared(match):
     )
 
 
+def static_shared(match):
+    name = match["name"]
+    return (
+        f"{match['indent']}static {match['type'].strip()} {name}"
+        f"{match['dims']}; ::cudasim::sharedOnce(&{name}, sizeof {name});"
+    )
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: translate.py IN.cu OUT.cpp")
@@ -93,12 +114,17 @@ def main():
     with open(source_path) as f:
         source = f.read()
     text = SHARED.sub(shared, rewrite_launches(source, source_path))
-    left = text.find("<<<")
-    if left >= 0:
-        line = text.count("\n", 0, left) + 1
-        sys.exit(f"{source_path}:{line}: a launch translate.py cannot read")
+    text = STATIC_SHARED.sub(static_shared, text)
+    for number, line in enumerate(text.split("\n"), 1):
+        code = line.split("//")[0]
+        if "<<<" in code:
+            sys.exit(f"{source_path}:{number}: a launch translate.py cannot read")
+        if "__shared__" in code:
+            sys.exit(f"{source_path}:{number}: a __shared__ variable "
+                     "translate.py cannot read (one declaration per line)")
     with open(output_path, "w") as f:
-        f.write(f'#line 1 "{source_path}"\n{text}')
+        quoted = source_path.replace("\\", "\\\\").replace('"', '\\"')
+        f.write(f'#line 1 "{quoted}"\n{text}')
 
 
 if __name__ == "__main__":

@@ -104,7 +104,7 @@ shardc_rt_request *shardc_rt_all_gather_start(shardc_rt_context *ctx,
                           mpiCount(count, call), type, ctx->comms[axes],
                           &r->request),
            call);
-  ctx->timers.bytesSent += (group - 1) * count * elementBytes(dtype);
+  ctx->timers.bytesSent += bytesSent(SHARDC_RT_ALL_GATHER, group, count, dtype);
   return r;
 }
 
@@ -121,7 +121,8 @@ shardc_rt_reduce_scatter_start(shardc_rt_context *ctx, shardc_rt_axes axes,
                                      mpiType(dtype, call), mpiSum(dtype),
                                      ctx->comms[axes], &r->request),
            call);
-  ctx->timers.bytesSent += (group - 1) * count * elementBytes(dtype);
+  ctx->timers.bytesSent +=
+      bytesSent(SHARDC_RT_REDUCE_SCATTER, group, count, dtype);
   return r;
 }
 
@@ -139,8 +140,7 @@ shardc_rt_request *shardc_rt_all_reduce_start(shardc_rt_context *ctx,
                           mpiType(dtype, call), mpiSum(dtype),
                           ctx->comms[axes], &r->request),
            call);
-  ctx->timers.bytesSent +=
-      (2 * (group - 1) * count * elementBytes(dtype) + group / 2) / group;
+  ctx->timers.bytesSent += bytesSent(SHARDC_RT_ALL_REDUCE, group, count, dtype);
   return r;
 }
 

@@ -24,6 +24,19 @@ inline int64_t elementBytes(shardc_rt_dtype dtype) {
   return dtype == SHARDC_RT_BF16 ? 2 : 4;
 }
 
+/// Bytes one rank sends in `kind` over a group of `group` ranks, `count`
+/// elements of `dtype` each (the all-gather's input, the reduce-scatter's
+/// output, the all-reduce's buffer), as the ledger counts them: a ring
+/// all-gather or reduce-scatter sends (group - 1) blocks; a ring
+/// all-reduce 2 (group - 1) / group of its buffer, rounded.
+inline int64_t bytesSent(shardc_rt_collective kind, int64_t group,
+                         int64_t count, shardc_rt_dtype dtype) {
+  int64_t bytes = count * elementBytes(dtype);
+  if (kind == SHARDC_RT_ALL_REDUCE)
+    return (2 * (group - 1) * bytes + group / 2) / group;
+  return (group - 1) * bytes;
+}
+
 /// Element `element` of an array of `dtype` at `base`.
 inline void *elementAt(void *base, int64_t element, shardc_rt_dtype dtype) {
   return static_cast<char *>(base) + element * elementBytes(dtype);

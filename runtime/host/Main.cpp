@@ -713,16 +713,20 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                   formatBytes(worst[1]).c_str());
     std::fflush(stdout);
     if (log) {
+      // JSON has no NaN or infinity: a diverged loss is null.
+      char lossText[32] = "null";
+      if (std::isfinite(loss))
+        std::snprintf(lossText, sizeof(lossText), "%.9g", loss);
       std::fprintf(
           log,
-          "{\"step\": %" PRId64 ", \"loss\": %.9g, \"step_ms\": %.4f, "
+          "{\"step\": %" PRId64 ", \"loss\": %s, \"step_ms\": %.4f, "
           "\"peak_bytes\": %" PRId64 ", \"predicted_peak_bytes\": %" PRId64
           ", \"persistent_bytes\": %" PRId64
           ", \"predicted_persistent_bytes\": %" PRId64
           ", \"bytes_sent\": %" PRId64 ", \"predicted_bytes_sent\": %" PRId64
           ", \"gemm_ms\": %.4f, \"comm_wait_ms\": %.4f, \"comm_ms\": %.4f}\n",
-          ctx.step, loss, seconds * 1e3, worst[0], predicted.peak, persistent,
-          predicted.params + predicted.optimizer, worst[1],
+          ctx.step, lossText, seconds * 1e3, worst[0], predicted.peak,
+          persistent, predicted.params + predicted.optimizer, worst[1],
           predicted.all_gather + predicted.reduce_scatter +
               predicted.all_reduce,
           gemm * 1e3, ctx.timers.commWaitSeconds * 1e3,

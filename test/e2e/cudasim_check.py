@@ -12,8 +12,11 @@ mixed precision (flash attention's bf16 kernels) and f32 on TF32 (flash
 attention's TF32 kernels) within 2e-2 relative + 3e-4 but for at most 12
 elements, each within 3.6e-3 (run.sh's CHECK_BF16_* says why). Multi-rank
 configurations run the target=cuda code for N > 1 that NCCL cannot run on
-one GPU. Prints compare.py's lines per configuration and exits 1 if any
-differs.
+one GPU, with the streams' work in issue order and (CUDASIM_STREAMS=lazy)
+the communication streams' as late as their events allow. Each step's
+peak memory and bytes sent (NCCL's, counted as the host backend counts
+MPI's) must be the ledger's predictions. Prints
+compare.py's lines per configuration and exits 1 if any differs.
 """
 
 import os
@@ -41,6 +44,19 @@ CONFIGURATIONS = [
     ("zero3-2-bf16", "zero3", "2", ["--param-dtype", "bf16"], {}, ROUNDED),
     ("zero3-1-tf32", "zero3", "1", [], {"SHARDC_TF32": "1"}, ROUNDED),
 ]
+# The communication streams' work as late as their events allow
+# (CUDASIM_STREAMS=lazy): a wait the step leaves out reads or overwrites a
+# buffer too early, and the run differs.
+LAZY = {"SHARDC_TF32": "0", "CUDASIM_STREAMS": "lazy"}
+CONFIGURATIONS += [
+    ("zero3-2-lazy", "zero3", "2", [], LAZY, EXACT),
+    ("zero2-2-flat-lazy", "zero2", "2", ["--layout", "flat"], LAZY, EXACT),
+    ("ddp-2-lazy", "ddp", "2", [], LAZY, EXACT),
+    ("hsdp-2x2-accum-2-lazy", "hsdp", "2x2", ["--grad-accum", "2"], LAZY,
+     EXACT),
+    ("zero3-2-bf16-lazy", "zero3", "2", ["--param-dtype", "bf16"],
+     {"CUDASIM_STREAMS": "lazy"}, ROUNDED),
+]
 
 
 def main():
@@ -65,6 +81,16 @@ def main():
             capture_output=True, text=True)
         print(result.stdout + result.stderr, end="")
         failures += result.returncode != 0
+        # The runtime allocator's peak and NCCL's bytes (counted as the
+        # host backend counts MPI's) are the ledger's predictions.
+        log = lib.read_log(base + "-cudasim.jsonl")
+        measured = [(r["peak_bytes"], r["bytes_sent"]) for r in log]
+        predicted = [(r["predicted_peak_bytes"], r["predicted_bytes_sent"])
+                     for r in log]
+        failures += measured != predicted
+        print("%s: peak and bytes sent per step %s, predicted %s: %s"
+              % (label, measured, predicted,
+                 "ok" if measured == predicted else "FAIL"))
     print("cudasim: %d configurations differ from target=host" % failures)
     return 1 if failures else 0
 

@@ -353,6 +353,7 @@ std::vector<std::string> compileArgs(const std::string &target,
   }
   std::vector<std::string> args = {"-std=c++17", "-O2", "-DOMPI_SKIP_MPICXX=1"};
   if (target == "cudasim") {
+    args.push_back("-ffp-contract=off");
     appendWords(args, SHARDC_CUDASIM_INCLUDES, "-I");
     args.insert(args.end(), {"-I", SHARDC_RT_INCLUDE_DIR, "-x", "c++", source,
                              "-x", "none", "-o", output});

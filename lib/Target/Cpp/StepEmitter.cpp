@@ -841,21 +841,28 @@ LogicalResult StepEmitter::emitNcclCollective(Operation *op, StringRef source,
   const char *reduction = average ? "ncclAvg" : "ncclSum";
   const char *type = wireTypeOf(op).isBF16() ? "ncclBfloat16" : "ncclFloat";
   std::string call;
-  if (isa<AllGatherOp, AllGatherStartOp>(op))
+  const char *kind;
+  if (isa<AllGatherOp, AllGatherStartOp>(op)) {
     call = llvm::formatv("ncclAllGather({0}, {1}, {2}, {3}, {4}, {5})", source,
                          out, count, type, comm, stream);
-  else if (isa<ReduceScatterOp, ReduceScatterStartOp>(op))
+    kind = "SHARDC_RT_ALL_GATHER";
+  } else if (isa<ReduceScatterOp, ReduceScatterStartOp>(op)) {
     call = llvm::formatv(
         "ncclReduceScatter({0}, {1}, {2}, {3}, {4}, {5}, {6})", source, out,
         count, type, reduction, comm, stream);
-  else
+    kind = "SHARDC_RT_REDUCE_SCATTER";
+  } else {
     call = llvm::formatv("ncclAllReduce({0}, {1}, {2}, {3}, {4}, {5}, {6})",
                          source, out, count, type, reduction, comm, stream);
+    kind = "SHARDC_RT_ALL_REDUCE";
+  }
   std::string ready = event(), done = event();
   os << "SHARDC_CUDA(cudaEventRecord(" << ready << ", compute));\n";
   os << "SHARDC_CUDA(cudaStreamWaitEvent(" << stream << ", " << ready
      << ", 0));\n";
   os << "SHARDC_NCCL(" << call << ");\n";
+  os << "shardc_rt_cuda_sent(ctx, " << kind << ", " << mask << "u, "
+     << dtypeEnum(wireTypeOf(op)) << ", " << count << ");\n";
   os << "SHARDC_CUDA(cudaEventRecord(" << done << ", " << stream << "));\n";
   Value result = op->getResult(0);
   if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op)) {

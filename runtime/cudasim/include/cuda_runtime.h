@@ -6,7 +6,7 @@
 // variables, __shared__, barriers and warp shuffles, atomics (the simulated
 // threads of a launch run one at a time: plain read-modify-writes), and the
 // intrinsics with an explicit rounding mode (IEEE f32 operations on the CPU
-// too; build without FMA contraction).
+// too; cudasim builds with -ffp-contract=off).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,10 +19,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
-// One copy per block: blocks run one after another.
+// translate.py rewrites each __shared__ variable into a static one (blocks
+// run one after another) that cudasim::sharedOnce fills per block.
 #undef __shared__
-#define __shared__ static
 #ifndef __launch_bounds__
 #define __launch_bounds__(...)
 #endif
@@ -77,11 +78,13 @@ template <typename T> T atomicAdd(T *address, T value) {
   return old;
 }
 template <typename T> T atomicMin(T *address, T value) {
+  static_assert(std::is_integral_v<T>, "CUDA's atomicMin takes integers");
   T old = *address;
   *address = std::min(old, value);
   return old;
 }
 template <typename T> T atomicMax(T *address, T value) {
+  static_assert(std::is_integral_v<T>, "CUDA's atomicMax takes integers");
   T old = *address;
   *address = std::max(old, value);
   return old;
@@ -92,6 +95,7 @@ template <typename T> T atomicExch(T *address, T value) {
   return old;
 }
 template <typename T> T atomicCAS(T *address, T compare, T value) {
+  static_assert(std::is_integral_v<T>, "CUDA's atomicCAS takes integers");
   T old = *address;
   if (old == compare)
     *address = value;
@@ -108,7 +112,9 @@ inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 inline float __frcp_rn(float a) { return 1.0f / a; }
 inline float __expf(float a) { return std::exp(a); }
 inline float __logf(float a) { return std::log(a); }
-inline float __saturatef(float a) { return std::clamp(a, 0.0f, 1.0f); }
+inline float __saturatef(float a) {
+  return a > 0.0f ? (a < 1.0f ? a : 1.0f) : 0.0f; // NaN: 0
+}
 inline float rsqrtf(float a) { return 1.0f / std::sqrt(a); }
 
 #endif // SHARDC_CUDASIM_CUDA_RUNTIME_H

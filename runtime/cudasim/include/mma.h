@@ -8,7 +8,10 @@
 // whole by every lane; of an accumulator, a lane owns the elements whose
 // index is its lane modulo 32 (8 of a 16 x 16 tile, as on the GPU), and
 // loads, computes and stores only those, so that a warp's load, mma and
-// store of a tile in memory reads and writes each element once. TF32
+// store of a tile in memory reads and writes each element once. As CUDA
+// requires, a tile's pointer must be 32-byte aligned and its leading
+// dimension a multiple of 16 bytes, and a fragment loads from and stores
+// to its own element type (float for tf32). TF32
 // products see only their inputs' top 10 mantissa bits (the rest
 // truncated), as on the tensor cores; bf16 products are exact; sums are
 // f32.
@@ -78,6 +81,17 @@ public:
   element_type x[num_elements];
 };
 
+namespace detail {
+/// Reports a tile CUDA's load_matrix_sync or store_matrix_sync refuses.
+template <typename E> void checkTile(const E *p, unsigned ldm) {
+  if (reinterpret_cast<uintptr_t>(p) % 32 != 0)
+    ::cudasim::deviceError("a wmma tile's pointer is not 32-byte aligned");
+  if (ldm * sizeof(E) % 16 != 0)
+    ::cudasim::deviceError(
+        "a wmma tile's leading dimension is not a multiple of 16 bytes");
+}
+} // namespace detail
+
 /// Rounds to TF32 (nearest, ties away from zero: cvt.rna.tf32.f32).
 inline float __float_to_tf32(float x) {
   if (!std::isfinite(x))
@@ -89,13 +103,15 @@ inline float __float_to_tf32(float x) {
   return detail::truncateMantissa(x, 13);
 }
 
-template <typename Use, int M, int N, int K, typename T, typename Layout,
-          typename E>
-void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const E *p,
-                      unsigned ldm) {
+template <typename Use, int M, int N, int K, typename T, typename Layout>
+void load_matrix_sync(
+    fragment<Use, M, N, K, T, Layout> &f,
+    const typename fragment<Use, M, N, K, T, Layout>::element_type *p,
+    unsigned ldm) {
   static_assert(!std::is_same_v<Use, accumulator>,
                 "an accumulator's load takes a layout_t");
   using F = fragment<Use, M, N, K, T, Layout>;
+  detail::checkTile(p, ldm);
   constexpr bool colMajor = std::is_same_v<Layout, col_major>;
   for (int r = 0; r < F::kRows; ++r)
     for (int c = 0; c < F::kCols; ++c)
@@ -105,6 +121,7 @@ void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const E *p,
 template <int M, int N, int K, typename T>
 void load_matrix_sync(fragment<accumulator, M, N, K, T> &f, const T *p,
                       unsigned ldm, layout_t layout) {
+  detail::checkTile(p, ldm);
   for (int e = ::cudasim::lane(); e < M * N; e += 32) {
     int r = e / N, c = e % N;
     f.x[e] = layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c];
@@ -114,6 +131,7 @@ void load_matrix_sync(fragment<accumulator, M, N, K, T> &f, const T *p,
 template <int M, int N, int K, typename T>
 void store_matrix_sync(T *p, const fragment<accumulator, M, N, K, T> &f,
                        unsigned ldm, layout_t layout) {
+  detail::checkTile(p, ldm);
   for (int e = ::cudasim::lane(); e < M * N; e += 32) {
     int r = e / N, c = e % N;
     (layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]) = f.x[e];

@@ -3,10 +3,11 @@
 // `shardc-cudasim-selftest ok` runs kernels whose results only a faithful
 // simulation gets right (block reductions through shuffles and barriers,
 // each shuffle form, wmma tiles accumulated in shared memory by a warp,
-// dynamic shared memory over 48 KiB, atomics across blocks, fresh device
-// memory reading as NaN) and prints one line per check. Every other case
-// is a bug a GPU may not report; cudasim must name it and exit 1
-// (test/runtime/cudasim.test).
+// dynamic shared memory over 48 KiB, static shared memory fresh in each
+// block, a __syncwarp after some lanes returned, atomics across blocks,
+// fresh device memory reading as NaN) and prints one line per check. Every
+// other case is a bug a GPU may not report; cudasim must name it and exit
+// 1 (test/runtime/cudasim.test).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -118,6 +120,27 @@ __global__ void bigSharedKernel(float *out) {
   }
 }
 
+/// out[block] = whether the block's static shared array read as NaN before
+/// the block wrote it (the previous block left its values there).
+__global__ void staticSharedKernel(float *out) {
+  __shared__ float cache[64];
+  bool fresh = std::isnan(cache[threadIdx.x]);
+  __syncthreads();
+  cache[threadIdx.x] = 1.0f;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    out[blockIdx.x] = fresh ? 1.0f : 0.0f;
+}
+
+/// Lanes 16 and up return; the others still meet at __syncwarp.
+__global__ void exitedLanesKernel(int *out) {
+  if (threadIdx.x >= 16)
+    return;
+  out[threadIdx.x] = 1;
+  __syncwarp(); // the full mask: lanes 16 to 31 have returned
+  out[16 + threadIdx.x] = out[threadIdx.x] + out[(threadIdx.x + 1) % 16];
+}
+
 __global__ void atomicKernel(unsigned long long *count, int *firstOdd) {
   atomicAdd(count, 1ull);
   int id = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
@@ -203,6 +226,20 @@ int runChecks() {
   check(hostCopy(count, 1)[0] == 320 && hostCopy(firstOdd, 1)[0] == 1,
         "atomicAdd and atomicMin across blocks");
 
+  float *freshShared = nullptr;
+  cudaMalloc(&freshShared, 3 * sizeof(float));
+  staticSharedKernel<<<3, 64>>>(freshShared);
+  std::vector<float> blocks = hostCopy(freshShared, 3);
+  check(blocks[0] == 1 && blocks[1] == 1 && blocks[2] == 1,
+        "static shared memory, fresh (NaN) in each block");
+
+  int *lanes = nullptr;
+  cudaMalloc(&lanes, 32 * sizeof(int));
+  exitedLanesKernel<<<1, 32>>>(lanes);
+  std::vector<int> met = hostCopy(lanes, 32);
+  check(std::count(met.begin() + 16, met.end(), 2) == 16,
+        "__syncwarp among the lanes that have not returned");
+
   float *fresh = nullptr;
   int *isNan = nullptr;
   cudaMalloc(&fresh, sizeof(float));
@@ -225,10 +262,33 @@ __global__ void divergentBarrierKernel(float *x) {
   x[threadIdx.x] = 1.0f;
 }
 
+/// Lane 4 reads lane 5, which has returned.
 __global__ void exitedLaneKernel(float *x) {
   if (threadIdx.x == 5)
     return;
   x[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+}
+
+/// Each thread reads its right neighbour's write with no barrier between:
+/// in one of two blocks (threads run in opposite orders) the neighbour has
+/// not written yet.
+__global__ void missingBarrierKernel(int *out) {
+  __shared__ int value[32];
+  value[threadIdx.x] = static_cast<int>(threadIdx.x);
+  out[blockIdx.x * 32 + threadIdx.x] = value[(threadIdx.x + 1) % 32];
+}
+
+__global__ void sharedOverrunKernel() {
+  extern __shared__ float dynamic[];
+  dynamic[threadIdx.x + 1024] = 1.0f; // 4 KiB given: the next page
+}
+
+__global__ void misalignedTileKernel(const float *x, float *y) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32,
+                 wmma::row_major>
+      a;
+  wmma::load_matrix_sync(a, x + 1, 8);
+  y[threadIdx.x] = a.x[0];
 }
 
 __global__ void deadlockKernel(float *x) {
@@ -264,6 +324,29 @@ int main(int argc, char **argv) {
   else if (what == "use-after-free") {
     cudaFree(x);
     writeKernel<<<1, 1>>>(x, 0);
+  } else if (what == "reused-after-free") {
+    cudaFree(x);
+    float *again = nullptr;
+    cudaMalloc(&again, 1000 * sizeof(float)); // not at x: x stays freed
+    writeKernel<<<1, 1>>>(x, 0);
+  } else if (what == "slack-overrun") {
+    writeKernel<<<1, 1>>>(x, 1010); // within the page: found at the free
+    cudaFree(x);
+  } else if (what == "missing-barrier") {
+    int *out = nullptr;
+    cudaMalloc(&out, 64 * sizeof(int));
+    missingBarrierKernel<<<2, 32>>>(out);
+    std::vector<int> got = hostCopy(out, 64);
+    for (int i = 0; i < 64; ++i)
+      if (got[i] != (i % 32 + 1) % 32) {
+        std::printf("missing-barrier: block %d thread %d read %d\n", i / 32,
+                    i % 32, got[i]);
+        return 1;
+      }
+  } else if (what == "shared-overrun") {
+    sharedOverrunKernel<<<1, 32, 4096>>>();
+  } else if (what == "misaligned-tile") {
+    misalignedTileKernel<<<1, 32>>>(x, x + 512);
   } else if (what == "copy-past-the-end") {
     std::vector<float> host(1001);
     cudaMemcpy(x, host.data(), host.size() * sizeof(float),
@@ -279,7 +362,9 @@ int main(int argc, char **argv) {
   } else {
     std::fprintf(stderr, "usage: shardc-cudasim-selftest ok|divergent-barrier|"
                          "exited-lane|deadlock|out-of-bounds|use-after-free|"
-                         "copy-past-the-end|shared-limit|big-block\n");
+                         "reused-after-free|slack-overrun|missing-barrier|"
+                         "shared-overrun|misaligned-tile|copy-past-the-end|"
+                         "shared-limit|big-block\n");
     return 2;
   }
   std::printf("selftest: %s was not reported\n", what.c_str());

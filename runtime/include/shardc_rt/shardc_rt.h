@@ -40,6 +40,14 @@ typedef enum {
 /* A set of mesh axes: bit i stands for axis i. */
 typedef uint32_t shardc_rt_axes;
 
+/* The collectives, for counting the bytes each sends (shardc_rt_cuda_sent;
+ * the host backend counts its own). */
+typedef enum {
+  SHARDC_RT_ALL_GATHER = 0,
+  SHARDC_RT_REDUCE_SCATTER = 1,
+  SHARDC_RT_ALL_REDUCE = 2,
+} shardc_rt_collective;
+
 /* How a tensor is split over a set of mesh axes. With no axes (0) every rank
  * holds the whole tensor. With layout dim0 the leading dimension is cut into
  * ceil(rows / group) rows per rank, the last ranks' shards padded with zero

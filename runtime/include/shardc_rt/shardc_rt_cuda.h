@@ -28,6 +28,11 @@ cudaStream_t shardc_rt_cuda_compute_stream(shardc_rt_context *ctx);
 ncclComm_t shardc_rt_cuda_comm(shardc_rt_context *ctx, shardc_rt_axes axes);
 cudaStream_t shardc_rt_cuda_comm_stream(shardc_rt_context *ctx,
                                         shardc_rt_axes axes);
+/* Counts the bytes a collective just issued on `axes` sends (the host
+ * backend's count, for the step lines and --log-json). */
+void shardc_rt_cuda_sent(shardc_rt_context *ctx, shardc_rt_collective kind,
+                         shardc_rt_axes axes, shardc_rt_dtype dtype,
+                         int64_t count);
 /* Event i of the model's num_events, created once. */
 cudaEvent_t shardc_rt_cuda_event(shardc_rt_context *ctx, int32_t index);
 /* Reports a failed CUDA or NCCL call with the rank and ends the job. */

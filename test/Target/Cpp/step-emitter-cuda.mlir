@@ -42,11 +42,13 @@
 // CHECK-NEXT: ncclComm_t nccl1 = shardc_rt_cuda_comm(ctx, 1u);
 // CHECK-NEXT: cudaStream_t comm1 = shardc_rt_cuda_comm_stream(ctx, 1u);
 // A gather: the communication stream waits for the compute stream's event,
-// gathers, and records the event the unit waits on.
+// gathers, counts the bytes it sends ((2 - 1) x 9 f32), and records the
+// event the unit waits on.
 // CHECK: float *[[WF:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
 // CHECK-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E0:[0-9]+]]), compute));
 // CHECK-NEXT: SHARDC_CUDA(cudaStreamWaitEvent(comm1, shardc_rt_cuda_event(ctx, [[E0]]), 0));
 // CHECK-NEXT: SHARDC_NCCL(ncclAllGather([[W:v[0-9]+]], [[WF]], 9, ncclFloat, nccl1, comm1));
+// CHECK-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_ALL_GATHER, 1u, SHARDC_RT_F32, 9);
 // CHECK-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E1:[0-9]+]]), comm1));
 // CHECK: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E1]]), 0));
 // CHECK: // unit "l0"
@@ -63,6 +65,7 @@
 // CHECK: float *[[ST:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
 // CHECK-NEXT: shardc_rt_cuda_copy_f32(K, [[ST]], {{v[0-9]+}}, 15);
 // CHECK: SHARDC_NCCL(ncclReduceScatter([[ST]], {{v[0-9]+}}, 9, ncclFloat, ncclAvg, nccl1, comm1));
+// CHECK-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_REDUCE_SCATTER, 1u, SHARDC_RT_F32, 9);
 // CHECK-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E2:[0-9]+]]), comm1));
 // CHECK: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E2]]), 0));
 // CHECK-NEXT: shardc_rt_free(ctx, [[ST]]);
@@ -87,6 +90,7 @@
 // AdamW.
 // DDP: shardc_rt_cuda_copy_f32(K, [[B:v[0-9]+]] + 0,
 // DDP: SHARDC_NCCL(ncclAllReduce([[B]], [[R:v[0-9]+]], 20, ncclFloat, ncclAvg, nccl1, comm1));
+// DDP-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_ALL_REDUCE, 1u, SHARDC_RT_F32, 20);
 // DDP-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E:[0-9]+]]), comm1));
 // DDP: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E]]), 0));
 // DDP: {0, 0, ([[R]] + 0), SHARDC_RT_F32}, // l0.w
@@ -113,6 +117,7 @@
 // BF16-NEXT: shardc_rt_cuda_convert_bf16_f32(K, [[ST]], {{v[0-9]+}}, 15);
 // BF16-NEXT: shardc_rt_cuda_fill_f32(K, [[ST]] + 15, 0.0f, 3);
 // BF16: SHARDC_NCCL(ncclReduceScatter([[ST]], {{v[0-9]+}}, 9, ncclFloat, ncclAvg, nccl1, comm1));
+// BF16-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_REDUCE_SCATTER, 1u, SHARDC_RT_F32, 9);
 // BF16-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E:[0-9]+]]), comm1));
 // BF16: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E]]), 0));
 // BF16-NEXT: shardc_rt_free(ctx, [[ST]]);
