@@ -644,9 +644,12 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   e->time = std::chrono::steady_clock::now();
   if (!isEager(stream)) {
     Stream &s = state().streams[stream];
+    uint64_t op = s.issued + 1;
     e->stream = stream;
-    e->op = s.issued + 1;
-    enqueue(stream, [e] {
+    e->op = op;
+    enqueue(stream, [e, op, stream] {
+      if (e->stream != stream || e->op != op)
+        return; // recorded again since: that record counts
       e->stream = nullptr;
       e->time = std::chrono::steady_clock::now();
     });
