@@ -42,9 +42,12 @@ config.environment["OPENBLAS_NUM_THREADS"] = "1"
 import shutil
 import subprocess
 
-# cudasim (runtime/cudasim) runs the CUDA kernels on the CPU.
+# cudasim (runtime/cudasim) runs the CUDA kernels on the CPU, and with
+# nccl.h target=cuda's executables too (--target cudasim).
 if config.shardc_cudasim_available:
     config.available_features.add("cudasim")
+if config.shardc_rt_cudasim_available:
+    config.available_features.add("cudasim-target")
 
 if config.shardc_cuda_available:
     config.available_features.add("cuda-compiler")
