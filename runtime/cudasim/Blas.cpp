@@ -419,14 +419,10 @@ bool sameLayout(const LtLayout &x, const LtLayout &y) {
 /// GEMMs run as they are called: on a stream whose work is queued
 /// (CUDASIM_STREAMS=lazy) they would run out of its order.
 void checkEager(cudaStream_t stream, const char *call) {
-  if (cudasim::isEager(stream))
-    return;
-  std::fflush(stdout);
-  std::fprintf(stderr,
-               "cudasim: %s on a stream other than the first created, "
-               "with CUDASIM_STREAMS=lazy: not simulated\n",
-               call);
-  std::exit(1);
+  if (!cudasim::isEager(stream))
+    cudasim::misuse(std::string(call) +
+                    " on a stream other than the first created, with "
+                    "CUDASIM_STREAMS=lazy: not simulated");
 }
 
 /// cublasCreate and cublasLtCreate: a heap object behind the handle.

@@ -61,12 +61,6 @@ bool usable(ncclComm_t comm, cudaStream_t stream) {
   return comm && cudasim::isLiveStream(stream);
 }
 
-[[noreturn]] void misuse(const std::string &message) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "cudasim: %s\n", message.c_str());
-  std::exit(1);
-}
-
 /// Exits unless [send, send + sendBytes) and [recv, recv + recvBytes) are
 /// disjoint or `send` is `inPlace` (NCCL's in-place form of the call), and
 /// unless each fits MPI's int counts.
@@ -75,10 +69,12 @@ void checkBuffers(const char *call, const void *send, size_t sendBytes,
   auto *s = static_cast<const char *>(send);
   auto *r = static_cast<const char *>(recv);
   if (send != inPlace && s < r + recvBytes && r < s + sendBytes)
-    misuse(std::string(call) +
-           ": sendbuff and recvbuff overlap, but not in NCCL's in-place form");
+    cudasim::misuse(
+        std::string(call) +
+        ": sendbuff and recvbuff overlap, but not in NCCL's in-place form");
   if (sendBytes > INT_MAX || recvBytes > INT_MAX)
-    misuse(std::string(call) + ": over 2 GiB in one call (MPI counts)");
+    cudasim::misuse(std::string(call) +
+                    ": over 2 GiB in one call (MPI counts)");
 }
 
 /// `n` elements of f32 or bf16 at `p`, as f32.

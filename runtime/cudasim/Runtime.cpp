@@ -104,12 +104,6 @@ int smCount() {
   return count > 0 ? count : 132;
 }
 
-[[noreturn]] void misuse(const std::string &message) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "cudasim: %s\n", message.c_str());
-  std::exit(1);
-}
-
 std::string pointer(const void *p) {
   char text[32];
   std::snprintf(text, sizeof(text), "%p", p);
@@ -262,6 +256,12 @@ const char *errorName(cudaError_t error) {
 }
 
 } // namespace
+
+[[noreturn]] void misuse(const std::string &message) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "cudasim: %s\n", message.c_str());
+  std::exit(1);
+}
 
 char *mapGuarded(size_t bytes, size_t *mapped) {
   size_t page = getpagesize();

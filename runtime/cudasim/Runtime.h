@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <string>
 
 namespace cudasim {
 
@@ -20,6 +21,9 @@ namespace cudasim {
 /// most an sm_90 block may have with it.
 constexpr size_t kDefaultSharedBytes = 48 << 10;
 constexpr size_t kMaxSharedBytes = 227 << 10;
+
+/// Reports a misuse of a simulated API ("cudasim: " + message) and exits.
+[[noreturn]] void misuse(const std::string &message);
 
 /// Records the error the next cudaGetLastError returns (and clears).
 void setLaunchError(cudaError_t error);
