@@ -3,10 +3,10 @@
 // Causal multi-head attention of bf16 or f32 qkv (shardc_rt/Kernels.h's
 // layout) without the T x T scores in memory, as FlashAttention-2: per block
 // of 64 queries the keys stream through shared memory in blocks of 64, the
-// scores and an online softmax stay on chip (f32), and P v accumulates on
-// tensor cores (wmma, f32 accumulation): bf16 tiles for bf16, TF32 tiles for
-// f32 (inputs and P rounded to a 10-bit mantissa, as cuBLAS's TF32 GEMMs
-// round theirs: the caller runs f32 here only where TF32 is allowed). The
+// scores and an online softmax stay in registers (f32), and P v accumulates
+// on tensor cores (mma.sync, f32 accumulation): bf16 tiles for bf16, TF32
+// tiles for f32 (inputs and P rounded to a 10-bit mantissa, as cuBLAS's TF32
+// GEMMs round theirs: the caller runs f32 here only where TF32 is allowed). The
 // backward recomputes the probabilities from the forward's log-sum-exps, per
 // block of 64 keys, and takes the forward's output for its deltas.
 //

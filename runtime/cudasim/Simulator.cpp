@@ -19,6 +19,7 @@
 #include "Runtime.h"
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -94,6 +95,7 @@ struct Engine {
   void (*body)(void *) = nullptr;
   void *context = nullptr;
   std::vector<SimThread> threads;
+  std::vector<uint32_t> fragments; // mmaSync's: a and b, 6 words per thread
   SimThread *current = nullptr;
   void *schedulerSp = nullptr;
   bool reverse = false; // the running block's threads in descending order
@@ -527,6 +529,76 @@ uint64_t shuffle(unsigned mask, uint64_t bits, Shuffle kind, int operand,
   thread.width = width;
   suspend(Wait::Shuffle);
   return thread.bits;
+}
+
+uint32_t roundToTf32(float x) {
+  uint32_t bits = toBits(x);
+  if (!std::isfinite(x))
+    return bits;
+  return (bits + 0x1000u) & ~0x1fffu;
+}
+
+namespace {
+/// An mma.sync input element of `reg`: bf16 half `half`, or tf32 (its top
+/// 10 mantissa bits: the tensor cores ignore the rest).
+float bf16Input(uint32_t reg, int half) {
+  return fromBits<float>((reg >> (16 * half) & 0xffffu) << 16);
+}
+float tf32Input(uint32_t reg) { return fromBits<float>(reg & ~0x1fffu); }
+} // namespace
+
+void mmaSync(Mma kind, float (&c)[4], const uint32_t (&a)[4],
+             const uint32_t (&b)[2]) {
+  SimThread &thread = running("mma.sync");
+  size_t first = size_t(thread.warp) * 32;
+  if (first + 32 > engine.threads.size())
+    deviceError("mma.sync in a warp of fewer than 32 threads");
+  if (engine.fragments.size() < engine.threads.size() * 6)
+    engine.fragments.resize(engine.threads.size() * 6);
+  uint32_t *mine = &engine.fragments[(first + thread.lane) * 6];
+  std::copy(a, a + 4, mine);
+  std::copy(b, b + 2, mine + 4);
+  syncWarp(0xffffffffu);
+  for (int lane = 0; lane < 32; ++lane)
+    if (engine.threads[first + lane].state == State::Done)
+      deviceError(("mma.sync: lane " + std::to_string(lane) +
+                   " of the warp has returned (.aligned: every lane must "
+                   "execute it)")
+                      .c_str());
+  // The whole a (16 x k) and b (k x 8) from every lane's registers.
+  bool bf16 = kind == Mma::Bf16M16N8K16;
+  int depth = bf16 ? 16 : 8;
+  float tileA[16][16], tileB[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    const uint32_t *f = &engine.fragments[(first + lane) * 6];
+    int g = lane / 4, q = lane % 4;
+    for (int i = 0; i < 4; ++i) {
+      if (bf16) {
+        for (int h = 0; h < 2; ++h)
+          tileA[g + 8 * (i % 2)][2 * q + h + 8 * (i / 2)] = bf16Input(f[i], h);
+      } else {
+        tileA[g + 8 * (i % 2)][q + 4 * (i / 2)] = tf32Input(f[i]);
+      }
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (bf16) {
+        for (int h = 0; h < 2; ++h)
+          tileB[2 * q + h + 8 * i][g] = bf16Input(f[4 + i], h);
+      } else {
+        tileB[q + 4 * i][g] = tf32Input(f[4 + i]);
+      }
+    }
+  }
+  int g = thread.lane / 4, q = thread.lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    int row = g + 8 * (i / 2), column = 2 * q + i % 2;
+    float sum = c[i];
+    for (int k = 0; k < depth; ++k)
+      sum += tileA[row][k] * tileB[k][column];
+    c[i] = sum;
+  }
+  // No lane passes its next fragments before every lane has read these.
+  syncWarp(0xffffffffu);
 }
 
 void deviceError(const char *message) {

@@ -32,7 +32,7 @@
 // Not modelled: concurrency between streams (everything runs in issue
 // order, so a missing cross-stream wait does not show), and the speed of
 // anything. Each lane of a warp holds whole wmma a and b tiles
-// (include/mma.h).
+// (include/mma.h); PTX's mma.sync (mmaSync) exchanges the lanes' fragments.
 //
 //===----------------------------------------------------------------------===//
 
@@ -82,6 +82,24 @@ enum class Shuffle { Index, Up, Down, Xor };
 /// returns the bits the source lane passed in.
 uint64_t shuffle(unsigned mask, uint64_t bits, Shuffle kind, int operand,
                  int width);
+
+/// The PTX tensor-core instructions runtime/cuda/WarpMma.h names.
+enum class Mma {
+  Bf16M16N8K16, // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+  Tf32M16N8K8,  // mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
+};
+
+/// c += a b for the running warp, each lane passing the fragments the PTX
+/// ISA assigns it (WarpMma.h lists them): waits for all 32 lanes, which
+/// must all be running (.aligned), then computes the lane's four elements
+/// of c. Products are exact (tf32 inputs keep their top 10 mantissa bits,
+/// the rest truncated, as on the tensor cores), sums f32 in k order.
+void mmaSync(Mma kind, float (&c)[4], const uint32_t (&a)[4],
+             const uint32_t (&b)[2]);
+
+/// cvt.rna.tf32.f32: x rounded to TF32 (nearest, ties away from zero),
+/// as f32 bits with the low 13 mantissa bits zero.
+uint32_t roundToTf32(float x);
 
 /// Reports a device-side error of the running kernel and exits.
 [[noreturn]] void deviceError(const char *message);

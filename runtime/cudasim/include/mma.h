@@ -94,13 +94,7 @@ template <typename E> void checkTile(const E *p, unsigned ldm) {
 
 /// Rounds to TF32 (nearest, ties away from zero: cvt.rna.tf32.f32).
 inline float __float_to_tf32(float x) {
-  if (!std::isfinite(x))
-    return x;
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  bits += 0x1000u;
-  std::memcpy(&x, &bits, 4);
-  return detail::truncateMantissa(x, 13);
+  return ::cudasim::fromBits<float>(::cudasim::roundToTf32(x));
 }
 
 template <typename Use, int M, int N, int K, typename T, typename Layout>

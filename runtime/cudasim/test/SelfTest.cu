@@ -3,6 +3,7 @@
 // `shardc-cudasim-selftest ok` runs kernels whose results only a faithful
 // simulation gets right (block reductions through shuffles and barriers,
 // each shuffle form, wmma tiles accumulated in shared memory by a warp,
+// PTX's mma.sync on fragments laid out as the PTX ISA lays them,
 // dynamic shared memory over 48 KiB, static shared memory fresh in each
 // block, a __syncwarp after some lanes returned, atomics across blocks,
 // fresh device memory reading as NaN) and prints one line per check. Every
@@ -14,6 +15,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <mma.h>
+
+#include "WarpMma.h"
 
 #include <algorithm>
 #include <cmath>
@@ -97,6 +100,40 @@ __global__ void wmmaKernel(const __nv_bfloat16 *a, const __nv_bfloat16 *b,
   }
   for (int i = threadIdx.x; i < 256; i += 32)
     c[i] = tile[i];
+}
+
+/// c16 (16 x 8) += 2 a16 b16 (bf16, m16n8k16) and c8 (16 x 8) += a8 b8
+/// (TF32, m16n8k8), all row-major, each lane loading and storing the
+/// elements WarpMma.h's table (the PTX ISA's figures) assigns it.
+__global__ void mmaSyncKernel(const __nv_bfloat16 *a16,
+                              const __nv_bfloat16 *b16, const float *a8,
+                              const float *b8, float *c16, float *c8) {
+  using namespace shardc::rt::cuda;
+  int g = threadIdx.x / 4, q = threadIdx.x % 4;
+  uint32_t a[4], b[2];
+  float c[4];
+  for (int i = 0; i < 4; ++i)
+    a[i] = packBf16(a16[(g + 8 * (i % 2)) * 16 + 2 * q + 8 * (i / 2)],
+                    a16[(g + 8 * (i % 2)) * 16 + 2 * q + 1 + 8 * (i / 2)]);
+  for (int i = 0; i < 2; ++i)
+    b[i] = packBf16(b16[(2 * q + 8 * i) * 8 + g],
+                    b16[(2 * q + 1 + 8 * i) * 8 + g]);
+  for (int i = 0; i < 4; ++i)
+    c[i] = c16[(g + 8 * (i / 2)) * 8 + 2 * q + i % 2];
+  mmaBf16(c, a, b);
+  mmaBf16(c, a, b);
+  for (int i = 0; i < 4; ++i)
+    c16[(g + 8 * (i / 2)) * 8 + 2 * q + i % 2] = c[i];
+
+  for (int i = 0; i < 4; ++i)
+    a[i] = toTf32(a8[(g + 8 * (i % 2)) * 8 + q + 4 * (i / 2)]);
+  for (int i = 0; i < 2; ++i)
+    b[i] = toTf32(b8[(q + 4 * i) * 8 + g]);
+  for (int i = 0; i < 4; ++i)
+    c[i] = c8[(g + 8 * (i / 2)) * 8 + 2 * q + i % 2];
+  mmaTf32(c, a, b);
+  for (int i = 0; i < 4; ++i)
+    c8[(g + 8 * (i / 2)) * 8 + 2 * q + i % 2] = c[i];
 }
 
 /// out[block] = 1 where the block's 64 KiB of dynamic shared memory all
@@ -205,6 +242,37 @@ int runChecks() {
     }
   check(right, "wmma: a warp's tile loaded, multiplied into and stored twice");
 
+  std::vector<__nv_bfloat16> a16(256), b16(128);
+  std::vector<float> a8(128), b8(64), c16(128), c8(128);
+  for (int i = 0; i < 256; ++i)
+    a16[i] = __float2bfloat16(static_cast<float>(i % 5) - 2.0f);
+  for (int i = 0; i < 128; ++i) {
+    b16[i] = __float2bfloat16(static_cast<float>(i % 7) - 3.0f);
+    a8[i] = static_cast<float>(i % 3) - 1.0f;
+    c16[i] = static_cast<float>(i % 4);
+    c8[i] = static_cast<float>(i % 6);
+  }
+  for (int i = 0; i < 64; ++i)
+    b8[i] = static_cast<float>(i % 11) - 5.0f;
+  float *dc16 = deviceCopy(c16), *dc8 = deviceCopy(c8);
+  mmaSyncKernel<<<1, 32>>>(deviceCopy(a16), deviceCopy(b16), deviceCopy(a8),
+                           deviceCopy(b8), dc16, dc8);
+  std::vector<float> got16 = hostCopy(dc16, 128), got8 = hostCopy(dc8, 128);
+  right = true;
+  for (int r = 0; r < 16; ++r)
+    for (int col = 0; col < 8; ++col) {
+      float p16 = 0, p8 = 0;
+      for (int k = 0; k < 16; ++k)
+        p16 += __bfloat162float(a16[r * 16 + k]) *
+               __bfloat162float(b16[k * 8 + col]);
+      for (int k = 0; k < 8; ++k)
+        p8 += a8[r * 8 + k] * b8[k * 8 + col];
+      right = right && got16[r * 8 + col] == c16[r * 8 + col] + 2 * p16 &&
+              got8[r * 8 + col] == c8[r * 8 + col] + p8;
+    }
+  check(right, "mma.sync: m16n8k16 bf16 twice and m16n8k8 tf32, each lane's "
+               "fragments as the PTX ISA lays them out");
+
   float *dout = nullptr;
   cudaMalloc(&dout, 4 * sizeof(float));
   cudaFuncSetAttribute(bigSharedKernel,
@@ -291,6 +359,16 @@ __global__ void misalignedTileKernel(const float *x, float *y) {
   y[threadIdx.x] = a.x[0];
 }
 
+/// Lane 31 returns before the warp's mma.sync, which needs every lane.
+__global__ void mmaExitedLaneKernel(float *x) {
+  if (threadIdx.x == 31)
+    return;
+  uint32_t a[4] = {}, b[2] = {};
+  float c[4] = {};
+  shardc::rt::cuda::mmaBf16(c, a, b);
+  x[threadIdx.x] = c[0];
+}
+
 __global__ void deadlockKernel(float *x) {
   if (threadIdx.x == 0)
     __syncthreads();
@@ -317,6 +395,8 @@ int main(int argc, char **argv) {
     divergentBarrierKernel<<<1, 64>>>(x);
   else if (what == "exited-lane")
     exitedLaneKernel<<<1, 32>>>(x);
+  else if (what == "mma-exited-lane")
+    mmaExitedLaneKernel<<<1, 32>>>(x);
   else if (what == "deadlock")
     deadlockKernel<<<1, 64>>>(x);
   else if (what == "out-of-bounds")
@@ -361,7 +441,8 @@ int main(int argc, char **argv) {
     return error == cudaSuccess ? 0 : 1;
   } else {
     std::fprintf(stderr, "usage: shardc-cudasim-selftest ok|divergent-barrier|"
-                         "exited-lane|deadlock|out-of-bounds|use-after-free|"
+                         "exited-lane|mma-exited-lane|deadlock|out-of-bounds|"
+                         "use-after-free|"
                          "reused-after-free|slack-overrun|missing-barrier|"
                          "shared-overrun|misaligned-tile|copy-past-the-end|"
                          "shared-limit|big-block\n");

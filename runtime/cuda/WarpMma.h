@@ -1,0 +1,88 @@
+//===- WarpMma.h - PTX warp-level matrix multiply-accumulate ----*- C++ -*-===//
+//
+// The two tensor-core instructions the flash attention kernels run, as PTX
+// gives them (mma.sync.aligned .row.col, f32 accumulators):
+//
+//   MmaBf16: m16n8k16, bf16 inputs, each .b32 register two bf16 (the lower
+//            index in the low half);
+//   MmaTf32: m16n8k8, tf32 inputs, one per .b32 register.
+//
+// A warp multiplies a 16 x K tile a by a K x 8 tile b into a 16 x 8 tile c,
+// every lane holding the elements the PTX ISA assigns it; with g = lane / 4
+// and q = lane % 4 (names as in the ISA's figures):
+//
+//   c[i]     row g + 8 (i / 2),        column 2q + i % 2
+//   bf16 a   register i, half h: row g + 8 (i % 2), column 2q + h + 8 (i / 2)
+//   bf16 b   register i, half h: row 2q + h + 8 i,  column g
+//   tf32 a   register i: row g + 8 (i % 2), column q + 4 (i / 2)
+//   tf32 b   register i: row q + 4 i,       column g
+//
+// Unlike wmma's fragments, these layouts are documented: a kernel computes
+// on its accumulators in registers (the online softmax) and feeds them back
+// as the a operand. cudasim (runtime/cudasim) runs the same instructions on
+// the CPU, from the same layouts (SHARDC_CUDASIM: its cuda_runtime.h
+// declares them).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDC_RT_CUDA_WARPMMA_H
+#define SHARDC_RT_CUDA_WARPMMA_H
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace shardc::rt::cuda {
+
+/// c += a b for the running warp's m16n8k16 bf16 fragments.
+__device__ inline void mmaBf16(float (&c)[4], const uint32_t (&a)[4],
+                               const uint32_t (&b)[2]) {
+#ifdef SHARDC_CUDASIM
+  ::cudasim::mmaSync(::cudasim::Mma::Bf16M16N8K16, c, a, b);
+#else
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),
+                 "r"(b[1]));
+#endif
+}
+
+/// c += a b for the running warp's m16n8k8 tf32 fragments.
+__device__ inline void mmaTf32(float (&c)[4], const uint32_t (&a)[4],
+                               const uint32_t (&b)[2]) {
+#ifdef SHARDC_CUDASIM
+  ::cudasim::mmaSync(::cudasim::Mma::Tf32M16N8K8, c, a, b);
+#else
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),
+                 "r"(b[1]));
+#endif
+}
+
+/// x rounded to TF32 (nearest, ties away from zero: cvt.rna.tf32.f32), as
+/// the .b32 register an m16n8k8 tf32 operand takes.
+__device__ inline uint32_t toTf32(float x) {
+#ifdef SHARDC_CUDASIM
+  return ::cudasim::roundToTf32(x);
+#else
+  uint32_t bits;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(bits) : "f"(x));
+  return bits;
+#endif
+}
+
+/// Two bf16 as one .b32 register: lo in the low half.
+__device__ inline uint32_t packBf16(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  __nv_bfloat16_raw l = lo, h = hi;
+  return uint32_t(l.x) | uint32_t(h.x) << 16;
+}
+
+} // namespace shardc::rt::cuda
+
+#endif // SHARDC_RT_CUDA_WARPMMA_H
