@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstring>
 #include <ctime>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,8 +24,57 @@ const char *const manifestFormat = "shardc-checkpoint";
 const char *const shardFormat = "shardc-checkpoint-shard";
 constexpr int64_t manifestVersion = 1;
 
-std::string rankFileName(int rank) {
-  return "rank-" + std::to_string(rank) + ".safetensors";
+/// A save's rank file: its id in the name, so that a save writes beside
+/// the checkpoint it replaces, never over it.
+std::string rankFileName(int rank, const std::string &id) {
+  return "rank-" + std::to_string(rank) + "." + id + ".safetensors";
+}
+
+/// Whether `name` is a rank file of some save: rank-<r>.<id>.safetensors,
+/// or rank-<r>.safetensors (the names before ids).
+bool isRankFileName(const std::string &name) {
+  const std::string prefix = "rank-", suffix = ".safetensors";
+  if (name.size() <= prefix.size() + suffix.size() ||
+      name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  std::string middle =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  size_t dot = middle.find('.');
+  std::string rank = middle.substr(0, dot);
+  std::string id = dot == std::string::npos ? "" : middle.substr(dot + 1);
+  auto all = [](const std::string &text, const char *chars) {
+    return !text.empty() && text.find_first_not_of(chars) == std::string::npos;
+  };
+  return all(rank, "0123456789") &&
+         (dot == std::string::npos || all(id, "0123456789abcdef"));
+}
+
+} // namespace
+
+bool shardc::rt::isCheckpointFileName(const std::string &name) {
+  return name == manifestName || isRankFileName(name);
+}
+
+namespace {
+
+/// Removes the rank files in `dir` that are not save `id`'s (best effort).
+void removeStaleRankFiles(const std::string &dir, const std::string &id) {
+  DIR *listing = ::opendir(dir.c_str());
+  if (!listing)
+    return;
+  const std::string mine = "." + id + ".safetensors";
+  std::vector<std::string> stale;
+  while (const dirent *entry = ::readdir(listing)) {
+    std::string name = entry->d_name;
+    if (isRankFileName(name) &&
+        (name.size() < mine.size() ||
+         name.compare(name.size() - mine.size(), mine.size(), mine) != 0))
+      stale.push_back(name);
+  }
+  ::closedir(listing);
+  for (const std::string &name : stale)
+    ::unlink((dir + "/" + name).c_str());
 }
 
 /// The name of a stored range inside a rank file.
@@ -212,7 +262,7 @@ std::string writeManifest(const std::string &dir, const std::string &id,
                     std::to_string(end) + "]";
     }
     files += std::string(rank ? ",\n" : "") + "    {\"name\": " +
-             jsonQuote(rankFileName(static_cast<int>(rank))) +
+             jsonQuote(rankFileName(static_cast<int>(rank), id)) +
              ", \"rank\": " + std::to_string(rank) +
              ", \"bytes\": " + std::to_string(bytes) + ",\n     \"pieces\": [" +
              filePieces + "]}";
@@ -276,16 +326,11 @@ void shardc::rt::saveCheckpoint(
 
   // 1. Check the pieces and make the directory; a bad piece list must not
   // cost an existing checkpoint.
+  struct stat before;
+  bool existed = ::stat(dir.c_str(), &before) == 0;
   std::string error = checkPieces(pieces);
   if (error.empty())
     error = makeDirectories(dir);
-  AGREE(world, error.empty(), call, where + error);
-
-  // 2. Retire an old checkpoint.json before any rank file changes under it,
-  // so that it can never describe a mix of old and new rank files.
-  std::string manifestPath = dir + "/" + manifestName;
-  if (rank == 0 && ::unlink(manifestPath.c_str()) != 0 && errno != ENOENT)
-    error = "cannot remove the old " + manifestPath + ": " + strerror(errno);
   AGREE(world, error.empty(), call, where + error);
 
   char id[17] = {0};
@@ -293,7 +338,8 @@ void shardc::rt::saveCheckpoint(
     snprintf(id, sizeof(id), "%s", freshId().c_str());
   MPI_Bcast(id, sizeof(id), MPI_CHAR, 0, world);
 
-  // 3. Every rank writes its file.
+  // 2. Every rank writes its file, under a name of this save's: the
+  // checkpoint in `dir` stays whole until step 3 replaces checkpoint.json.
   std::vector<NamedTensor> tensors;
   for (const Piece &piece : pieces)
     if (piece.write && piece.end > piece.begin)
@@ -301,7 +347,7 @@ void shardc::rt::saveCheckpoint(
                          "F32",
                          {piece.end - piece.begin},
                          piece.data});
-  std::string path = dir + "/" + rankFileName(rank);
+  std::string path = dir + "/" + rankFileName(rank, id);
   error = tryWriteSafeTensors(path, tensors,
                               {{"format", shardFormat},
                                {"id", id},
@@ -310,9 +356,23 @@ void shardc::rt::saveCheckpoint(
   struct stat info = {};
   if (error.empty() && ::stat(path.c_str(), &info) != 0)
     error = path + ": cannot stat after writing: " + strerror(errno);
-  AGREE(world, error.empty(), call, error);
+  // A failed save removes what it wrote, on every rank, and leaves `dir`
+  // as it found it.
+  auto abandonOnFailure = [&](const std::string &message) {
+    int failed = error.empty() ? 0 : 1, anyFailed = 0;
+    MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, world);
+    if (anyFailed) {
+      ::unlink(path.c_str());
+      MPI_Barrier(world); // every rank's file is gone
+      if (rank == 0 && !existed)
+        ::rmdir(dir.c_str()); // only where the save left it empty
+    }
+    AGREE(world, error.empty(), call, message);
+  };
+  abandonOnFailure(error);
 
-  // 4. Rank 0 collects what each file holds and commits checkpoint.json.
+  // 3. Rank 0 collects what each file holds and commits checkpoint.json in
+  // one rename over the old one.
   std::string description =
       describePieces(pieces, static_cast<int64_t>(info.st_size));
   int length = static_cast<int>(description.size());
@@ -339,7 +399,12 @@ void shardc::rt::saveCheckpoint(
       descriptions.push_back(all.substr(offsets[r], lengths[r]));
     error = writeManifest(dir, id, descriptions, metadata);
   }
-  AGREE(world, error.empty(), call, where + error);
+  abandonOnFailure(where + error);
+
+  // 4. The replaced checkpoint's rank files, now unreferenced. One left
+  // behind (a failed unlink) is only clutter: loads follow checkpoint.json.
+  if (rank == 0)
+    removeStaleRankFiles(dir, id);
 }
 
 //===----------------------------------------------------------------------===//

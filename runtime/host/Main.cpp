@@ -20,13 +20,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <climits>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
+#include <sys/stat.h>
+#include <vector>
 
 using namespace shardc::rt;
 
@@ -84,6 +89,80 @@ bool parseInt(const char *text, int64_t &value) {
   return true;
 }
 
+/// The field of a flag that names a file or a directory, or null.
+std::string *pathFlag(Flags &flags, const std::string &flag) {
+  if (flag == "--init")
+    return &flags.init;
+  if (flag == "--data")
+    return &flags.data;
+  if (flag == "--export")
+    return &flags.exportPath;
+  if (flag == "--save")
+    return &flags.save;
+  if (flag == "--load")
+    return &flags.load;
+  if (flag == "--log-json")
+    return &flags.logJson;
+  return nullptr;
+}
+
+/// A path's directory ("." for none, "/" for the root) and name.
+std::pair<std::string, std::string> splitPath(const std::string &path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+/// What tells two paths apart: the file's device and inode where it
+/// exists, else its directory's (resolved) path and its name.
+std::string fileIdentity(const std::string &path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0)
+    return "inode " + std::to_string(info.st_dev) + ":" +
+           std::to_string(info.st_ino);
+  auto [dir, name] = splitPath(path);
+  char resolved[PATH_MAX];
+  if (::realpath(dir.c_str(), resolved))
+    dir = resolved;
+  return "path " + dir + "/" + name;
+}
+
+/// Why an output file would overwrite what the run reads or writes
+/// elsewhere (--data, --init, the other output, a checkpoint file of
+/// --load or --save), or "".
+std::string checkOutputsApart(const Flags &flags) {
+  struct Named {
+    const char *flag;
+    const std::string *path;
+  };
+  const Named files[] = {{"--data", &flags.data},
+                         {"--init", &flags.init},
+                         {"--export", &flags.exportPath},
+                         {"--log-json", &flags.logJson}};
+  const Named dirs[] = {{"--load", &flags.load}, {"--save", &flags.save}};
+  for (const Named &output : {files[2], files[3]}) {
+    const std::string &path = *output.path;
+    if (path.empty())
+      continue;
+    std::string id = fileIdentity(path);
+    for (const Named &other : files)
+      if (other.path != output.path && !other.path->empty() &&
+          fileIdentity(*other.path) == id)
+        return std::string(output.flag) + ": '" + path + "' is also " +
+               other.flag + "'s file '" + *other.path +
+               "': one would overwrite the other";
+    auto [parent, name] = splitPath(path);
+    for (const Named &dir : dirs)
+      if (!dir.path->empty() && isCheckpointFileName(name) &&
+          fileIdentity(parent) == fileIdentity(*dir.path))
+        return std::string(output.flag) + ": '" + path + "' is a file of " +
+               dir.flag + "'s checkpoint '" + *dir.path +
+               "': one would overwrite the other";
+  }
+  return "";
+}
+
 /// Every rank parses the same arguments, so every rank reports a bad one.
 Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
                  int world) {
@@ -113,18 +192,10 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
       if (error.empty() && (!parseInt(v, seed) || seed < 0))
         error = std::string("expected a seed >= 0, got '") + v + "'";
       flags.seed = static_cast<uint64_t>(seed);
-    } else if (flag == "--init") {
-      flags.init = value();
-    } else if (flag == "--data") {
-      flags.data = value();
-    } else if (flag == "--export") {
-      flags.exportPath = value();
-    } else if (flag == "--save") {
-      flags.save = value();
-    } else if (flag == "--load") {
-      flags.load = value();
-    } else if (flag == "--log-json") {
-      flags.logJson = value();
+    } else if (std::string *path = pathFlag(flags, flag)) {
+      *path = value();
+      if (error.empty() && path->empty())
+        error = "expected a path, got ''";
     } else if (flag == "--quiet") {
       flags.quiet = true;
     } else if (flag == "--profile") {
@@ -141,8 +212,50 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
     if (!error.empty())
       error = flag + ": " + error;
   }
+  if (error.empty() && !flags.init.empty() && !flags.load.empty())
+    error = "--init: cannot be combined with --load (the checkpoint holds "
+            "the params)";
+  if (error.empty())
+    error = checkOutputsApart(flags);
   SHARDC_RT_CHECK_ALL(error.empty(), "flags", error);
   return flags;
+}
+
+/// FNV-1a over `bytes`, continuing from `hash`.
+uint64_t fnv1a(uint64_t hash, const void *bytes, size_t size) {
+  for (size_t i = 0; i < size; ++i)
+    hash = (hash ^ static_cast<const unsigned char *>(bytes)[i]) *
+           0x100000001b3ULL;
+  return hash;
+}
+
+uint64_t fnv1a(uint64_t hash, const std::string &text) {
+  return fnv1a(hash, text.c_str(), text.size() + 1); // with its terminator
+}
+
+/// Fails every rank unless all were started with rank 0's arguments and an
+/// executable of rank 0's model: a rank running other steps, or another
+/// model, would wait forever in a collective the others never reach.
+void checkRanksAgree(int argc, char **argv, const shardc_rt_model &m) {
+  uint64_t basis = 0xcbf29ce484222325ULL;
+  uint64_t mine[2] = {basis, basis};
+  for (int i = 1; i < argc; ++i)
+    mine[0] = fnv1a(mine[0], argv[i]);
+  mine[1] = fnv1a(fnv1a(mine[1], m.name), m.strategy);
+  mine[1] = fnv1a(mine[1], m.mesh_shape, m.mesh_rank * sizeof(int64_t));
+  for (int32_t p = 0; p < m.num_params; ++p)
+    mine[1] = fnv1a(mine[1], m.params[p].name);
+  mine[1] = fnv1a(mine[1], &m.predicted, sizeof(m.predicted));
+  uint64_t first[2] = {mine[0], mine[1]};
+  MPI_Bcast(first, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  SHARDC_RT_CHECK_ALL(
+      first[1] == mine[1], "startup",
+      "this rank's executable compiles another model than rank 0's (@" +
+          std::string(m.name) + ", " + m.strategy +
+          "): start every rank with the same executable");
+  SHARDC_RT_CHECK_ALL(first[0] == mine[0], "startup",
+                      "this rank's flags differ from rank 0's: start every "
+                      "rank with the same flags");
 }
 
 std::vector<int64_t> shapeOf(int32_t rank, const int64_t *shape) {
@@ -608,6 +721,9 @@ void shardc_rt_bad_index(shardc_rt_context *ctx, const char *op,
 }
 
 int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
+  // A write past a file size limit (ulimit -f) fails with EFBIG, which the
+  // writer reports with the file, rather than killing the rank.
+  std::signal(SIGXFSZ, SIG_IGN);
   MPI_Init(&argc, &argv);
   shardc_rt_context ctx;
   ctx.model = model;
@@ -619,6 +735,7 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     meshRanks *= model->mesh_shape[a];
     mesh += (a ? "x" : "") + std::to_string(model->mesh_shape[a]);
   }
+  checkRanksAgree(argc, argv, *model);
   Flags flags = parseFlags(argc, argv, *model, static_cast<int>(meshRanks));
   SHARDC_RT_CHECK_ALL(
       ctx.worldSize == meshRanks, "startup",
@@ -669,7 +786,11 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                 formatBytes(predicted.peak).c_str());
   // --profile times the steps after the first (which sizes workspaces).
   double profiledSeconds = 0, profiledWaits = 0;
+  // Rank 0's failure to write --log-json, which every rank learns at the
+  // next step (an abort from one rank can leave MPI's launcher waiting).
+  std::string logError;
   for (int64_t s = 0; s < flags.steps; ++s) {
+    SHARDC_RT_CHECK_ALL(logError.empty(), "--log-json", logError);
     ++ctx.step;
     ctx.timers = {};
     // Rank 0 prints the table: the others need not time.
@@ -731,11 +852,13 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
               predicted.all_reduce,
           gemm * 1e3, ctx.timers.commWaitSeconds * 1e3,
           ctx.timers.commSeconds * 1e3);
-      std::fflush(log);
+      if (std::fflush(log) != 0 || std::ferror(log))
+        logError = flags.logJson + ": cannot write: " + std::strerror(errno);
     }
   }
-  if (log)
-    std::fclose(log);
+  if (log && std::fclose(log) != 0 && logError.empty())
+    logError = flags.logJson + ": cannot write: " + std::strerror(errno);
+  SHARDC_RT_CHECK_ALL(logError.empty(), "--log-json", logError);
   if (flags.profile && ctx.worldRank == 0) {
     if (flags.steps > 1)
       printProfile(backendKernelTimes(ctx), flags.steps - 1, profiledSeconds,

@@ -840,6 +840,20 @@ void copyTree(const std::string &from, const std::string &to) {
       writeFile(to + "/" + name, readFile(from + "/" + name));
 }
 
+/// The rank files dir/checkpoint.json lists, in its order ({} where it
+/// cannot be read).
+std::vector<std::string> rankFiles(const std::string &dir) {
+  JsonValue manifest;
+  std::vector<std::string> names;
+  if (!parseJson(readFile(dir + "/checkpoint.json"), manifest).empty() ||
+      !manifest.get("files"))
+    return names;
+  for (const JsonValue &file : manifest.get("files")->elements)
+    if (const JsonValue *name = file.get("name"))
+      names.push_back(name->text);
+  return names;
+}
+
 void testCheckpoint() {
   std::string dir = shared + "/ckpt/nested";
   std::map<std::string, std::string> metadata = {
@@ -855,15 +869,17 @@ void testCheckpoint() {
     saveCheckpoint(dir, MPI_COMM_WORLD, savePieces(rank, worldSize, 1, storage),
                    metadata);
   }
-  bool files = exists(dir + "/checkpoint.json");
-  for (int r = 0; r < worldSize; ++r)
-    files &= exists(dir + "/rank-" + std::to_string(r) + ".safetensors");
+  JsonValue manifest;
+  std::string error = parseJson(readFile(dir + "/checkpoint.json"), manifest);
+  std::vector<std::string> firstFiles = rankFiles(dir);
+  bool files = error.empty() && firstFiles.size() == size_t(worldSize) &&
+               listing(dir, "rank-").size() == size_t(worldSize);
+  for (const std::string &name : firstFiles)
+    files &= exists(dir + "/" + name);
   check("checkpoint: save with " + std::to_string(worldSize) +
             " ranks creates the directory, every rank file and "
             "checkpoint.json",
         files && listing(dir, ".tmp.").empty());
-  JsonValue manifest;
-  std::string error = parseJson(readFile(dir + "/checkpoint.json"), manifest);
   int64_t savedWorld = 0;
   check("checkpoint: checkpoint.json records world, tensors and files",
         error.empty() && manifest.get("world") &&
@@ -922,6 +938,12 @@ void testCheckpoint() {
               "-rank save, loaded on " + std::to_string(worldSize),
           allMatch(storage, expected) && loaded.at("step") == "4");
   }
+  bool replaced =
+      listing(dir, "rank-").size() == size_t(std::min(2, worldSize));
+  for (const std::string &name : firstFiles)
+    replaced &= !exists(dir + "/" + name);
+  check("checkpoint: the overwriting save removed the first save's rank files",
+        replaced);
   MPI_Comm_free(&pair);
 
   // Failures, each on a private copy.
@@ -961,20 +983,22 @@ void testCheckpoint() {
              load("layers.0.weight", {5, 7}, 0, 35, copy), "not valid JSON");
   writeFile(copy + "/checkpoint.json", manifestText);
 
-  std::string rank0 = readFile(copy + "/rank-0.safetensors");
-  writeFile(copy + "/rank-0.safetensors", rank0.substr(0, rank0.size() - 8));
+  std::string rank0Name = rankFiles(copy).at(0);
+  std::string rank0Path = copy + "/" + rank0Name;
+  std::string rank0 = readFile(rank0Path);
+  writeFile(rank0Path, rank0.substr(0, rank0.size() - 8));
   checkError("checkpoint: truncated rank file",
              load("layers.0.weight", {5, 7}, 0, 35, copy), "truncated");
   std::string garbled = rank0;
   garbled[8] = '[';
-  writeFile(copy + "/rank-0.safetensors", garbled);
+  writeFile(rank0Path, garbled);
   checkError("checkpoint: corrupt rank file header",
              load("layers.0.weight", {5, 7}, 0, 35, copy),
-             "rank-0.safetensors: header is not valid JSON");
-  ::unlink((copy + "/rank-0.safetensors").c_str());
+             rank0Name + ": header is not valid JSON");
+  ::unlink(rank0Path.c_str());
   checkError("checkpoint: missing rank file",
              load("layers.0.weight", {5, 7}, 0, 35, copy),
-             "rank-0.safetensors: cannot open");
+             rank0Name + ": cannot open");
   ::unlink((copy + "/checkpoint.json").c_str());
   checkError("checkpoint: a directory without checkpoint.json",
              load("layers.0.weight", {5, 7}, 0, 35, copy),

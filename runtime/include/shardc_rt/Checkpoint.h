@@ -2,7 +2,8 @@
 //
 // A checkpoint is a directory:
 //
-//   dir/rank-<r>.safetensors   one per saving rank: the element ranges that
+//   dir/rank-<r>.<id>.safetensors
+//                              one per saving rank: the element ranges that
 //                              rank wrote, each an F32 tensor of shape
 //                              [end - begin] named "<tensor>@<begin>:<end>";
 //                              __metadata__ holds format, id, rank, world
@@ -10,7 +11,7 @@
 //     {"format": "shardc-checkpoint", "version": 1, "id": "<hex>",
 //      "world": W, "metadata": {"step": "3", ...},
 //      "tensors": {"<tensor>": {"dtype": "F32", "shape": [8, 8]}, ...},
-//      "files": [{"name": "rank-0.safetensors", "rank": 0, "bytes": B,
+//      "files": [{"name": "rank-0.<id>.safetensors", "rank": 0, "bytes": B,
 //                 "pieces": [["<tensor>", begin, end], ...]}, ...]}
 //
 // Ranges rather than strategy-specific shards are what make resharding work:
@@ -18,7 +19,11 @@
 // it holds and gets them from whichever files overlap them, opening only
 // those. checkpoint.json appears only once every rank file is complete, so a
 // directory without it is not a checkpoint; the id ties the rank files to
-// the checkpoint.json that lists them.
+// the checkpoint.json that lists them. A save into a directory holding a
+// checkpoint writes its rank files beside the old ones (the id is in their
+// names) and replaces checkpoint.json in one rename: until then the old
+// checkpoint loads as it was, and a save that fails (a full disk) leaves it
+// so; its rank files are removed after.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,19 +63,24 @@ struct Piece {
   bool write = true;
 };
 
+/// Whether a file named `name` in a checkpoint directory belongs to the
+/// checkpoint: checkpoint.json or a rank file.
+bool isCheckpointFileName(const std::string &name);
+
 /// Before training: why saveCheckpoint could not create or write `dir`, ""
 /// where it can. Leaves nothing behind.
 std::string tryCheckCheckpointDir(const std::string &dir);
 
 /// Saves every piece with write = true. Collective over `world`: each rank
-/// writes dir/rank-<r>.safetensors (temporary file + rename), all ranks agree
-/// that every write succeeded, then rank 0 checks that the written ranges
-/// cover every tensor and writes dir/checkpoint.json the same way. `dir` is
-/// created if missing (mkdir -p) and must be one directory all ranks see.
-/// An existing checkpoint.json is removed first, so an interrupted save
-/// never leaves an older checkpoint.json describing newer rank files. Any
-/// failure on any rank fails every rank, none is left waiting. `metadata`
-/// (step, strategy, world, layout, model, ...) is stored in checkpoint.json.
+/// writes dir/rank-<r>.<id>.safetensors (temporary file + rename), all ranks
+/// agree that every write succeeded, then rank 0 checks that the written
+/// ranges cover every tensor and writes dir/checkpoint.json the same way,
+/// replacing a previous checkpoint in that one rename, and removes the
+/// previous checkpoint's rank files. `dir` is created if missing (mkdir -p)
+/// and must be one directory all ranks see. Any failure on any rank fails
+/// every rank, none is left waiting, and what the save wrote is removed: a
+/// checkpoint that was in `dir` still loads. `metadata` (step, strategy,
+/// world, layout, model, ...) is stored in checkpoint.json.
 void saveCheckpoint(const std::string &dir, MPI_Comm world,
                     const std::vector<Piece> &pieces,
                     const std::map<std::string, std::string> &metadata);

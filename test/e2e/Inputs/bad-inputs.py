@@ -7,6 +7,7 @@ sequence length 32.
 usage: bad-inputs.py OUT_DIR
 """
 
+import glob
 import json
 import os
 import shutil
@@ -94,7 +95,8 @@ def main():
 
     # Checkpoints: rank 1's file cut short; checkpoint.json cut short.
     shutil.copytree(at("ckpt"), at("ckpt-truncated"))
-    truncate(at("ckpt-truncated/rank-1.safetensors"), lambda n: n - 100)
+    truncate(glob.glob(at("ckpt-truncated/rank-1.*.safetensors"))[0],
+             lambda n: n - 100)
     shutil.copytree(at("ckpt"), at("ckpt-json"))
     truncate(at("ckpt-json/checkpoint.json"), lambda n: n // 2)
     # checkpoint.json saying 3 ranks saved it, beside 2 rank files.
