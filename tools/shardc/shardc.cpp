@@ -30,6 +30,8 @@
 
 #include <map>
 #include <optional>
+#include <utility>
+#include <vector>
 
 using namespace mlir;
 
@@ -153,6 +155,25 @@ void checkOutputPath(llvm::StringRef flag, const std::string &path) {
                       "or a socket), which the write would replace");
 }
 
+/// Whether two paths name one file: the same file where both exist, else
+/// the same name in the same (resolved) directory.
+bool sameFile(const std::string &a, const std::string &b) {
+  bool equivalent = false;
+  if (!llvm::sys::fs::equivalent(a, b, equivalent))
+    return equivalent;
+  auto resolved = [](const std::string &path) {
+    llvm::SmallString<256> dir = llvm::sys::path::parent_path(path);
+    if (dir.empty())
+      dir = ".";
+    llvm::SmallString<256> real;
+    if (llvm::sys::fs::real_path(dir, real))
+      real = dir;
+    llvm::sys::path::append(real, llvm::sys::path::filename(path));
+    return std::string(real);
+  };
+  return resolved(a) == resolved(b);
+}
+
 Options parseArgs(int argc, char **argv) {
   Options o;
   if (argc < 2)
@@ -257,6 +278,19 @@ Options parseArgs(int argc, char **argv) {
     checkOutputPath("-o", o.output);
   if (!o.ledgerJson.empty() && o.ledgerJson != "-")
     checkOutputPath("--ledger-json", o.ledgerJson);
+  // As gcc: an output over the input, or over the other output, is refused.
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (!o.output.empty())
+    outputs.push_back({"-o", o.output});
+  if (!o.ledgerJson.empty() && o.ledgerJson != "-")
+    outputs.push_back({"--ledger-json", o.ledgerJson});
+  for (const auto &[flag, path] : outputs)
+    if (sameFile(path, o.input))
+      usageError(flag + " " + path + ": is the input model '" + o.input +
+                 "', which the write would replace");
+  if (outputs.size() == 2 && sameFile(o.output, o.ledgerJson))
+    usageError("--ledger-json " + o.ledgerJson + ": is also -o's file '" +
+               o.output + "'");
   if (o.target == "cuda" && !SHARDC_RT_CUDA_AVAILABLE)
     usageError("--target cuda: this shardc was built without nvcc and NCCL; "
                "use --target host");
@@ -376,6 +410,11 @@ int compile(const std::string &compiler, const std::string &target,
     llvm::sys::fs::remove(temp);
     llvm::errs() << "shardc: compiling the emitted step failed (" << compiler
                  << " exited " << rc << ")\n";
+    return 1;
+  }
+  if (!llvm::sys::fs::exists(temp)) {
+    llvm::errs() << "shardc: compiling the emitted step wrote no executable ("
+                 << compiler << " exited 0 without writing '" << temp << "')\n";
     return 1;
   }
   if (std::error_code ec = llvm::sys::fs::rename(temp, output)) {
