@@ -178,13 +178,20 @@ std::optional<SmallVector<int64_t>> parseSizes(StringRef text) {
 /// Checks an optimizer hyper-parameter given on the command line.
 bool checkHyperParameter(const llvm::cl::Option &opt, double value,
                          bool allowZero) {
-  bool ok = std::isfinite(value) && (allowZero ? value >= 0 : value > 0);
+  // The runtime computes in f32: a positive value must stay positive there
+  // (at least its smallest normal), and none may overflow it.
+  constexpr double kMin = std::numeric_limits<float>::min(),
+                   kMax = std::numeric_limits<float>::max();
+  bool ok = std::isfinite(value) && value <= kMax &&
+            (allowZero ? value >= 0 : value >= kMin);
   if (!ok) {
     std::string got;
     llvm::raw_string_ostream os(got);
     printShortest(os, value);
-    usageError(flag(opt) + " must be a finite number " +
-               (allowZero ? ">= 0" : "> 0") + ", got " + got);
+    usageError(
+        flag(opt) + " must be a finite f32 " +
+        (allowZero ? ">= 0 (at most 3.4e38)" : "> 0 (1.2e-38 to 3.4e38)") +
+        ", got " + got);
   }
   return ok;
 }

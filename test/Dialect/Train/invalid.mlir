@@ -204,6 +204,19 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e+300, beta1 = 0.9, beta2 
 
 // -----
 
+// ... and one that underflows it would be 0: no step would change a param.
+// expected-error @+1 {{expected lr > 0 as an f32 (at least 1.2e-38), got 1.000000e-50}}
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-50, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+}
+
+// -----
+
+// expected-error @+1 {{expected eps > 0 as an f32 (at least 1.2e-38), got 1.000000e-45}}
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-45, weight_decay = 0.0> {
+}
+
+// -----
+
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   // expected-error @+1 {{expected a finite high (as an f32, at most 3.4e38 in magnitude), got inf}}
   %w = train.param "w" init(#train.uniform<low = 0.0, high = 0x7FF0000000000000>) : tensor<4xf32>
@@ -383,6 +396,19 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %t = train.param "t" init(#train.ones) : tensor<16x4xf32>
   // expected-error @+1 {{'train.embedding' op expected result of shape 2x8x4, got 2x8x5}}
   %r = train.embedding %ids, %t : (tensor<2x8xi32>, tensor<16x4xf32>) -> tensor<2x8x5xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+// A position embedding with fewer rows than train.iota has positions.
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %pos = train.iota : tensor<8xi32>
+  %wpe = train.param "wpe" init(#train.ones) : tensor<4x4xf32>
+  // expected-error @+1 {{'train.embedding' op expected a table of at least 8 rows for the positions of train.iota, got 4}}
+  %r = train.embedding %pos, %wpe : (tensor<8xi32>, tensor<4x4xf32>) -> tensor<8x4xf32>
   %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>

@@ -208,8 +208,15 @@ LogicalResult verifyClosedRegion(Operation *op, StringRef name,
 
 FailureOr<SmallVector<ModelOp>> shardc::train::getModels(ModuleOp module) {
   auto models = llvm::to_vector(module.getOps<ModelOp>());
-  if (models.empty())
+  if (models.empty()) {
+    // Two `module {...}` in one file parse as modules inside an implicit one.
+    auto nested = llvm::to_vector(module.getOps<ModuleOp>());
+    if (nested.size() > 1)
+      return nested[1].emitError()
+             << "expected one module in the input, got " << nested.size()
+             << " (one train.model per file)";
     return module.emitError() << "expected a train.model in the input";
+  }
   return models;
 }
 
@@ -725,6 +732,14 @@ LogicalResult EmbeddingOp::verify() {
   if (t.size() != 2)
     return emitOpError() << "expected a table of rank 2 [V, C], got "
                          << formatShape(t);
+  // Positions from train.iota are known here: each must have its row.
+  if (auto iota = getIds().getDefiningOp<IotaOp>()) {
+    int64_t positions = shapeOf(iota.getResult())[0];
+    if (positions > t[0])
+      return emitOpError() << "expected a table of at least " << positions
+                           << " rows for the positions of train.iota, got "
+                           << t[0];
+  }
   return verifyShapeIs(*this, "result", getResult(),
                        concat(shapeOf(getIds()), {t[1]}));
 }
