@@ -16,7 +16,10 @@
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 layout=flat unit-bucket-mb=1" | FileCheck %s --check-prefix=MERGED
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero1 mesh=2 layout=flat" | FileCheck %s --check-prefix=FLAT1
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=2 layout=flat bucket-mb=0" | FileCheck %s --check-prefix=FLAT2
-// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 layout=flat bucket-mb=0" | FileCheck %s --check-prefix=DDP-FLAT
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 layout=flat bucket-mb=0" 2>&1 | FileCheck %s --check-prefix=DDP-FLAT
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=2 reshard-after-forward=false unit-bucket-mb=5" 2>&1 | FileCheck %s --check-prefix=UNUSED
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 bucket-mb=1" 2>&1 | FileCheck %s --check-prefix=UNUSED-BUCKET
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 layout=flat unit-bucket-mb=5 bucket-mb=25" 2>&1 | FileCheck %s --check-prefix=USED --allow-empty
 // Collectives over one rank fold away: a unit reads its params' storage,
 // the updates read the gradients, a DDP bucket is not packed; HSDP keeps
 // the collectives of its axis of more than one rank. Each verifies.
@@ -272,9 +275,17 @@
 // FLAT2:      dist.pack %[[BW0]]#1 : tensor<3xf32> -> tensor<4xf32>
 // FLAT2:      dist.adamw_flat "bucket1" ["fc0.weight"]
 
-// DDP shards nothing: the layout changes nothing.
+// DDP shards nothing: the layout changes nothing, and a warning says so.
+// DDP-FLAT:     warning: layout=flat: ignored by strategy ddp, which shards nothing
 // DDP-FLAT-NOT: flat
 // DDP-FLAT:     train.adamw "fc0.weight"
+
+// Other options a strategy does not use: a warning each, not silence.
+// UNUSED-DAG: warning: reshard-after-forward=false: ignored by strategy zero2, which does not gather params (it applies to zero3 and hsdp)
+// UNUSED-DAG: warning: unit-bucket-mb: ignored by strategy zero2 (it applies to zero3 and hsdp with layout=flat)
+// UNUSED-BUCKET: warning: bucket-mb: ignored by strategy zero3 (it applies to ddp, and zero1/zero2 with layout=flat)
+// Options that apply (or keep their default) are not warned of.
+// USED-NOT: warning
 
 // ROUNDTRIP-FLAT: dist.flat_param "fc0" ["fc0.weight", "fc0.bias"] on @mesh ["shard"] : tensor<8xf32>
 // ROUNDTRIP-FLAT: train.microbatches 2

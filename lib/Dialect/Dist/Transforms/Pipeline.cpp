@@ -53,9 +53,10 @@ struct ShardcPipelineOptions
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("fuse adjacent ops (train-fuse)"),
                     llvm::cl::init(true)};
-  Option<int64_t> bucketMB{*this, "bucket-mb",
-                           llvm::cl::desc("ddp, zero1/zero2 flat: gradient bucket size in MiB"),
-                           llvm::cl::init(25)};
+  Option<int64_t> bucketMB{
+      *this, "bucket-mb",
+      llvm::cl::desc("ddp, zero1/zero2 flat: gradient bucket size in MiB"),
+      llvm::cl::init(kDefaultBucketMB)};
   Option<int64_t> unitBucketMB{
       *this, "unit-bucket-mb",
       llvm::cl::desc("zero3/hsdp flat: bucket small units (MiB, 0: off)"),

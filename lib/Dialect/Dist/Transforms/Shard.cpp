@@ -981,6 +981,29 @@ void ShardcShardPass::runOnOperation() {
   if (unitBucketMB < 0 || unitBucketMB > (int64_t(1) << 40))
     return fail("expected 0 <= unit-bucket-mb <= 2^40, got " +
                 Twine(static_cast<int64_t>(unitBucketMB)));
+  // An option the strategy does not use is a likely mistake: said, as a
+  // compiler warns of an unused flag (its default aside), and ignored.
+  bool shardsParams = strategy == Strategy::zero3 || strategy == Strategy::hsdp;
+  bool flat = layout == Layout::flat;
+  std::string setting =
+      std::string("strategy ") + name + (flat ? " with layout=flat" : "");
+  bool bucketsGrads =
+      strategy == Strategy::ddp ||
+      (flat && (strategy == Strategy::zero1 || strategy == Strategy::zero2));
+  if (strategy == Strategy::ddp && flat)
+    module.emitWarning() << "layout=flat: ignored by strategy ddp, which "
+                            "shards nothing";
+  if (!shardsParams && !reshardAfterForward)
+    module.emitWarning() << "reshard-after-forward=false: ignored by "
+                         << setting << ", which does not gather params "
+                         << "(it applies to zero3 and hsdp)";
+  if (!bucketsGrads && bucketMB != kDefaultBucketMB)
+    module.emitWarning() << "bucket-mb: ignored by " << setting
+                         << " (it applies to ddp, and zero1/zero2 with "
+                            "layout=flat)";
+  if (!(shardsParams && flat) && unitBucketMB != 0)
+    module.emitWarning() << "unit-bucket-mb: ignored by " << setting
+                         << " (it applies to zero3 and hsdp with layout=flat)";
   Plan plan{strategy, *meshShape, reshardAfterForward,
             elementTypeOf(&getContext(), paramDType),
             elementTypeOf(&getContext(), reduceDType), gradAccum,

@@ -19,6 +19,9 @@ constexpr llvm::StringLiteral kStrategyAttrName = "dist.strategy";
 /// Element types a step can compute and communicate in.
 enum class DType { f32, bf16 };
 
+/// bucket-mb's default (DDP's 25 MiB): shardc-shard's and the pipeline's.
+constexpr int64_t kDefaultBucketMB = 25;
+
 #define GEN_PASS_DECL
 #include "shardc/Dialect/Dist/Transforms/Passes.h.inc"
 

@@ -136,7 +136,8 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
            [{::llvm::cl::values(
              clEnumValN(::shardc::dist::DType::f32, "f32", "float32"),
              clEnumValN(::shardc::dist::DType::bf16, "bf16", "bfloat16"))}]>,
-    Option<"bucketMB", "bucket-mb", "int64_t", "25",
+    Option<"bucketMB", "bucket-mb", "int64_t",
+           "::shardc::dist::kDefaultBucketMB",
            "ddp, and zero1/zero2 with layout=flat: gradients are packed, in "
            "the order the backward produces them, into buckets of up to "
            "this many MiB, one All-Reduce (ddp) or Reduce-Scatter each (0: "
