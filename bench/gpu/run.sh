@@ -13,9 +13,9 @@
 #                                executable the device run needs and bundle
 #                                them, with the CPU reference run, OpenMPI's
 #                                libraries and a BLAS, into $BUILD/gpu-bundle
-#                                (about 36 MiB); the GPU machine has no
-#                                LLVM/MLIR to run shardc and may have no MPI:
-#                                carry that.
+#                                (about 49 MiB, the executables gzipped);
+#                                the GPU machine has no LLVM/MLIR to run
+#                                shardc and may have no MPI: carry that.
 #
 # bench/gpu/README.md has the device call, the phases and their budgets.
 # Environment (defaults in brackets): SHARDC_BUILD_DIR [build], BATCHES
@@ -254,6 +254,14 @@ fingerprint() {
 }
 TREE_FP=$(fingerprint)
 BUNDLE_FP=$(cat "$BUNDLE/FINGERPRINT" 2>/dev/null || true)
+# A prepared bundle carries its executables packed (prepare_bundle).
+if [ -f "$BUNDLE/exe.tar.gz" ] && [ ! -d "$BUNDLE/exe" ]; then
+  if tar -C "$BUNDLE" -xzf "$BUNDLE/exe.tar.gz"; then
+    say "unpacked $BUNDLE/exe.tar.gz: $(ls "$BUNDLE/exe" | wc -l) executables"
+  else
+    say "cannot unpack $BUNDLE/exe.tar.gz: the run has no prepared executables"
+  fi
+fi
 if [ -n "$BUNDLE_FP" ]; then
   say "prepared bundle: $BUNDLE ($(cat "$BUNDLE/INFO" 2>/dev/null || echo "not made by --prepare")); $([ "$BUNDLE_FP" = "$TREE_FP" ] && echo "matches this tree" || echo "built from ANOTHER tree ($BUNDLE_FP, this one $TREE_FP)")"
 fi
@@ -360,7 +368,7 @@ fi
 # Refresh a bundle made from another tree when this machine can rebuild it.
 if [ "$SHARDC_OK" = 1 ] && [ -n "$BUNDLE_FP" ] && [ "$BUNDLE_FP" != "$TREE_FP" ]; then
   say "the bundle is from another tree: dropping its executables, they are rebuilt as needed"
-  rm -rf "$BUNDLE/exe" "$BUNDLE/ledger" "$BUNDLE/ref" "$BUNDLE/models" "$BUNDLE/bf16.txt" "$BUNDLE/INFO"
+  rm -rf "$BUNDLE/exe" "$BUNDLE/exe.tar.gz" "$BUNDLE/ledger" "$BUNDLE/ref" "$BUNDLE/models" "$BUNDLE/bf16.txt" "$BUNDLE/INFO"
   BUNDLE_FP=""
 fi
 if [ "$SHARDC_OK" = 1 ]; then
@@ -1111,10 +1119,22 @@ prepare_bundle() {
   mkdir -p "$BUNDLE/ompi/usr/$(dirname "$rel")" "$BUNDLE/ompi/usr/share"
   cp -a "$ompi_pkglib" "$BUNDLE/ompi/usr/$rel"
   cp -a "$ompi_data" "$BUNDLE/ompi/usr/share/"
+  # The executables' kernels (a fatbin each, the flash kernels compiled per
+  # head size) compress about 2.5x: they travel gzipped (gzip is on every
+  # machine), and the run that needs them unpacks them (unpack_bundle).
+  local executables
+  executables=$(ls "$BUNDLE/exe" | wc -l)
+  rm -f "$BUNDLE/exe.tar.gz"
+  if tar -C "$BUNDLE" -czf "$BUNDLE/exe.tar.gz" exe; then
+    rm -rf "$BUNDLE/exe"
+  else
+    rm -f "$BUNDLE/exe.tar.gz"
+    say "cannot pack $BUNDLE/exe: carried unpacked"
+  fi
   echo "prepared $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n) ($(. /etc/os-release && echo "$PRETTY_NAME")), tree $TREE_FP" >"$BUNDLE/INFO"
   local mib
   mib=$(du -sm "$BUNDLE" | cut -f1)
-  say "bundle: $BUNDLE, ${mib} MiB ($(ls "$BUNDLE/exe" | wc -l) executables, $(ls "$BUNDLE/lib/mpi" | wc -l) MPI libraries, BLAS: $(cat "$BUNDLE/lib/blas/KIND" 2>/dev/null || echo none)); the working tree and carried paths must stay under 64 MiB"
+  say "bundle: $BUNDLE, ${mib} MiB ($executables executables, $(ls "$BUNDLE/lib/mpi" | wc -l) MPI libraries, BLAS: $(cat "$BUNDLE/lib/blas/KIND" 2>/dev/null || echo none)); the working tree and carried paths must stay under 64 MiB"
   say "device call: run(command=\"SHARDC_BUILD_DIR=${BUILD#"$ROOT"/} bench/gpu/run.sh\", carry=[\"${BUNDLE#"$ROOT"/}\"], timeout_s=$((TOTAL_BUDGET - PREPARE_BUDGET + 30)))"
 }
 [ "$PREPARE" = 1 ] && prepare_bundle
