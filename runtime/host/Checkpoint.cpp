@@ -12,6 +12,7 @@
 #include <ctime>
 #include <dirent.h>
 #include <fcntl.h>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,25 +31,52 @@ std::string rankFileName(int rank, const std::string &id) {
   return "rank-" + std::to_string(rank) + "." + id + ".safetensors";
 }
 
-/// Whether `name` is a rank file of some save: rank-<r>.<id>.safetensors,
-/// or rank-<r>.safetensors (the names before ids).
-bool isRankFileName(const std::string &name) {
-  const std::string prefix = "rank-", suffix = ".safetensors";
-  if (name.size() <= prefix.size() + suffix.size() ||
-      name.compare(0, prefix.size(), prefix) != 0 ||
-      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-    return false;
-  std::string middle =
-      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  size_t dot = middle.find('.');
-  std::string rank = middle.substr(0, dot);
-  std::string id = dot == std::string::npos ? "" : middle.substr(dot + 1);
+/// What a rank file's name says: rank-<r>.<id>.safetensors, or
+/// rank-<r>.safetensors (the names before ids, id ""), or a save's
+/// temporary rank-<r>.<id>.safetensors.tmp.<pid>; nullopt for other names.
+struct RankFileName {
+  std::string id;
+  bool temporary = false;
+};
+std::optional<RankFileName> parseRankFileName(const std::string &name) {
   auto all = [](const std::string &text, const char *chars) {
     return !text.empty() && text.find_first_not_of(chars) == std::string::npos;
   };
-  return all(rank, "0123456789") &&
-         (dot == std::string::npos || all(id, "0123456789abcdef"));
+  const std::string prefix = "rank-", suffix = ".safetensors";
+  if (name.compare(0, prefix.size(), prefix) != 0)
+    return std::nullopt;
+  RankFileName parsed;
+  size_t end = name.rfind(suffix);
+  if (end == std::string::npos)
+    return std::nullopt;
+  std::string after = name.substr(end + suffix.size());
+  if (!after.empty()) {
+    if (after.compare(0, 5, ".tmp.") != 0 ||
+        !all(after.substr(5), "0123456789"))
+      return std::nullopt;
+    parsed.temporary = true;
+  }
+  std::string middle = name.substr(prefix.size(), end - prefix.size());
+  size_t dot = middle.find('.');
+  if (!all(middle.substr(0, dot), "0123456789"))
+    return std::nullopt;
+  if (dot != std::string::npos) {
+    parsed.id = middle.substr(dot + 1);
+    if (!all(parsed.id, "0123456789abcdef"))
+      return std::nullopt;
+  }
+  return parsed;
 }
+
+/// Whether `name` is a rank file of some save (not a temporary one).
+bool isRankFileName(const std::string &name) {
+  std::optional<RankFileName> parsed = parseRankFileName(name);
+  return parsed && !parsed->temporary;
+}
+
+/// The rank files dir/checkpoint.json lists ({} where there is none, or it
+/// cannot be read).
+std::vector<std::string> listedRankFiles(const std::string &dir);
 
 } // namespace
 
@@ -58,21 +86,27 @@ bool shardc::rt::isCheckpointFileName(const std::string &name) {
 
 namespace {
 
-/// Removes the rank files in `dir` that are not save `id`'s (best effort).
-void removeStaleRankFiles(const std::string &dir, const std::string &id) {
-  DIR *listing = ::opendir(dir.c_str());
-  if (!listing)
-    return;
-  const std::string mine = "." + id + ".safetensors";
+/// After save `id` committed: removes the rank files of the checkpoint it
+/// replaced (`replaced`, as that checkpoint.json listed them) and those of
+/// saves that were killed before their commit (a fresh id's rank files and
+/// temporary files: one save at a time writes to a directory). Best effort:
+/// what stays is clutter, never read.
+void removeStaleRankFiles(const std::string &dir, const std::string &id,
+                          const std::vector<std::string> &replaced) {
   std::vector<std::string> stale;
-  while (const dirent *entry = ::readdir(listing)) {
-    std::string name = entry->d_name;
-    if (isRankFileName(name) &&
-        (name.size() < mine.size() ||
-         name.compare(name.size() - mine.size(), mine.size(), mine) != 0))
+  for (const std::string &name : replaced) {
+    std::optional<RankFileName> parsed = parseRankFileName(name);
+    if (parsed && parsed->id != id)
       stale.push_back(name);
   }
-  ::closedir(listing);
+  if (DIR *listing = ::opendir(dir.c_str())) {
+    while (const dirent *entry = ::readdir(listing)) {
+      std::optional<RankFileName> parsed = parseRankFileName(entry->d_name);
+      if (parsed && parsed->id.size() == id.size() && parsed->id != id)
+        stale.push_back(entry->d_name);
+    }
+    ::closedir(listing);
+  }
   for (const std::string &name : stale)
     ::unlink((dir + "/" + name).c_str());
 }
@@ -326,8 +360,11 @@ void shardc::rt::saveCheckpoint(
 
   // 1. Check the pieces and make the directory; a bad piece list must not
   // cost an existing checkpoint.
+  // Whether `dir` was there before any rank made it: a failed save removes
+  // one it made (rank 0 looks before the others may create it).
   struct stat before;
-  bool existed = ::stat(dir.c_str(), &before) == 0;
+  int existed = rank == 0 && ::stat(dir.c_str(), &before) == 0;
+  MPI_Bcast(&existed, 1, MPI_INT, 0, world);
   std::string error = checkPieces(pieces);
   if (error.empty())
     error = makeDirectories(dir);
@@ -393,19 +430,38 @@ void shardc::rt::saveCheckpoint(
   MPI_Gatherv(description.data(), length, MPI_CHAR, all.data(), lengths.data(),
               offsets.data(), MPI_CHAR, 0, world);
   error.clear();
+  std::vector<std::string> replaced; // rank 0: the old checkpoint's files
   if (rank == 0) {
     std::vector<std::string> descriptions;
     for (int r = 0; r < size; ++r)
       descriptions.push_back(all.substr(offsets[r], lengths[r]));
+    replaced = listedRankFiles(dir);
     error = writeManifest(dir, id, descriptions, metadata);
   }
   abandonOnFailure(where + error);
 
-  // 4. The replaced checkpoint's rank files, now unreferenced. One left
-  // behind (a failed unlink) is only clutter: loads follow checkpoint.json.
+  // 4. The replaced checkpoint's rank files, now unreferenced, and those
+  // of saves killed before their commit. One left behind (a failed unlink)
+  // is only clutter: loads follow checkpoint.json.
   if (rank == 0)
-    removeStaleRankFiles(dir, id);
+    removeStaleRankFiles(dir, id, replaced);
 }
+
+namespace {
+std::vector<std::string> listedRankFiles(const std::string &dir) {
+  std::vector<std::string> names;
+  MappedFile file;
+  JsonValue root;
+  if (!MappedFile::tryMap(dir + "/" + manifestName, file).empty() ||
+      !parseJson(std::string(file.data(), file.size()), root).empty())
+    return names;
+  if (const JsonValue *files = root.get("files"))
+    for (const JsonValue &entry : files->elements)
+      if (const JsonValue *name = entry.get("name"))
+        names.push_back(name->text);
+  return names;
+}
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // Loading

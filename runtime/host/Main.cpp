@@ -147,7 +147,10 @@ std::string checkOutputsApart(const Flags &flags) {
       continue;
     std::string id = fileIdentity(path);
     for (const Named &other : files)
+      // --init X --export X updates X in place: read at startup, replaced
+      // by a rename at the end.
       if (other.path != output.path && !other.path->empty() &&
+          !(output.path == &flags.exportPath && other.path == &flags.init) &&
           fileIdentity(*other.path) == id)
         return std::string(output.flag) + ": '" + path + "' is also " +
                other.flag + "'s file '" + *other.path +
@@ -233,14 +236,21 @@ uint64_t fnv1a(uint64_t hash, const std::string &text) {
   return fnv1a(hash, text.c_str(), text.size() + 1); // with its terminator
 }
 
-/// Fails every rank unless all were started with rank 0's arguments and an
-/// executable of rank 0's model: a rank running other steps, or another
-/// model, would wait forever in a collective the others never reach.
-void checkRanksAgree(int argc, char **argv, const shardc_rt_model &m) {
+/// Fails every rank unless all run rank 0's model with the flags that
+/// decide what a rank computes and which collectives it reaches (the step
+/// count, the seed, the gradient check, which of --init, --data, --load,
+/// --save and --export are given): a rank running other steps, or another
+/// model, would wait forever in a collective the others never reach. Paths
+/// may differ (node-local copies of the data); --log-json, --quiet and
+/// --profile concern rank 0's output only.
+void checkRanksAgree(const Flags &flags, const shardc_rt_model &m) {
   uint64_t basis = 0xcbf29ce484222325ULL;
   uint64_t mine[2] = {basis, basis};
-  for (int i = 1; i < argc; ++i)
-    mine[0] = fnv1a(mine[0], argv[i]);
+  int64_t decisive[] = {flags.steps,         static_cast<int64_t>(flags.seed),
+                        flags.checkGrads,    !flags.init.empty(),
+                        !flags.data.empty(), !flags.load.empty(),
+                        !flags.save.empty(), !flags.exportPath.empty()};
+  mine[0] = fnv1a(mine[0], decisive, sizeof(decisive));
   mine[1] = fnv1a(fnv1a(mine[1], m.name), m.strategy);
   mine[1] = fnv1a(mine[1], m.mesh_shape, m.mesh_rank * sizeof(int64_t));
   for (int32_t p = 0; p < m.num_params; ++p)
@@ -254,8 +264,9 @@ void checkRanksAgree(int argc, char **argv, const shardc_rt_model &m) {
           std::string(m.name) + ", " + m.strategy +
           "): start every rank with the same executable");
   SHARDC_RT_CHECK_ALL(first[0] == mine[0], "startup",
-                      "this rank's flags differ from rank 0's: start every "
-                      "rank with the same flags");
+                      "this rank's flags differ from rank 0's (--steps, "
+                      "--seed, --check-grads, or which files are given): "
+                      "start every rank with the same flags");
 }
 
 std::vector<int64_t> shapeOf(int32_t rank, const int64_t *shape) {
@@ -735,8 +746,8 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     meshRanks *= model->mesh_shape[a];
     mesh += (a ? "x" : "") + std::to_string(model->mesh_shape[a]);
   }
-  checkRanksAgree(argc, argv, *model);
   Flags flags = parseFlags(argc, argv, *model, static_cast<int>(meshRanks));
+  checkRanksAgree(flags, *model);
   SHARDC_RT_CHECK_ALL(
       ctx.worldSize == meshRanks, "startup",
       "this executable was compiled for mesh " + mesh + " (" +
@@ -786,11 +797,20 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                 formatBytes(predicted.peak).c_str());
   // --profile times the steps after the first (which sizes workspaces).
   double profiledSeconds = 0, profiledWaits = 0;
-  // Rank 0's failure to write --log-json, which every rank learns at the
-  // next step (an abort from one rank can leave MPI's launcher waiting).
+  // Rank 0's failure to write --log-json (a full disk): said at once, then
+  // the run goes on without the log, saves and exports what it trained,
+  // and exits 1 at the end, on every rank.
   std::string logError;
+  auto logFailed = [&] {
+    logError = flags.logJson + ": cannot write: " + std::strerror(errno);
+    std::fprintf(stderr,
+                 "shardc: rank 0: --log-json: %s (the run goes on "
+                 "without it, and exits 1 at the end)\n",
+                 logError.c_str());
+    std::fclose(log);
+    log = nullptr;
+  };
   for (int64_t s = 0; s < flags.steps; ++s) {
-    SHARDC_RT_CHECK_ALL(logError.empty(), "--log-json", logError);
     ++ctx.step;
     ctx.timers = {};
     // Rank 0 prints the table: the others need not time.
@@ -853,12 +873,11 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
           gemm * 1e3, ctx.timers.commWaitSeconds * 1e3,
           ctx.timers.commSeconds * 1e3);
       if (std::fflush(log) != 0 || std::ferror(log))
-        logError = flags.logJson + ": cannot write: " + std::strerror(errno);
+        logFailed();
     }
   }
-  if (log && std::fclose(log) != 0 && logError.empty())
+  if (log && std::fclose(log) != 0)
     logError = flags.logJson + ": cannot write: " + std::strerror(errno);
-  SHARDC_RT_CHECK_ALL(logError.empty(), "--log-json", logError);
   if (flags.profile && ctx.worldRank == 0) {
     if (flags.steps > 1)
       printProfile(backendKernelTimes(ctx), flags.steps - 1, profiledSeconds,
@@ -875,6 +894,7 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   }
   if (!flags.exportPath.empty())
     exportParams(ctx, flags.exportPath);
+  SHARDC_RT_CHECK_ALL(logError.empty(), "--log-json", logError);
   backendTearDown(ctx);
   MPI_Finalize();
   return 0;

@@ -920,6 +920,14 @@ void testCheckpoint() {
               "-rank communicator",
           allMatch(storage, expected));
   }
+  // Left by saves killed before their commit: removed by the next one; a
+  // file of another name is not.
+  if (rank == 0) {
+    writeFile(dir + "/rank-7.0123456789abcdef.safetensors", "orphan");
+    writeFile(dir + "/rank-7.0123456789abcdef.safetensors.tmp.42", "orphan");
+    writeFile(dir + "/rank-7.notes", "kept");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
   {
     std::vector<std::vector<float>> storage;
     if (inPair)
@@ -939,11 +947,15 @@ void testCheckpoint() {
           allMatch(storage, expected) && loaded.at("step") == "4");
   }
   bool replaced =
-      listing(dir, "rank-").size() == size_t(std::min(2, worldSize));
+      listing(dir, ".safetensors").size() == size_t(std::min(2, worldSize));
   for (const std::string &name : firstFiles)
     replaced &= !exists(dir + "/" + name);
   check("checkpoint: the overwriting save removed the first save's rank files",
         replaced);
+  check("checkpoint: and those of a killed save, but not other files",
+        !exists(dir + "/rank-7.0123456789abcdef.safetensors") &&
+            !exists(dir + "/rank-7.0123456789abcdef.safetensors.tmp.42") &&
+            exists(dir + "/rank-7.notes"));
   MPI_Comm_free(&pair);
 
   // Failures, each on a private copy.

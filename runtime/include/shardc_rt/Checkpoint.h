@@ -23,7 +23,8 @@
 // checkpoint writes its rank files beside the old ones (the id is in their
 // names) and replaces checkpoint.json in one rename: until then the old
 // checkpoint loads as it was, and a save that fails (a full disk) leaves it
-// so; its rank files are removed after.
+// so; its rank files are removed after. A save thus needs room for both
+// checkpoints, and one save at a time writes to a directory.
 //
 //===----------------------------------------------------------------------===//
 
