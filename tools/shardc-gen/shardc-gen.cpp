@@ -188,10 +188,10 @@ bool checkHyperParameter(const llvm::cl::Option &opt, double value,
     std::string got;
     llvm::raw_string_ostream os(got);
     printShortest(os, value);
-    usageError(
-        flag(opt) + " must be a finite f32 " +
-        (allowZero ? ">= 0 (at most 3.4e38)" : "> 0 (1.2e-38 to 3.4e38)") +
-        ", got " + got);
+    usageError(flag(opt) + " must be a finite f32 " +
+               (allowZero ? ">= 0 (at most 3.4e38)"
+                          : "> 0 (1.17549435e-38 to 3.4e38)") +
+               ", got " + got);
   }
   return ok;
 }

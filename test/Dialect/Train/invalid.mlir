@@ -205,13 +205,13 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e+300, beta1 = 0.9, beta2 
 // -----
 
 // ... and one that underflows it would be 0: no step would change a param.
-// expected-error @+1 {{expected lr > 0 as an f32 (at least 1.2e-38), got 1.000000e-50}}
+// expected-error @+1 {{expected lr > 0 as an f32 (at least its smallest normal, 1.17549435e-38), got 1.000000e-50}}
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-50, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
 }
 
 // -----
 
-// expected-error @+1 {{expected eps > 0 as an f32 (at least 1.2e-38), got 1.000000e-45}}
+// expected-error @+1 {{expected eps > 0 as an f32 (at least its smallest normal, 1.17549435e-38), got 1.000000e-45}}
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-45, weight_decay = 0.0> {
 }
 

@@ -86,15 +86,19 @@ LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   // GPU's flush to zero) would be 0, and the step would change nothing.
   constexpr double kMinNormal = std::numeric_limits<float>::min();
   if (!(lr >= kMinNormal))
-    return emitError() << "expected lr > 0 as an f32 (at least 1.2e-38), got "
-                       << lr;
+    return emitError()
+           << "expected lr > 0 as an f32 (at least its smallest normal, "
+              "1.17549435e-38), got "
+           << lr;
   if (!(beta1 >= 0 && beta1 < 1))
     return emitError() << "expected 0 <= beta1 < 1, got " << beta1;
   if (!(beta2 >= 0 && beta2 < 1))
     return emitError() << "expected 0 <= beta2 < 1, got " << beta2;
   if (!(eps >= kMinNormal))
-    return emitError() << "expected eps > 0 as an f32 (at least 1.2e-38), got "
-                       << eps;
+    return emitError()
+           << "expected eps > 0 as an f32 (at least its smallest normal, "
+              "1.17549435e-38), got "
+           << eps;
   if (!(weightDecay >= 0))
     return emitError() << "expected weight_decay >= 0, got " << weightDecay;
   return success();
