@@ -12,6 +12,7 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -127,6 +128,19 @@ struct ShardcLedgerPass
     } else if (output == "-") {
       llvm::outs() << text;
     } else {
+      // The model's own file (where its module was parsed from) would be
+      // replaced: refused, as a compiler refuses an output over its input.
+      bool isInput = false;
+      if (auto input = dyn_cast<FileLineColLoc>(module.getLoc()))
+        if (llvm::sys::fs::equivalent(input.getFilename().str(),
+                                      std::string(output), isInput))
+          isInput = false;
+      if (isInput) {
+        module.emitError() << "output '" << output
+                           << "' is the input file, which the ledger would "
+                              "replace";
+        return signalPassFailure();
+      }
       std::string error;
       auto file = openOutputFile(output, &error);
       if (!file) {
