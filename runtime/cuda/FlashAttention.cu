@@ -24,9 +24,9 @@
 // (q, k, v, dy, and P and dS, as the bf16 kernels round P and dS to bf16).
 // Shared rows are 16 bytes longer than their data, so that a warp's
 // fragment loads hit 32 different banks: every load for bf16; for f32 the
-// row-wise ones, while those reading a tile down its columns (v, and the
-// backward's q, dy, k and dS^T as b operands of the accumulations) meet
-// 2-way conflicts.
+// row-wise ones, while those reading a tile down its columns (v; in the
+// backward q, dy and k as b operands of the accumulations, and dS^T as the
+// a operand of dq's) meet 2-way conflicts.
 //
 //===----------------------------------------------------------------------===//
 
