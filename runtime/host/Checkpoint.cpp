@@ -447,22 +447,6 @@ void shardc::rt::saveCheckpoint(
     removeStaleRankFiles(dir, id, replaced);
 }
 
-namespace {
-std::vector<std::string> listedRankFiles(const std::string &dir) {
-  std::vector<std::string> names;
-  MappedFile file;
-  JsonValue root;
-  if (!MappedFile::tryMap(dir + "/" + manifestName, file).empty() ||
-      !parseJson(std::string(file.data(), file.size()), root).empty())
-    return names;
-  if (const JsonValue *files = root.get("files"))
-    for (const JsonValue &entry : files->elements)
-      if (const JsonValue *name = entry.get("name"))
-        names.push_back(name->text);
-  return names;
-}
-} // namespace
-
 //===----------------------------------------------------------------------===//
 // Loading
 //===----------------------------------------------------------------------===//
@@ -610,6 +594,15 @@ std::string readManifest(const std::string &dir, Manifest &manifest) {
                 return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
               });
   return "";
+}
+
+std::vector<std::string> listedRankFiles(const std::string &dir) {
+  Manifest manifest;
+  std::vector<std::string> names;
+  if (readManifest(dir, manifest).empty())
+    for (const ManifestFile &file : manifest.files)
+      names.push_back(file.name);
+  return names;
 }
 
 /// Opens rank files on first use, so a rank reads only the files that hold

@@ -106,12 +106,9 @@ std::string *pathFlag(Flags &flags, const std::string &flag) {
   return nullptr;
 }
 
-/// A path's directory ("." for none, "/" for the root) and name.
+/// A path's directory (directoryOf) and name.
 std::pair<std::string, std::string> splitPath(const std::string &path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos)
-    return {".", path};
-  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+  return {directoryOf(path), path.substr(path.find_last_of('/') + 1)};
 }
 
 /// What tells two paths apart: the file's device and inode where it
