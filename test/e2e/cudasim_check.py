@@ -56,6 +56,9 @@ CONFIGURATIONS += [
      EXACT),
     ("zero3-2-bf16-lazy", "zero3", "2", ["--param-dtype", "bf16"],
      {"CUDASIM_STREAMS": "lazy"}, ROUNDED),
+    # Activation checkpointing: the backward's recomputed forward kernels.
+    ("zero3-2-recompute-lazy", "zero3", "2", ["--recompute", "*"], LAZY,
+     EXACT),
 ]
 
 

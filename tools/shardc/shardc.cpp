@@ -51,6 +51,10 @@ options (as --shardc-pipeline's):
                                target=cuda's code run on the CPU by
                                runtime/cudasim, to test it without a GPU)
   --wrap per-layer|min-params=P
+  --recompute UNITS            activation checkpointing: the backward of
+                               these units runs their forward again instead
+                               of keeping activations (names or globs,
+                               comma-separated; '*' for every unit)
   --reshard-after-forward true|false
   --layout dim0|flat           FSDP2 per-param shards, or FSDP1 flat params
   --param-dtype f32|bf16  --reduce-dtype f32|bf16
@@ -186,9 +190,10 @@ Options parseArgs(int argc, char **argv) {
   if (o.command != "build" && o.command != "run" && o.command != "emit")
     usageError("unknown command '" + o.command + "': expected build, run or emit");
   static const char *pipelineOptions[] = {
-      "strategy",   "mesh",      "wrap",       "reshard-after-forward",
-      "param-dtype", "reduce-dtype", "bucket-mb", "grad-accum",
-      "prefetch",   "memory-budget", "layout", "unit-bucket-mb", "fuse"};
+      "strategy",    "mesh",          "wrap",      "reshard-after-forward",
+      "param-dtype", "reduce-dtype",  "bucket-mb", "grad-accum",
+      "prefetch",    "memory-budget", "layout",    "unit-bucket-mb",
+      "fuse",        "recompute"};
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") {
@@ -242,7 +247,7 @@ Options parseArgs(int argc, char **argv) {
       o.ledgerJson = value;
     } else if (llvm::is_contained(pipelineOptions, name) &&
                flag.rfind("--", 0) == 0) {
-      if (value.empty() || value.find_first_of(" {}") != std::string::npos)
+      if (value.empty() || value.find_first_of(" {}\"'") != std::string::npos)
         usageError(flag + ": bad value '" + value + "'");
       if (std::string why = checkPipelineValue(name, value); !why.empty())
         usageError(why);

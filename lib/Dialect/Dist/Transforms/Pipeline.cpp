@@ -19,6 +19,10 @@ struct ShardcPipelineOptions
       llvm::cl::desc("group layers into units first: per-layer or "
                      "min-params=P (none when empty)"),
       llvm::cl::init("")};
+  ListOption<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("units whose backward recomputes their forward "
+                     "(activation checkpointing): names or globs")};
   Option<Strategy> strategy{
       *this, "strategy", llvm::cl::desc("what each rank shards"),
       llvm::cl::init(Strategy::zero3),
@@ -84,7 +88,9 @@ void buildShardcPipeline(OpPassManager &pm,
                          const ShardcPipelineOptions &options) {
   if (!options.wrap.empty())
     pm.addPass(train::createShardcWrapPass({options.wrap}));
-  pm.addPass(train::createTrainAutodiffPass());
+  train::TrainAutodiffPassOptions autodiff;
+  autodiff.recompute.assign(options.recompute.begin(), options.recompute.end());
+  pm.addPass(train::createTrainAutodiffPass(autodiff));
   if (options.fuse)
     pm.addPass(train::createTrainFusePass());
   ShardcShardPassOptions shard;

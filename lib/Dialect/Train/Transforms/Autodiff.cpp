@@ -9,9 +9,11 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/GlobPattern.h"
 
 #include <functional>
 
@@ -302,13 +304,19 @@ LogicalResult ReverseSweep::differentiate(Operation *op) {
 
 struct TrainAutodiffPass
     : shardc::train::impl::TrainAutodiffPassBase<TrainAutodiffPass> {
+  using TrainAutodiffPassBase::TrainAutodiffPassBase;
   void runOnOperation() override;
 
 private:
   LogicalResult differentiateModel(ModelOp model);
-  /// Emits the train.backward of `unit` given the root sweep's cotangents.
-  LogicalResult differentiateUnit(UnitOp unit, ReverseSweep &root,
-                                  OpBuilder &b);
+  /// Emits the train.backward of `unit` given the root sweep's cotangents;
+  /// with `recompute`, the backward runs the unit's forward again instead
+  /// of reading activations the forward kept.
+  LogicalResult differentiateUnit(UnitOp unit, ReverseSweep &root, OpBuilder &b,
+                                  bool recompute);
+  /// The units `recompute` names, or failure where a pattern is malformed
+  /// or names no unit of `model`.
+  FailureOr<llvm::DenseSet<Operation *>> unitsToRecompute(ModelOp model);
 
   const Activity *activity = nullptr;
   /// The gradient of each trainable param that received one.
@@ -317,7 +325,8 @@ private:
 
 LogicalResult TrainAutodiffPass::differentiateUnit(UnitOp unit,
                                                    ReverseSweep &root,
-                                                   OpBuilder &b) {
+                                                   OpBuilder &b,
+                                                   bool recompute) {
   Block &fwdBody = unit.getBody().front();
   auto yield = cast<YieldOp>(fwdBody.getTerminator());
 
@@ -337,21 +346,41 @@ LogicalResult TrainAutodiffPass::differentiateUnit(UnitOp unit,
 
   // Forward values used by the backward: unit inputs are passed in again,
   // params are re-read by name, other values are kept by the forward
-  // (yielded as extra results) and passed in.
+  // (yielded as extra results) and passed in, or, with `recompute`,
+  // computed again. The backward block is then: param_refs, recomputed
+  // ops (each after its operands), the vector-Jacobian products.
   OpBuilder inner(unit.getContext());
   inner.setInsertionPointToEnd(bwdBody);
   SmallVector<Value> residualsToYield;
   SmallVector<std::pair<unsigned, Value>> outerResiduals; // arg index, value
   llvm::DenseMap<Value, Value> mapped;
-  auto forward = [&](Value v) -> Value {
+  Operation *lastRecomputed = nullptr;
+  std::function<Value(Value)> forward = [&](Value v) -> Value {
     if (Value m = mapped.lookup(v))
       return m;
     Value m;
-    if (auto param = v.getDefiningOp<ParamOp>()) {
+    Operation *def = v.getDefiningOp();
+    if (auto param = dyn_cast_or_null<ParamOp>(def)) {
       OpBuilder::InsertionGuard guard(inner);
       inner.setInsertionPointToStart(bwdBody);
       m = ParamRefOp::create(inner, v.getLoc(), param.getType(),
                              param.getNameAttr());
+    } else if (recompute && def) {
+      IRMapping operands;
+      for (Value operand : def->getOperands())
+        operands.map(operand, forward(operand));
+      OpBuilder::InsertionGuard guard(inner);
+      if (lastRecomputed)
+        inner.setInsertionPointAfter(lastRecomputed);
+      else
+        inner.setInsertionPoint(bwdBody, llvm::find_if(*bwdBody, [](auto &op) {
+                                  return !isa<ParamRefOp>(op);
+                                }));
+      lastRecomputed = inner.clone(*def, operands);
+      for (auto [result, again] :
+           llvm::zip(def->getResults(), lastRecomputed->getResults()))
+        mapped[result] = again;
+      return mapped.lookup(v);
     } else {
       m = bwdBody->addArgument(v.getType(), v.getLoc());
       if (auto arg = dyn_cast<BlockArgument>(v);
@@ -462,10 +491,35 @@ void keepAttentionStatistics(ModelOp model) {
   }
 }
 
+FailureOr<llvm::DenseSet<Operation *>>
+TrainAutodiffPass::unitsToRecompute(ModelOp model) {
+  llvm::DenseSet<Operation *> units;
+  for (const std::string &text : recompute) {
+    llvm::Expected<llvm::GlobPattern> pattern = llvm::GlobPattern::create(text);
+    if (!pattern)
+      return model.emitOpError()
+             << "recompute: '" << text << "' is not a unit name or glob: "
+             << llvm::toString(pattern.takeError());
+    bool matched = false;
+    for (auto unit : model.getBody().front().getOps<UnitOp>())
+      if (pattern->match(unit.getName())) {
+        units.insert(unit);
+        matched = true;
+      }
+    if (!matched)
+      return model.emitOpError()
+             << "recompute: '" << text << "' names no unit of the model";
+  }
+  return units;
+}
+
 LogicalResult TrainAutodiffPass::differentiateModel(ModelOp model) {
   Block &body = model.getBody().front();
   if (!body.getOps<BackwardOp>().empty() || !body.getOps<AdamWOp>().empty())
     return model.emitOpError() << "is already differentiated";
+  FailureOr<llvm::DenseSet<Operation *>> recomputed = unitsToRecompute(model);
+  if (failed(recomputed))
+    return failure();
   keepAttentionStatistics(model);
   Activity act(model);
   activity = &act;
@@ -488,7 +542,7 @@ LogicalResult TrainAutodiffPass::differentiateModel(ModelOp model) {
   for (Operation *op : llvm::reverse(forwardOps)) {
     LogicalResult ok = success();
     if (auto unit = dyn_cast<UnitOp>(op))
-      ok = differentiateUnit(unit, root, b);
+      ok = differentiateUnit(unit, root, b, recomputed->contains(unit));
     else if (auto param = dyn_cast<ParamOp>(op)) {
       if (Value g = root.cotangentOf(param.getResult()))
         paramGrads[param.getName()] = g;

@@ -70,9 +70,41 @@ def TrainAutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
     FlashAttention-2 does: the backward then recomputes the probabilities
     tile by tile without running the forward again.
 
+    Activation checkpointing (`torch.utils.checkpoint`, FSDP's
+    `apply_activation_checkpointing`, DeepSpeed's activation checkpointing,
+    XLA's rematerialization): a unit named by `recompute` keeps only its
+    inputs. Its backward runs the unit's forward again, reading the
+    parameters with `train.param_ref` as the rest of the backward does, and
+    recomputes from those inputs each value its vector-Jacobian products
+    read, before the first of them. The forward then frees its activations
+    as it goes; the backward holds one unit's at a time. The recomputed
+    values are the forward's to the bit on the host target (the same
+    kernels on the same operands), so the trained model is the same; the
+    cost is a second forward of the unit, about a third more compute.
+    Under ZeRO-3 the backward gathers the params the forward alone reads
+    (biases, layer-norm shifts) as well, a few KB per block. The last unit
+    before the loss gains nothing: its activations are live when its
+    backward starts, kept or recomputed.
+
+    ```mlir
+    // --train-autodiff="recompute=fc0": the unit yields no residual
+    %gw = train.backward "fc0" (%dh, %x) params ["fc0.w"] ... {
+    ^bb0(%g: tensor<8x4xf32>, %a: tensor<8x16xf32>):
+      %w = train.param_ref "fc0.w" : tensor<4x16xf32>
+      %h = train.linear %a, %w ...  // the forward's %h, recomputed
+      %dh2 = train.relu_grad %g, %h ...
+      ...
+    }
+    ```
+
     Precondition: no `train.backward` or `train.adamw` yet; the pass fails on
     a model that is already differentiated.
   }];
+  let options = [
+    ListOption<"recompute", "recompute", "std::string",
+               "units whose backward recomputes their forward instead of "
+               "keeping its activations: names or globs (h*, * for all)">,
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
