@@ -10,13 +10,7 @@
 # Environment: TINY_STEPS, SMALL_STEPS (measured steps after the warm-up;
 # default 30 and 8), SHARDC_BUILD_DIR (default build/).
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
-
-shardc_install_missing >&2
-shardc_build >&2
-
-bin="$BUILD/bin"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+shardc_bench_setup
 
 TINY_STEPS="${TINY_STEPS:-30}"
 SMALL_STEPS="${SMALL_STEPS:-8}"

@@ -1,5 +1,6 @@
-# Shared by scripts/test.sh and scripts/demo.sh: install what is missing,
-# configure once, build incrementally. Source it; it sets ROOT and BUILD.
+# Shared by scripts/test.sh, scripts/demo.sh and bench/: install what is
+# missing, configure once, build incrementally. Source it; it sets ROOT and
+# BUILD.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,4 +38,14 @@ shardc_build() {
   fi
   echo "== building"
   ninja -C "$BUILD" all
+}
+
+# For bench/ scripts: installs and builds (output to stderr), then sets bin
+# (the built tools) and work (a scratch directory removed on exit).
+shardc_bench_setup() {
+  shardc_install_missing >&2
+  shardc_build >&2
+  bin="$BUILD/bin"
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
 }

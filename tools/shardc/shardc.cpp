@@ -54,7 +54,9 @@ options (as --shardc-pipeline's):
   --recompute UNITS            activation checkpointing: the backward of
                                these units runs their forward again instead
                                of keeping activations (names or globs,
-                               comma-separated; '*' for every unit)
+                               comma-separated; '*' for every unit; auto:
+                               the fewest leading units that fit
+                               --memory-budget)
   --reshard-after-forward true|false
   --layout dim0|flat           FSDP2 per-param shards, or FSDP1 flat params
   --param-dtype f32|bf16  --reduce-dtype f32|bf16

@@ -1,5 +1,6 @@
 //===- Pipeline.cpp - autodiff, fuse, shard, schedule, ledger in one ------===//
 
+#include "shardc/Dialect/Dist/Analysis/Ledger.h"
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
 #include "shardc/Dialect/Train/Transforms/Passes.h"
 
@@ -22,7 +23,8 @@ struct ShardcPipelineOptions
   ListOption<std::string> recompute{
       *this, "recompute",
       llvm::cl::desc("units whose backward recomputes their forward "
-                     "(activation checkpointing): names or globs")};
+                     "(activation checkpointing): names or globs, or auto "
+                     "(the fewest that fit memory-budget)")};
   Option<Strategy> strategy{
       *this, "strategy", llvm::cl::desc("what each rank shards"),
       llvm::cl::init(Strategy::zero3),
@@ -84,29 +86,158 @@ struct ShardcPipelineOptions
       llvm::cl::init(0)};
 };
 
+/// What the pipeline runs, as the passes' own options.
+struct PipelineSteps {
+  std::string wrap;
+  train::TrainAutodiffPassOptions autodiff;
+  bool fuse = true;
+  ShardcShardPassOptions shard;
+  ShardcSchedulePassOptions schedule;
+  ShardcLedgerPassOptions ledger;
+};
+
+/// Adds the passes of `steps`; without `withLedger`, all but the ledger.
+void addSteps(OpPassManager &pm, const PipelineSteps &steps,
+              bool withLedger = true) {
+  if (!steps.wrap.empty())
+    pm.addPass(train::createShardcWrapPass({steps.wrap}));
+  pm.addPass(train::createTrainAutodiffPass(steps.autodiff));
+  if (steps.fuse)
+    pm.addPass(train::createTrainFusePass());
+  pm.addPass(createShardcShardPass(steps.shard));
+  pm.addPass(createShardcSchedulePass(steps.schedule));
+  if (withLedger)
+    pm.addPass(createShardcLedgerPass(steps.ledger));
+}
+
+/// recompute=auto: chooses the units to recompute, then runs the pipeline
+/// with them. The choice is the fewest leading units (in forward order, as
+/// Megatron-LM's block recomputation) whose recomputation brings the
+/// ledger's predicted peak within memory-budget: a unit's activations live
+/// from its forward to its backward, so the earliest live longest; the last
+/// unit is never chosen (its activations are live when its backward starts
+/// either way). The count is bisected, each probe the pipeline on a copy
+/// of the module, and a remark names the units chosen. When even every unit
+/// but the last does not fit, the ledger says so as for any model over
+/// budget.
+class AutoRecomputePass
+    : public PassWrapper<AutoRecomputePass, OperationPass<ModuleOp>> {
+public:
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(AutoRecomputePass)
+  explicit AutoRecomputePass(PipelineSteps steps) : steps(std::move(steps)) {}
+  StringRef getArgument() const override { return "shardc-auto-recompute"; }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    OpPassManager pm(ModuleOp::getOperationName());
+    addSteps(pm, steps);
+    pm.getDependentDialects(registry);
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    PipelineSteps chosen = steps;
+    if (steps.autodiff.recompute.size() != 1) {
+      module.emitError() << "recompute=auto chooses the units itself: "
+                            "expected no unit names beside it, got '"
+                         << llvm::join(steps.autodiff.recompute, ",") << "'";
+      return signalPassFailure();
+    }
+    if (steps.ledger.memoryBudget <= 0) {
+      module.emitError() << "recompute=auto chooses units to fit "
+                            "memory-budget: expected memory-budget=BYTES";
+      return signalPassFailure();
+    }
+    // Units exist once wrapped.
+    if (!steps.wrap.empty()) {
+      OpPassManager wrap(ModuleOp::getOperationName());
+      wrap.addPass(train::createShardcWrapPass({steps.wrap}));
+      if (failed(runPipeline(wrap, module)))
+        return signalPassFailure();
+      chosen.wrap.clear();
+    }
+    FailureOr<SmallVector<train::ModelOp>> models = train::getModels(module);
+    if (failed(models))
+      return signalPassFailure();
+    if (models->size() != 1) {
+      module.emitError() << "recompute=auto: the module holds "
+                         << models->size()
+                         << " models; name the units to recompute instead";
+      return signalPassFailure();
+    }
+    train::ModelOp model = models->front();
+    SmallVector<std::string> candidates;
+    for (auto unit : model.getBody().front().getOps<train::UnitOp>())
+      candidates.push_back(unit.getName().str());
+    size_t units = candidates.size();
+    if (!candidates.empty())
+      candidates.pop_back();
+
+    // The smallest count that fits, assuming fewer never fit once more do.
+    size_t lo = 0, hi = candidates.size();
+    while (lo < hi) {
+      size_t mid = (lo + hi) / 2;
+      chosen.autodiff.recompute.assign(candidates.begin(),
+                                       candidates.begin() + mid);
+      FailureOr<int64_t> peak = predictedPeak(module, chosen);
+      if (failed(peak))
+        return signalPassFailure();
+      if (*peak <= steps.ledger.memoryBudget)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    chosen.autodiff.recompute.assign(candidates.begin(),
+                                     candidates.begin() + lo);
+    InFlightDiagnostic remark = model.emitRemark()
+                                << "recompute=auto: " << lo << " of " << units
+                                << " units";
+    if (lo > 0)
+      remark << ": " << llvm::join(chosen.autodiff.recompute, ", ");
+    remark.report();
+
+    OpPassManager pm(ModuleOp::getOperationName());
+    addSteps(pm, chosen);
+    if (failed(runPipeline(pm, module)))
+      signalPassFailure();
+  }
+
+private:
+  /// The ledger's predicted peak of `module` compiled with `probe`, from
+  /// the pipeline run on a copy.
+  static FailureOr<int64_t> predictedPeak(ModuleOp module,
+                                          const PipelineSteps &probe) {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    PassManager pm(module.getContext());
+    addSteps(pm, probe, /*withLedger=*/false);
+    if (failed(pm.run(*copy)))
+      return failure();
+    return computeLedger(train::getModels(*copy)->front()).peak;
+  }
+
+  PipelineSteps steps;
+};
+
 void buildShardcPipeline(OpPassManager &pm,
                          const ShardcPipelineOptions &options) {
-  if (!options.wrap.empty())
-    pm.addPass(train::createShardcWrapPass({options.wrap}));
-  train::TrainAutodiffPassOptions autodiff;
-  autodiff.recompute.assign(options.recompute.begin(), options.recompute.end());
-  pm.addPass(train::createTrainAutodiffPass(autodiff));
-  if (options.fuse)
-    pm.addPass(train::createTrainFusePass());
-  ShardcShardPassOptions shard;
-  shard.strategy = options.strategy;
-  shard.mesh = options.mesh;
-  shard.reshardAfterForward = options.reshardAfterForward;
-  shard.layout = options.layout;
-  shard.paramDType = options.paramDType;
-  shard.reduceDType = options.reduceDType;
-  shard.gradAccum = options.gradAccum;
-  shard.bucketMB = options.bucketMB;
-  shard.unitBucketMB = options.unitBucketMB;
-  pm.addPass(createShardcShardPass(shard));
-  pm.addPass(createShardcSchedulePass({options.prefetch}));
-  pm.addPass(createShardcLedgerPass(
-      {options.format, options.output, options.memoryBudget}));
+  PipelineSteps steps;
+  steps.wrap = options.wrap;
+  steps.autodiff.recompute.assign(options.recompute.begin(),
+                                  options.recompute.end());
+  steps.fuse = options.fuse;
+  steps.shard.strategy = options.strategy;
+  steps.shard.mesh = options.mesh;
+  steps.shard.reshardAfterForward = options.reshardAfterForward;
+  steps.shard.layout = options.layout;
+  steps.shard.paramDType = options.paramDType;
+  steps.shard.reduceDType = options.reduceDType;
+  steps.shard.gradAccum = options.gradAccum;
+  steps.shard.bucketMB = options.bucketMB;
+  steps.shard.unitBucketMB = options.unitBucketMB;
+  steps.schedule.prefetch = options.prefetch;
+  steps.ledger = {options.format, options.output, options.memoryBudget};
+  if (llvm::is_contained(steps.autodiff.recompute, "auto"))
+    pm.addPass(std::make_unique<AutoRecomputePass>(steps));
+  else
+    addSteps(pm, steps);
 }
 } // namespace
 

@@ -482,8 +482,10 @@ void keepAttentionStatistics(ModelOp model) {
   for (AttentionOp op : missing) {
     OpBuilder b(op);
     RankedTensorType qkv = tensorType(op.getQkv());
-    auto lse = RankedTensorType::get(
-        {qkv.getDimSize(0), op.getHeads(), qkv.getDimSize(1)}, b.getF32Type());
+    auto lse = RankedTensorType::get({qkv.getDimSize(0),
+                                      static_cast<int64_t>(op.getHeads()),
+                                      qkv.getDimSize(1)},
+                                     b.getF32Type());
     auto kept = AttentionOp::create(b, op.getLoc(), op.getResult().getType(),
                                     lse, op.getQkv(), op.getHeadsAttr());
     op.getResult().replaceAllUsesWith(kept.getResult());
@@ -495,6 +497,10 @@ FailureOr<llvm::DenseSet<Operation *>>
 TrainAutodiffPass::unitsToRecompute(ModelOp model) {
   llvm::DenseSet<Operation *> units;
   for (const std::string &text : recompute) {
+    if (text == "auto")
+      return model.emitOpError()
+             << "recompute: 'auto' is shardc-pipeline's (it chooses with "
+                "the ledger); train-autodiff takes unit names or globs";
     llvm::Expected<llvm::GlobPattern> pattern = llvm::GlobPattern::create(text);
     if (!pattern)
       return model.emitOpError()

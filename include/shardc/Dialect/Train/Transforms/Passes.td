@@ -103,7 +103,8 @@ def TrainAutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
   let options = [
     ListOption<"recompute", "recompute", "std::string",
                "units whose backward recomputes their forward instead of "
-               "keeping its activations: names or globs (h*, * for all)">,
+               "keeping its activations: names or globs (h*, * for all; "
+               "shardc-pipeline's recompute=auto chooses them)">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
