@@ -127,7 +127,9 @@ G_LAYERS=12 G_HIDDEN=768 G_HEADS=12 G_VOCAB=50257 G_PAD_VOCAB=128 G_SEQ=1024
 # differs between any two correct implementations (seen CPU against CPU,
 # OpenBLAS against the reference BLAS); eps 1e-4 keeps every update a smooth
 # function of its gradient (the e2e tests use 1e-6 for the same reason).
-SMALL_ARGS="--layers 2 --hidden 64 --heads 4 --seq 32 --batch 4 --eps 1e-4 --pad-vocab 64"
+# Its learning-rate schedule gives the 3 steps 3e-4, 6e-4 and 3.3e-4 (warm-up,
+# peak, mid-decay): the GPU's updates take each step's rate.
+SMALL_ARGS="--layers 2 --hidden 64 --heads 4 --seq 32 --batch 4 --eps 1e-4 --pad-vocab 64 --warmup 2 --decay-steps 4 --min-lr 6e-5"
 SMALL_VOCAB=250
 SMALL="small-$(echo "$SMALL_ARGS --vocab $SMALL_VOCAB" | cksum | cut -d' ' -f1)"
 CHECK_SEED=1234 CHECK_STEPS=3 TIME_SEED=1

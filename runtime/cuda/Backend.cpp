@@ -106,9 +106,9 @@ void backendAdamW(shardc_rt_context &ctx,
   const shardc_rt_model &m = *ctx.model;
   shardc_rt_cuda_adamw_multi_f32(
       backendOf(ctx).kernels, cuda.data(), static_cast<int32_t>(cuda.size()),
-      static_cast<float>(m.lr), static_cast<float>(m.beta1),
-      static_cast<float>(m.beta2), static_cast<float>(m.eps),
-      static_cast<float>(m.weight_decay), ctx.step);
+      static_cast<float>(learningRate(m, ctx.step)),
+      static_cast<float>(m.beta1), static_cast<float>(m.beta2),
+      static_cast<float>(m.eps), static_cast<float>(m.weight_decay), ctx.step);
 }
 
 namespace {

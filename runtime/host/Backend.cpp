@@ -77,12 +77,13 @@ void backendAdamW(shardc_rt_context &ctx,
   double step = static_cast<double>(ctx.step);
   double correction1 = 1.0 - std::pow(m.beta1, step);
   double correction2 = 1.0 - std::pow(m.beta2, step);
-  float lr = static_cast<float>(m.lr);
+  double rate = learningRate(m, ctx.step);
+  float lr = static_cast<float>(rate);
   AdamWScalars c = {static_cast<float>(m.beta1),
                     static_cast<float>(m.beta2),
                     static_cast<float>(m.eps),
                     static_cast<float>(1.0f - lr * m.weight_decay),
-                    static_cast<float>(m.lr / correction1),
+                    static_cast<float>(rate / correction1),
                     static_cast<float>(std::sqrt(correction2))};
   for (const AdamWTensor &t : tensors) {
     if (t.gradDtype == SHARDC_RT_BF16)

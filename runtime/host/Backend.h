@@ -57,11 +57,14 @@ struct AdamWTensor {
   shardc_rt_bf16 *rounded;
 };
 /// AdamW as torch.optim.AdamW (decoupled weight decay, bias-corrected
-/// moments, step ctx.step) on each of `tensors`, in order with the step;
-/// each tensor's result is the one it would have alone (the GPU takes them
-/// in one multi-tensor launch).
+/// moments, step ctx.step, learning rate learningRate(model, ctx.step)) on
+/// each of `tensors`, in order with the step; each tensor's result is the one
+/// it would have alone (the GPU takes them in one multi-tensor launch).
 void backendAdamW(shardc_rt_context &ctx,
                   const std::vector<AdamWTensor> &tensors);
+/// The learning rate of step `step` (from 1) under `model`'s schedule, as
+/// train.adamw's description defines it (host/Optimizer.cpp).
+double learningRate(const shardc_rt_model &model, int64_t step);
 
 /// Before params are allocated (MPI and the communicators are up): select
 /// the device, create streams and communicators.

@@ -857,14 +857,16 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
         std::snprintf(lossText, sizeof(lossText), "%.9g", loss);
       std::fprintf(
           log,
-          "{\"step\": %" PRId64 ", \"loss\": %s, \"step_ms\": %.4f, "
+          "{\"step\": %" PRId64 ", \"loss\": %s, \"lr\": %.9g, "
+          "\"step_ms\": %.4f, "
           "\"peak_bytes\": %" PRId64 ", \"predicted_peak_bytes\": %" PRId64
           ", \"persistent_bytes\": %" PRId64
           ", \"predicted_persistent_bytes\": %" PRId64
           ", \"bytes_sent\": %" PRId64 ", \"predicted_bytes_sent\": %" PRId64
           ", \"gemm_ms\": %.4f, \"comm_wait_ms\": %.4f, \"comm_ms\": %.4f}\n",
-          ctx.step, lossText, seconds * 1e3, worst[0], predicted.peak,
-          persistent, predicted.params + predicted.optimizer, worst[1],
+          ctx.step, lossText, learningRate(*ctx.model, ctx.step), seconds * 1e3,
+          worst[0], predicted.peak, persistent,
+          predicted.params + predicted.optimizer, worst[1],
           predicted.all_gather + predicted.reduce_scatter +
               predicted.all_reduce,
           gemm * 1e3, ctx.timers.commWaitSeconds * 1e3,

@@ -13,6 +13,8 @@
 
 #include "shardc_rt/Error.h"
 
+#include <cmath>
+
 using namespace shardc::rt;
 
 namespace {
@@ -45,6 +47,22 @@ AdamWTensor storedPiece(FlatState &f, const void *grad,
 }
 
 } // namespace
+
+constexpr double kPi = 3.14159265358979323846;
+
+double shardc::rt::learningRate(const shardc_rt_model &model, int64_t step) {
+  if (step <= model.warmup)
+    return model.lr * static_cast<double>(step) /
+           static_cast<double>(model.warmup);
+  if (model.decay_steps == 0)
+    return model.lr;
+  if (step >= model.decay_steps)
+    return model.min_lr;
+  double progress = static_cast<double>(step - model.warmup) /
+                    static_cast<double>(model.decay_steps - model.warmup);
+  return model.min_lr +
+         (model.lr - model.min_lr) * 0.5 * (1.0 + std::cos(kPi * progress));
+}
 
 extern "C" {
 

@@ -14,6 +14,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/IR/Verifier.h"
@@ -109,6 +110,21 @@ llvm::cl::opt<double>
 llvm::cl::opt<double>
     epsOpt("eps", llvm::cl::desc("AdamW epsilon (default 1e-8)"),
            llvm::cl::init(1e-8), llvm::cl::cat(genCategory));
+llvm::cl::opt<int64_t>
+    warmupOpt("warmup",
+              llvm::cl::desc("learning-rate schedule: linear warm-up steps "
+                             "(default 0)"),
+              llvm::cl::init(0), llvm::cl::cat(genCategory));
+llvm::cl::opt<int64_t> decayStepsOpt(
+    "decay-steps",
+    llvm::cl::desc("learning-rate schedule: the step where the cosine decay "
+                   "reaches --min-lr (default 0: no decay)"),
+    llvm::cl::init(0), llvm::cl::cat(genCategory));
+llvm::cl::opt<double>
+    minLrOpt("min-lr",
+             llvm::cl::desc("learning-rate schedule: the rate after "
+                            "--decay-steps (default 0)"),
+             llvm::cl::init(0), llvm::cl::cat(genCategory));
 llvm::cl::opt<double>
     weightDecayOpt("weight-decay",
                    llvm::cl::desc("AdamW weight decay (default 0.01 for mlp, "
@@ -229,7 +245,8 @@ public:
     builder.setInsertionPointToEnd(module->getBody());
     auto optimizer =
         AdamWAttr::get(context, APFloat(lr), APFloat(beta1), APFloat(beta2),
-                       APFloat(eps), APFloat(weightDecay));
+                       APFloat(eps), APFloat(weightDecay), warmupOpt.getValue(),
+                       decayStepsOpt.getValue(), APFloat(minLrOpt.getValue()));
     auto model = ModelOp::create(builder, loc, name,
                                  static_cast<uint64_t>(batch), /*split=*/nullptr,
                                  optimizer);
@@ -484,6 +501,23 @@ int main(int argc, char **argv) {
       !checkHyperParameter(epsOpt, epsOpt, /*allowZero=*/false) ||
       !checkHyperParameter(weightDecayOpt, weightDecay, /*allowZero=*/true))
     return ExitUsage;
+  // The schedule's rules are the optimizer attribute's verifier's.
+  {
+    std::string why;
+    ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
+      why = diag.str();
+      return success();
+    });
+    if (!AdamWAttr::getChecked(
+            [&] { return emitError(UnknownLoc::get(&context)); }, &context,
+            APFloat(lr), APFloat(0.9), APFloat(0.95),
+            APFloat(epsOpt.getValue()), APFloat(weightDecay),
+            warmupOpt.getValue(), decayStepsOpt.getValue(),
+            APFloat(minLrOpt.getValue())))
+      return usageError("the learning-rate schedule (--warmup, --decay-steps, "
+                        "--min-lr): " +
+                        why);
+  }
 
   ModelBuilder builder(&context, floatType);
   OwningOpRef<ModuleOp> module;

@@ -445,6 +445,9 @@ void StepEmitter::emitMain() {
   os << "model.eps = " << literal(optimizer.getEps()) << ";\n";
   os << "model.weight_decay = " << literal(optimizer.getWeightDecay())
      << ";\n";
+  os << "model.warmup = " << optimizer.getWarmup() << ";\n";
+  os << "model.decay_steps = " << optimizer.getDecaySteps() << ";\n";
+  os << "model.min_lr = " << literal(optimizer.getMinLr()) << ";\n";
   os << "// What --shardc-ledger predicts per rank, in bytes.\n";
   os << "model.predicted = {" << ledger.paramBytes << ", "
      << ledger.gradBytes << ", " << ledger.optimizerBytes << ", "

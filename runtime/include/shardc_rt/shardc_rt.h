@@ -115,6 +115,10 @@ typedef struct shardc_rt_model {
   int32_t num_flats;
   int32_t num_events; /* target=cuda: the events the step records */
   double lr, beta1, beta2, eps, weight_decay;
+  /* lr's schedule (train.adamw's): linear warm-up over `warmup` steps, then
+   * a cosine decay to min_lr at step decay_steps (0: none). */
+  int64_t warmup, decay_steps;
+  double min_lr;
   shardc_rt_prediction predicted;
   /* One training step: reads params and inputs, ends with the optimizer
    * updates; writes the loss. */

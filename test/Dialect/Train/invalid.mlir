@@ -618,3 +618,29 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %l, %d = train.cross_entropy_and_grad %one, %x, %t classes 9 : (tensor<f32>, tensor<2x8xf32>, tensor<2xi32>) -> (tensor<f32>, tensor<2x8xf32>)
   train.return %l : tensor<f32>
 }
+
+// -----
+
+// The learning-rate schedule: a decay ends after the warm-up, at a rate
+// between 0 and the peak, and min_lr is only where a decay ends.
+// expected-error @+1 {{expected warmup >= 0 steps, got -1}}
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0, warmup = -1> {
+}
+
+// -----
+
+// expected-error @+1 {{expected decay_steps > warmup (10), or 0 for no decay, got 10}}
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0, warmup = 10, decay_steps = 10> {
+}
+
+// -----
+
+// expected-error @+1 {{expected 0 <= min_lr <= lr (1.000000e-03), got 2.000000e-03}}
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0, decay_steps = 10, min_lr = 2.0e-03> {
+}
+
+// -----
+
+// expected-error @+1 {{min_lr 1.000000e-04 is where the decay ends: expected decay_steps}}
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0, min_lr = 1.0e-04> {
+}

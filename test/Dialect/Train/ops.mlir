@@ -61,10 +61,11 @@ train.model @all_ops batch 2 optimizer #train.adamw<lr = 3.0e-04, beta1 = 0.9, b
   train.return %loss : tensor<f32>
 }
 
-// The backward ops and the update, as --train-autodiff writes them.
+// The backward ops and the update, as --train-autodiff writes them; an
+// optimizer with a learning-rate schedule (a default min_lr is not printed).
 
-// CHECK-LABEL: train.model @backward_ops
-train.model @backward_ops batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+// CHECK-LABEL: train.model @backward_ops batch 2 optimizer <lr = 0.001, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0, warmup = 10, decay_steps = 100> {
+train.model @backward_ops batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0, warmup = 10, decay_steps = 100, min_lr = 0.0> {
   %tok = train.input "tokens" : tensor<2x8xi32>
   %w = train.param "w" init(#train.normal<std = 0.02>) : tensor<64x48xbf16>
   %x = train.embedding %tok, %w : (tensor<2x8xi32>, tensor<64x48xbf16>) -> tensor<2x8x48xbf16>

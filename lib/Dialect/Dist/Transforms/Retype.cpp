@@ -71,7 +71,8 @@ FailureOr<SmallVector<Type>> inferResults(Operation *op) {
         SmallVector<Type> types{withShape(qkv, {b, t, qkv.getDimSize(2) / 3})};
         // The log-sum-exps stay f32.
         if (Value lse = op.getLse())
-          types.push_back(typeOf(lse).clone({b, op.getHeads(), t}));
+          types.push_back(
+              typeOf(lse).clone({b, static_cast<int64_t>(op.getHeads()), t}));
         return types;
       })
       .Case<CrossEntropyOp, IotaOp>(

@@ -75,7 +75,9 @@ verifyFiniteF32(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 APFloat lrF, APFloat beta1F, APFloat beta2F,
-                                APFloat epsF, APFloat weightDecayF) {
+                                APFloat epsF, APFloat weightDecayF,
+                                int64_t warmup, int64_t decaySteps,
+                                APFloat minLrF) {
   double lr = lrF.convertToDouble(), beta1 = beta1F.convertToDouble(),
          beta2 = beta2F.convertToDouble(), eps = epsF.convertToDouble(),
          weightDecay = weightDecayF.convertToDouble();
@@ -101,6 +103,18 @@ LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
            << eps;
   if (!(weightDecay >= 0))
     return emitError() << "expected weight_decay >= 0, got " << weightDecay;
+  if (warmup < 0)
+    return emitError() << "expected warmup >= 0 steps, got " << warmup;
+  if (decaySteps != 0 && decaySteps <= warmup)
+    return emitError() << "expected decay_steps > warmup (" << warmup
+                       << "), or 0 for no decay, got " << decaySteps;
+  double minLr = minLrF.convertToDouble();
+  if (!(minLr >= 0 && minLr <= lr))
+    return emitError() << "expected 0 <= min_lr <= lr (" << lr << "), got "
+                       << minLr;
+  if (minLr != 0 && decaySteps == 0)
+    return emitError() << "min_lr " << minLr
+                       << " is where the decay ends: expected decay_steps";
   return success();
 }
 

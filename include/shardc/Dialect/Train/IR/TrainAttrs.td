@@ -49,13 +49,40 @@ def Train_AdamWAttr : Train_Attr<"AdamW", "adamw"> {
     #train.adamw<lr = 3.0e-04, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08,
                  weight_decay = 0.1>
     ```
+
+    The learning rate may follow a schedule, as in llm.c's GPT-2 training
+    (torch's `LinearLR` then `CosineAnnealingLR`, DeepSpeed's
+    `WarmupCosineLR`): `lr` is then its peak, and step `t` uses
+
+    ```
+    lr_t = lr * t / warmup                                  t <= warmup
+    lr_t = min_lr + (lr - min_lr) * (1 + cos(pi * (t - warmup)
+                                    / (decay_steps - warmup))) / 2
+                                                  warmup < t <= decay_steps
+    lr_t = min_lr                                 t > decay_steps
+    ```
+
+    (computed in f64). `warmup = 0` starts at the peak;
+    `decay_steps = 0` (the default) keeps it after the warm-up. Steps count
+    across a checkpoint's save and load, so a resumed run continues the
+    schedule.
+
+    ```mlir
+    #train.adamw<lr = 6.0e-04, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08,
+                 weight_decay = 0.1, warmup = 700, decay_steps = 19073,
+                 min_lr = 6.0e-05>
+    ```
   }];
+  // Keys are the parameters' names: snake_case, as the IR spells them.
   let parameters = (ins Train_F64Param<>:$lr, Train_F64Param<>:$beta1,
                         Train_F64Param<>:$beta2, Train_F64Param<>:$eps,
-                        Train_F64Param<>:$weightDecay);
+                        Train_F64Param<>:$weight_decay,
+                        DefaultValuedParameter<"int64_t", "0">:$warmup,
+                        DefaultValuedParameter<"int64_t", "0">:$decay_steps,
+                        Train_F64Param<"0.0">:$min_lr);
   let assemblyFormat = [{
-    `<` `lr` `=` $lr `,` `beta1` `=` $beta1 `,` `beta2` `=` $beta2 `,`
-        `eps` `=` $eps `,` `weight_decay` `=` $weightDecay `>`
+    `<` struct($lr, $beta1, $beta2, $eps, $weight_decay, $warmup,
+               $decay_steps, $min_lr) `>`
   }];
   let genVerifyDecl = 1;
 }
