@@ -6,13 +6,17 @@
 #include "shardc_rt/SafeTensors.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <dirent.h>
 #include <fcntl.h>
 #include <optional>
+#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,7 +27,34 @@ namespace {
 const char *const manifestName = "checkpoint.json";
 const char *const manifestFormat = "shardc-checkpoint";
 const char *const shardFormat = "shardc-checkpoint-shard";
-constexpr int64_t manifestVersion = 1;
+/// Version 2 adds each stored piece's CRC-32; version 1 (no checksums)
+/// still loads.
+constexpr int64_t manifestVersion = 2;
+
+/// CRC-32 (IEEE 802.3, zlib's) of `bytes` bytes at `data`.
+uint32_t crc32(const void *data, size_t bytes) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k)
+        c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t crc = 0xFFFFFFFFu;
+  const auto *p = static_cast<const unsigned char *>(data);
+  for (size_t i = 0; i < bytes; ++i)
+    crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFu;
+}
+
+std::string hex32(uint32_t value) {
+  char text[9];
+  std::snprintf(text, sizeof(text), "%08x", value);
+  return text;
+}
 
 /// A save's rank file: its id in the name, so that a save writes beside
 /// the checkpoint it replaces, never over it.
@@ -221,7 +252,8 @@ std::string checkPieces(const std::vector<Piece> &pieces) {
 }
 
 /// This rank's part of checkpoint.json, sent to rank 0:
-/// {"bytes": B, "pieces": [["<tensor>", begin, end, [shape], write], ...]}.
+/// {"bytes": B, "pieces": [["<tensor>", begin, end, [shape], write, crc],
+/// ...]}, crc the CRC-32 of the stored floats as 8 hex digits.
 /// Pieces with write = false come along so that rank 0 sees a tensor that
 /// nobody writes rather than silently leaving it out.
 std::string describePieces(const std::vector<Piece> &pieces, int64_t bytes) {
@@ -234,7 +266,12 @@ std::string describePieces(const std::vector<Piece> &pieces, int64_t bytes) {
       out += (d ? "," : "") + std::to_string(piece.fullShape[d]);
     // An empty range stores nothing; it only tells rank 0 the tensor exists.
     bool stored = piece.write && piece.end > piece.begin;
-    out += std::string("],") + (stored ? "1" : "0") + "]";
+    uint32_t crc = stored ? crc32(piece.data,
+                                  static_cast<size_t>(piece.end - piece.begin) *
+                                      sizeof(float))
+                          : 0;
+    out +=
+        std::string("],") + (stored ? "1" : "0") + ",\"" + hex32(crc) + "\"]";
   }
   return out + "]}";
 }
@@ -293,7 +330,8 @@ std::string writeManifest(const std::string &dir, const std::string &id,
       it->second.written.push_back({begin, end});
       filePieces += std::string(filePieces.empty() ? "" : ", ") + "[" +
                     jsonQuote(name) + ", " + std::to_string(begin) + ", " +
-                    std::to_string(end) + "]";
+                    std::to_string(end) + ", " +
+                    jsonQuote(entry.elements[5].text) + "]";
     }
     files += std::string(rank ? ",\n" : "") + "    {\"name\": " +
              jsonQuote(rankFileName(static_cast<int>(rank), id)) +
@@ -459,10 +497,11 @@ struct ManifestFile {
   int64_t bytes = 0;
 };
 
-/// Where a stored range lives.
+/// Where a stored range lives, and its CRC-32 where the manifest has one.
 struct Source {
   size_t file;
   int64_t begin, end;
+  std::optional<uint32_t> crc;
 };
 
 struct Manifest {
@@ -496,8 +535,8 @@ std::string readManifest(const std::string &dir, Manifest &manifest) {
   if (!format || format->text != manifestFormat)
     return corrupt("\"format\" is not \"" + std::string(manifestFormat) + "\"");
   if (!root.get("version") || !root.get("version")->getInt64(version) ||
-      version != manifestVersion)
-    return corrupt("unsupported \"version\" (this runtime reads " +
+      version < 1 || version > manifestVersion)
+    return corrupt("unsupported \"version\" (this runtime reads 1 to " +
                    std::to_string(manifestVersion) + ")");
   const JsonValue *id = root.get("id");
   if (!id || id->kind != JsonValue::Kind::String)
@@ -549,13 +588,28 @@ std::string readManifest(const std::string &dir, Manifest &manifest) {
       return corrupt("a \"files\" entry is not {\"name\", \"rank\", "
                      "\"bytes\", \"pieces\"}");
     file.name = name->text;
+    // Version 1's pieces have no checksum.
+    size_t fields = version == 1 ? 3 : 4;
     for (const JsonValue &piece : pieces->elements) {
-      Source source{manifest.files.size(), 0, 0};
-      if (piece.kind != JsonValue::Kind::Array || piece.elements.size() != 3 ||
+      Source source{manifest.files.size(), 0, 0, std::nullopt};
+      if (piece.kind != JsonValue::Kind::Array ||
+          piece.elements.size() != fields ||
           piece.elements[0].kind != JsonValue::Kind::String ||
           !piece.elements[1].getInt64(source.begin) ||
           !piece.elements[2].getInt64(source.end))
-        return corrupt(file.name + ": a piece is not [tensor, begin, end]");
+        return corrupt(file.name + ": a piece is not [tensor, begin, end" +
+                       (fields == 4 ? ", crc32]" : "]"));
+      if (fields == 4) {
+        const JsonValue &crc = piece.elements[3];
+        char *end = nullptr;
+        unsigned long value =
+            crc.kind == JsonValue::Kind::String && crc.text.size() == 8
+                ? std::strtoul(crc.text.c_str(), &end, 16)
+                : 0;
+        if (!end || *end)
+          return corrupt(file.name + ": a piece's crc32 is not 8 hex digits");
+        source.crc = static_cast<uint32_t>(value);
+      }
       const std::string &tensor = piece.elements[0].text;
       auto shape = manifest.shapes.find(tensor);
       if (shape == manifest.shapes.end())
@@ -646,10 +700,28 @@ public:
     return "";
   }
 
+  /// Checks stored range `key` of `file` (opened by get) against its
+  /// CRC-32 in checkpoint.json, once per range: a flipped bit on disk or in
+  /// a copy otherwise loads as a silently different model.
+  std::string verify(const Source &source, const std::string &key,
+                     const SafeTensorsFile &file) {
+    if (!source.crc || !verified.insert({source.file, key}).second)
+      return "";
+    uint32_t crc =
+        crc32(file.find(key)->data,
+              static_cast<size_t>(source.end - source.begin) * sizeof(float));
+    if (crc == *source.crc)
+      return "";
+    return dir + "/" + manifest.files[source.file].name + ": piece '" + key +
+           "' has CRC-32 " + hex32(crc) + ", checkpoint.json says " +
+           hex32(*source.crc) + ": the file is corrupt";
+  }
+
 private:
   const std::string &dir;
   const Manifest &manifest;
   std::map<size_t, SafeTensorsFile> open;
+  std::set<std::pair<size_t, std::string>> verified;
 };
 
 } // namespace
@@ -697,6 +769,9 @@ shardc::rt::tryLoadCheckpoint(const std::string &dir,
       error = checkTensor(*file, key, "F32", {source.end - source.begin});
       if (!error.empty())
         return error + " (checkpoint.json lists it)";
+      error = cache.verify(source, key, *file);
+      if (!error.empty())
+        return error;
       int64_t stop = std::min(piece.end, source.end);
       memcpy(piece.data + (filled - piece.begin),
              file->find(key)->data + (filled - source.begin) * 4,

@@ -8,11 +8,17 @@
 //                              [end - begin] named "<tensor>@<begin>:<end>";
 //                              __metadata__ holds format, id, rank, world
 //   dir/checkpoint.json        written last, by rank 0:
-//     {"format": "shardc-checkpoint", "version": 1, "id": "<hex>",
+//     {"format": "shardc-checkpoint", "version": 2, "id": "<hex>",
 //      "world": W, "metadata": {"step": "3", ...},
 //      "tensors": {"<tensor>": {"dtype": "F32", "shape": [8, 8]}, ...},
 //      "files": [{"name": "rank-0.<id>.safetensors", "rank": 0, "bytes": B,
-//                 "pieces": [["<tensor>", begin, end], ...]}, ...]}
+//                 "pieces": [["<tensor>", begin, end, "<crc32>"], ...]},
+//                ...]}
+//
+// Each piece's CRC-32 (zlib's, of its stored floats, 8 hex digits) is
+// checked when a load first reads it: a flipped bit in a rank file is an
+// error naming the file and the piece, not a silently different model.
+// Version 1 (no checksums) still loads.
 //
 // Ranges rather than strategy-specific shards are what make resharding work:
 // whatever the saving world and layout, a loading rank asks for the ranges

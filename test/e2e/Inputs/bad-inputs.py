@@ -97,6 +97,24 @@ def main():
     shutil.copytree(at("ckpt"), at("ckpt-truncated"))
     truncate(glob.glob(at("ckpt-truncated/rank-1.*.safetensors"))[0],
              lambda n: n - 100)
+    # Rank 1's file with one bit of its last float flipped: same size, same
+    # header, another value.
+    shutil.copytree(at("ckpt"), at("ckpt-flipped"))
+    with open(glob.glob(at("ckpt-flipped/rank-1.*.safetensors"))[0],
+              "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)[0]
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last ^ 0x01]))
+    # The same checkpoint as version 1 wrote it, without checksums: loads.
+    shutil.copytree(at("ckpt"), at("ckpt-v1"))
+    with open(at("ckpt-v1/checkpoint.json")) as f:
+        manifest = json.load(f)
+    manifest["version"] = 1
+    for file in manifest["files"]:
+        file["pieces"] = [piece[:3] for piece in file["pieces"]]
+    with open(at("ckpt-v1/checkpoint.json"), "w") as f:
+        json.dump(manifest, f)
     shutil.copytree(at("ckpt"), at("ckpt-json"))
     truncate(at("ckpt-json/checkpoint.json"), lambda n: n // 2)
     # checkpoint.json saying 3 ranks saved it, beside 2 rank files.
