@@ -46,12 +46,12 @@ AdamWTensor storedPiece(FlatState &f, const void *grad,
                       gradDtype);
 }
 
-} // namespace
-
 constexpr double kPi = 3.14159265358979323846;
 
+} // namespace
+
 double shardc::rt::learningRate(const shardc_rt_model &model, int64_t step) {
-  if (step <= model.warmup)
+  if (model.warmup > 0 && step <= model.warmup)
     return model.lr * static_cast<double>(step) /
            static_cast<double>(model.warmup);
   if (model.decay_steps == 0)

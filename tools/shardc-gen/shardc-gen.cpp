@@ -510,7 +510,7 @@ int main(int argc, char **argv) {
     });
     if (!AdamWAttr::getChecked(
             [&] { return emitError(UnknownLoc::get(&context)); }, &context,
-            APFloat(lr), APFloat(0.9), APFloat(0.95),
+            APFloat(lr), APFloat(0.9), APFloat(isMlp ? 0.999 : 0.95),
             APFloat(epsOpt.getValue()), APFloat(weightDecay),
             warmupOpt.getValue(), decayStepsOpt.getValue(),
             APFloat(minLrOpt.getValue())))

@@ -1,4 +1,4 @@
-//===- Pipeline.cpp - autodiff, fuse, shard, schedule, ledger in one ------===//
+//===- Pipeline.cpp - shardc-pipeline, and recompute=auto's search --------===//
 
 #include "shardc/Dialect/Dist/Analysis/Ledger.h"
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
@@ -117,9 +117,10 @@ void addSteps(OpPassManager &pm, const PipelineSteps &steps,
 /// from its forward to its backward, so the earliest live longest; the last
 /// unit is never chosen (its activations are live when its backward starts
 /// either way). The count is bisected, each probe the pipeline on a copy
-/// of the module, and a remark names the units chosen. When even every unit
-/// but the last does not fit, the ledger says so as for any model over
-/// budget.
+/// of the module (its warnings and remarks dropped: the final run gives
+/// them), and a remark names the units chosen. When even every unit but
+/// the last does not fit, the remark says so and the ledger fails as for
+/// any model over budget.
 class AutoRecomputePass
     : public PassWrapper<AutoRecomputePass, OperationPass<ModuleOp>> {
 public:
@@ -143,7 +144,9 @@ public:
     }
     if (steps.ledger.memoryBudget <= 0) {
       module.emitError() << "recompute=auto chooses units to fit "
-                            "memory-budget: expected memory-budget=BYTES";
+                            "memory-budget: expected memory-budget=BYTES > "
+                            "0, got "
+                         << steps.ledger.memoryBudget;
       return signalPassFailure();
     }
     // Units exist once wrapped.
@@ -158,9 +161,9 @@ public:
     if (failed(models))
       return signalPassFailure();
     if (models->size() != 1) {
-      module.emitError() << "recompute=auto: the module holds "
-                         << models->size()
-                         << " models; name the units to recompute instead";
+      module.emitError() << "recompute=auto chooses for one model; the "
+                            "module holds "
+                         << models->size();
       return signalPassFailure();
     }
     train::ModelOp model = models->front();
@@ -172,11 +175,23 @@ public:
       candidates.pop_back();
 
     // The smallest count that fits, assuming fewer never fit once more do.
+    // Names go to train-autodiff as globs: each is escaped to match itself.
+    auto recomputeFirst = [&](size_t count) {
+      chosen.autodiff.recompute.clear();
+      for (StringRef name : ArrayRef(candidates).take_front(count)) {
+        std::string literal;
+        for (char c : name) {
+          if (StringRef("*?[]{}\\").contains(c))
+            literal += '\\';
+          literal += c;
+        }
+        chosen.autodiff.recompute.push_back(literal);
+      }
+    };
     size_t lo = 0, hi = candidates.size();
     while (lo < hi) {
       size_t mid = (lo + hi) / 2;
-      chosen.autodiff.recompute.assign(candidates.begin(),
-                                       candidates.begin() + mid);
+      recomputeFirst(mid);
       FailureOr<int64_t> peak = predictedPeak(module, chosen);
       if (failed(peak))
         return signalPassFailure();
@@ -185,13 +200,14 @@ public:
       else
         lo = mid + 1;
     }
-    chosen.autodiff.recompute.assign(candidates.begin(),
-                                     candidates.begin() + lo);
+    recomputeFirst(lo);
     InFlightDiagnostic remark = model.emitRemark()
                                 << "recompute=auto: " << lo << " of " << units
                                 << " units";
     if (lo > 0)
-      remark << ": " << llvm::join(chosen.autodiff.recompute, ", ");
+      remark << ": " << llvm::join(ArrayRef(candidates).take_front(lo), ", ");
+    if (lo > 0 && lo == candidates.size())
+      remark << " (all but the last, the most that lowers the peak)";
     remark.report();
 
     OpPassManager pm(ModuleOp::getOperationName());
@@ -206,6 +222,10 @@ private:
   static FailureOr<int64_t> predictedPeak(ModuleOp module,
                                           const PipelineSteps &probe) {
     OwningOpRef<ModuleOp> copy = module.clone();
+    ScopedDiagnosticHandler errorsOnly(
+        module.getContext(), [](Diagnostic &diag) {
+          return success(diag.getSeverity() != DiagnosticSeverity::Error);
+        });
     PassManager pm(module.getContext());
     addSteps(pm, probe, /*withLedger=*/false);
     if (failed(pm.run(*copy)))

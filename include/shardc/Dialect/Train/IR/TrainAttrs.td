@@ -50,9 +50,10 @@ def Train_AdamWAttr : Train_Attr<"AdamW", "adamw"> {
                  weight_decay = 0.1>
     ```
 
-    The learning rate may follow a schedule, as in llm.c's GPT-2 training
-    (torch's `LinearLR` then `CosineAnnealingLR`, DeepSpeed's
-    `WarmupCosineLR`): `lr` is then its peak, and step `t` uses
+    The learning rate may follow a schedule of the shape llm.c's GPT-2
+    training uses (torch's `LinearLR` then `CosineAnnealingLR`, DeepSpeed's
+    `WarmupCosineLR`): a linear warm-up, then a cosine decay. `lr` is then
+    its peak, and step `t` uses
 
     ```
     lr_t = lr * t / warmup                                  t <= warmup

@@ -80,7 +80,8 @@ def TrainAutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
     as it goes; the backward holds one unit's at a time. The recomputed
     values are the forward's to the bit on the host target (the same
     kernels on the same operands), so the trained model is the same; the
-    cost is a second forward of the unit, about a third more compute.
+    cost is a second forward of the unit (a forward is about a third of a
+    step's compute; bench/recompute.sh measures the step).
     Under ZeRO-3 the backward gathers the params the forward alone reads
     (biases, layer-norm shifts) as well, a few KB per block. The last unit
     before the loss gains nothing: its activations are live when its
