@@ -57,6 +57,9 @@ options (as --shardc-pipeline's):
                                comma-separated; '*' for every unit; auto:
                                the fewest leading units that fit
                                --memory-budget)
+  --recompute-policy full|save-matmuls
+                               save-matmuls: the recomputed units keep GEMM
+                               and attention results, recompute the rest
   --reshard-after-forward true|false
   --layout dim0|flat           FSDP2 per-param shards, or FSDP1 flat params
   --param-dtype f32|bf16  --reduce-dtype f32|bf16
@@ -126,6 +129,8 @@ std::string checkPipelineValue(const std::string &name,
     return expect({"f32", "bf16"}, "f32 or bf16");
   if (name == "layout")
     return expect({"dim0", "flat"}, "dim0 or flat");
+  if (name == "recompute-policy")
+    return expect({"full", "save-matmuls"}, "full or save-matmuls");
   if (name == "reshard-after-forward" || name == "fuse")
     return expect({"true", "false", "1", "0"}, "true or false");
   int64_t number;
@@ -191,11 +196,21 @@ Options parseArgs(int argc, char **argv) {
   }
   if (o.command != "build" && o.command != "run" && o.command != "emit")
     usageError("unknown command '" + o.command + "': expected build, run or emit");
-  static const char *pipelineOptions[] = {
-      "strategy",    "mesh",          "wrap",      "reshard-after-forward",
-      "param-dtype", "reduce-dtype",  "bucket-mb", "grad-accum",
-      "prefetch",    "memory-budget", "layout",    "unit-bucket-mb",
-      "fuse",        "recompute"};
+  static const char *pipelineOptions[] = {"strategy",
+                                          "mesh",
+                                          "wrap",
+                                          "reshard-after-forward",
+                                          "param-dtype",
+                                          "reduce-dtype",
+                                          "bucket-mb",
+                                          "grad-accum",
+                                          "prefetch",
+                                          "memory-budget",
+                                          "layout",
+                                          "unit-bucket-mb",
+                                          "fuse",
+                                          "recompute",
+                                          "recompute-policy"};
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") {

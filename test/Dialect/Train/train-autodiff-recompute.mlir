@@ -4,6 +4,8 @@
 // RUN: not shardc-opt %s --train-autodiff='recompute=h.0,fc*' 2>&1 | FileCheck %s --check-prefix=NONE
 // RUN: not shardc-opt %s --train-autodiff='recompute=h.[' 2>&1 | FileCheck %s --check-prefix=GLOB
 // RUN: not shardc-opt %s --train-autodiff='recompute=auto' 2>&1 | FileCheck %s --check-prefix=AUTO
+// RUN: shardc-opt %s --train-autodiff='recompute=h.0 recompute-policy=save-matmuls' | FileCheck %s --check-prefix=SEL
+// RUN: not shardc-opt %s --train-autodiff='recompute=h.0 recompute-policy=some' 2>&1 | FileCheck %s --check-prefix=POLICY
 
 // Activation checkpointing: the unit named by `recompute` (h.0) yields no
 // residual; its backward takes its input again, re-reads every param its
@@ -40,6 +42,18 @@
 // ALL-DAG:       %[[Y:.*]] = train.linear
 // ALL:           train.gelu_grad %{{.*}}, %[[Y]]
 // ALL:         train.backward "h.0"(%{{.*}}, %{{.*}}) params
+
+// Selective: h.0 keeps the linear's and the attention's results (with its
+// log-sum-exps) and recomputes only the layer norm.
+// SEL:         train.unit "h.0"(%{{.*}}) : (tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>, tensor<2x4x8xf32>, tensor<2x4x24xf32>) {
+// SEL:         train.backward "h.0"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) params
+// SEL-NEXT:    ^bb0(%[[G:.*]]: tensor<2x4x8xf32>, %[[LSE:.*]]: tensor<2x2x4xf32>, %[[ATT:.*]]: tensor<2x4x8xf32>, %[[QKV:.*]]: tensor<2x4x24xf32>, %[[A:.*]]: tensor<2x4x8xf32>):
+// SEL-NOT:       train.linear
+// SEL-NOT:       train.attention {{.*}}heads
+// SEL:           train.layernorm %[[A]]
+// SEL-NEXT:      train.attention_grad %[[G]], %[[QKV]], %[[ATT]], %[[LSE]] heads 2
+// SEL:           train.yield
+// POLICY: error: 'train.model' op recompute-policy: expected full or save-matmuls, got 'some'
 
 // NONE: error: 'train.model' op recompute: 'fc*' names no unit of the model
 // AUTO: error: 'train.model' op recompute: 'auto' is shardc-pipeline's (it chooses with the ledger); train-autodiff takes unit names or globs

@@ -25,6 +25,11 @@ struct ShardcPipelineOptions
       llvm::cl::desc("units whose backward recomputes their forward "
                      "(activation checkpointing): names or globs, or auto "
                      "(the fewest that fit memory-budget)")};
+  Option<std::string> recomputePolicy{
+      *this, "recompute-policy",
+      llvm::cl::desc("full, or save-matmuls: the recomputed units keep GEMM "
+                     "and attention results"),
+      llvm::cl::init("full")};
   Option<Strategy> strategy{
       *this, "strategy", llvm::cl::desc("what each rank shards"),
       llvm::cl::init(Strategy::zero3),
@@ -242,6 +247,7 @@ void buildShardcPipeline(OpPassManager &pm,
   steps.wrap = options.wrap;
   steps.autodiff.recompute.assign(options.recompute.begin(),
                                   options.recompute.end());
+  steps.autodiff.recomputePolicy = options.recomputePolicy;
   steps.fuse = options.fuse;
   steps.shard.strategy = options.strategy;
   steps.shard.mesh = options.mesh;

@@ -319,6 +319,8 @@ private:
   FailureOr<llvm::DenseSet<Operation *>> unitsToRecompute(ModelOp model);
 
   const Activity *activity = nullptr;
+  /// recompute-policy=save-matmuls.
+  bool keepMatmuls = false;
   /// The gradient of each trainable param that received one.
   llvm::MapVector<StringRef, Value> paramGrads;
 };
@@ -347,8 +349,10 @@ LogicalResult TrainAutodiffPass::differentiateUnit(UnitOp unit,
   // Forward values used by the backward: unit inputs are passed in again,
   // params are re-read by name, other values are kept by the forward
   // (yielded as extra results) and passed in, or, with `recompute`,
-  // computed again. The backward block is then: param_refs, recomputed
-  // ops (each after its operands), the vector-Jacobian products.
+  // computed again (under recompute-policy=save-matmuls, but for the
+  // results of GEMMs and attention, which are kept). The backward block is
+  // then: param_refs, recomputed ops (each after its operands), the
+  // vector-Jacobian products.
   OpBuilder inner(unit.getContext());
   inner.setInsertionPointToEnd(bwdBody);
   SmallVector<Value> residualsToYield;
@@ -365,7 +369,8 @@ LogicalResult TrainAutodiffPass::differentiateUnit(UnitOp unit,
       inner.setInsertionPointToStart(bwdBody);
       m = ParamRefOp::create(inner, v.getLoc(), param.getType(),
                              param.getNameAttr());
-    } else if (recompute && def) {
+    } else if (recompute && def &&
+               !(keepMatmuls && isa<LinearOp, MatmulOp, AttentionOp>(def))) {
       IRMapping operands;
       for (Value operand : def->getOperands())
         operands.map(operand, forward(operand));
@@ -526,6 +531,11 @@ LogicalResult TrainAutodiffPass::differentiateModel(ModelOp model) {
   FailureOr<llvm::DenseSet<Operation *>> recomputed = unitsToRecompute(model);
   if (failed(recomputed))
     return failure();
+  if (recomputePolicy != "full" && recomputePolicy != "save-matmuls")
+    return model.emitOpError()
+           << "recompute-policy: expected full or save-matmuls, got '"
+           << recomputePolicy << "'";
+  keepMatmuls = recomputePolicy == "save-matmuls";
   keepAttentionStatistics(model);
   Activity act(model);
   activity = &act;

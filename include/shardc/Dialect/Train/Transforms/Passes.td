@@ -87,6 +87,12 @@ def TrainAutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
     before the loss gains nothing: its activations are live when its
     backward starts, kept or recomputed.
 
+    `recompute-policy=save-matmuls` is selective checkpointing (torchtitan's
+    per-op policy, which saves matmul and attention outputs): the named
+    units keep the results of `train.linear`, `train.matmul` and
+    `train.attention` their gradients read, and recompute only what lies
+    between them (layer norms, GELU, reshapes), which costs little compute.
+
     ```mlir
     // --train-autodiff="recompute=fc0": the unit yields no residual
     %gw = train.backward "fc0" (%dh, %x) params ["fc0.w"] ... {
@@ -106,6 +112,9 @@ def TrainAutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
                "units whose backward recomputes their forward instead of "
                "keeping its activations: names or globs (h*, * for all; "
                "shardc-pipeline's recompute=auto chooses them)">,
+    Option<"recomputePolicy", "recompute-policy", "std::string", "\"full\"",
+           "full: recompute every value the backward reads; save-matmuls: "
+           "keep the results of GEMMs and attention, recompute the rest">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
