@@ -123,7 +123,8 @@ void addSteps(OpPassManager &pm, const PipelineSteps &steps,
 /// unit is never chosen (its activations are live when its backward starts
 /// either way). The count is bisected, each probe the pipeline on a copy
 /// of the module (its warnings and remarks dropped: the final run gives
-/// them), and a remark names the units chosen. When even every unit but
+/// them), and a remark names the units chosen, with the predicted peak they
+/// give and the peak keeping every activation. When even every unit but
 /// the last does not fit, the remark says so and the ledger fails as for
 /// any model over budget.
 class AutoRecomputePass
@@ -193,11 +194,20 @@ public:
         chosen.autodiff.recompute.push_back(literal);
       }
     };
+    llvm::DenseMap<size_t, int64_t> peaks; // by count recomputed
+    auto peakRecomputing = [&](size_t count) -> FailureOr<int64_t> {
+      if (auto it = peaks.find(count); it != peaks.end())
+        return it->second;
+      recomputeFirst(count);
+      FailureOr<int64_t> peak = predictedPeak(module, chosen);
+      if (succeeded(peak))
+        peaks[count] = *peak;
+      return peak;
+    };
     size_t lo = 0, hi = candidates.size();
     while (lo < hi) {
       size_t mid = (lo + hi) / 2;
-      recomputeFirst(mid);
-      FailureOr<int64_t> peak = predictedPeak(module, chosen);
+      FailureOr<int64_t> peak = peakRecomputing(mid);
       if (failed(peak))
         return signalPassFailure();
       if (*peak <= steps.ledger.memoryBudget)
@@ -205,6 +215,11 @@ public:
       else
         lo = mid + 1;
     }
+    // The remark shows what the choice saves: the peak kept and chosen.
+    FailureOr<int64_t> kept = peakRecomputing(0);
+    FailureOr<int64_t> peak = peakRecomputing(lo);
+    if (failed(kept) || failed(peak))
+      return signalPassFailure();
     recomputeFirst(lo);
     InFlightDiagnostic remark = model.emitRemark()
                                 << "recompute=auto: " << lo << " of " << units
@@ -213,6 +228,8 @@ public:
       remark << ": " << llvm::join(ArrayRef(candidates).take_front(lo), ", ");
     if (lo > 0 && lo == candidates.size())
       remark << " (all but the last, the most that lowers the peak)";
+    remark << "; predicted peak " << *peak << " bytes per rank, " << *kept
+           << " keeping every activation";
     remark.report();
 
     OpPassManager pm(ModuleOp::getOperationName());
