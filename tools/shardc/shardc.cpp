@@ -264,7 +264,11 @@ Options parseArgs(int argc, char **argv) {
       o.ledgerJson = value;
     } else if (llvm::is_contained(pipelineOptions, name) &&
                flag.rfind("--", 0) == 0) {
-      if (value.empty() || value.find_first_of(" {}\"'") != std::string::npos)
+      // Braces would end the pipeline's options; a recompute glob's
+      // alternatives ({0,1}) nest there and are allowed.
+      if (value.empty() ||
+          value.find_first_of(name == "recompute" ? " \"'" : " {}\"'") !=
+              std::string::npos)
         usageError(flag + ": bad value '" + value + "'");
       if (std::string why = checkPipelineValue(name, value); !why.empty())
         usageError(why);

@@ -1,6 +1,8 @@
 // RUN: shardc-opt %s --train-autodiff='recompute=h.0' | FileCheck %s
 // RUN: shardc-opt %s --train-autodiff='recompute=h.0' | shardc-opt
 // RUN: shardc-opt %s --train-autodiff='recompute=h.*' | FileCheck %s --check-prefix=ALL
+// RUN: shardc-opt %s --train-autodiff='recompute=h.{0,1}' | FileCheck %s --check-prefix=ALL
+// RUN: not shardc-opt %s --train-autodiff='recompute=h.{0' 2>&1 | FileCheck %s --check-prefix=BRACE
 // RUN: not shardc-opt %s --train-autodiff='recompute=h.0,fc*' 2>&1 | FileCheck %s --check-prefix=NONE
 // RUN: not shardc-opt %s --train-autodiff='recompute=h.[' 2>&1 | FileCheck %s --check-prefix=GLOB
 // RUN: not shardc-opt %s --train-autodiff='recompute=auto' 2>&1 | FileCheck %s --check-prefix=AUTO
@@ -57,6 +59,7 @@
 
 // NONE: error: 'train.model' op recompute: 'fc*' names no unit of the model
 // AUTO: error: 'train.model' op recompute: 'auto' is shardc-pipeline's (it chooses with the ledger); train-autodiff takes unit names or globs
+// BRACE: error: 'train.model' op recompute: 'h.{0' is not a unit name or glob: incomplete brace expansion
 // GLOB: error: 'train.model' op recompute: 'h.[' is not a unit name or glob: invalid glob pattern
 
 train.model @blocks batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {

@@ -506,7 +506,9 @@ TrainAutodiffPass::unitsToRecompute(ModelOp model) {
       return model.emitOpError()
              << "recompute: 'auto' is shardc-pipeline's (it chooses with "
                 "the ledger); train-autodiff takes unit names or globs";
-    llvm::Expected<llvm::GlobPattern> pattern = llvm::GlobPattern::create(text);
+    // Brace alternatives on (h.{0,1}); the bound only guards the expansion.
+    llvm::Expected<llvm::GlobPattern> pattern =
+        llvm::GlobPattern::create(text, /*MaxSubPatterns=*/1024);
     if (!pattern)
       return model.emitOpError()
              << "recompute: '" << text << "' is not a unit name or glob: "

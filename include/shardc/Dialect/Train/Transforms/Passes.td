@@ -110,7 +110,7 @@ def TrainAutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
   let options = [
     ListOption<"recompute", "recompute", "std::string",
                "units whose backward recomputes their forward instead of "
-               "keeping its activations: names or globs (h*, * for all; "
+               "keeping its activations: names or globs (h*, h.{0,1}, * for all; "
                "shardc-pipeline's recompute=auto chooses them)">,
     Option<"recomputePolicy", "recompute-policy", "std::string", "\"full\"",
            "full: recompute every value the backward reads; save-matmuls: "
