@@ -29,18 +29,26 @@ ROUNDS="${ROUNDS:-3}"
 capacity=$((CAPACITY_GIB * 1024 * 1024 * 1024))
 export OPENBLAS_NUM_THREADS=1
 
+# GPT-2 small's IR at global batch $1, generated once: its path.
+gpt2() {
+  local model="$work/gpt2-b$1.mlir"
+  [ -e "$model" ] || "$bin/shardc-gen" gpt --layers 12 --hidden 768 \
+    --heads 12 --vocab 50257 --pad-vocab 128 --seq 1024 --batch "$1" \
+    >"$model"
+  echo "$model"
+}
+
+# The per-rank peak in the ledger JSON file $1.
+ledger_peak() {
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["per_rank"]["peak_bytes"])' "$1"
+}
+
 # The ledger's predicted peak per rank for GPT-2 small at global batch $1
 # under pipeline options $2.
 peak() {
-  local batch="$1" options="$2"
-  local model="$work/gpt2-b$batch.mlir"
-  [ -e "$model" ] || "$bin/shardc-gen" gpt --layers 12 --hidden 768 \
-    --heads 12 --vocab 50257 --pad-vocab 128 --seq 1024 --batch "$batch" \
-    >"$model"
-  "$bin/shardc-opt" "$model" -o /dev/null \
-    --shardc-pipeline="$options format=json output=$work/ledger.json"
-  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["per_rank"]["peak_bytes"])' \
-    "$work/ledger.json"
+  "$bin/shardc-opt" "$(gpt2 "$1")" -o /dev/null \
+    --shardc-pipeline="$2 format=json output=$work/ledger.json"
+  ledger_peak "$work/ledger.json"
 }
 
 # The largest multiple of 8 whose peak fits (0 if batch 8 does not):
@@ -82,21 +90,18 @@ for dtype in f32 bf16; do
   done
 done
 
-
 # Selective recomputation at batch 32, f32, one rank.
 echo "# f32 zero3, 1 rank, batch 32, recompute-policy=save-matmuls (GEMM and attention results kept):" \
   "peak $(gb "$(peak 32 "strategy=zero3 mesh=1 recompute=* recompute-policy=save-matmuls")") GB"
 
 # recompute=auto at a batch that does not fit with every activation kept.
 batch=256
-"$bin/shardc-gen" gpt --layers 12 --hidden 768 --heads 12 --vocab 50257 \
-  --pad-vocab 128 --seq 1024 --batch $batch >"$work/gpt2-auto.mlir"
-"$bin/shardc-opt" "$work/gpt2-auto.mlir" -o /dev/null \
+"$bin/shardc-opt" "$(gpt2 $batch)" -o /dev/null \
   --shardc-pipeline="strategy=zero3 mesh=1 recompute=auto memory-budget=$capacity format=json output=$work/auto.json" \
   2>"$work/auto.err"
 echo "# f32 zero3, 1 rank, batch $batch, memory-budget $CAPACITY_GIB GiB:" \
   "$(sed -nE 's/.*remark: (recompute=auto: [0-9]+ of [0-9]+ units).*/\1/p' "$work/auto.err")," \
-  "peak $(gb "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["per_rank"]["peak_bytes"])' "$work/auto.json")") GB"
+  "peak $(gb "$(ledger_peak "$work/auto.json")") GB"
 
 echo
 echo "# time: CPU executable, gpt 4 layers, hidden 256, seq 128, batch 8, zero3 on 1 rank,"

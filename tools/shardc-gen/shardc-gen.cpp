@@ -47,6 +47,8 @@ constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
 /// Bounds the IR built (about 20 ops a layer) so that a typo cannot exhaust
 /// memory.
 constexpr int64_t kMaxLayers = 10000;
+/// AdamW's betas: torch's defaults for the MLP, GPT-2's (0.95) for the GPT.
+constexpr double kBeta1 = 0.9, kMlpBeta2 = 0.999, kGptBeta2 = 0.95;
 
 //===----------------------------------------------------------------------===//
 // Command line
@@ -351,7 +353,7 @@ OwningOpRef<ModuleOp> buildMlp(ModelBuilder &b, ArrayRef<int64_t> sizes,
                                int64_t batch, double lr, double eps,
                                double weightDecay) {
   OwningOpRef<ModuleOp> module =
-      b.beginModel("mlp", batch, lr, 0.9, 0.999, eps, weightDecay);
+      b.beginModel("mlp", batch, lr, kBeta1, kMlpBeta2, eps, weightDecay);
   Value x = b.input("x", b.floatTensor({batch, sizes.front()}));
   Value y = b.input("y", b.indexTensor({batch}));
   size_t numLayers = sizes.size() - 1;
@@ -394,7 +396,7 @@ OwningOpRef<ModuleOp> buildGpt(ModelBuilder &b, const GptConfig &cfg, double lr,
   const double projStd =
       initStd / std::sqrt(2.0 * static_cast<double>(cfg.layers));
   OwningOpRef<ModuleOp> module =
-      b.beginModel("gpt", batch, lr, 0.9, 0.95, eps, weightDecay);
+      b.beginModel("gpt", batch, lr, kBeta1, kGptBeta2, eps, weightDecay);
 
   Value tokens = b.input("tokens", b.indexTensor({batch, seq}));
   Value targets = b.input("targets", b.indexTensor({batch, seq}));
@@ -510,10 +512,10 @@ int main(int argc, char **argv) {
     });
     if (!AdamWAttr::getChecked(
             [&] { return emitError(UnknownLoc::get(&context)); }, &context,
-            APFloat(lr), APFloat(0.9), APFloat(isMlp ? 0.999 : 0.95),
-            APFloat(epsOpt.getValue()), APFloat(weightDecay),
-            warmupOpt.getValue(), decayStepsOpt.getValue(),
-            APFloat(minLrOpt.getValue())))
+            APFloat(lr), APFloat(kBeta1),
+            APFloat(isMlp ? kMlpBeta2 : kGptBeta2), APFloat(epsOpt.getValue()),
+            APFloat(weightDecay), warmupOpt.getValue(),
+            decayStepsOpt.getValue(), APFloat(minLrOpt.getValue())))
       return usageError("the learning-rate schedule (--warmup, --decay-steps, "
                         "--min-lr): " +
                         why);

@@ -141,7 +141,7 @@ public:
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    PipelineSteps chosen = steps;
+    PipelineSteps base = steps;
     if (steps.autodiff.recompute.size() != 1) {
       module.emitError() << "recompute=auto chooses the units itself: "
                             "expected no unit names beside it, got '"
@@ -161,7 +161,7 @@ public:
       wrap.addPass(train::createShardcWrapPass({steps.wrap}));
       if (failed(runPipeline(wrap, module)))
         return signalPassFailure();
-      chosen.wrap.clear();
+      base.wrap.clear();
     }
     FailureOr<SmallVector<train::ModelOp>> models = train::getModels(module);
     if (failed(models))
@@ -182,8 +182,9 @@ public:
 
     // The smallest count that fits, assuming fewer never fit once more do.
     // Names go to train-autodiff as globs: each is escaped to match itself.
-    auto recomputeFirst = [&](size_t count) {
-      chosen.autodiff.recompute.clear();
+    auto recomputingFirst = [&](size_t count) {
+      PipelineSteps probe = base;
+      probe.autodiff.recompute.clear();
       for (StringRef name : ArrayRef(candidates).take_front(count)) {
         std::string literal;
         for (char c : name) {
@@ -191,15 +192,15 @@ public:
             literal += '\\';
           literal += c;
         }
-        chosen.autodiff.recompute.push_back(literal);
+        probe.autodiff.recompute.push_back(literal);
       }
+      return probe;
     };
     llvm::DenseMap<size_t, int64_t> peaks; // by count recomputed
     auto peakRecomputing = [&](size_t count) -> FailureOr<int64_t> {
       if (auto it = peaks.find(count); it != peaks.end())
         return it->second;
-      recomputeFirst(count);
-      FailureOr<int64_t> peak = predictedPeak(module, chosen);
+      FailureOr<int64_t> peak = predictedPeak(module, recomputingFirst(count));
       if (succeeded(peak))
         peaks[count] = *peak;
       return peak;
@@ -220,7 +221,6 @@ public:
     FailureOr<int64_t> peak = peakRecomputing(lo);
     if (failed(kept) || failed(peak))
       return signalPassFailure();
-    recomputeFirst(lo);
     InFlightDiagnostic remark = model.emitRemark()
                                 << "recompute=auto: " << lo << " of " << units
                                 << " units";
@@ -233,7 +233,7 @@ public:
     remark.report();
 
     OpPassManager pm(ModuleOp::getOperationName());
-    addSteps(pm, chosen);
+    addSteps(pm, recomputingFirst(lo));
     if (failed(runPipeline(pm, module)))
       signalPassFailure();
   }
