@@ -102,13 +102,32 @@ void backendAdamW(shardc_rt_context &ctx,
   cuda.reserve(tensors.size());
   for (const AdamWTensor &t : tensors)
     cuda.push_back({t.value, t.expAvg, t.expAvgSq, t.grad, t.rounded, t.count,
-                    t.gradDtype == SHARDC_RT_BF16 ? 1 : 0});
+                    t.gradDtype == SHARDC_RT_BF16 ? 1 : 0, t.clip});
   const shardc_rt_model &m = *ctx.model;
   shardc_rt_cuda_adamw_multi_f32(
       backendOf(ctx).kernels, cuda.data(), static_cast<int32_t>(cuda.size()),
       static_cast<float>(learningRate(m, ctx.step)),
       static_cast<float>(m.beta1), static_cast<float>(m.beta2),
       static_cast<float>(m.eps), static_cast<float>(m.weight_decay), ctx.step);
+}
+
+void backendSumSquares(shardc_rt_context &ctx,
+                       const std::vector<shardc_rt_tensor_ref> &tensors,
+                       float *sum) {
+  std::vector<shardc_rt_cuda_squares_tensor> cuda;
+  cuda.reserve(tensors.size());
+  for (const shardc_rt_tensor_ref &t : tensors)
+    cuda.push_back({t.data, t.count, t.dtype == SHARDC_RT_BF16 ? 1 : 0});
+  shardc_rt_cuda_sum_squares(backendOf(ctx).kernels, cuda.data(),
+                             static_cast<int32_t>(cuda.size()), sum);
+}
+
+void backendClipCoefficient(shardc_rt_context &ctx,
+                            const std::vector<const float *> &sums,
+                            double maxNorm, float *coef, float *norm) {
+  shardc_rt_cuda_clip_coefficient(backendOf(ctx).kernels, sums.data(),
+                                  static_cast<int32_t>(sums.size()),
+                                  static_cast<float>(maxNorm), coef, norm);
 }
 
 namespace {

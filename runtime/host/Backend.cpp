@@ -52,12 +52,13 @@ struct AdamWScalars {
 float gradValue(float g) { return g; }
 float gradValue(shardc_rt_bf16 g) { return widen(g); }
 
+/// `clip` is 1 when the update takes the gradient as it is: g * 1 is g.
 template <typename G>
 void adamwLoop(const AdamWScalars &c, float *value, float *expAvg,
-               float *expAvgSq, const G *grad, int64_t count,
+               float *expAvgSq, const G *grad, float clip, int64_t count,
                shardc_rt_bf16 *rounded) {
   for (int64_t i = 0; i < count; ++i) {
-    float g = gradValue(grad[i]);
+    float g = gradValue(grad[i]) * clip;
     expAvg[i] = c.beta1 * expAvg[i] + (1.0f - c.beta1) * g;
     expAvgSq[i] = c.beta2 * expAvgSq[i] + (1.0f - c.beta2) * g * g;
     float denom = std::sqrt(expAvgSq[i]) / c.rootCorrection2 + c.eps;
@@ -86,14 +87,49 @@ void backendAdamW(shardc_rt_context &ctx,
                     static_cast<float>(rate / correction1),
                     static_cast<float>(std::sqrt(correction2))};
   for (const AdamWTensor &t : tensors) {
+    float clip = t.clip ? *t.clip : 1.0f;
     if (t.gradDtype == SHARDC_RT_BF16)
       adamwLoop(c, t.value, t.expAvg, t.expAvgSq,
-                static_cast<const shardc_rt_bf16 *>(t.grad), t.count,
+                static_cast<const shardc_rt_bf16 *>(t.grad), clip, t.count,
                 t.rounded);
     else
       adamwLoop(c, t.value, t.expAvg, t.expAvgSq,
-                static_cast<const float *>(t.grad), t.count, t.rounded);
+                static_cast<const float *>(t.grad), clip, t.count, t.rounded);
   }
+}
+
+void backendSumSquares(shardc_rt_context &,
+                       const std::vector<shardc_rt_tensor_ref> &tensors,
+                       float *sum) {
+  SHARDC_RT_TIME_KERNEL("sum_squares");
+  double total = 0;
+  for (const shardc_rt_tensor_ref &t : tensors) {
+    if (t.dtype == SHARDC_RT_BF16) {
+      auto *x = static_cast<const shardc_rt_bf16 *>(t.data);
+      for (int64_t i = 0; i < t.count; ++i) {
+        double v = widen(x[i]);
+        total += v * v;
+      }
+    } else {
+      auto *x = static_cast<const float *>(t.data);
+      for (int64_t i = 0; i < t.count; ++i) {
+        double v = x[i];
+        total += v * v;
+      }
+    }
+  }
+  *sum = static_cast<float>(total);
+}
+
+void backendClipCoefficient(shardc_rt_context &,
+                            const std::vector<const float *> &sums,
+                            double maxNorm, float *coef, float *norm) {
+  float total = 0.0f;
+  for (const float *s : sums)
+    total += *s;
+  // In f32, as torch's clip_grad_norm_ on f32 gradients.
+  *norm = std::sqrt(total);
+  *coef = std::min(1.0f, static_cast<float>(maxNorm) / (*norm + 1e-6f));
 }
 
 void backendSetUp(shardc_rt_context &) {}

@@ -45,8 +45,9 @@ void backendCopyInput(shardc_rt_context &ctx, void *dst, const void *hostSrc,
 void backendCopy(shardc_rt_context &ctx, void *dst, const void *src,
                  int64_t bytes);
 /// One tensor of an AdamW update: `count` f32 elements of `value` and its
-/// moments, from a gradient of `gradDtype`. Where `rounded` is not null it
-/// receives the updated values rounded to bf16 (a BF16 param's value).
+/// moments, from a gradient of `gradDtype`, times *clip where `clip` (backend
+/// memory) is not null. Where `rounded` is not null it receives the updated
+/// values rounded to bf16 (a BF16 param's value).
 struct AdamWTensor {
   float *value;
   float *expAvg;
@@ -55,6 +56,7 @@ struct AdamWTensor {
   shardc_rt_dtype gradDtype;
   int64_t count;
   shardc_rt_bf16 *rounded;
+  const float *clip;
 };
 /// AdamW as torch.optim.AdamW (decoupled weight decay, bias-corrected
 /// moments, step ctx.step, learning rate learningRate(model, ctx.step)) on
@@ -62,6 +64,18 @@ struct AdamWTensor {
 /// it would have alone (the GPU takes them in one multi-tensor launch).
 void backendAdamW(shardc_rt_context &ctx,
                   const std::vector<AdamWTensor> &tensors);
+/// shardc_rt_sum_squares: the sum of the squares of the tensors' elements,
+/// accumulated in double in an order that depends only on the tensors,
+/// rounded to f32 into `sum` (backend memory), in order with the step.
+void backendSumSquares(shardc_rt_context &ctx,
+                       const std::vector<shardc_rt_tensor_ref> &tensors,
+                       float *sum);
+/// shardc_rt_clip_coefficient: `norm` = sqrt of the sum of the `sums`
+/// (added in f32, in order), `coef` = min(1, maxNorm / (norm + 1e-6)); all
+/// three in backend memory, in order with the step.
+void backendClipCoefficient(shardc_rt_context &ctx,
+                            const std::vector<const float *> &sums,
+                            double maxNorm, float *coef, float *norm);
 /// The learning rate of step `step` (from 1) under `model`'s schedule, as
 /// train.adamw's description defines it (host/Optimizer.cpp).
 double learningRate(const shardc_rt_model &model, int64_t step);

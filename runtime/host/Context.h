@@ -128,6 +128,9 @@ struct shardc_rt_context {
   int64_t tokenWindowStep = -1;
   /// The backend's own state (device, streams, communicators).
   void *backend = nullptr;
+  /// Where the model clips gradients (max_grad_norm > 0): the step's
+  /// gradient norm, in backend memory (outside the allocator's count).
+  float *gradNorm = nullptr;
   /// While --check-grads runs: each param's gradient, whole.
   std::vector<std::vector<float>> *capturedGrads = nullptr;
 

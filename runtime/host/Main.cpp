@@ -764,6 +764,17 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   ctx.seed = flags.seed;
   buildCommunicators(ctx);
   backendSetUp(ctx);
+  if (model->max_grad_norm > 0) {
+    ctx.gradNorm = static_cast<float *>(backendAllocate(sizeof(float)));
+    SHARDC_RT_CHECK(ctx.gradNorm, "set-up",
+                    "out of memory for the gradient norm");
+  }
+  // What backendSetUp and the line above acquired.
+  auto tearDown = [&] {
+    if (ctx.gradNorm)
+      backendRelease(ctx.gradNorm);
+    backendTearDown(ctx);
+  };
   setUpParams(ctx, flags);
   openData(ctx, flags);
   std::unique_ptr<DataSource> ownsData(ctx.data);
@@ -771,7 +782,7 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     loadState(ctx, flags.load);
   if (flags.checkGrads > 0) {
     int rc = checkGradients(ctx, flags.checkGrads);
-    backendTearDown(ctx);
+    tearDown();
     MPI_Finalize();
     return rc;
   }
@@ -836,36 +847,50 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
       if (ctx.worldRank == 0)
         backendKernelTimes(ctx);
     }
+    // The norm before clipping, as clip_grad_norm_ returns it.
+    float gradNorm = 0.0f;
+    if (ctx.gradNorm)
+      backendCopyOut(&gradNorm, ctx.gradNorm, sizeof(float));
     double gemm = backendGemmSeconds(ctx);
     int64_t local[2] = {ctx.allocator.peakBytes(), ctx.timers.bytesSent};
     int64_t worst[2];
     MPI_Allreduce(local, worst, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
     if (ctx.worldRank != 0)
       continue;
-    if (!flags.quiet)
-      std::printf("step %" PRId64 "/%" PRId64 "  loss %.6f  %.1f ms  peak %s "
-                  "(predicted %s)  sent %s\n",
-                  ctx.step, flags.steps, loss, seconds * 1e3,
+    if (!flags.quiet) {
+      std::printf("step %" PRId64 "/%" PRId64 "  loss %.6f  ", ctx.step,
+                  flags.steps, loss);
+      if (ctx.gradNorm)
+        std::printf("grad norm %.4f  ", gradNorm);
+      std::printf("%.1f ms  peak %s (predicted %s)  sent %s\n", seconds * 1e3,
                   formatBytes(worst[0]).c_str(),
                   formatBytes(predicted.peak).c_str(),
                   formatBytes(worst[1]).c_str());
+    }
     std::fflush(stdout);
     if (log) {
       // JSON has no NaN or infinity: a diverged loss is null.
       char lossText[32] = "null";
       if (std::isfinite(loss))
         std::snprintf(lossText, sizeof(lossText), "%.9g", loss);
+      // Only where the step clips; null where the norm is not finite.
+      char normText[48] = "";
+      if (ctx.gradNorm)
+        std::snprintf(normText, sizeof(normText),
+                      std::isfinite(gradNorm) ? ", \"grad_norm\": %.9g"
+                                              : ", \"grad_norm\": null",
+                      gradNorm);
       std::fprintf(
           log,
-          "{\"step\": %" PRId64 ", \"loss\": %s, \"lr\": %.9g, "
+          "{\"step\": %" PRId64 ", \"loss\": %s%s, \"lr\": %.9g, "
           "\"step_ms\": %.4f, "
           "\"peak_bytes\": %" PRId64 ", \"predicted_peak_bytes\": %" PRId64
           ", \"persistent_bytes\": %" PRId64
           ", \"predicted_persistent_bytes\": %" PRId64
           ", \"bytes_sent\": %" PRId64 ", \"predicted_bytes_sent\": %" PRId64
           ", \"gemm_ms\": %.4f, \"comm_wait_ms\": %.4f, \"comm_ms\": %.4f}\n",
-          ctx.step, lossText, learningRate(*ctx.model, ctx.step), seconds * 1e3,
-          worst[0], predicted.peak, persistent,
+          ctx.step, lossText, normText, learningRate(*ctx.model, ctx.step),
+          seconds * 1e3, worst[0], predicted.peak, persistent,
           predicted.params + predicted.optimizer, worst[1],
           predicted.all_gather + predicted.reduce_scatter +
               predicted.all_reduce,
@@ -894,7 +919,7 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   if (!flags.exportPath.empty())
     exportParams(ctx, flags.exportPath);
   SHARDC_RT_CHECK_ALL(logError.empty(), "--log-json", logError);
-  backendTearDown(ctx);
+  tearDown();
   MPI_Finalize();
   return 0;
 }

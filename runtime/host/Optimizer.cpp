@@ -23,8 +23,9 @@ namespace {
 /// stored bf16 `value`'s f32 `master`, rounded into the value as it goes.
 AdamWTensor storedTensor(void *value, float *master, float *expAvg,
                          float *expAvgSq, int64_t count, const void *grad,
-                         shardc_rt_dtype gradDtype) {
-  AdamWTensor t = {master, expAvg, expAvgSq, grad, gradDtype, count, nullptr};
+                         shardc_rt_dtype gradDtype, const float *clip) {
+  AdamWTensor t = {master,    expAvg, expAvgSq, grad,
+                   gradDtype, count,  nullptr,  clip};
   if (master)
     t.rounded = static_cast<shardc_rt_bf16 *>(value);
   else
@@ -34,16 +35,16 @@ AdamWTensor storedTensor(void *value, float *master, float *expAvg,
 
 /// Param `p`'s stored part.
 AdamWTensor storedPart(ParamState &p, const void *grad,
-                       shardc_rt_dtype gradDtype) {
+                       shardc_rt_dtype gradDtype, const float *clip) {
   return storedTensor(p.value, p.master, p.expAvg, p.expAvgSq,
-                      p.stored.end - p.stored.begin, grad, gradDtype);
+                      p.stored.end - p.stored.begin, grad, gradDtype, clip);
 }
 
 /// The stored piece of flat parameter `f` (ZeRO-3, HSDP).
 AdamWTensor storedPiece(FlatState &f, const void *grad,
-                        shardc_rt_dtype gradDtype) {
+                        shardc_rt_dtype gradDtype, const float *clip) {
   return storedTensor(f.value, f.master, f.expAvg, f.expAvgSq, f.used, grad,
-                      gradDtype);
+                      gradDtype, clip);
 }
 
 constexpr double kPi = 3.14159265358979323846;
@@ -67,11 +68,11 @@ double shardc::rt::learningRate(const shardc_rt_model &model, int64_t step) {
 extern "C" {
 
 void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index, const void *grad,
-                     shardc_rt_dtype gradDtype) {
+                     shardc_rt_dtype gradDtype, const float *clip) {
   ParamState &p = paramAt(ctx, index, "shardc_rt_adamw");
   if (captureGradient(*ctx, index, -1, grad, gradDtype))
     return;
-  backendAdamW(*ctx, {storedPart(p, grad, gradDtype)});
+  backendAdamW(*ctx, {storedPart(p, grad, gradDtype, clip)});
 }
 
 void shardc_rt_adamw_group(shardc_rt_context *ctx, int32_t count,
@@ -91,11 +92,11 @@ void shardc_rt_adamw_group(shardc_rt_context *ctx, int32_t count,
                           " is stored whole: its update needs an output "
                           "buffer (shardc_rt_adamw_flat)");
       if (!captureGradient(*ctx, -1, u.index, u.grad, u.grad_dtype))
-        tensors.push_back(storedPiece(f, u.grad, u.grad_dtype));
+        tensors.push_back(storedPiece(f, u.grad, u.grad_dtype, u.clip));
     } else {
       ParamState &p = paramAt(ctx, u.index, "shardc_rt_adamw_group");
       if (!captureGradient(*ctx, u.index, -1, u.grad, u.grad_dtype))
-        tensors.push_back(storedPart(p, u.grad, u.grad_dtype));
+        tensors.push_back(storedPart(p, u.grad, u.grad_dtype, u.clip));
     }
   }
   if (!tensors.empty())
@@ -104,16 +105,16 @@ void shardc_rt_adamw_group(shardc_rt_context *ctx, int32_t count,
 
 void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
                            const void *grad, shardc_rt_dtype gradDtype,
-                           void *updated) {
+                           const float *clip, void *updated) {
   ParamState &p = paramAt(ctx, index, "shardc_rt_adamw_shard");
   int64_t used = p.optimized.end - p.optimized.begin;
   if (p.master) {
     backendAdamW(*ctx, {{p.master, p.expAvg, p.expAvgSq, grad, gradDtype, used,
-                         static_cast<shardc_rt_bf16 *>(updated)}});
+                         static_cast<shardc_rt_bf16 *>(updated), clip}});
   } else {
     float *shard = static_cast<float *>(p.value) + p.optimized.begin;
-    backendAdamW(
-        *ctx, {{shard, p.expAvg, p.expAvgSq, grad, gradDtype, used, nullptr}});
+    backendAdamW(*ctx, {{shard, p.expAvg, p.expAvgSq, grad, gradDtype, used,
+                         nullptr, clip}});
     backendCopy(*ctx, updated, shard, used * 4);
   }
   backendZero(*ctx, elementAt(updated, used, p.dtype),
@@ -122,13 +123,13 @@ void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
 
 void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
                           const void *grad, shardc_rt_dtype gradDtype,
-                          void *updated) {
+                          const float *clip, void *updated) {
   FlatState &f = flatAt(ctx, group, "shardc_rt_adamw_flat");
   int64_t size = elementBytes(f.dtype);
   if (f.value) {
     if (captureGradient(*ctx, -1, group, grad, gradDtype))
       return;
-    backendAdamW(*ctx, {storedPiece(f, grad, gradDtype)});
+    backendAdamW(*ctx, {storedPiece(f, grad, gradDtype, clip)});
     if (updated)
       backendCopy(*ctx, updated, f.value, f.count * size);
     return;
@@ -140,8 +141,9 @@ void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
   backendZero(*ctx, elementAt(updated, f.used, f.dtype),
               (f.count - f.used) * size);
   if (f.master) {
-    backendAdamW(*ctx, {{f.master, f.expAvg, f.expAvgSq, grad, gradDtype,
-                         f.used, static_cast<shardc_rt_bf16 *>(updated)}});
+    backendAdamW(*ctx,
+                 {{f.master, f.expAvg, f.expAvgSq, grad, gradDtype, f.used,
+                   static_cast<shardc_rt_bf16 *>(updated), clip}});
   } else {
     forEachMemberRange(*ctx, f, [&](ParamState &p, int64_t from, int64_t to,
                                     int64_t at) {
@@ -149,13 +151,36 @@ void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
                   elementAt(p.value, from, f.dtype), (to - from) * size);
     });
     backendAdamW(*ctx, {{static_cast<float *>(updated), f.expAvg, f.expAvgSq,
-                         grad, gradDtype, f.used, nullptr}});
+                         grad, gradDtype, f.used, nullptr, clip}});
   }
   forEachMemberRange(*ctx, f, [&](ParamState &p, int64_t from, int64_t to,
                                   int64_t at) {
     backendCopy(*ctx, elementAt(p.value, from, f.dtype),
                 elementAt(updated, at, f.dtype), (to - from) * size);
   });
+}
+
+void shardc_rt_sum_squares(shardc_rt_context *ctx, int32_t count,
+                           const shardc_rt_tensor_ref *tensors, float *sum) {
+  SHARDC_RT_CHECK(count > 0 && tensors && sum, "shardc_rt_sum_squares",
+                  "a sum of " + std::to_string(count) + " tensors" +
+                      (tensors && sum ? "" : " without tensors or an output"));
+  backendSumSquares(*ctx, {tensors, tensors + count}, sum);
+}
+
+void shardc_rt_clip_coefficient(shardc_rt_context *ctx, int32_t count,
+                                const float *const *sums, double maxNorm,
+                                float *coef) {
+  SHARDC_RT_CHECK(
+      count > 0 && sums && coef && maxNorm > 0, "shardc_rt_clip_coefficient",
+      "max_norm " + std::to_string(maxNorm) + " over " + std::to_string(count) +
+          " sums" + (sums && coef ? "" : " without sums or an output"));
+  SHARDC_RT_CHECK(ctx->gradNorm, "shardc_rt_clip_coefficient",
+                  "the step clips gradients but the model's max_grad_norm "
+                  "is " +
+                      std::to_string(ctx->model->max_grad_norm));
+  backendClipCoefficient(*ctx, {sums, sums + count}, maxNorm, coef,
+                         ctx->gradNorm);
 }
 
 void shardc_rt_set_param(shardc_rt_context *ctx, int32_t index,

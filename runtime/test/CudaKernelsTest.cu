@@ -979,6 +979,74 @@ void testAdamwMulti() {
          wrong ? std::to_string(wrong) + " tensors differ" : "");
 }
 
+/// Gradient clipping's kernels. The sum of squares over 53 tensors (two of
+/// its 48-tensor launches; empty ones, f32 and bf16) is the f64 sum rounded
+/// to f32 (within one f32 ulp: the orders differ), the same bits twice; the
+/// coefficient of two sums is clip_grad_norm_'s, in f32, bit for bit, and 1
+/// under the bound; the multi-tensor AdamW taking it is the reference on
+/// g * clip, bit for bit.
+void testGradientClipping() {
+  const int64_t sizes[] = {0, 1, 31, 4095, 4096, 4097, 10007, 12288};
+  const int count = 53;
+  std::vector<std::unique_ptr<Buffer<float>>> f32s;
+  std::vector<std::unique_ptr<Buffer<shardc_rt_bf16>>> bf16s;
+  std::vector<shardc_rt_cuda_squares_tensor> list;
+  double want = 0;
+  for (int i = 0; i < count; ++i) {
+    int64_t n = sizes[(i * 5) % 8];
+    Floats x = random(n);
+    if (i % 2) {
+      Halves h = halves(x);
+      x = floatsOf(h);
+      bf16s.push_back(std::make_unique<Buffer<shardc_rt_bf16>>(h));
+      list.push_back({bf16s.back()->get(), n, 1});
+    } else {
+      f32s.push_back(std::make_unique<Buffer<float>>(x));
+      list.push_back({f32s.back()->get(), n, 0});
+    }
+    for (float v : x)
+      want += static_cast<double>(v) * v;
+  }
+  Buffer<float> sum(1), again(1);
+  shardc_rt_cuda_sum_squares(kernels, list.data(), count, sum.get());
+  shardc_rt_cuda_sum_squares(kernels, list.data(), count, again.get());
+  float got = sum.download()[0];
+  double error = std::fabs(got - want) / want;
+  char detail[64];
+  std::snprintf(detail, sizeof(detail), "%.6g vs %.6g in f64, error %.1e", got,
+                want, error);
+  report(error <= std::ldexp(1.0, -23) && again.download()[0] == got,
+         "sum_squares: 53 tensors, f32 and bf16", detail);
+
+  // clip_grad_norm_ in f32: norm = sqrt(s0 + s1), min(1, max / (norm + 1e-6)).
+  Buffer<float> sums(Floats{3.0f, 13.0f}), coef(1), norm(1);
+  const float *parts[] = {sums.get(), sums.get() + 1};
+  float expected = std::min(1.0f, 1.5f / (std::sqrt(3.0f + 13.0f) + 1e-6f));
+  shardc_rt_cuda_clip_coefficient(kernels, parts, 2, 1.5f, coef.get(),
+                                  norm.get());
+  bool exact = norm.download()[0] == 4.0f && coef.download()[0] == expected;
+  shardc_rt_cuda_clip_coefficient(kernels, parts, 2, 5.0f, coef.get(),
+                                  norm.get());
+  report(exact && coef.download()[0] == 1.0f,
+         "clip_coefficient: norm 4, max 1.5 and 5", "");
+
+  int64_t n = 4099;
+  Floats param = random(n), m(n, 0.0f), v(n, 0.0f), grad = random(n);
+  Buffer<float> dparam(param), dm(m), dv(v), dgrad(grad),
+      dclip(Floats{expected});
+  shardc_rt_cuda_adamw_tensor t = {
+      dparam.get(), dm.get(), dv.get(), dgrad.get(),
+      nullptr,      n,        0,        dclip.get()};
+  shardc_rt_cuda_adamw_multi_f32(kernels, &t, 1, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                                 0.1f, 1);
+  for (float &g : grad)
+    g *= expected;
+  referenceAdamw(1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 1, param.data(), m.data(),
+                 v.data(), grad.data(), n);
+  report(dparam.download() == param && dm.download() == m && dv.download() == v,
+         "adamw multi-tensor with a clip coefficient: bit for bit", "");
+}
+
 //===----------------------------------------------------------------------===//
 // Fused kernels and GEMM epilogues
 //===----------------------------------------------------------------------===//
@@ -1525,6 +1593,7 @@ int main() {
   testAdamw();
   testAdamwBf16();
   testAdamwMulti();
+  testGradientClipping();
   testBf16(1100, 96, 77);
   testBf16(6, 33, 5);
   testBf16Batched(3, 17, 33, 9);

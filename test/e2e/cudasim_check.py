@@ -1,6 +1,7 @@
 """target=cuda's executables, run on the CPU by cudasim, train as target=host.
 
 usage: cudasim_check.py SHARDC COMPARE_PY MODEL.mlir TOKENS.bin OUT_DIR
+                        [CLIPPED.mlir]
 
 For every configuration below, MODEL is built twice, --target host and
 --target cudasim (target=cuda's emitted step and runtime: streams, events,
@@ -15,8 +16,10 @@ configurations run the target=cuda code for N > 1 that NCCL cannot run on
 one GPU, with the streams' work in issue order and (CUDASIM_STREAMS=lazy)
 the communication streams' as late as their events allow. Each step's
 peak memory and bytes sent (NCCL's, counted as the host backend counts
-MPI's) must be the ledger's predictions. Prints
-compare.py's lines per configuration and exits 1 if any differs.
+MPI's) must be the ledger's predictions. CLIPPED, the model with gradient
+clipping, trains in CLIPPED_CONFIGURATIONS, and each step's grad_norm must
+also be target=host's within 1e-5 relative. Prints compare.py's lines per
+configuration and exits 1 if any differs.
 """
 
 import os
@@ -60,14 +63,26 @@ CONFIGURATIONS += [
     ("zero3-2-recompute-lazy", "zero3", "2", ["--recompute", "*"], LAZY,
      EXACT),
 ]
+# Gradient clipping: the sum of squares and the coefficient's kernels, with
+# the norm's all-reduce over the shards.
+CLIPPED_CONFIGURATIONS = [
+    ("clip-zero3-2-lazy", "zero3", "2", [], LAZY, EXACT),
+    ("clip-hsdp-2x2-flat", "hsdp", "2x2", ["--layout", "flat"],
+     {"SHARDC_TF32": "0"}, EXACT),
+    ("clip-ddp-1-bf16", "ddp", "1", ["--param-dtype", "bf16"], {}, ROUNDED),
+]
 
 
 def main():
     shardc, compare, model, tokens, out_dir = sys.argv[1:6]
+    clipped = sys.argv[6] if len(sys.argv) > 6 else None
     os.makedirs(out_dir, exist_ok=True)
     data = ["--data", tokens, "--seed", "1234"]
     failures = 0
-    for label, strategy, mesh, flags, env, tolerance in CONFIGURATIONS:
+    runs_of = [(model, c) for c in CONFIGURATIONS]
+    if clipped:
+        runs_of += [(clipped, c) for c in CLIPPED_CONFIGURATIONS]
+    for model, (label, strategy, mesh, flags, env, tolerance) in runs_of:
         runs = {}
         for target in ("host", "cudasim"):
             runs[target] = lib.train(
@@ -94,6 +109,14 @@ def main():
         print("%s: peak and bytes sent per step %s, predicted %s: %s"
               % (label, measured, predicted,
                  "ok" if measured == predicted else "FAIL"))
+        if model is clipped:
+            ref = lib.read_log(base + "-host.jsonl")
+            norms = [(r["grad_norm"], h["grad_norm"]) for r, h in zip(log, ref)]
+            bound = 1e-5 if tolerance is EXACT else 2e-2
+            close = all(abs(a - b) <= bound * abs(b) for a, b in norms)
+            failures += not close
+            print("%s: grad_norm per step (cudasim, host) %s: %s"
+                  % (label, norms, "ok" if close else "FAIL"))
     print("cudasim: %d configurations differ from target=host" % failures)
     return 1 if failures else 0
 

@@ -127,6 +127,11 @@ llvm::cl::opt<double>
              llvm::cl::desc("learning-rate schedule: the rate after "
                             "--decay-steps (default 0)"),
              llvm::cl::init(0), llvm::cl::cat(genCategory));
+llvm::cl::opt<double> maxGradNormOpt(
+    "max-grad-norm",
+    llvm::cl::desc("clip gradients to this global L2 norm before AdamW, as "
+                   "torch.nn.utils.clip_grad_norm_ (default 0: no clipping)"),
+    llvm::cl::init(0), llvm::cl::cat(genCategory));
 llvm::cl::opt<double>
     weightDecayOpt("weight-decay",
                    llvm::cl::desc("AdamW weight decay (default 0.01 for mlp, "
@@ -240,15 +245,10 @@ public:
 
   /// Creates the module and the model, leaving the insertion point in the
   /// model body.
-  OwningOpRef<ModuleOp> beginModel(StringRef name, int64_t batch, double lr,
-                                   double beta1, double beta2, double eps,
-                                   double weightDecay) {
+  OwningOpRef<ModuleOp> beginModel(StringRef name, int64_t batch,
+                                   AdamWAttr optimizer) {
     OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
     builder.setInsertionPointToEnd(module->getBody());
-    auto optimizer =
-        AdamWAttr::get(context, APFloat(lr), APFloat(beta1), APFloat(beta2),
-                       APFloat(eps), APFloat(weightDecay), warmupOpt.getValue(),
-                       decayStepsOpt.getValue(), APFloat(minLrOpt.getValue()));
     auto model = ModelOp::create(builder, loc, name,
                                  static_cast<uint64_t>(batch), /*split=*/nullptr,
                                  optimizer);
@@ -350,10 +350,8 @@ private:
 /// An MLP classifier: Linear layers of widths `sizes`, GELU between them, as
 /// `nn.Sequential` of `nn.Linear` with PyTorch's default initialization.
 OwningOpRef<ModuleOp> buildMlp(ModelBuilder &b, ArrayRef<int64_t> sizes,
-                               int64_t batch, double lr, double eps,
-                               double weightDecay) {
-  OwningOpRef<ModuleOp> module =
-      b.beginModel("mlp", batch, lr, kBeta1, kMlpBeta2, eps, weightDecay);
+                               int64_t batch, AdamWAttr optimizer) {
+  OwningOpRef<ModuleOp> module = b.beginModel("mlp", batch, optimizer);
   Value x = b.input("x", b.floatTensor({batch, sizes.front()}));
   Value y = b.input("y", b.indexTensor({batch}));
   size_t numLayers = sizes.size() - 1;
@@ -389,14 +387,13 @@ struct GptConfig {
 /// padVocab, the embedding has paddedVocab() rows, as llm.c's: no token
 /// reads the padding rows and the loss ignores their logits, so they only
 /// make the vocabulary-wide GEMMs' rows aligned.
-OwningOpRef<ModuleOp> buildGpt(ModelBuilder &b, const GptConfig &cfg, double lr,
-                               double eps, double weightDecay) {
+OwningOpRef<ModuleOp> buildGpt(ModelBuilder &b, const GptConfig &cfg,
+                               AdamWAttr optimizer) {
   const int64_t batch = cfg.batch, seq = cfg.seq, c = cfg.hidden;
   const double initStd = 0.02;
   const double projStd =
       initStd / std::sqrt(2.0 * static_cast<double>(cfg.layers));
-  OwningOpRef<ModuleOp> module =
-      b.beginModel("gpt", batch, lr, kBeta1, kGptBeta2, eps, weightDecay);
+  OwningOpRef<ModuleOp> module = b.beginModel("gpt", batch, optimizer);
 
   Value tokens = b.input("tokens", b.indexTensor({batch, seq}));
   Value targets = b.input("targets", b.indexTensor({batch, seq}));
@@ -503,21 +500,24 @@ int main(int argc, char **argv) {
       !checkHyperParameter(epsOpt, epsOpt, /*allowZero=*/false) ||
       !checkHyperParameter(weightDecayOpt, weightDecay, /*allowZero=*/true))
     return ExitUsage;
-  // The schedule's rules are the optimizer attribute's verifier's.
+  // The schedule's and clipping's rules are the optimizer attribute's
+  // verifier's.
+  AdamWAttr optimizer;
   {
     std::string why;
     ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
       why = diag.str();
       return success();
     });
-    if (!AdamWAttr::getChecked(
-            [&] { return emitError(UnknownLoc::get(&context)); }, &context,
-            APFloat(lr), APFloat(kBeta1),
-            APFloat(isMlp ? kMlpBeta2 : kGptBeta2), APFloat(epsOpt.getValue()),
-            APFloat(weightDecay), warmupOpt.getValue(),
-            decayStepsOpt.getValue(), APFloat(minLrOpt.getValue())))
-      return usageError("the learning-rate schedule (--warmup, --decay-steps, "
-                        "--min-lr): " +
+    optimizer = AdamWAttr::getChecked(
+        [&] { return emitError(UnknownLoc::get(&context)); }, &context,
+        APFloat(lr), APFloat(kBeta1), APFloat(isMlp ? kMlpBeta2 : kGptBeta2),
+        APFloat(epsOpt.getValue()), APFloat(weightDecay), warmupOpt.getValue(),
+        decayStepsOpt.getValue(), APFloat(minLrOpt.getValue()),
+        APFloat(maxGradNormOpt.getValue()));
+    if (!optimizer)
+      return usageError("the optimizer (--warmup, --decay-steps, --min-lr, "
+                        "--max-grad-norm): " +
                         why);
   }
 
@@ -533,7 +533,7 @@ int main(int argc, char **argv) {
         sizesOpt.getNumOccurrences() ? StringRef(sizesOpt) : "64,256,256,10");
     if (!sizes)
       return ExitUsage;
-    module = buildMlp(builder, *sizes, batch, lr, epsOpt, weightDecay);
+    module = buildMlp(builder, *sizes, batch, optimizer);
     llvm::raw_string_ostream os(summary);
     os << "mlp: sizes ";
     llvm::interleave(*sizes, os, ",");
@@ -554,7 +554,7 @@ int main(int argc, char **argv) {
       return usageError("--hidden " + llvm::Twine(cfg.hidden) +
                         " is not divisible by --heads " +
                         llvm::Twine(cfg.heads));
-    module = buildGpt(builder, cfg, lr, epsOpt, weightDecay);
+    module = buildGpt(builder, cfg, optimizer);
     summary =
         ("gpt: " + llvm::Twine(cfg.layers) + " layers, hidden " +
          llvm::Twine(cfg.hidden) + ", " + llvm::Twine(cfg.heads) +

@@ -170,6 +170,23 @@ private:
 
   /// The C expression for a value's data.
   std::string name(Value v) { return names.lookup(v); }
+  /// An update's `clip` argument: the coefficient's data, or nullptr.
+  std::string clipOf(Value clip) { return clip ? name(clip) : "nullptr"; }
+  /// `{ const type array[] = {entry(v0), ...}; call(ctx, N, array, rest); }`
+  /// over `values`: a runtime call taking a list.
+  void emitListCall(StringRef call, StringRef type, StringRef array,
+                    ValueRange values, llvm::function_ref<void(Value)> entry,
+                    StringRef rest) {
+    os << "{\n";
+    os.indent();
+    os << "const " << type << " " << array << "[] = {";
+    llvm::interleaveComma(values, os, entry);
+    os << "};\n"
+       << call << "(ctx, " << values.size() << ", " << array << ", " << rest
+       << ");\n";
+    os.unindent();
+    os << "}\n";
+  }
   /// The call (up to its arguments: destination, source, count) that copies
   /// `in` into a buffer of element type `to`, converting where they differ.
   std::string copyKernel(Value in, Type to);
@@ -268,6 +285,32 @@ LogicalResult StepEmitter::checkLowerable() {
                           << " wire: the emitted steps keep the wire type";
         return WalkResult::interrupt();
       }
+    }
+    return WalkResult::advance();
+  });
+  if (result.wasInterrupted())
+    return failure();
+  // The step clips as the model's #train.adamw says (the runtime reports
+  // the norm of a model with max_grad_norm > 0).
+  double maxNorm = model.getOptimizer().getMaxGradNorm().convertToDouble();
+  result = model.walk([&](Operation *op) {
+    if (auto clip = dyn_cast<ClipCoefficientOp>(op);
+        clip && clip.getMaxNorm().convertToDouble() != maxNorm) {
+      op->emitOpError() << "clips to max_norm "
+                        << clip.getMaxNorm().convertToDouble()
+                        << ", but the model's optimizer has max_grad_norm "
+                        << maxNorm;
+      return WalkResult::interrupt();
+    }
+    bool unclipped = TypeSwitch<Operation *, bool>(op)
+                         .Case<train::AdamWOp, AdamWShardOp, AdamWFlatOp>(
+                             [](auto update) { return !update.getClip(); })
+                         .Default(false);
+    if (unclipped && maxNorm > 0) {
+      op->emitOpError() << "takes its gradient unclipped, but the model's "
+                           "optimizer has max_grad_norm "
+                        << maxNorm << " (--shardc-shard inserts the clipping)";
+      return WalkResult::interrupt();
     }
     return WalkResult::advance();
   });
@@ -448,6 +491,8 @@ void StepEmitter::emitMain() {
   os << "model.warmup = " << optimizer.getWarmup() << ";\n";
   os << "model.decay_steps = " << optimizer.getDecaySteps() << ";\n";
   os << "model.min_lr = " << literal(optimizer.getMinLr()) << ";\n";
+  os << "model.max_grad_norm = " << literal(optimizer.getMaxGradNorm())
+     << ";\n";
   os << "// What --shardc-ledger predicts per rank, in bytes.\n";
   os << "model.predicted = {" << ledger.paramBytes << ", "
      << ledger.gradBytes << ", " << ledger.optimizerBytes << ", "
@@ -549,15 +594,17 @@ void StepEmitter::emitAdamWGroup(llvm::iterator_range<Block::iterator> run) {
     if (auto adamw = dyn_cast<train::AdamWOp>(op)) {
       os << "{" << paramIndex(adamw.getName()) << ", 0, "
          << name(adamw.getGrad()) << ", "
-         << dtypeEnum(elementTypeOf(adamw.getGrad())) << "}, // "
-         << commented(adamw.getName()) << "\n";
+         << dtypeEnum(elementTypeOf(adamw.getGrad())) << ", "
+         << clipOf(adamw.getClip()) << "}, // " << commented(adamw.getName())
+         << "\n";
       continue;
     }
     auto flat = cast<AdamWFlatOp>(op);
     os << "{" << flats.find(flat.getUnit()) - flats.begin() << ", 1, "
        << name(flat.getGrad()) << ", "
-       << dtypeEnum(elementTypeOf(flat.getGrad())) << "}, // unit \""
-       << commented(flat.getUnit()) << "\"\n";
+       << dtypeEnum(elementTypeOf(flat.getGrad())) << ", "
+       << clipOf(flat.getClip()) << "}, // unit \"" << commented(flat.getUnit())
+       << "\"\n";
   }
   os.unindent();
   os << "};\n";
@@ -660,16 +707,18 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
       .Case([&](train::AdamWOp adamw) {
         os << "shardc_rt_adamw(ctx, " << paramIndex(adamw.getName()) << ", "
            << name(adamw.getGrad()) << ", "
-           << dtypeEnum(elementTypeOf(adamw.getGrad())) << "); // "
-           << commented(adamw.getName()) << "\n";
+           << dtypeEnum(elementTypeOf(adamw.getGrad())) << ", "
+           << clipOf(adamw.getClip()) << "); // " << commented(adamw.getName())
+           << "\n";
         return success();
       })
       .Case([&](AdamWShardOp adamw) {
         std::string out = allocate(adamw.getResult());
         os << "shardc_rt_adamw_shard(ctx, " << paramIndex(adamw.getName())
            << ", " << name(adamw.getGrad()) << ", "
-           << dtypeEnum(elementTypeOf(adamw.getGrad())) << ", " << out
-           << "); // " << commented(adamw.getName()) << "\n";
+           << dtypeEnum(elementTypeOf(adamw.getGrad())) << ", "
+           << clipOf(adamw.getClip()) << ", " << out << "); // "
+           << commented(adamw.getName()) << "\n";
         return success();
       })
       .Case([&](FlatParamOp flat) {
@@ -688,8 +737,29 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         os << "shardc_rt_adamw_flat(ctx, "
            << flats.find(adamw.getUnit()) - flats.begin() << ", "
            << name(adamw.getGrad()) << ", "
-           << dtypeEnum(elementTypeOf(adamw.getGrad())) << ", " << out
-           << "); // unit \"" << commented(adamw.getUnit()) << "\"\n";
+           << dtypeEnum(elementTypeOf(adamw.getGrad())) << ", "
+           << clipOf(adamw.getClip()) << ", " << out << "); // unit \""
+           << commented(adamw.getUnit()) << "\"\n";
+        return success();
+      })
+      .Case([&](SumSquaresOp op) {
+        std::string sum = allocate(op.getResult());
+        emitListCall(
+            "shardc_rt_sum_squares", "shardc_rt_tensor_ref", "squared",
+            op.getInputs(),
+            [&](Value in) {
+              os << "{" << name(in) << ", " << dtypeEnum(elementTypeOf(in))
+                 << ", " << numel(in) << "}";
+            },
+            sum);
+        return success();
+      })
+      .Case([&](ClipCoefficientOp op) {
+        std::string coef = allocate(op.getResult());
+        emitListCall(
+            "shardc_rt_clip_coefficient", "float *const", "sums", op.getSums(),
+            [&](Value sum) { os << name(sum); },
+            literal(op.getMaxNorm()) + ", " + coef);
         return success();
       })
       .Case([&](SetParamOp set) {

@@ -109,6 +109,8 @@ inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
 inline float __frcp_rn(float a) { return 1.0f / a; }
 inline float __expf(float a) { return std::exp(a); }
 inline float __logf(float a) { return std::log(a); }

@@ -336,7 +336,8 @@ void shardc_rt_cuda_adamw_f32(shardc_rt_cuda_kernels *k, float *param,
                               float weightDecay, int64_t step);
 
 /// One tensor of shardc_rt_cuda_adamw_multi_f32: shardc_rt_cuda_adamw_f32's
-/// param, expAvg, expAvgSq, grad, rounded, n and gradBf16.
+/// param, expAvg, expAvgSq, grad, rounded, n and gradBf16; where `clip`
+/// (device memory) is not null, the update takes the gradient times *clip.
 typedef struct {
   float *param;
   float *exp_avg;
@@ -345,6 +346,7 @@ typedef struct {
   shardc_rt_bf16 *rounded;
   int64_t n;
   int32_t grad_bf16;
+  const float *clip;
 } shardc_rt_cuda_adamw_tensor;
 
 /// shardc_rt_cuda_adamw_f32 on each of `count` tensors, each bit for bit
@@ -356,6 +358,29 @@ void shardc_rt_cuda_adamw_multi_f32(shardc_rt_cuda_kernels *k,
                                     int32_t count, float lr, float beta1,
                                     float beta2, float eps, float weightDecay,
                                     int64_t step);
+
+/// One tensor of shardc_rt_cuda_sum_squares: n elements, f32 or bf16.
+typedef struct {
+  const void *data;
+  int64_t n;
+  int32_t bf16;
+} shardc_rt_cuda_squares_tensor;
+
+/// *sum = the sum of x * x over every element of the `count` tensors, in
+/// double, rounded to f32 (device memory). Deterministic: blocks take 4096
+/// elements at a time in a fixed grid, and their partial sums are added in
+/// a fixed order, so a run gives the same bits on any GPU.
+void shardc_rt_cuda_sum_squares(shardc_rt_cuda_kernels *k,
+                                const shardc_rt_cuda_squares_tensor *tensors,
+                                int32_t count, float *sum);
+
+/// torch.nn.utils.clip_grad_norm_'s coefficient from `count` (at most 16)
+/// squared-norm sums in device memory: *norm = sqrt(sum of the sums, added
+/// in order in f32) and *coef = min(1, maxNorm / (*norm + 1e-6)), in f32, as
+/// runtime/host/Backend.cpp computes them.
+void shardc_rt_cuda_clip_coefficient(shardc_rt_cuda_kernels *k,
+                                     const float *const *sums, int32_t count,
+                                     float maxNorm, float *coef, float *norm);
 
 //===----------------------------------------------------------------------===//
 // Mixed precision: the kernels above on bf16 tensors, and the casts

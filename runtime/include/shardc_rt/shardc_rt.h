@@ -119,6 +119,9 @@ typedef struct shardc_rt_model {
    * a cosine decay to min_lr at step decay_steps (0: none). */
   int64_t warmup, decay_steps;
   double min_lr;
+  /* Gradient clipping (train.adamw's max_grad_norm; 0: none): the step's
+   * shardc_rt_clip_coefficient computes the norm, which the log reports. */
+  double max_grad_norm;
   shardc_rt_prediction predicted;
   /* One training step: reads params and inputs, ends with the optimizer
    * updates; writes the loss. */
@@ -181,11 +184,13 @@ int64_t shardc_rt_group_index(shardc_rt_context *ctx, shardc_rt_axes axes);
 
 /* Gradients are F32 or BF16 (`grad_dtype`); an `updated` output has the
  * param's dtype. A BF16 param is updated in its f32 master copy, and its
- * value (and `updated`) become the master rounded. */
+ * value (and `updated`) become the master rounded. Where `clip` is not null
+ * the update takes the gradient times *clip (shardc_rt_clip_coefficient's
+ * result); null takes it as it is. */
 
 /* AdamW on param i's stored part, with a gradient of the same size. */
 void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index, const void *grad,
-                     shardc_rt_dtype grad_dtype);
+                     shardc_rt_dtype grad_dtype, const float *clip);
 /* One update of shardc_rt_adamw_group: param `index`'s stored part (as
  * shardc_rt_adamw) or, where `flat` is non-zero, the stored piece of flat
  * parameter `index` (as shardc_rt_adamw_flat without an output). */
@@ -194,6 +199,7 @@ typedef struct {
   int32_t flat;
   const void *grad;
   shardc_rt_dtype grad_dtype;
+  const float *clip;
 } shardc_rt_adamw_update;
 /* The `count` updates at once, each with the result it has alone: one
  * multi-tensor launch on the GPU (torch's fused AdamW) instead of one each. */
@@ -203,14 +209,34 @@ void shardc_rt_adamw_group(shardc_rt_context *ctx, int32_t count,
  * that shard's gradient; writes the updated shard to `updated`. */
 void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
                            const void *grad, shardc_rt_dtype grad_dtype,
-                           void *updated);
+                           const float *clip, void *updated);
 /* This rank's piece of flat parameter g (shardc_rt_flat_info). */
 void *shardc_rt_flat_param(shardc_rt_context *ctx, int32_t group);
 /* AdamW on this rank's piece of flat parameter g from the piece's gradient;
  * writes the updated piece to `updated` unless it is null. */
 void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
                           const void *grad, shardc_rt_dtype grad_dtype,
-                          void *updated);
+                          const float *clip, void *updated);
+
+/* Gradient clipping, as torch.nn.utils.clip_grad_norm_. */
+
+/* `count` elements of `dtype` (F32 or BF16) in step memory. */
+typedef struct {
+  const void *data;
+  shardc_rt_dtype dtype;
+  int64_t count;
+} shardc_rt_tensor_ref;
+/* *sum = the sum of x * x over every element of the `count` tensors,
+ * accumulated in double (in a fixed order: the same on every run) and
+ * rounded to f32. */
+void shardc_rt_sum_squares(shardc_rt_context *ctx, int32_t count,
+                           const shardc_rt_tensor_ref *tensors, float *sum);
+/* norm = sqrt(*sums[0] + ... + *sums[count - 1]) and
+ * *coef = min(1, max_norm / (norm + 1e-6)); the step's norm is what the log
+ * reports as grad_norm. */
+void shardc_rt_clip_coefficient(shardc_rt_context *ctx, int32_t count,
+                                const float *const *sums, double max_norm,
+                                float *coef);
 /* Overwrites param i's stored (whole) value with `full`, of its dtype. */
 void shardc_rt_set_param(shardc_rt_context *ctx, int32_t index,
                          const void *full);

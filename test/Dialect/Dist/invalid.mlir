@@ -311,3 +311,23 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
+
+// -----
+
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0, max_grad_norm = 1.0> {
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  // expected-error @+1 {{'dist.clip_coefficient' op expected a max_norm > 0 and finite as an f32, got 0}}
+  %c = dist.clip_coefficient %s max_norm 0.0
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  // expected-error @+1 {{'dist.sum_squares' op expected at least one tensor to sum}}
+  %q = "dist.sum_squares"() : () -> tensor<f32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}

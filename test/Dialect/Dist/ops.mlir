@@ -79,3 +79,25 @@ train.model @flat batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
+
+// Gradient clipping: each rank's sum of squares, the coefficient, and the
+// updates taking it.
+// CHECK-LABEL: train.model @clipped
+// CHECK-SAME: max_grad_norm = 1.0>
+train.model @clipped batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0, max_grad_norm = 1.0> {
+  %w = train.param "w" init(#train.zeros) sharded(#dist.shard<layout = flat, mesh = @world, axes = ["shard"]>) of tensor<3x2xf32> : tensor<3x2xf32>
+  %b = train.param "b" init(#train.zeros) sharded(#dist.shard<layout = flat, mesh = @world, axes = ["shard"]>) of tensor<3xf32> : tensor<3xf32>
+  %f = dist.flat_param "" ["w", "b"] on @world ["shard"] : tensor<3xf32>
+  %v = train.param "v" init(#train.zeros) sharded(#dist.shard<layout = dim0, mesh = @world, axes = ["shard"]>) of tensor<4xbf16> : tensor<1xbf16>
+  // CHECK: %[[Q:.*]] = dist.sum_squares %{{.*}}, %{{.*}} : tensor<3xf32>, tensor<1xbf16>
+  %q = dist.sum_squares %f, %v : tensor<3xf32>, tensor<1xbf16>
+  // CHECK: %[[C:.*]] = dist.clip_coefficient %[[Q]], %[[Q]] max_norm 1.000000e+00
+  %c = dist.clip_coefficient %q, %q max_norm 1.0
+  // CHECK: dist.adamw_flat "" ["w", "b"], %{{.*}} clip %[[C]] on @world ["shard"] : tensor<3xf32>
+  dist.adamw_flat "" ["w", "b"], %f clip %c on @world ["shard"] : tensor<3xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  // CHECK: train.adamw "l", %{{.*}} clip %[[C]] : tensor<1xf32>
+  train.adamw "l", %l clip %c : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}

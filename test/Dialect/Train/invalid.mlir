@@ -644,3 +644,16 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 // expected-error @+1 {{min_lr 1.000000e-04 is where the decay ends: expected decay_steps}}
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0, min_lr = 1.0e-04> {
 }
+
+// -----
+
+// Clipping: max_grad_norm >= 0 (0: none), a finite f32.
+// expected-error @+1 {{expected max_grad_norm >= 0 (0: no clipping), got -1.000000e+00}}
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0, max_grad_norm = -1.0> {
+}
+
+// -----
+
+// expected-error @+1 {{max_grad_norm}}
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0, max_grad_norm = 1.0e+39> {
+}

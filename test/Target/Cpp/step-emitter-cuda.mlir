@@ -93,8 +93,8 @@
 // DDP-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_ALL_REDUCE, 1u, SHARDC_RT_F32, 20);
 // DDP-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E:[0-9]+]]), comm1));
 // DDP: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E]]), 0));
-// DDP: {0, 0, ([[R]] + 0), SHARDC_RT_F32}, // l0.w
-// DDP-NEXT: {1, 0, ([[R]] + 15), SHARDC_RT_F32}, // l0.b
+// DDP: {0, 0, ([[R]] + 0), SHARDC_RT_F32, nullptr}, // l0.w
+// DDP-NEXT: {1, 0, ([[R]] + 15), SHARDC_RT_F32, nullptr}, // l0.b
 // DDP-NEXT: };
 // DDP-NEXT: shardc_rt_adamw_group(ctx, 2, updates);
 // DDP-NOT: ncclAllGather
@@ -121,7 +121,7 @@
 // BF16-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E:[0-9]+]]), comm1));
 // BF16: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E]]), 0));
 // BF16-NEXT: shardc_rt_free(ctx, [[ST]]);
-// BF16: shardc_rt_adamw(ctx, 0, {{v[0-9]+}}, SHARDC_RT_F32); // l0.w
+// BF16: shardc_rt_adamw(ctx, 0, {{v[0-9]+}}, SHARDC_RT_F32, nullptr); // l0.w
 
 module {
   train.model @tiny batch 4 optimizer <lr = 0.001, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {

@@ -48,7 +48,7 @@
 // CHECK-NEXT: shardc_rt_free(ctx, [[G]]);
 // CHECK: shardc_rt_wait(ctx, [[RS]]);
 // CHECK-NEXT: shardc_rt_free(ctx, [[P]]);
-// CHECK-NEXT: shardc_rt_adamw(ctx, 0, [[GS]], SHARDC_RT_F32); // l0.w
+// CHECK-NEXT: shardc_rt_adamw(ctx, 0, [[GS]], SHARDC_RT_F32, nullptr); // l0.w
 // CHECK-NEXT: shardc_rt_free(ctx, [[GS]]);
 // CHECK: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_F32, {{v[0-9]+}}, [[LOSS:v[0-9]+]], 1, 1);
 // CHECK: *loss = [[LOSS]][0];
@@ -64,8 +64,8 @@
 // DDP: shardc_rt_copy_f32([[B]] + 15,
 // DDP: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_F32, [[B]], [[R:v[0-9]+]], 20, 1);
 // DDP: const shardc_rt_adamw_update updates[] = {
-// DDP-NEXT: {0, 0, ([[R]] + 0), SHARDC_RT_F32}, // l0.w
-// DDP-NEXT: {1, 0, ([[R]] + 15), SHARDC_RT_F32}, // l0.b
+// DDP-NEXT: {0, 0, ([[R]] + 0), SHARDC_RT_F32, nullptr}, // l0.w
+// DDP-NEXT: {1, 0, ([[R]] + 15), SHARDC_RT_F32, nullptr}, // l0.b
 // DDP-NEXT: };
 // DDP-NEXT: shardc_rt_adamw_group(ctx, 2, updates);
 // DDP-NEXT: }
@@ -98,13 +98,13 @@
 // FLAT-NEXT: shardc_rt_copy_f32([[P]] + 0, {{v[0-9]+}}, 15);
 // FLAT-NEXT: shardc_rt_copy_f32([[P]] + 15, {{v[0-9]+}}, 5);
 // FLAT: shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, [[P]], [[S:v[0-9]+]], 10, 1);
-// FLAT: shardc_rt_adamw_flat(ctx, 0, [[S]], SHARDC_RT_F32, nullptr); // unit "l0"
+// FLAT: shardc_rt_adamw_flat(ctx, 0, [[S]], SHARDC_RT_F32, nullptr, nullptr); // unit "l0"
 // FLAT: model.num_flats = 1;
 
 // ZeRO-2 with a flat bucket: whole params, the optimizer's piece updated,
 // gathered and written back.
 // FLAT2: {"bucket0", 2, kFlatMembers0, {1u}, 0},
-// FLAT2: shardc_rt_adamw_flat(ctx, 0, {{v[0-9]+}}, SHARDC_RT_F32, [[U:v[0-9]+]]); // unit "bucket0"
+// FLAT2: shardc_rt_adamw_flat(ctx, 0, {{v[0-9]+}}, SHARDC_RT_F32, nullptr, [[U:v[0-9]+]]); // unit "bucket0"
 // FLAT2: shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_F32, [[U]], [[W:v[0-9]+]], 10);
 // FLAT2: shardc_rt_set_param(ctx, 0, ([[W]] + 0)); // l0.w
 // FLAT2: shardc_rt_set_param(ctx, 1, ([[W]] + 15)); // l0.b
@@ -135,12 +135,12 @@
 // BF16-NEXT: shardc_rt_free(ctx, [[G]]);
 // BF16: shardc_rt_wait(ctx, [[R]]);
 // BF16-NEXT: shardc_rt_free(ctx, [[S]]);
-// BF16: shardc_rt_adamw(ctx, 0, [[GS]], SHARDC_RT_F32); // l0.w
+// BF16: shardc_rt_adamw(ctx, 0, [[GS]], SHARDC_RT_F32, nullptr); // l0.w
 
 // reduce-dtype=bf16: the bucket travels in bf16 and the optimizer reads bf16.
 // BF16-WIRE: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_BF16, [[B:v[0-9]+]], [[R:v[0-9]+]], 20, 1);
-// BF16-WIRE: {0, 0, ([[R]] + 0), SHARDC_RT_BF16}, // l0.w
-// BF16-WIRE-NEXT: {1, 0, ([[R]] + 15), SHARDC_RT_BF16}, // l0.b
+// BF16-WIRE: {0, 0, ([[R]] + 0), SHARDC_RT_BF16, nullptr}, // l0.w
+// BF16-WIRE-NEXT: {1, 0, ([[R]] + 15), SHARDC_RT_BF16, nullptr}, // l0.b
 
 module {
   train.model @tiny batch 4 optimizer <lr = 0.001, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {

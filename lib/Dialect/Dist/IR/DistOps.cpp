@@ -451,3 +451,21 @@ LogicalResult AdamWFlatOp::verifyParams(ArrayRef<Operation *> params) {
   return verifyFlatPiece(*this, params, getGrad().getType(), *n,
                          /*update=*/true);
 }
+
+//===--- dist.sum_squares, dist.clip_coefficient --------------------------===//
+
+LogicalResult SumSquaresOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "expected at least one tensor to sum";
+  return success();
+}
+
+LogicalResult ClipCoefficientOp::verify() {
+  if (getSums().empty())
+    return emitOpError() << "expected at least one sum of squares";
+  double maxNorm = getMaxNorm().convertToDouble();
+  if (!(maxNorm > 0 && maxNorm <= std::numeric_limits<float>::max()))
+    return emitOpError() << "expected a max_norm > 0 and finite as an f32, got "
+                         << maxNorm;
+  return success();
+}

@@ -182,6 +182,7 @@ private:
                            Operation *firstUpdate);
   void reduceGradients();
   void averageLoss();
+  void clipGradients();
   void foldSingleRankCollectives();
 
   Value allGather(OpBuilder &b, Value shard, RankedTensorType full,
@@ -749,13 +750,13 @@ void Sharder::reduceFlatGradients(ArrayRef<train::AdamWOp> updates,
     b.setInsertionPoint(updateOf.lookup(names.front()));
     ArrayAttr params = b.getStrArrayAttr(names);
     if (plan.shardsParams()) {
-      AdamWFlatOp::create(b, loc, Type(), b.getStringAttr(unit), params,
-                          shard, meshRef, shardAxes());
+      AdamWFlatOp::create(b, loc, Type(), b.getStringAttr(unit), params, shard,
+                          /*clip=*/Value(), meshRef, shardAxes());
     } else {
       Value updated =
           AdamWFlatOp::create(b, loc, piece.clone(plan.paramType),
-                              b.getStringAttr(unit), params, shard, meshRef,
-                              shardAxes())
+                              b.getStringAttr(unit), params, shard,
+                              /*clip=*/Value(), meshRef, shardAxes())
               .getUpdated();
       UnpackOp views = gatherMembers(b, loc, updated, members);
       for (auto [member, view] : llvm::zip(members, views.getResults()))
@@ -800,7 +801,7 @@ void Sharder::reduceGradients() {
     RankedTensorType stored = param.getType();
     auto upd = AdamWShardOp::create(
         b, loc, typeOf(shard).clone(stored.getElementType()),
-        update.getNameAttr(), shard, meshRef, shardAxes());
+        update.getNameAttr(), shard, /*clip=*/Value(), meshRef, shardAxes());
     Value whole = allGather(b, upd, stored);
     SetParamOp::create(b, loc, update.getNameAttr(), whole);
     replaced.push_back(update);
@@ -820,6 +821,81 @@ void Sharder::averageLoss() {
                                  meshRef, axesAttr(plan.allAxes()), TypeAttr(),
                                  ReductionAttr::get(ctx, Reduction::avg));
   ret.getLossMutable().assign(avg);
+}
+
+/// #train.adamw's max_grad_norm: the squares of the gradients the updates
+/// take, summed per rank (`dist.sum_squares`), each group of ranks holding
+/// distinct pieces of them (ZeRO's shards; none under DDP, whose gradients
+/// are whole, nor over HSDP's replicas, which hold the same pieces)
+/// all-reducing its sum, and one `dist.clip_coefficient` that every update
+/// takes. The updates, and what reads their results, move after it.
+void Sharder::clipGradients() {
+  double maxNorm = model.getOptimizer().getMaxGradNorm().convertToDouble();
+  if (maxNorm <= 0)
+    return;
+  Block &body = model.getBody().front();
+  SmallVector<Operation *> updates;
+  for (Operation &op : body)
+    if (isa<train::AdamWOp, AdamWShardOp, AdamWFlatOp>(op))
+      updates.push_back(&op);
+  // The gradient is an update's first operand; the ranks holding distinct
+  // pieces of it span `axes`.
+  auto axesOf = [&](Operation *update) {
+    if (auto shard = dyn_cast<AdamWShardOp>(update))
+      return shard.getAxes();
+    if (auto flat = dyn_cast<AdamWFlatOp>(update))
+      return flat.getAxes();
+    return plan.shardsParams() ? shardAxes() : axesAttr({});
+  };
+  llvm::MapVector<ArrayAttr, SmallVector<Value>> gradsOver;
+  Operation *lastProducer = nullptr;
+  for (Operation *update : updates) {
+    Value grad = update->getOperand(0);
+    gradsOver[axesOf(update)].push_back(grad);
+    Operation *def = body.findAncestorOpInBlock(*grad.getDefiningOp());
+    if (!lastProducer || lastProducer->isBeforeInBlock(def))
+      lastProducer = def;
+  }
+  OpBuilder b(ctx);
+  b.setInsertionPointAfter(lastProducer);
+  Location loc = model.getLoc();
+  SmallVector<Value> sums;
+  for (auto &[axes, grads] : gradsOver) {
+    Value sum = SumSquaresOp::create(b, loc, grads);
+    if (!axes.empty())
+      sum = AllReduceOp::create(b, loc, sum.getType(), sum, meshRef, axes,
+                                TypeAttr(),
+                                ReductionAttr::get(ctx, Reduction::sum));
+    sums.push_back(sum);
+  }
+  auto clip =
+      ClipCoefficientOp::create(b, loc, sums, b.getF64FloatAttr(maxNorm));
+
+  // Updates issued before the coefficient exists (none where the reductions
+  // precede every update, as reduceGradients places them) wait for it,
+  // with their results' readers.
+  llvm::SetVector<Operation *> moved;
+  for (Operation *update : updates)
+    if (update->isBeforeInBlock(clip))
+      moved.insert(update);
+  for (size_t i = 0; i < moved.size(); ++i)
+    for (Value result : moved[i]->getResults())
+      for (Operation *user : result.getUsers())
+        if (Operation *anc = body.findAncestorOpInBlock(*user))
+          if (anc->isBeforeInBlock(clip))
+            moved.insert(anc);
+  SmallVector<Operation *> order = moved.takeVector();
+  llvm::sort(order,
+             [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+  Operation *after = clip;
+  for (Operation *op : order) {
+    op->moveAfter(after);
+    after = op;
+  }
+  for (Operation *update : updates)
+    TypeSwitch<Operation *>(update)
+        .Case<train::AdamWOp, AdamWShardOp, AdamWFlatOp>(
+            [&](auto op) { op.getClipMutable().assign(clip); });
 }
 
 /// Whether `user` runs after `op`: in `op`'s block or an enclosing one.
@@ -925,6 +1001,7 @@ LogicalResult Sharder::run() {
     return failure();
   reduceGradients();
   averageLoss();
+  clipGradients();
   foldSingleRankCollectives();
   return success();
 }

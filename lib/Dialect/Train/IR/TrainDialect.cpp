@@ -77,7 +77,7 @@ LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 APFloat lrF, APFloat beta1F, APFloat beta2F,
                                 APFloat epsF, APFloat weightDecayF,
                                 int64_t warmup, int64_t decaySteps,
-                                APFloat minLrF) {
+                                APFloat minLrF, APFloat maxGradNormF) {
   double lr = lrF.convertToDouble(), beta1 = beta1F.convertToDouble(),
          beta2 = beta2F.convertToDouble(), eps = epsF.convertToDouble(),
          weightDecay = weightDecayF.convertToDouble();
@@ -115,6 +115,12 @@ LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (minLr != 0 && decaySteps == 0)
     return emitError() << "min_lr " << minLr
                        << " is where the decay ends: expected decay_steps";
+  double maxGradNorm = maxGradNormF.convertToDouble();
+  if (failed(verifyFiniteF32(emitError, {"max_grad_norm"}, {maxGradNorm})))
+    return failure();
+  if (!(maxGradNorm >= 0))
+    return emitError() << "expected max_grad_norm >= 0 (0: no clipping), got "
+                       << maxGradNorm;
   return success();
 }
 

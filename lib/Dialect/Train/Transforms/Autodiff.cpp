@@ -573,7 +573,8 @@ LogicalResult TrainAutodiffPass::differentiateModel(ModelOp model) {
   // One update per trainable param, in declaration order.
   model.walk([&](ParamOp param) {
     if (Value g = paramGrads.lookup(param.getName()))
-      AdamWOp::create(b, param.getLoc(), param.getNameAttr(), g);
+      AdamWOp::create(b, param.getLoc(), param.getNameAttr(), g,
+                      /*clip=*/Value());
   });
   return success();
 }

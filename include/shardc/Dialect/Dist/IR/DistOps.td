@@ -12,6 +12,8 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 include "shardc/Dialect/Train/IR/TrainInterfaces.td"
 
 def Dist_Tensor : RankedTensorOf<[F32, BF16]>;
+def Dist_Scalar : 0DTensorOf<[F32]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
 
 //===----------------------------------------------------------------------===//
 // dist.mesh
@@ -305,9 +307,9 @@ def Dist_AdamWShardOp : Dist_Op<"adamw_shard", [
     the optimizer: this rank owns the optimizer state (first and second
     moments, and an fp32 master copy when the parameter is stored in lower
     precision) of its dim0 shard of parameter `name` over `axes`, updates
-    that shard with the reduce-scattered gradient `grad`, and returns it in
-    the parameter's element type, ready to be all-gathered and written back
-    with `dist.set_param`.
+    that shard with the reduce-scattered gradient `grad` (times `clip`,
+    where given, as `train.adamw`), and returns it in the parameter's element
+    type, ready to be all-gathered and written back with `dist.set_param`.
 
     ```mlir
     %u = dist.adamw_shard "h0.w", %g on @mesh ["shard"]
@@ -315,11 +317,12 @@ def Dist_AdamWShardOp : Dist_Op<"adamw_shard", [
     ```
   }];
   let arguments = (ins StrAttr:$name, Dist_Tensor:$grad,
+                       Optional<Dist_Scalar>:$clip,
                        FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
   let results = (outs Dist_Tensor:$result);
   let assemblyFormat = [{
-    $name `,` $grad `on` $mesh $axes attr-dict `:` type($grad) `->`
-    type($result)
+    $name `,` $grad (`clip` $clip^)? `on` $mesh $axes attr-dict `:`
+    type($grad) `->` type($result)
   }];
 }
 
@@ -377,9 +380,9 @@ def Dist_AdamWFlatOp : Dist_Op<"adamw_flat", [
   let description = [{
     Updates this rank's piece of the flat concatenation of `params` (as
     `dist.flat_param` lays them out over the ranks of `axes`) with that
-    piece's reduce-scattered gradient `grad`. This rank owns the piece's
-    optimizer state (moments, and an fp32 master copy under lower-precision
-    storage).
+    piece's reduce-scattered gradient `grad` (times `clip`, where given, as
+    `train.adamw`). This rank owns the piece's optimizer state (moments, and
+    an fp32 master copy under lower-precision storage).
 
     Without a result the piece is the unit's `dist.flat_param` (ZeRO-3,
     HSDP). With one, the parameters are stored whole on every rank (ZeRO-1,
@@ -395,12 +398,55 @@ def Dist_AdamWFlatOp : Dist_Op<"adamw_flat", [
   }];
   let arguments = (ins StrAttr:$unit, StrArrayAttr:$params,
                        1DTensorOf<[F32, BF16]>:$grad,
+                       Optional<Dist_Scalar>:$clip,
                        FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
   let results = (outs Optional<1DTensorOf<[F32, BF16]>>:$updated);
   let assemblyFormat = [{
-    $unit $params `,` $grad `on` $mesh $axes attr-dict `:` type($grad)
-    (`->` type($updated)^)?
+    $unit $params `,` $grad (`clip` $clip^)? `on` $mesh $axes attr-dict `:`
+    type($grad) (`->` type($updated)^)?
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient clipping (#train.adamw's max_grad_norm)
+//===----------------------------------------------------------------------===//
+
+def Dist_SumSquaresOp : Dist_Op<"sum_squares", [Pure]> {
+  let summary = "the sum of the squares of every element of its inputs";
+  let description = [{
+    Sums `x * x` over every element of every input, in f64, and returns the
+    sum rounded to f32: this rank's share of the squared gradient norm. A
+    piece's padding holds zeros and adds nothing. Inserted by
+    `--shardc-shard` over the gradients the updates take, one per group of
+    ranks holding distinct pieces; a `dist.all_reduce` (sum) over that group
+    completes it.
+
+    ```mlir
+    %s = dist.sum_squares %gw, %gb : tensor<2x16xf32>, tensor<2xbf16>
+    ```
+  }];
+  let arguments = (ins Variadic<Dist_Tensor>:$inputs);
+  let results = (outs Dist_Scalar:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+}
+
+def Dist_ClipCoefficientOp : Dist_Op<"clip_coefficient", [Pure]> {
+  let summary = "the factor clip_grad_norm_ scales every gradient by";
+  let description = [{
+    `norm = sqrt(s0 + s1 + ...)` of the squared-norm sums `sums`, and the
+    result `min(1, max_norm / (norm + 1e-6))`, as
+    `torch.nn.utils.clip_grad_norm_`; the updates of the step take it as
+    their `clip`. The runtime reports `norm` (`--log-json`'s `grad_norm`).
+
+    ```mlir
+    %c = dist.clip_coefficient %s0, %s1 max_norm 1.0
+    ```
+  }];
+  let arguments = (ins Variadic<Dist_Scalar>:$sums, F64Attr:$max_norm);
+  let results = (outs Dist_Scalar:$result);
+  let assemblyFormat = "$sums `max_norm` $max_norm attr-dict";
+  let hasVerifier = 1;
 }
 
 #endif // SHARDC_DIALECT_DIST_IR_DISTOPS_TD

@@ -73,6 +73,27 @@ def Train_AdamWAttr : Train_Attr<"AdamW", "adamw"> {
                  weight_decay = 0.1, warmup = 700, decay_steps = 19073,
                  min_lr = 6.0e-05>
     ```
+
+    `max_grad_norm > 0` clips gradients first, as
+    `torch.nn.utils.clip_grad_norm_(params, max_grad_norm)` before the step
+    (DeepSpeed's `gradient_clipping`, llm.c's `grad_clip`): every update
+    takes `g * clip` instead of `g`, with one `clip` for the whole step,
+
+    ```
+    norm = sqrt(sum over every trainable param's g of sum(g * g))
+    clip = min(1, max_grad_norm / (norm + 1e-6))
+    ```
+
+    `norm` is computed in f32 from f64 sums of squares. It needs the whole
+    gradient: `--shardc-shard` sums each rank's squares (`dist.sum_squares`),
+    all-reduces the sums over the ranks holding distinct pieces, and makes
+    every update wait for `dist.clip_coefficient`. `0` (the default) clips
+    nothing.
+
+    ```mlir
+    #train.adamw<lr = 6.0e-04, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08,
+                 weight_decay = 0.1, max_grad_norm = 1.0>
+    ```
   }];
   // Keys are the parameters' names: snake_case, as the IR spells them.
   let parameters = (ins Train_F64Param<>:$lr, Train_F64Param<>:$beta1,
@@ -80,10 +101,11 @@ def Train_AdamWAttr : Train_Attr<"AdamW", "adamw"> {
                         Train_F64Param<>:$weight_decay,
                         DefaultValuedParameter<"int64_t", "0">:$warmup,
                         DefaultValuedParameter<"int64_t", "0">:$decay_steps,
-                        Train_F64Param<"0.0">:$min_lr);
+                        Train_F64Param<"0.0">:$min_lr,
+                        Train_F64Param<"0.0">:$max_grad_norm);
   let assemblyFormat = [{
     `<` struct($lr, $beta1, $beta2, $eps, $weight_decay, $warmup,
-               $decay_steps, $min_lr) `>`
+               $decay_steps, $min_lr, $max_grad_norm) `>`
   }];
   let genVerifyDecl = 1;
 }

@@ -19,7 +19,8 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 def Train_FloatTensor : RankedTensorOf<[F32, BF16]>;
 def Train_IndexTensor : RankedTensorOf<[I32, I64]>;
 def Train_AnyTensor : RankedTensorOf<[F32, BF16, I32, I64]>;
-def Train_Scalar : 0DTensorOf<[F32]>;
+def Train_Scalar : 0DTensorOf<[F32]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
 
 //===----------------------------------------------------------------------===//
 // Structure: model, units, params, inputs
@@ -297,13 +298,19 @@ def Train_AdamWOp : Train_Op<"adamw", [
     Applies the model's `#train.adamw` to parameter `name` with gradient
     `grad`, owning the parameter's first and second moments. Inserted by
     `--train-autodiff`, one per trainable parameter, after the backward.
+    With `clip`, the update takes `grad * clip`: the coefficient of
+    `max_grad_norm` (`dist.clip_coefficient`).
 
     ```mlir
     train.adamw "h0.w", %gw : tensor<16x16xf32>
+    train.adamw "h0.w", %gw clip %c : tensor<16x16xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$name, Train_FloatTensor:$grad);
-  let assemblyFormat = "$name `,` $grad attr-dict `:` type($grad)";
+  let arguments = (ins StrAttr:$name, Train_FloatTensor:$grad,
+                       Optional<Train_Scalar>:$clip);
+  let assemblyFormat = [{
+    $name `,` $grad (`clip` $clip^)? attr-dict `:` type($grad)
+  }];
 }
 
 //===----------------------------------------------------------------------===//
