@@ -613,7 +613,8 @@ __global__ void clipCoefficientKernel(ClipSums s, float maxNorm, float *coef,
     total = __fadd_rn(total, *s.sums[i]);
   float n = __fsqrt_rn(total);
   *norm = n;
-  *coef = fminf(1.0f, __fdiv_rn(maxNorm, __fadd_rn(n, 1e-6f)));
+  float coefficient = __fdiv_rn(maxNorm, __fadd_rn(n, 1e-6f));
+  *coef = coefficient > 1.0f ? 1.0f : coefficient; // NaN stays NaN
 }
 
 /// One block: kAdamWChunk elements of the tensor whose blocks hold

@@ -127,9 +127,11 @@ void backendClipCoefficient(shardc_rt_context &,
   float total = 0.0f;
   for (const float *s : sums)
     total += *s;
-  // In f32, as torch's clip_grad_norm_ on f32 gradients.
+  // In f32, as torch's clip_grad_norm_ on f32 gradients; a NaN norm gives
+  // a NaN coefficient, as torch's clamp(max=1).
   *norm = std::sqrt(total);
-  *coef = std::min(1.0f, static_cast<float>(maxNorm) / (*norm + 1e-6f));
+  float coefficient = static_cast<float>(maxNorm) / (*norm + 1e-6f);
+  *coef = coefficient > 1.0f ? 1.0f : coefficient;
 }
 
 void backendSetUp(shardc_rt_context &) {}

@@ -768,6 +768,7 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     ctx.gradNorm = static_cast<float *>(backendAllocate(sizeof(float)));
     SHARDC_RT_CHECK(ctx.gradNorm, "set-up",
                     "out of memory for the gradient norm");
+    backendZero(ctx, ctx.gradNorm, sizeof(float));
   }
   // What backendSetUp and the line above acquired.
   auto tearDown = [&] {

@@ -1027,8 +1027,13 @@ void testGradientClipping() {
   bool exact = norm.download()[0] == 4.0f && coef.download()[0] == expected;
   shardc_rt_cuda_clip_coefficient(kernels, parts, 2, 5.0f, coef.get(),
                                   norm.get());
-  report(exact && coef.download()[0] == 1.0f,
-         "clip_coefficient: norm 4, max 1.5 and 5", "");
+  exact = exact && coef.download()[0] == 1.0f;
+  // A NaN norm makes every gradient NaN, as torch's clamp(max=1) does.
+  sums.upload({3.0f, NAN});
+  shardc_rt_cuda_clip_coefficient(kernels, parts, 2, 1.5f, coef.get(),
+                                  norm.get());
+  report(exact && std::isnan(coef.download()[0]),
+         "clip_coefficient: norm 4, max 1.5 and 5; a NaN norm", "");
 
   int64_t n = 4099;
   Floats param = random(n), m(n, 0.0f), v(n, 0.0f), grad = random(n);

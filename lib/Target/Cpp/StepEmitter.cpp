@@ -290,26 +290,39 @@ LogicalResult StepEmitter::checkLowerable() {
   });
   if (result.wasInterrupted())
     return failure();
-  // The step clips as the model's #train.adamw says (the runtime reports
-  // the norm of a model with max_grad_norm > 0).
+  // The step clips as the model's #train.adamw says: one coefficient of
+  // its max_grad_norm (whose norm the runtime reports), taken by every
+  // update where max_grad_norm > 0.
   double maxNorm = model.getOptimizer().getMaxGradNorm().convertToDouble();
+  ClipCoefficientOp coefficient;
   result = model.walk([&](Operation *op) {
-    if (auto clip = dyn_cast<ClipCoefficientOp>(op);
-        clip && clip.getMaxNorm().convertToDouble() != maxNorm) {
-      op->emitOpError() << "clips to max_norm "
-                        << clip.getMaxNorm().convertToDouble()
-                        << ", but the model's optimizer has max_grad_norm "
-                        << maxNorm;
-      return WalkResult::interrupt();
+    if (auto clip = dyn_cast<ClipCoefficientOp>(op)) {
+      if (coefficient) {
+        op->emitOpError() << "is a second clip coefficient of the step";
+        return WalkResult::interrupt();
+      }
+      coefficient = clip;
+      if (clip.getMaxNorm().convertToDouble() != maxNorm) {
+        op->emitOpError() << "clips to max_norm "
+                          << clip.getMaxNorm().convertToDouble()
+                          << ", but the model's optimizer has max_grad_norm "
+                          << maxNorm;
+        return WalkResult::interrupt();
+      }
     }
-    bool unclipped = TypeSwitch<Operation *, bool>(op)
-                         .Case<train::AdamWOp, AdamWShardOp, AdamWFlatOp>(
-                             [](auto update) { return !update.getClip(); })
-                         .Default(false);
-    if (unclipped && maxNorm > 0) {
+    if (!isa<train::AdamWOp, AdamWShardOp, AdamWFlatOp>(op))
+      return WalkResult::advance();
+    Value clip = TypeSwitch<Operation *, Value>(op)
+                     .Case<train::AdamWOp, AdamWShardOp, AdamWFlatOp>(
+                         [](auto update) { return update.getClip(); });
+    if (!clip && maxNorm > 0) {
       op->emitOpError() << "takes its gradient unclipped, but the model's "
                            "optimizer has max_grad_norm "
                         << maxNorm << " (--shardc-shard inserts the clipping)";
+      return WalkResult::interrupt();
+    }
+    if (clip && !clip.getDefiningOp<ClipCoefficientOp>()) {
+      op->emitOpError() << "takes a clip that is not a dist.clip_coefficient";
       return WalkResult::interrupt();
     }
     return WalkResult::advance();

@@ -461,8 +461,10 @@ LogicalResult SumSquaresOp::verify() {
 }
 
 LogicalResult ClipCoefficientOp::verify() {
-  if (getSums().empty())
-    return emitOpError() << "expected at least one sum of squares";
+  // One sum per group of shard axes: a handful; the runtime takes 16.
+  if (getSums().empty() || getSums().size() > 16)
+    return emitOpError() << "expected 1 to 16 sums of squares, got "
+                         << getSums().size();
   double maxNorm = getMaxNorm().convertToDouble();
   if (!(maxNorm > 0 && maxNorm <= std::numeric_limits<float>::max()))
     return emitOpError() << "expected a max_norm > 0 and finite as an f32, got "

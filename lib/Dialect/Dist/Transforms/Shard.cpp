@@ -838,6 +838,8 @@ void Sharder::clipGradients() {
   for (Operation &op : body)
     if (isa<train::AdamWOp, AdamWShardOp, AdamWFlatOp>(op))
       updates.push_back(&op);
+  if (updates.empty())
+    return;
   // The gradient is an update's first operand; the ranks holding distinct
   // pieces of it span `axes`.
   auto axesOf = [&](Operation *update) {
