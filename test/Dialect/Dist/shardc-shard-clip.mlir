@@ -10,7 +10,7 @@
 // RUN: shardc-gen mlp --sizes 8,16,10 --batch 8 --max-grad-norm 0.5 | shardc-opt --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-schedule | FileCheck %s --check-prefix=SCHEDULED
 // RUN: shardc-gen mlp --sizes 8,16,10 --batch 8 --max-grad-norm 0.5 | shardc-opt --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-schedule --shardc-ledger="format=json output=-" -o /dev/null | FileCheck %s --check-prefix=LEDGER
 // RUN: shardc-gen mlp --sizes 8,16,10 --batch 8 | shardc-opt --train-autodiff --shardc-shard="strategy=zero3 mesh=2" | FileCheck %s --check-prefix=OFF
-// RUN: shardc-opt %S/Inputs/updates-interleaved.mlir --shardc-shard="strategy=zero2 mesh=2" | FileCheck %s --check-prefix=MOVED
+// RUN: shardc-gen mlp --sizes 8,16,10 --batch 8 --max-grad-norm 1 | shardc-opt --train-autodiff --shardc-shard="strategy=zero1 mesh=2 layout=flat bucket-mb=0" | FileCheck %s --check-prefix=MOVED
 
 // DDP's gradients are whole on every rank: no sum crosses ranks.
 // DDP: %[[R:.*]] = dist.all_reduce %{{.*}} avg : tensor<314xf32>
@@ -54,14 +54,13 @@
 // OFF-NOT: sum_squares
 // OFF-NOT: clip
 
-// Updates issued before the last gradient exists wait for the coefficient,
-// and what reads their results moves with them.
-// MOVED: train.backward "layers.1"
+// ZeRO-1/2's flat buckets update as each is reduced: those updates wait for
+// the coefficient, and what reads their results moves with them.
 // MOVED: train.backward "layers.0"
-// MOVED: dist.sum_squares
+// MOVED-NOT: dist.adamw_flat
 // MOVED: %[[C:.*]] = dist.clip_coefficient
-// MOVED-NEXT: %[[U:.*]] = dist.adamw_shard "layers.1.weight", %{{.*}} clip %[[C]]
+// MOVED-NEXT: %[[U:.*]] = dist.adamw_flat "bucket{{[0-9]}}" [{{.*}}], %{{.*}} clip %[[C]]
 // MOVED-NEXT: %[[F:.*]] = dist.all_gather %[[U]]
-// MOVED-NEXT: dist.set_param "layers.1.weight", %[[F]]
-// MOVED-NEXT: dist.adamw_shard "layers.1.bias"
-// MOVED: dist.adamw_shard "layers.0.weight"
+// MOVED-NEXT: %[[P:.*]] = dist.unpack %[[F]]
+// MOVED-NEXT: dist.set_param "{{.*}}", %[[P]]
+// MOVED-COUNT-3: clip %[[C]]

@@ -175,6 +175,7 @@ private:
   void gatherFlatForUnit(FlatParamOp flat, ArrayRef<ParamOp> members);
   void gatherFlatForRoot(FlatParamOp flat, ArrayRef<ParamOp> members);
   LogicalResult splitInputs();
+  void updateAfterBackward();
   Value reduce(Value grad, Operation *firstUpdate,
                llvm::DenseMap<Operation *, Operation *> &lastAfter);
   void allReduceBuckets(ArrayRef<train::AdamWOp> updates);
@@ -216,6 +217,35 @@ private:
       flatGroups;
   llvm::StringMap<std::string> flatGroupOf;
 };
+
+//===----------------------------------------------------------------------===//
+// The optimizer step after the backward
+//===----------------------------------------------------------------------===//
+
+/// The updates form one optimizer step after the whole backward, as
+/// --train-autodiff places them: an update written earlier, where its
+/// gradient exists (an optimizer overlapped with the backward), moves after
+/// the last gradient, keeping the updates' order. The reductions that span
+/// units (buckets, ZeRO-1's after the backward) and the clipping's norm of
+/// every gradient are placed before the first update.
+void Sharder::updateAfterBackward() {
+  Block &body = model.getBody().front();
+  auto updates = llvm::to_vector(body.getOps<train::AdamWOp>());
+  Operation *lastProducer = nullptr;
+  for (train::AdamWOp update : updates) {
+    Operation *def =
+        body.findAncestorOpInBlock(*update.getGrad().getDefiningOp());
+    if (!lastProducer || lastProducer->isBeforeInBlock(def))
+      lastProducer = def;
+  }
+  Operation *after = lastProducer;
+  for (train::AdamWOp update : updates) {
+    if (!update->isBeforeInBlock(lastProducer))
+      break;
+    update->moveAfter(after);
+    after = update;
+  }
+}
 
 //===----------------------------------------------------------------------===//
 // Parameters out of their units
@@ -873,9 +903,8 @@ void Sharder::clipGradients() {
   auto clip =
       ClipCoefficientOp::create(b, loc, sums, b.getF64FloatAttr(maxNorm));
 
-  // Updates issued before the coefficient exists (none where the reductions
-  // precede every update, as reduceGradients places them) wait for it,
-  // with their results' readers.
+  // Updates issued before the coefficient exists (ZeRO-1/2 flat buckets
+  // update as each is reduced) wait for it, with their results' readers.
   llvm::SetVector<Operation *> moved;
   for (Operation *update : updates)
     if (update->isBeforeInBlock(clip))
@@ -995,6 +1024,7 @@ void Sharder::foldSingleRankCollectives() {
 }
 
 LogicalResult Sharder::run() {
+  updateAfterBackward();
   hoistParams();
   groupFlatParams();
   accumulateMicrobatches();
