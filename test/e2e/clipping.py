@@ -83,6 +83,8 @@ def configurations():
     for n in ("2", "4"):
         yield "ddp", n, []
     yield "zero1", "4", []
+    # A flat bucket per param: the buckets' updates move after the norm.
+    yield "zero1", "2", ["--layout", "flat", "--bucket-mb", "0"]
     yield "zero2", "2", ["--grad-accum", "2"]
     yield "zero2", "4", ["--layout", "flat"]
     yield "zero3", "4", []
