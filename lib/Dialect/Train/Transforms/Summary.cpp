@@ -95,6 +95,24 @@ void printModel(ModelOp model, llvm::raw_ostream &os) {
                        name.empty() ? "(root)" : name.str().c_str(),
                        static_cast<long long>(n),
                        total ? 100.0 * n / total : 0.0);
+  // The optimizer, as torch.optim.AdamW's arguments, its schedule and
+  // clip_grad_norm_'s bound.
+  AdamWAttr adamw = model.getOptimizer();
+  auto number = [](const APFloat &value) {
+    return llvm::format("%g", value.convertToDouble());
+  };
+  os << "  optimizer: AdamW lr " << number(adamw.getLr()) << ", betas ("
+     << number(adamw.getBeta1()) << ", " << number(adamw.getBeta2())
+     << "), eps " << number(adamw.getEps()) << ", weight decay "
+     << number(adamw.getWeightDecay());
+  if (adamw.getWarmup() > 0)
+    os << "; warm-up " << adamw.getWarmup() << " steps";
+  if (adamw.getDecaySteps() > 0)
+    os << "; cosine to " << number(adamw.getMinLr()) << " at step "
+       << adamw.getDecaySteps();
+  if (!adamw.getMaxGradNorm().isZero())
+    os << "; clip grad norm " << number(adamw.getMaxGradNorm());
+  os << "\n";
   os << "  ops: " << totals[Forward] << " forward, " << totals[Backward]
      << " backward, " << totals[Update] << " update\n";
   for (auto &[name, perPhase] : counts) {

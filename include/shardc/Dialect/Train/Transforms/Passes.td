@@ -245,6 +245,7 @@ def TrainSummaryPass : Pass<"train-summary", "::mlir::ModuleOp"> {
       (root)                      39385344     31.7%
       transformer.h.0              7087872      5.7%
       ...
+      optimizer: AdamW lr 0.0006, betas (0.9, 0.95), eps 1e-08, weight decay 0.1; warm-up 700 steps; cosine to 6e-05 at step 19073; clip grad norm 1
       ops: 171 forward, 207 backward, 148 update
         train.linear                 49 forward
         ...
