@@ -106,13 +106,15 @@ struct ErrorSlot {
 
 constexpr unsigned long long kNoError = ~0ull;
 
-/// The checked kernels, in the order of kOpNames.
+/// The checked kernels, in the order of kOpNames: their f32 entry points,
+/// then (kCheckedOps on) their bf16 ones.
 enum CheckedOp : int {
   kOpEmbedding = 0,
   kOpEmbeddingGrad = 1,
   kOpCrossEntropy = 2,
   kOpCrossEntropyGrad = 3,
   kOpCrossEntropyAndGrad = 4,
+  kCheckedOps = 5,
 };
 
 const char *const kOpNames[] = {
@@ -121,6 +123,11 @@ const char *const kOpNames[] = {
     "shardc_rt_cuda_cross_entropy_f32",
     "shardc_rt_cuda_cross_entropy_grad_f32",
     "shardc_rt_cuda_cross_entropy_and_grad_f32",
+    "shardc_rt_cuda_embedding_bf16",
+    "shardc_rt_cuda_embedding_grad_bf16",
+    "shardc_rt_cuda_cross_entropy_bf16",
+    "shardc_rt_cuda_cross_entropy_grad_bf16",
+    "shardc_rt_cuda_cross_entropy_and_grad_bf16",
 };
 
 /// cuBLAS's workspace: 32 MiB, NVIDIA's recommendation for Hopper; the
@@ -661,11 +668,15 @@ __global__ void checkIdsKernel(const int32_t *ids, int64_t n, int64_t v,
   }
 }
 
+/// Checks the ids of `op` called on elements of T (float or __nv_bfloat16),
+/// which names its f32 or bf16 entry point.
+template <typename T>
 void checkIds(Kernels *k, const int32_t *ids, int64_t n, int64_t v,
               CheckedOp op) {
   if (n <= 0)
     return;
-  checkIdsKernel<<<1, 1024, 0, k->stream>>>(ids, n, v, k->slot, op);
+  int named = op + (std::is_same_v<T, float> ? 0 : kCheckedOps);
+  checkIdsKernel<<<1, 1024, 0, k->stream>>>(ids, n, v, k->slot, named);
   SHARDC_CUDA_CHECK_LAUNCH();
 }
 
@@ -1765,7 +1776,7 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, const T *out,
 template <typename T>
 void embedding(Kernels *k, const int32_t *ids, const T *table, T *out,
                int64_t n, int64_t v, int64_t c) {
-  checkIds(k, ids, n, v, kOpEmbedding);
+  checkIds<T>(k, ids, n, v, kOpEmbedding);
   if (c > 0)
     launch(k, n * c, embeddingKernel<T>, ids, table, out, n, c,
            static_cast<const ErrorSlot *>(k->slot));
@@ -1776,7 +1787,7 @@ void embedding(Kernels *k, const int32_t *ids, const T *table, T *out,
 template <typename T>
 void embeddingGrad(Kernels *k, const T *dy, const int32_t *ids, float *dtable,
                    int64_t n, int64_t v, int64_t c) {
-  checkIds(k, ids, n, v, kOpEmbeddingGrad);
+  checkIds<T>(k, ids, n, v, kOpEmbeddingGrad);
   const ErrorSlot *guard = k->slot;
   if (c > 0) {
     launch(k, v * c, fillKernel<float>, dtable, 0.0f, v * c, guard);
@@ -1847,7 +1858,7 @@ template <typename T>
 void crossEntropy(Kernels *k, CheckedOp op, const T *logits,
                   const int32_t *targets, int64_t n, int64_t v, int64_t ld,
                   float *loss, const float *dloss, T *dlogits) {
-  checkIds(k, targets, n, v, op);
+  checkIds<T>(k, targets, n, v, op);
   double *rowLoss = loss && n > 0 ? static_cast<double *>(
                                         scratch(k, pieceBytes<double>(n)))
                                   : nullptr;

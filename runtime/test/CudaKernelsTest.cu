@@ -100,6 +100,15 @@ Floats random(size_t n, float lo = -1.0f, float hi = 1.0f) {
   return shardc::rt::test::randomValues(rng, n, lo, hi);
 }
 
+using Halves = std::vector<shardc_rt_bf16>;
+
+Halves halves(const Floats &f) {
+  Halves h(f.size());
+  for (size_t i = 0; i < f.size(); ++i)
+    h[i] = shardc::rt::narrow(f[i]);
+  return h;
+}
+
 Ids randomIds(size_t n, int32_t v) {
   return shardc::rt::test::randomIds(rng, n, v);
 }
@@ -625,6 +634,12 @@ void testIndexChecks() {
                   dlossBoth.download(), 5.0f);
   expectIndexError("cross_entropy: a target in the padding", 2,
                    "shardc_rt_cuda_cross_entropy_f32");
+  // A bf16 call is named as the bf16 entry point it is.
+  Buffer<shardc_rt_bf16> dtableBf16(halves(table)), doutBf16(n * c);
+  shardc_rt_cuda_embedding_bf16(kernels, dids.get(), dtableBf16.get(),
+                                doutBf16.get(), n, v, c);
+  expectIndexError("embedding_bf16: first bad id at 1500", 1500,
+                   "shardc_rt_cuda_embedding_bf16");
   expectNoIndexError("after the index checks");
 }
 
@@ -684,15 +699,6 @@ void testAdamw() {
 //===----------------------------------------------------------------------===//
 // Mixed precision
 //===----------------------------------------------------------------------===//
-
-using Halves = std::vector<shardc_rt_bf16>;
-
-Halves halves(const Floats &f) {
-  Halves h(f.size());
-  for (size_t i = 0; i < f.size(); ++i)
-    h[i] = shardc::rt::narrow(f[i]);
-  return h;
-}
 
 Floats floatsOf(const Halves &h) {
   Floats f(h.size());
