@@ -165,6 +165,16 @@ void shardc_rt_sum_squares(shardc_rt_context *ctx, int32_t count,
   SHARDC_RT_CHECK(count > 0 && tensors && sum, "shardc_rt_sum_squares",
                   "a sum of " + std::to_string(count) + " tensors" +
                       (tensors && sum ? "" : " without tensors or an output"));
+  for (int32_t i = 0; i < count; ++i)
+    SHARDC_RT_CHECK((tensors[i].dtype == SHARDC_RT_F32 ||
+                     tensors[i].dtype == SHARDC_RT_BF16) &&
+                        tensors[i].count >= 0 &&
+                        (tensors[i].data || tensors[i].count == 0),
+                    "shardc_rt_sum_squares",
+                    "tensor " + std::to_string(i) + " of dtype " +
+                        std::to_string(tensors[i].dtype) + " and " +
+                        std::to_string(tensors[i].count) +
+                        " elements: expected F32 or BF16 data");
   backendSumSquares(*ctx, {tensors, tensors + count}, sum);
 }
 
