@@ -6,6 +6,7 @@
 // RUN: shardc-gen mlp --sizes 8,16,10 --batch 8 --max-grad-norm 1 | shardc-opt --train-autodiff --shardc-shard="strategy=zero2 mesh=4" | FileCheck %s --check-prefix=ZERO2
 // RUN: shardc-gen mlp --sizes 8,16,10 --batch 8 --max-grad-norm 1 | shardc-opt --train-autodiff --shardc-shard="strategy=zero3 mesh=2 layout=flat" | FileCheck %s --check-prefix=FLAT
 // RUN: shardc-gen mlp --sizes 8,16,10 --batch 8 --max-grad-norm 1 | shardc-opt --train-autodiff --shardc-shard="strategy=hsdp mesh=2x2" | FileCheck %s --check-prefix=HSDP
+// RUN: shardc-gen mlp --sizes 8,16,10 --batch 8 --max-grad-norm 1 | shardc-opt --train-autodiff --shardc-shard="strategy=hsdp mesh=2x2 layout=flat" | FileCheck %s --check-prefix=HSDP-FLAT
 // RUN: shardc-gen mlp --sizes 8,16,10 --batch 8 --max-grad-norm 1 | shardc-opt --train-autodiff --shardc-shard="strategy=zero1 mesh=1" | FileCheck %s --check-prefix=ONE
 // RUN: shardc-gen mlp --sizes 8,16,10 --batch 8 --max-grad-norm 0.5 | shardc-opt --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-schedule | FileCheck %s --check-prefix=SCHEDULED
 // RUN: shardc-gen mlp --sizes 8,16,10 --batch 8 --max-grad-norm 0.5 | shardc-opt --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-schedule --shardc-ledger="format=json output=-" -o /dev/null | FileCheck %s --check-prefix=LEDGER
@@ -36,6 +37,13 @@
 // HSDP: %[[A:.*]] = dist.all_reduce %[[S]] on @mesh ["shard"]  sum
 // HSDP: %[[C:.*]] = dist.clip_coefficient %[[A]]
 // HSDP-COUNT-4: train.adamw "{{.*}}", %{{.*}} clip %[[C]] :
+
+// HSDP-FLAT: %[[R0:.*]] = dist.all_reduce %{{.*}} on @mesh ["replicate"]  avg : tensor<85xf32>
+// HSDP-FLAT: %[[R1:.*]] = dist.all_reduce %{{.*}} on @mesh ["replicate"]  avg : tensor<72xf32>
+// HSDP-FLAT-NEXT: %[[S:.*]] = dist.sum_squares %[[R1]], %[[R0]]
+// HSDP-FLAT-NEXT: %[[A:.*]] = dist.all_reduce %[[S]] on @mesh ["shard"]  sum
+// HSDP-FLAT-NEXT: %[[C:.*]] = dist.clip_coefficient %[[A]]
+// HSDP-FLAT-COUNT-2: dist.adamw_flat {{.*}} clip %[[C]] on @mesh ["shard"]
 
 // A group of one rank sums nothing across ranks: the all-reduce folds.
 // ONE: %[[S:.*]] = dist.sum_squares
