@@ -102,7 +102,8 @@ void backendAdamW(shardc_rt_context &ctx,
   cuda.reserve(tensors.size());
   for (const AdamWTensor &t : tensors)
     cuda.push_back({t.value, t.expAvg, t.expAvgSq, t.grad, t.rounded, t.count,
-                    t.gradDtype == SHARDC_RT_BF16 ? 1 : 0, t.clip});
+                    t.gradDtype == SHARDC_RT_BF16 ? 1 : 0, t.clip,
+                    t.noDecay ? 1 : 0});
   const shardc_rt_model &m = *ctx.model;
   shardc_rt_cuda_adamw_multi_f32(
       backendOf(ctx).kernels, cuda.data(), static_cast<int32_t>(cuda.size()),

@@ -545,7 +545,8 @@ __device__ void adamwElement(const shardc_rt_cuda_adamw_tensor &t, int64_t i,
   t.exp_avg[i] = m;
   t.exp_avg_sq[i] = v;
   float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), c.rootCorrection2), c.eps);
-  float updated = __fsub_rn(__fmul_rn(t.param[i], c.decay),
+  float decay = t.no_decay ? 1.0f : c.decay;
+  float updated = __fsub_rn(__fmul_rn(t.param[i], decay),
                             __fdiv_rn(__fmul_rn(c.stepSize, m), denom));
   t.param[i] = updated;
   if (t.rounded)

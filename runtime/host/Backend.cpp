@@ -52,17 +52,18 @@ struct AdamWScalars {
 float gradValue(float g) { return g; }
 float gradValue(shardc_rt_bf16 g) { return widen(g); }
 
-/// `clip` is 1 when the update takes the gradient as it is: g * 1 is g.
+/// `clip` is 1 when the update takes the gradient as it is (g * 1 is g), and
+/// `decay` 1 without weight decay.
 template <typename G>
 void adamwLoop(const AdamWScalars &c, float *value, float *expAvg,
-               float *expAvgSq, const G *grad, float clip, int64_t count,
-               shardc_rt_bf16 *rounded) {
+               float *expAvgSq, const G *grad, float clip, float decay,
+               int64_t count, shardc_rt_bf16 *rounded) {
   for (int64_t i = 0; i < count; ++i) {
     float g = gradValue(grad[i]) * clip;
     expAvg[i] = c.beta1 * expAvg[i] + (1.0f - c.beta1) * g;
     expAvgSq[i] = c.beta2 * expAvgSq[i] + (1.0f - c.beta2) * g * g;
     float denom = std::sqrt(expAvgSq[i]) / c.rootCorrection2 + c.eps;
-    value[i] = value[i] * c.decay - c.stepSize * expAvg[i] / denom;
+    value[i] = value[i] * decay - c.stepSize * expAvg[i] / denom;
   }
   if (rounded)
     for (int64_t i = 0; i < count; ++i)
@@ -88,13 +89,15 @@ void backendAdamW(shardc_rt_context &ctx,
                     static_cast<float>(std::sqrt(correction2))};
   for (const AdamWTensor &t : tensors) {
     float clip = t.clip ? *t.clip : 1.0f;
+    float decay = t.noDecay ? 1.0f : c.decay;
     if (t.gradDtype == SHARDC_RT_BF16)
       adamwLoop(c, t.value, t.expAvg, t.expAvgSq,
-                static_cast<const shardc_rt_bf16 *>(t.grad), clip, t.count,
-                t.rounded);
+                static_cast<const shardc_rt_bf16 *>(t.grad), clip, decay,
+                t.count, t.rounded);
     else
       adamwLoop(c, t.value, t.expAvg, t.expAvgSq,
-                static_cast<const float *>(t.grad), clip, t.count, t.rounded);
+                static_cast<const float *>(t.grad), clip, decay, t.count,
+                t.rounded);
   }
 }
 

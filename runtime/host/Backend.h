@@ -46,8 +46,9 @@ void backendCopy(shardc_rt_context &ctx, void *dst, const void *src,
                  int64_t bytes);
 /// One tensor of an AdamW update: `count` f32 elements of `value` and its
 /// moments, from a gradient of `gradDtype`, times *clip where `clip` (backend
-/// memory) is not null. Where `rounded` is not null it receives the updated
-/// values rounded to bf16 (a BF16 param's value).
+/// memory) is not null, with no weight decay where `noDecay`. Where
+/// `rounded` is not null it receives the updated values rounded to bf16 (a
+/// BF16 param's value).
 struct AdamWTensor {
   float *value;
   float *expAvg;
@@ -57,6 +58,7 @@ struct AdamWTensor {
   int64_t count;
   shardc_rt_bf16 *rounded;
   const float *clip;
+  bool noDecay;
 };
 /// AdamW as torch.optim.AdamW (decoupled weight decay, bias-corrected
 /// moments, step ctx.step, learning rate learningRate(model, ctx.step)) on

@@ -33,18 +33,58 @@ AdamWTensor storedTensor(void *value, float *master, float *expAvg,
   return t;
 }
 
+/// Whether param `p` goes without weight decay (#train.adamw's
+/// decay_min_rank above its rank).
+bool noDecay(const shardc_rt_context &ctx, const ParamState &p) {
+  return static_cast<int64_t>(p.shape.size()) < ctx.model->decay_min_rank;
+}
+
 /// Param `p`'s stored part.
-AdamWTensor storedPart(ParamState &p, const void *grad,
-                       shardc_rt_dtype gradDtype, const float *clip) {
-  return storedTensor(p.value, p.master, p.expAvg, p.expAvgSq,
-                      p.stored.end - p.stored.begin, grad, gradDtype, clip);
+AdamWTensor storedPart(const shardc_rt_context &ctx, ParamState &p,
+                       const void *grad, shardc_rt_dtype gradDtype,
+                       const float *clip) {
+  AdamWTensor t =
+      storedTensor(p.value, p.master, p.expAvg, p.expAvgSq,
+                   p.stored.end - p.stored.begin, grad, gradDtype, clip);
+  t.noDecay = noDecay(ctx, p);
+  return t;
+}
+
+/// Appends `piece`, the update of this rank's piece of flat parameter `f`
+/// (its elements [0, used)), cut where its members' weight decay changes.
+void appendPiece(shardc_rt_context &ctx, FlatState &f, const AdamWTensor &piece,
+                 std::vector<AdamWTensor> &out) {
+  size_t first = out.size();
+  int64_t end = 0;
+  forEachMemberRange(
+      ctx, f, [&](ParamState &p, int64_t from, int64_t to, int64_t at) {
+        bool none = noDecay(ctx, p);
+        if (out.size() > first && out.back().noDecay == none && at == end) {
+          out.back().count += to - from;
+        } else {
+          AdamWTensor t = piece;
+          t.value += at;
+          t.expAvg += at;
+          t.expAvgSq += at;
+          t.grad = elementAt(piece.grad, at, piece.gradDtype);
+          if (t.rounded)
+            t.rounded += at;
+          t.count = to - from;
+          t.noDecay = none;
+          out.push_back(t);
+        }
+        end = at + (to - from);
+      });
 }
 
 /// The stored piece of flat parameter `f` (ZeRO-3, HSDP).
-AdamWTensor storedPiece(FlatState &f, const void *grad,
-                        shardc_rt_dtype gradDtype, const float *clip) {
-  return storedTensor(f.value, f.master, f.expAvg, f.expAvgSq, f.used, grad,
-                      gradDtype, clip);
+void appendStoredPiece(shardc_rt_context &ctx, FlatState &f, const void *grad,
+                       shardc_rt_dtype gradDtype, const float *clip,
+                       std::vector<AdamWTensor> &out) {
+  appendPiece(ctx, f,
+              storedTensor(f.value, f.master, f.expAvg, f.expAvgSq, f.used,
+                           grad, gradDtype, clip),
+              out);
 }
 
 constexpr double kPi = 3.14159265358979323846;
@@ -72,7 +112,7 @@ void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index, const void *grad,
   ParamState &p = paramAt(ctx, index, "shardc_rt_adamw");
   if (captureGradient(*ctx, index, -1, grad, gradDtype))
     return;
-  backendAdamW(*ctx, {storedPart(p, grad, gradDtype, clip)});
+  backendAdamW(*ctx, {storedPart(*ctx, p, grad, gradDtype, clip)});
 }
 
 void shardc_rt_adamw_group(shardc_rt_context *ctx, int32_t count,
@@ -92,11 +132,11 @@ void shardc_rt_adamw_group(shardc_rt_context *ctx, int32_t count,
                           " is stored whole: its update needs an output "
                           "buffer (shardc_rt_adamw_flat)");
       if (!captureGradient(*ctx, -1, u.index, u.grad, u.grad_dtype))
-        tensors.push_back(storedPiece(f, u.grad, u.grad_dtype, u.clip));
+        appendStoredPiece(*ctx, f, u.grad, u.grad_dtype, u.clip, tensors);
     } else {
       ParamState &p = paramAt(ctx, u.index, "shardc_rt_adamw_group");
       if (!captureGradient(*ctx, u.index, -1, u.grad, u.grad_dtype))
-        tensors.push_back(storedPart(p, u.grad, u.grad_dtype, u.clip));
+        tensors.push_back(storedPart(*ctx, p, u.grad, u.grad_dtype, u.clip));
     }
   }
   if (!tensors.empty())
@@ -110,11 +150,12 @@ void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
   int64_t used = p.optimized.end - p.optimized.begin;
   if (p.master) {
     backendAdamW(*ctx, {{p.master, p.expAvg, p.expAvgSq, grad, gradDtype, used,
-                         static_cast<shardc_rt_bf16 *>(updated), clip}});
+                         static_cast<shardc_rt_bf16 *>(updated), clip,
+                         noDecay(*ctx, p)}});
   } else {
     float *shard = static_cast<float *>(p.value) + p.optimized.begin;
     backendAdamW(*ctx, {{shard, p.expAvg, p.expAvgSq, grad, gradDtype, used,
-                         nullptr, clip}});
+                         nullptr, clip, noDecay(*ctx, p)}});
     backendCopy(*ctx, updated, shard, used * 4);
   }
   backendZero(*ctx, elementAt(updated, used, p.dtype),
@@ -129,7 +170,9 @@ void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
   if (f.value) {
     if (captureGradient(*ctx, -1, group, grad, gradDtype))
       return;
-    backendAdamW(*ctx, {storedPiece(f, grad, gradDtype, clip)});
+    std::vector<AdamWTensor> tensors;
+    appendStoredPiece(*ctx, f, grad, gradDtype, clip, tensors);
+    backendAdamW(*ctx, tensors);
     if (updated)
       backendCopy(*ctx, updated, f.value, f.count * size);
     return;
@@ -140,19 +183,24 @@ void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
                   "a piece of whole params needs an output buffer");
   backendZero(*ctx, elementAt(updated, f.used, f.dtype),
               (f.count - f.used) * size);
+  std::vector<AdamWTensor> tensors;
   if (f.master) {
-    backendAdamW(*ctx,
-                 {{f.master, f.expAvg, f.expAvgSq, grad, gradDtype, f.used,
-                   static_cast<shardc_rt_bf16 *>(updated), clip}});
+    appendPiece(*ctx, f,
+                {f.master, f.expAvg, f.expAvgSq, grad, gradDtype, f.used,
+                 static_cast<shardc_rt_bf16 *>(updated), clip},
+                tensors);
   } else {
     forEachMemberRange(*ctx, f, [&](ParamState &p, int64_t from, int64_t to,
                                     int64_t at) {
       backendCopy(*ctx, elementAt(updated, at, f.dtype),
                   elementAt(p.value, from, f.dtype), (to - from) * size);
     });
-    backendAdamW(*ctx, {{static_cast<float *>(updated), f.expAvg, f.expAvgSq,
-                         grad, gradDtype, f.used, nullptr, clip}});
+    appendPiece(*ctx, f,
+                {static_cast<float *>(updated), f.expAvg, f.expAvgSq, grad,
+                 gradDtype, f.used, nullptr, clip},
+                tensors);
   }
+  backendAdamW(*ctx, tensors);
   forEachMemberRange(*ctx, f, [&](ParamState &p, int64_t from, int64_t to,
                                   int64_t at) {
     backendCopy(*ctx, elementAt(p.value, from, f.dtype),

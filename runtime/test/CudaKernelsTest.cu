@@ -923,8 +923,8 @@ void testAdamwBf16() {
 
 /// The multi-tensor AdamW (one launch per 48 tensors) on 53 tensors: empty
 /// ones, sizes either side of its 4096-element blocks, f32 and bf16
-/// gradients, some rounded into a bf16 value; 2 steps, each tensor bit for
-/// bit the f32 reference alone.
+/// gradients, some rounded into a bf16 value, some without weight decay; 2
+/// steps, each tensor bit for bit the f32 reference alone.
 void testAdamwMulti() {
   const int64_t sizes[] = {0, 1, 31, 4095, 4096, 4097, 10007, 12288};
   const int count = 53;
@@ -963,13 +963,16 @@ void testAdamwMulti() {
       } else {
         t.dgrad->upload(grad);
       }
-      referenceAdamw(lr, beta1, beta2, eps, wd, step, t.param.data(),
-                     t.m.data(), t.v.data(), grad.data(), n);
-      list.push_back(
-          {t.dparam->get(), t.dm->get(), t.dv->get(),
-           t.dgradBf16 ? static_cast<const void *>(t.dgradBf16->get())
-                       : t.dgrad->get(),
-           t.drounded ? t.drounded->get() : nullptr, n, t.dgradBf16 ? 1 : 0});
+      // Every fourth tensor (from the second) takes no weight decay.
+      bool noDecay = (&t - tensors.data()) % 4 == 1;
+      referenceAdamw(lr, beta1, beta2, eps, noDecay ? 0.0f : wd, step,
+                     t.param.data(), t.m.data(), t.v.data(), grad.data(), n);
+      list.push_back({t.dparam->get(), t.dm->get(), t.dv->get(),
+                      t.dgradBf16
+                          ? static_cast<const void *>(t.dgradBf16->get())
+                          : t.dgrad->get(),
+                      t.drounded ? t.drounded->get() : nullptr, n,
+                      t.dgradBf16 ? 1 : 0, nullptr, noDecay ? 1 : 0});
     }
     shardc_rt_cuda_adamw_multi_f32(kernels, list.data(), count, lr, beta1,
                                    beta2, eps, wd, step);

@@ -66,6 +66,26 @@ def differences(ref_log, ref_params, log, params_path):
     return loss, max_param_diff(ref_params, read_safetensors(params_path))
 
 
+def follows(reference, log, params_path, steps, tolerance):
+    """Whether a run of `steps` steps follows `reference` (its log and its
+    params as read_safetensors returns them) within `tolerance`; with the
+    loss and param differences."""
+    ref_log, ref_params = reference
+    loss_diff, param_diff = differences(ref_log, ref_params, log, params_path)
+    ok = (len(log) == steps and loss_diff <= tolerance and
+          param_diff <= tolerance)
+    return ok, loss_diff, param_diff
+
+
+def generate(shardc_gen, out_dir, name, args):
+    """Writes `shardc-gen ARGS` to OUT_DIR/NAME.mlir; returns its path."""
+    path = os.path.join(out_dir, name + ".mlir")
+    result = run([shardc_gen] + list(args))
+    with open(path, "w") as f:
+        f.write(result.stdout)
+    return path
+
+
 def run(cmd, timeout=600, **kwargs):
     """Runs a command; on failure or a hang (no end within `timeout`
     seconds) prints it with its output and exits 1."""

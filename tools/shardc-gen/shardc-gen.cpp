@@ -127,6 +127,12 @@ llvm::cl::opt<double>
              llvm::cl::desc("learning-rate schedule: the rate after "
                             "--decay-steps (default 0)"),
              llvm::cl::init(0), llvm::cl::cat(genCategory));
+llvm::cl::opt<int64_t> decayMinRankOpt(
+    "decay-min-rank",
+    llvm::cl::desc("apply the weight decay only to params of this rank or "
+                   "more (2: llm.c's and nanoGPT's groups, no decay for "
+                   "biases and layer norms; default 0: every param)"),
+    llvm::cl::init(0), llvm::cl::cat(genCategory));
 llvm::cl::opt<double> maxGradNormOpt(
     "max-grad-norm",
     llvm::cl::desc("clip gradients to this global L2 norm before AdamW, as "
@@ -514,10 +520,10 @@ int main(int argc, char **argv) {
         APFloat(lr), APFloat(kBeta1), APFloat(isMlp ? kMlpBeta2 : kGptBeta2),
         APFloat(epsOpt.getValue()), APFloat(weightDecay), warmupOpt.getValue(),
         decayStepsOpt.getValue(), APFloat(minLrOpt.getValue()),
-        APFloat(maxGradNormOpt.getValue()));
+        APFloat(maxGradNormOpt.getValue()), decayMinRankOpt.getValue());
     if (!optimizer)
       return usageError("the optimizer (--warmup, --decay-steps, --min-lr, "
-                        "--max-grad-norm): " +
+                        "--max-grad-norm, --decay-min-rank): " +
                         why);
   }
 

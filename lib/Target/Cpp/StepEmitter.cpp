@@ -506,6 +506,7 @@ void StepEmitter::emitMain() {
   os << "model.min_lr = " << literal(optimizer.getMinLr()) << ";\n";
   os << "model.max_grad_norm = " << literal(optimizer.getMaxGradNorm())
      << ";\n";
+  os << "model.decay_min_rank = " << optimizer.getDecayMinRank() << ";\n";
   os << "// What --shardc-ledger predicts per rank, in bytes.\n";
   os << "model.predicted = {" << ledger.paramBytes << ", "
      << ledger.gradBytes << ", " << ledger.optimizerBytes << ", "

@@ -337,7 +337,8 @@ void shardc_rt_cuda_adamw_f32(shardc_rt_cuda_kernels *k, float *param,
 
 /// One tensor of shardc_rt_cuda_adamw_multi_f32: shardc_rt_cuda_adamw_f32's
 /// param, expAvg, expAvgSq, grad, rounded, n and gradBf16; where `clip`
-/// (device memory) is not null, the update takes the gradient times *clip.
+/// (device memory) is not null, the update takes the gradient times *clip;
+/// where `no_decay` is set, the tensor takes no weight decay.
 typedef struct {
   float *param;
   float *exp_avg;
@@ -347,6 +348,7 @@ typedef struct {
   int64_t n;
   int32_t grad_bf16;
   const float *clip;
+  int32_t no_decay;
 } shardc_rt_cuda_adamw_tensor;
 
 /// shardc_rt_cuda_adamw_f32 on each of `count` tensors, each bit for bit

@@ -122,6 +122,9 @@ typedef struct shardc_rt_model {
   /* Gradient clipping (train.adamw's max_grad_norm; 0: none): the step's
    * shardc_rt_clip_coefficient computes the norm, which the log reports. */
   double max_grad_norm;
+  /* The weight decay applies to params of this rank or more (train.adamw's
+   * decay_min_rank; 0: every param). */
+  int64_t decay_min_rank;
   shardc_rt_prediction predicted;
   /* One training step: reads params and inputs, ends with the optimizer
    * updates; writes the loss. */

@@ -657,3 +657,9 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 // expected-error @+1 {{max_grad_norm}}
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0, max_grad_norm = 1.0e+39> {
 }
+
+// -----
+
+// expected-error @+1 {{expected decay_min_rank >= 0 (0: every parameter decays), got -1}}
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.1, decay_min_rank = -1> {
+}

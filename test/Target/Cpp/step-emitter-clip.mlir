@@ -32,6 +32,7 @@
 // CHECK: {0, 0, [[GW]], SHARDC_RT_F32, [[COEF]]}, // l0.w
 // CHECK-NEXT: {1, 0, [[GB]], SHARDC_RT_F32, [[COEF]]}, // l0.b
 // CHECK: model.max_grad_norm = 1.{{0+}}e+00;
+// CHECK-NEXT: model.decay_min_rank = 0;
 
 // On the GPU the partial sum crosses to the communication stream and back by
 // events, like any all-reduce.

@@ -77,7 +77,8 @@ LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 APFloat lrF, APFloat beta1F, APFloat beta2F,
                                 APFloat epsF, APFloat weightDecayF,
                                 int64_t warmup, int64_t decaySteps,
-                                APFloat minLrF, APFloat maxGradNormF) {
+                                APFloat minLrF, APFloat maxGradNormF,
+                                int64_t decayMinRank) {
   double lr = lrF.convertToDouble(), beta1 = beta1F.convertToDouble(),
          beta2 = beta2F.convertToDouble(), eps = epsF.convertToDouble(),
          weightDecay = weightDecayF.convertToDouble();
@@ -121,6 +122,10 @@ LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!(maxGradNorm >= 0))
     return emitError() << "expected max_grad_norm >= 0 (0: no clipping), got "
                        << maxGradNorm;
+  if (decayMinRank < 0)
+    return emitError() << "expected decay_min_rank >= 0 (0: every parameter "
+                          "decays), got "
+                       << decayMinRank;
   return success();
 }
 

@@ -105,6 +105,8 @@ void printModel(ModelOp model, llvm::raw_ostream &os) {
      << number(adamw.getBeta1()) << ", " << number(adamw.getBeta2())
      << "), eps " << number(adamw.getEps()) << ", weight decay "
      << number(adamw.getWeightDecay());
+  if (adamw.getDecayMinRank() > 0)
+    os << " (params of rank " << adamw.getDecayMinRank() << " or more)";
   if (adamw.getWarmup() > 0)
     os << "; warm-up " << adamw.getWarmup() << " steps";
   if (adamw.getDecaySteps() > 0)

@@ -94,6 +94,17 @@ def Train_AdamWAttr : Train_Attr<"AdamW", "adamw"> {
     #train.adamw<lr = 6.0e-04, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08,
                  weight_decay = 0.1, max_grad_norm = 1.0>
     ```
+
+    `decay_min_rank = R` applies the weight decay only to parameters of
+    rank R or more; the others update with `weight_decay = 0`. `2` is the
+    param groups of llm.c and nanoGPT (matrices and embeddings decay;
+    biases and layer-norm weights do not); `0`, the default, decays every
+    parameter.
+
+    ```mlir
+    #train.adamw<lr = 6.0e-04, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08,
+                 weight_decay = 0.1, decay_min_rank = 2>
+    ```
   }];
   // Keys are the parameters' names: snake_case, as the IR spells them.
   let parameters = (ins Train_F64Param<>:$lr, Train_F64Param<>:$beta1,
@@ -102,10 +113,11 @@ def Train_AdamWAttr : Train_Attr<"AdamW", "adamw"> {
                         DefaultValuedParameter<"int64_t", "0">:$warmup,
                         DefaultValuedParameter<"int64_t", "0">:$decay_steps,
                         Train_F64Param<"0.0">:$min_lr,
-                        Train_F64Param<"0.0">:$max_grad_norm);
+                        Train_F64Param<"0.0">:$max_grad_norm,
+                        DefaultValuedParameter<"int64_t", "0">:$decay_min_rank);
   let assemblyFormat = [{
     `<` struct($lr, $beta1, $beta2, $eps, $weight_decay, $warmup,
-               $decay_steps, $min_lr, $max_grad_norm) `>`
+               $decay_steps, $min_lr, $max_grad_norm, $decay_min_rank) `>`
   }];
   let genVerifyDecl = 1;
 }
