@@ -225,9 +225,9 @@ private:
 /// The updates form one optimizer step after the whole backward, as
 /// --train-autodiff places them: an update written earlier, where its
 /// gradient exists (an optimizer overlapped with the backward), moves after
-/// the last gradient, keeping the updates' order. The reductions that span
-/// units (buckets, ZeRO-1's after the backward) and the clipping's norm of
-/// every gradient are placed before the first update.
+/// the last gradient, keeping the updates' order. The reductions placed
+/// before the first update (ZeRO-1's, after the backward) or after a
+/// bucket's last gradient then precede every update that reads them.
 void Sharder::updateAfterBackward() {
   Block &body = model.getBody().front();
   auto updates = llvm::to_vector(body.getOps<train::AdamWOp>());
