@@ -855,16 +855,18 @@ EOF
         COMMANDS+=("shardc build gpt2-b$batch.mlir $flags --mesh 1 --target cuda -o gpt2-$key-b$batch")
         COMMANDS+=("${SHARDC_GEMM_EPILOGUES:+SHARDC_GEMM_EPILOGUES=$SHARDC_GEMM_EPILOGUES }./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG   # median step_ms of steps $((SHARDC_WARMUP + 1))..$((SHARDC_WARMUP + SHARDC_STEPS))")
         # Where zero3's step goes: GPU time per kernel (--profile: events
-        # around each call, so not in the timed run), for what to fuse next.
+        # around each call, so not in the timed run), for what to fuse next,
+        # and its timeline (--trace, in logs.tar.gz: open it in Perfetto).
         t=$((shardc_end - SECONDS - 10))
         [ "$t" -gt "$SHARDC_PROFILE_BUDGET" ] && t=$SHARDC_PROFILE_BUDGET
         if [ "${key%%+*}" = zero3 ] && [ "$t" -ge 10 ]; then
           # Also: which of its GEMMs cuBLASLt fused (one line per shape).
           run_limited "$t" "$log.profile" env SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG=1 \
-            "${EXE_CMD[@]}" --steps 3 --seed $TIME_SEED --quiet --profile
+            "${EXE_CMD[@]}" --steps 3 --seed $TIME_SEED --quiet --profile \
+            --trace "$log.trace.json"
           sed -n '/^profile:/,$p' "$log.profile" | head -n 40 | sed 's/^/     /'
           grep '^shardc: gemm epilogue plan: ' "$log.profile" | sed 's/^shardc: gemm epilogue plan: /     epilogue plan: /' | head -n 20
-          COMMANDS+=("./gpt2-$key-b$batch --steps 3 --seed $TIME_SEED --quiet --profile   # the kernel table in run.log")
+          COMMANDS+=("./gpt2-$key-b$batch --steps 3 --seed $TIME_SEED --quiet --profile --trace TRACE.json   # the kernel table in run.log, the timeline in logs.tar.gz")
         fi
         break
       fi

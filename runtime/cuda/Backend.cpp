@@ -15,10 +15,12 @@
 #include "shardc_rt/shardc_rt_cuda.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace shardc::rt;
@@ -32,6 +34,12 @@ struct CudaBackend {
   std::vector<ncclComm_t> comms;           // per set of axes
   std::vector<cudaStream_t> commStreams;   // per set of axes
   std::vector<cudaEvent_t> events;
+  /// --trace: timing events, by mark; the step's first mark (its origin)
+  /// and its time on the host; the start of the collective being issued.
+  std::vector<cudaEvent_t> marks;
+  int32_t usedMarks = 0;
+  double originMicros = 0;
+  TraceMark collectiveStart = -1;
 };
 
 CudaBackend &backendOf(shardc_rt_context &ctx) {
@@ -267,12 +275,74 @@ std::vector<shardc_rt_kernel_time> backendKernelTimes(shardc_rt_context &ctx) {
   return times;
 }
 
+namespace {
+
+/// A mark on `stream`: the next timing event, recorded there. The step's
+/// first mark is its origin: the stream is idle then (the last step was
+/// waited for), so the event's time is the host's now.
+TraceMark markOn(shardc_rt_context &ctx, cudaStream_t stream) {
+  CudaBackend &b = backendOf(ctx);
+  if (b.usedMarks == static_cast<int32_t>(b.marks.size())) {
+    cudaEvent_t event;
+    CHECK(cudaEventCreate(&event));
+    b.marks.push_back(event);
+  }
+  if (b.usedMarks == 0)
+    b.originMicros = ctx.trace->since(std::chrono::steady_clock::now());
+  CHECK(cudaEventRecord(b.marks[b.usedMarks], stream));
+  return b.usedMarks++;
+}
+
+} // namespace
+
+TraceMark backendTraceMark(shardc_rt_context &ctx) {
+  return markOn(ctx, backendOf(ctx).compute);
+}
+
+std::vector<double> backendTraceTimes(shardc_rt_context &ctx) {
+  CudaBackend &b = backendOf(ctx);
+  std::vector<double> times;
+  for (int32_t i = 0; i < b.usedMarks; ++i) {
+    float ms = 0.0f;
+    CHECK(cudaEventSynchronize(b.marks[i]));
+    CHECK(cudaEventElapsedTime(&ms, b.marks[0], b.marks[i]));
+    times.push_back(b.originMicros + static_cast<double>(ms) * 1e3);
+  }
+  b.usedMarks = 0;
+  return times;
+}
+
+void backendKernelCallsEnable(shardc_rt_context &ctx, bool on) {
+  shardc_rt_cuda_kernel_calls_enable(backendOf(ctx).kernels, on ? 1 : 0);
+}
+
+std::vector<Trace::Call> backendKernelCalls(shardc_rt_context &ctx) {
+  CudaBackend &b = backendOf(ctx);
+  std::vector<shardc_rt_kernel_call> calls;
+  if (b.usedMarks > 0) {
+    calls.resize(
+        shardc_rt_cuda_kernel_calls(b.kernels, b.marks[0], nullptr, 0));
+    calls.resize(std::min<size_t>(
+        shardc_rt_cuda_kernel_calls(b.kernels, b.marks[0], calls.data(),
+                                    static_cast<int32_t>(calls.size())),
+        calls.size()));
+  }
+  shardc_rt_cuda_kernel_calls_reset(b.kernels);
+  std::vector<Trace::Call> out;
+  for (const shardc_rt_kernel_call &c : calls)
+    out.push_back({c.kernel, b.originMicros + c.begin * 1e6,
+                   b.originMicros + c.end * 1e6});
+  return out;
+}
+
 void backendTearDown(shardc_rt_context &ctx) {
   if (!ctx.backend)
     return;
   CudaBackend &b = backendOf(ctx);
   cudaStreamSynchronize(b.compute);
   for (cudaEvent_t event : b.events)
+    cudaEventDestroy(event);
+  for (cudaEvent_t event : b.marks)
     cudaEventDestroy(event);
   for (size_t i = 0; i < b.comms.size(); ++i) {
     ncclCommDestroy(b.comms[i]);
@@ -305,11 +375,28 @@ cudaStream_t shardc_rt_cuda_comm_stream(shardc_rt_context *ctx,
   return backendOf(*ctx).commStreams.at(axes);
 }
 
+void shardc_rt_cuda_collective_start(shardc_rt_context *ctx,
+                                     shardc_rt_axes axes) {
+  if (!ctx->trace)
+    return;
+  CudaBackend &b = backendOf(*ctx);
+  b.collectiveStart = markOn(*ctx, b.commStreams.at(axes));
+}
+
 void shardc_rt_cuda_sent(shardc_rt_context *ctx, shardc_rt_collective kind,
                          shardc_rt_axes axes, shardc_rt_dtype dtype,
                          int64_t count) {
   ctx->timers.bytesSent +=
       shardc::rt::bytesSent(kind, ctx->groupSize(axes), count, dtype);
+  if (!ctx->trace)
+    return;
+  CudaBackend &b = backendOf(*ctx);
+  SHARDC_RT_CHECK(b.collectiveStart >= 0, "shardc_rt_cuda_sent",
+                  "no shardc_rt_cuda_collective_start before it");
+  TraceMark begin = std::exchange(b.collectiveStart, -1);
+  ctx->trace->collective(axes, collectiveName(kind), begin,
+                         markOn(*ctx, b.commStreams.at(axes)),
+                         collectiveArgs(*ctx, kind, axes, dtype, count));
 }
 
 cudaEvent_t shardc_rt_cuda_event(shardc_rt_context *ctx, int32_t index) {

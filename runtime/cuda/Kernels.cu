@@ -194,13 +194,15 @@ struct shardc_rt_cuda_kernels {
   /// kernels also use the first).
   void *sums = nullptr;
   size_t sumsBytes = 0;
-  /// Per-kernel timing (shardc_rt_cuda_kernel_times): events recorded
-  /// around each outermost timed call not yet collected, two per call.
-  bool timing = false;
+  /// Per-kernel timing (shardc_rt_cuda_kernel_times) and the record of
+  /// each call (shardc_rt_cuda_kernel_calls): events recorded around each
+  /// outermost timed call not yet collected, two per call.
+  bool timing = false, recording = false;
   int timingDepth = 0;
   std::vector<cudaEvent_t> events;
   std::vector<const char *> timedCalls;
   shardc::rt::KernelTimes times;
+  std::vector<shardc_rt_kernel_call> calls;
   ErrorSlot *slot = nullptr;     // device
   ErrorSlot *hostSlot = nullptr; // pinned, for check
   int smCount = 1;
@@ -268,12 +270,12 @@ template <typename T> T *carve(char *&cursor, int64_t count) {
   return piece;
 }
 
-/// Times the enclosing C ABI call while timing is on: events on the stream
-/// before and after it (the outermost call only).
+/// Times the enclosing C ABI call while timing or recording is on: events
+/// on the stream before and after it (the outermost call only).
 class CallTimer {
 public:
   CallTimer(Kernels *k, const char *kernel) : k(k) {
-    if (!k->timing)
+    if (!k->timing && !k->recording)
       return;
     counted = true;
     if (k->timingDepth++ > 0)
@@ -1976,18 +1978,54 @@ void shardc_rt_cuda_kernel_times_enable(shardc_rt_cuda_kernels *k, int on) {
   k->timing = on != 0;
 }
 
+namespace {
+
+/// Adds the calls not yet collected to the times where timing is on, and to
+/// the calls (seconds after `origin`) where recording is on and there is
+/// an origin; their events are then free again.
+void collectCalls(Kernels *k, cudaEvent_t origin) {
+  SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
+  auto seconds = [](cudaEvent_t from, cudaEvent_t to) {
+    float ms = 0.0f;
+    SHARDC_CUDA_CHECK(cudaEventElapsedTime(&ms, from, to));
+    return static_cast<double>(ms) * 1e-3;
+  };
+  for (size_t i = 0; i < k->timedCalls.size(); ++i) {
+    cudaEvent_t begin = k->events[2 * i], end = k->events[2 * i + 1];
+    if (k->timing)
+      k->times.add(k->timedCalls[i], seconds(begin, end));
+    if (k->recording && origin)
+      k->calls.push_back(
+          {k->timedCalls[i], seconds(origin, begin), seconds(origin, end)});
+  }
+  k->timedCalls.clear();
+}
+
+} // namespace
+
 int32_t shardc_rt_cuda_kernel_times(shardc_rt_cuda_kernels *k,
                                     shardc_rt_kernel_time *out,
                                     int32_t capacity) {
-  SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
-  for (size_t i = 0; i < k->timedCalls.size(); ++i) {
-    float ms = 0.0f;
-    SHARDC_CUDA_CHECK(
-        cudaEventElapsedTime(&ms, k->events[2 * i], k->events[2 * i + 1]));
-    k->times.add(k->timedCalls[i], ms * 1e-3);
-  }
-  k->timedCalls.clear();
+  collectCalls(k, nullptr);
   return k->times.copy(out, capacity);
+}
+
+void shardc_rt_cuda_kernel_calls_enable(shardc_rt_cuda_kernels *k, int on) {
+  k->recording = on != 0;
+}
+
+int32_t shardc_rt_cuda_kernel_calls(shardc_rt_cuda_kernels *k,
+                                    cudaEvent_t origin,
+                                    shardc_rt_kernel_call *out,
+                                    int32_t capacity) {
+  collectCalls(k, origin);
+  auto count = static_cast<int32_t>(k->calls.size());
+  std::copy_n(k->calls.begin(), std::min(count, std::max(capacity, 0)), out);
+  return count;
+}
+
+void shardc_rt_cuda_kernel_calls_reset(shardc_rt_cuda_kernels *k) {
+  k->calls.clear();
 }
 
 void shardc_rt_cuda_kernel_times_reset(shardc_rt_cuda_kernels *k) {

@@ -7,9 +7,11 @@
 #include "shardc_rt/Kernels.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace shardc::rt {
 
@@ -153,6 +155,39 @@ std::vector<shardc_rt_kernel_time> backendKernelTimes(shardc_rt_context &) {
       shardc_rt_kernel_times(times.data(), static_cast<int32_t>(times.size()));
   times.resize(std::min<size_t>(count, times.size()));
   return times;
+}
+
+// The CPU's marks are the times themselves.
+TraceMark backendTraceMark(shardc_rt_context &ctx) {
+  std::vector<double> &marks = ctx.trace->hostMarks;
+  marks.push_back(ctx.trace->since(std::chrono::steady_clock::now()));
+  return static_cast<TraceMark>(marks.size() - 1);
+}
+
+std::vector<double> backendTraceTimes(shardc_rt_context &ctx) {
+  return std::exchange(ctx.trace->hostMarks, {});
+}
+
+void backendKernelCallsEnable(shardc_rt_context &, bool on) {
+  shardc_rt_kernel_calls_enable(on ? 1 : 0);
+}
+
+std::vector<Trace::Call> backendKernelCalls(shardc_rt_context &ctx) {
+  std::vector<shardc_rt_kernel_call> calls(shardc_rt_kernel_calls(nullptr, 0));
+  calls.resize(std::min<size_t>(
+      shardc_rt_kernel_calls(calls.data(), static_cast<int32_t>(calls.size())),
+      calls.size()));
+  shardc_rt_kernel_calls_reset();
+  std::vector<Trace::Call> out;
+  for (const shardc_rt_kernel_call &c : calls) {
+    auto at = [&](double seconds) {
+      return ctx.trace->since(std::chrono::steady_clock::time_point(
+          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+              std::chrono::duration<double>(seconds))));
+    };
+    out.push_back({c.kernel, at(c.begin), at(c.end)});
+  }
+  return out;
 }
 
 void backendTearDown(shardc_rt_context &) {}

@@ -10,6 +10,8 @@
 #ifndef SHARDC_RT_HOST_BACKEND_H
 #define SHARDC_RT_HOST_BACKEND_H
 
+#include "Trace.h"
+
 #include "shardc_rt/KernelTime.h"
 #include "shardc_rt/shardc_rt.h"
 
@@ -97,6 +99,17 @@ double backendGemmSeconds(shardc_rt_context &ctx);
 /// collects the step's events, to be reused: call it every step).
 void backendKernelTimesEnable(shardc_rt_context &ctx, bool on);
 std::vector<shardc_rt_kernel_time> backendKernelTimes(shardc_rt_context &ctx);
+/// --trace (host/Trace.h): marks this point of the step, in the order of
+/// its work (on a GPU: an event recorded on the compute stream).
+TraceMark backendTraceMark(shardc_rt_context &ctx);
+/// After backendFinishStep: each of the step's marks in microseconds since
+/// ctx.trace's origin; the next step's marks start afresh.
+std::vector<double> backendTraceTimes(shardc_rt_context &ctx);
+/// Recording of every kernel call, off until enabled; backendKernelCalls
+/// returns the step's calls after backendFinishStep, in microseconds since
+/// ctx.trace's origin, and starts the next step's afresh.
+void backendKernelCallsEnable(shardc_rt_context &ctx, bool on);
+std::vector<Trace::Call> backendKernelCalls(shardc_rt_context &ctx);
 void backendTearDown(shardc_rt_context &ctx);
 
 } // namespace shardc::rt

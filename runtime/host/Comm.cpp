@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Backend.h"
 #include "Context.h"
 
 #include "shardc_rt/Error.h"
@@ -27,6 +28,9 @@ struct shardc_rt_request {
   shardc_rt_dtype dtype;
   int64_t count;
   float scale = 1.0f;         // 1 / group for an average
+  shardc_rt_collective kind;
+  shardc_rt_axes axes;
+  TraceMark started = 0; // while --trace records
 };
 
 static double secondsSince(std::chrono::steady_clock::time_point t) {
@@ -66,9 +70,21 @@ static MPI_Op mpiSum(shardc_rt_dtype dtype) {
   return bf16;
 }
 
+/// --trace: the wait on the compute track, and the collective from its
+/// start to its completion on its communicator's.
+static void traceCollective(shardc_rt_context &ctx, const shardc_rt_request &r,
+                            TraceMark waiting) {
+  TraceMark done = backendTraceMark(ctx);
+  std::string kind = collectiveName(r.kind);
+  ctx.trace->span("wait " + kind, waiting, done);
+  ctx.trace->collective(r.axes, kind, r.started, done,
+                        collectiveArgs(ctx, r.kind, r.axes, r.dtype, r.count));
+}
+
 extern "C" {
 
 static shardc_rt_request *start(shardc_rt_context *ctx, const char *call,
+                                shardc_rt_collective kind, shardc_rt_axes axes,
                                 shardc_rt_dtype dtype, void *out,
                                 int64_t count) {
   auto *r = new shardc_rt_request;
@@ -76,6 +92,10 @@ static shardc_rt_request *start(shardc_rt_context *ctx, const char *call,
   r->out = out;
   r->dtype = dtype;
   r->count = count;
+  r->kind = kind;
+  r->axes = axes;
+  if (ctx->trace)
+    r->started = backendTraceMark(*ctx);
   // Communication time is the union of the collectives' lives: from the
   // first start to the last wait of each busy stretch.
   if (ctx->pending.empty())
@@ -97,7 +117,8 @@ shardc_rt_request *shardc_rt_all_gather_start(shardc_rt_context *ctx,
                                               const void *in, void *out,
                                               int64_t count) {
   const char *call = "MPI_Iallgather";
-  shardc_rt_request *r = start(ctx, call, dtype, out, count);
+  shardc_rt_request *r =
+      start(ctx, call, SHARDC_RT_ALL_GATHER, axes, dtype, out, count);
   int64_t group = ctx->groupSize(axes);
   MPI_Datatype type = mpiType(dtype, call);
   checkMpi(MPI_Iallgather(in, mpiCount(count, call), type, out,
@@ -113,7 +134,8 @@ shardc_rt_reduce_scatter_start(shardc_rt_context *ctx, shardc_rt_axes axes,
                                shardc_rt_dtype dtype, const void *in,
                                void *out, int64_t count, int32_t average) {
   const char *call = "MPI_Ireduce_scatter_block";
-  shardc_rt_request *r = start(ctx, call, dtype, out, count);
+  shardc_rt_request *r =
+      start(ctx, call, SHARDC_RT_REDUCE_SCATTER, axes, dtype, out, count);
   int64_t group = ctx->groupSize(axes);
   if (average)
     r->scale = 1.0f / static_cast<float>(group);
@@ -132,7 +154,8 @@ shardc_rt_request *shardc_rt_all_reduce_start(shardc_rt_context *ctx,
                                               const void *in, void *out,
                                               int64_t count, int32_t average) {
   const char *call = "MPI_Iallreduce";
-  shardc_rt_request *r = start(ctx, call, dtype, out, count);
+  shardc_rt_request *r =
+      start(ctx, call, SHARDC_RT_ALL_REDUCE, axes, dtype, out, count);
   int64_t group = ctx->groupSize(axes);
   if (average)
     r->scale = 1.0f / static_cast<float>(group);
@@ -146,6 +169,7 @@ shardc_rt_request *shardc_rt_all_reduce_start(shardc_rt_context *ctx,
 
 void shardc_rt_wait(shardc_rt_context *ctx, shardc_rt_request *r) {
   auto waitStarted = std::chrono::steady_clock::now();
+  TraceMark waiting = ctx->trace ? backendTraceMark(*ctx) : 0;
   checkMpi(MPI_Wait(&r->request, MPI_STATUS_IGNORE), r->call);
   ctx->timers.commWaitSeconds += secondsSince(waitStarted);
   if (r->scale != 1.0f && r->dtype == SHARDC_RT_BF16) {
@@ -157,6 +181,8 @@ void shardc_rt_wait(shardc_rt_context *ctx, shardc_rt_request *r) {
     for (int64_t i = 0; i < r->count; ++i)
       out[i] *= r->scale;
   }
+  if (ctx->trace)
+    traceCollective(*ctx, *r, waiting);
   ctx->pending.erase(
       std::find(ctx->pending.begin(), ctx->pending.end(), r));
   if (ctx->pending.empty())

@@ -99,11 +99,27 @@ int64_t shardc_rt_group_index(shardc_rt_context *ctx, shardc_rt_axes axes) {
 }
 
 void *shardc_rt_alloc(shardc_rt_context *ctx, int64_t bytes) {
-  return ctx->allocator.allocate(bytes);
+  void *ptr = ctx->allocator.allocate(bytes);
+  if (ctx->trace)
+    ctx->trace->liveBytes(backendTraceMark(*ctx), ctx->allocator.liveBytes());
+  return ptr;
 }
 
 void shardc_rt_free(shardc_rt_context *ctx, void *ptr) {
   ctx->allocator.release(ptr);
+  if (ctx->trace)
+    ctx->trace->liveBytes(backendTraceMark(*ctx), ctx->allocator.liveBytes());
+}
+
+void shardc_rt_region_begin(shardc_rt_context *ctx, const char *name) {
+  if (ctx->trace)
+    ctx->trace->openSpan(name, backendTraceMark(*ctx));
+}
+
+void shardc_rt_region_end(shardc_rt_context *ctx) {
+  if (ctx->trace)
+    SHARDC_RT_CHECK(ctx->trace->closeSpan(backendTraceMark(*ctx)),
+                    "shardc_rt_region_end", "no region is open");
 }
 
 void *shardc_rt_param(shardc_rt_context *ctx, int32_t index) {

@@ -4,6 +4,7 @@
 #define SHARDC_RT_HOST_CONTEXT_H
 
 #include "Allocator.h"
+#include "Trace.h"
 
 #include "shardc_rt/shardc_rt.h"
 
@@ -131,6 +132,8 @@ struct shardc_rt_context {
   /// Where the model clips gradients (max_grad_norm > 0): the step's
   /// gradient norm, in backend memory (outside the allocator's count).
   float *gradNorm = nullptr;
+  /// While --trace records: the timeline of this rank's steps.
+  shardc::rt::Trace *trace = nullptr;
   /// While --check-grads runs: each param's gradient, whole.
   std::vector<std::vector<float>> *capturedGrads = nullptr;
 

@@ -2,7 +2,8 @@
 //
 // SHARDC_RT_TIME_KERNEL("linear_f32") at the top of a C ABI kernel adds the
 // call's wall time to that kernel's entry of shardc_rt_kernel_times while
-// timing is on; it costs one relaxed atomic load when it is off.
+// timing is on, and the call to shardc_rt_kernel_calls while recording is
+// (--trace); it costs two relaxed atomic loads when both are off.
 //
 //===----------------------------------------------------------------------===//
 

@@ -51,7 +51,7 @@ namespace {
 struct Flags {
   int64_t steps = 1;
   uint64_t seed = 0;
-  std::string init, data, exportPath, save, load, logJson;
+  std::string init, data, exportPath, save, load, logJson, trace;
   bool quiet = false, profile = false;
   int64_t checkGrads = 0;
 };
@@ -61,6 +61,7 @@ const char *kUsage =
     "          [--data FILE.safetensors|FILE.bin] [--export FILE.safetensors]\n"
     "          [--save DIR] [--load DIR] [--log-json FILE] [--quiet]\n"
     "          [--profile]  (time per kernel, steps after the first)\n"
+    "          [--trace FILE.json]  (every rank's timeline, for Perfetto)\n"
     "          [--check-grads K]  (one rank: K elements of each gradient\n"
     "                              against finite differences of the loss)\n"
     "Trains model @%s (%s over %d ranks); run under mpirun -np %d.\n";
@@ -103,6 +104,8 @@ std::string *pathFlag(Flags &flags, const std::string &flag) {
     return &flags.load;
   if (flag == "--log-json")
     return &flags.logJson;
+  if (flag == "--trace")
+    return &flags.trace;
   return nullptr;
 }
 
@@ -126,7 +129,7 @@ std::string fileIdentity(const std::string &path) {
 }
 
 /// Why an output file would overwrite what the run reads or writes
-/// elsewhere (--data, --init, the other output, a checkpoint file of
+/// elsewhere (--data, --init, another output, a checkpoint file of
 /// --load or --save), or "".
 std::string checkOutputsApart(const Flags &flags) {
   struct Named {
@@ -136,9 +139,10 @@ std::string checkOutputsApart(const Flags &flags) {
   const Named files[] = {{"--data", &flags.data},
                          {"--init", &flags.init},
                          {"--export", &flags.exportPath},
-                         {"--log-json", &flags.logJson}};
+                         {"--log-json", &flags.logJson},
+                         {"--trace", &flags.trace}};
   const Named dirs[] = {{"--load", &flags.load}, {"--save", &flags.save}};
-  for (const Named &output : {files[2], files[3]}) {
+  for (const Named &output : {files[2], files[3], files[4]}) {
     const std::string &path = *output.path;
     if (path.empty())
       continue;
@@ -215,6 +219,9 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
   if (error.empty() && !flags.init.empty() && !flags.load.empty())
     error = "--init: cannot be combined with --load (the checkpoint holds "
             "the params)";
+  if (error.empty() && !flags.trace.empty() && flags.checkGrads > 0)
+    error = "--trace: cannot be combined with --check-grads (which trains "
+            "no step)";
   if (error.empty())
     error = checkOutputsApart(flags);
   SHARDC_RT_CHECK_ALL(error.empty(), "flags", error);
@@ -236,7 +243,8 @@ uint64_t fnv1a(uint64_t hash, const std::string &text) {
 /// Fails every rank unless all run rank 0's model with the flags that
 /// decide what a rank computes and which collectives it reaches (the step
 /// count, the seed, the gradient check, which of --init, --data, --load,
-/// --save and --export are given): a rank running other steps, or another
+/// --save, --export and --trace are given): a rank running other steps, or
+/// another
 /// model, would wait forever in a collective the others never reach. Paths
 /// may differ (node-local copies of the data); --log-json, --quiet and
 /// --profile concern rank 0's output only.
@@ -246,7 +254,8 @@ void checkRanksAgree(const Flags &flags, const shardc_rt_model &m) {
   int64_t decisive[] = {flags.steps,         static_cast<int64_t>(flags.seed),
                         flags.checkGrads,    !flags.init.empty(),
                         !flags.data.empty(), !flags.load.empty(),
-                        !flags.save.empty(), !flags.exportPath.empty()};
+                        !flags.save.empty(), !flags.exportPath.empty(),
+                        !flags.trace.empty()};
   mine[0] = fnv1a(mine[0], decisive, sizeof(decisive));
   mine[1] = fnv1a(fnv1a(mine[1], m.name), m.strategy);
   mine[1] = fnv1a(mine[1], m.mesh_shape, m.mesh_rank * sizeof(int64_t));
@@ -757,6 +766,10 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                                 ? ""
                                 : tryCheckWritable(flags.exportPath);
   SHARDC_RT_CHECK_ALL(exportError.empty(), "--export", exportError);
+  std::string traceError = flags.trace.empty() || ctx.worldRank != 0
+                               ? ""
+                               : tryCheckWritable(flags.trace);
+  SHARDC_RT_CHECK_ALL(traceError.empty(), "--trace", traceError);
   // Every rank writes its piece of a checkpoint: each finds out now.
   std::string saveError =
       flags.save.empty() ? "" : tryCheckCheckpointDir(flags.save);
@@ -819,6 +832,14 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     std::fclose(log);
     log = nullptr;
   };
+  // --trace: every rank's clock starts here, at once.
+  std::unique_ptr<Trace> trace;
+  if (!flags.trace.empty()) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    trace = std::make_unique<Trace>(*model, ctx.worldRank);
+    ctx.trace = trace.get();
+    backendKernelCallsEnable(ctx, true);
+  }
   for (int64_t s = 0; s < flags.steps; ++s) {
     ++ctx.step;
     ctx.timers = {};
@@ -828,7 +849,9 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     backendStartStep(ctx);
     auto started = std::chrono::steady_clock::now();
     float loss = 0.0f;
+    TraceMark stepBegins = trace ? backendTraceMark(ctx) : 0;
     model->step(&ctx, &loss);
+    TraceMark stepEnds = trace ? backendTraceMark(ctx) : 0;
     backendFinishStep(ctx);
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - started)
@@ -841,6 +864,12 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                     "the step ended holding " +
                         std::to_string(ctx.allocator.liveBytes() - persistent) +
                         " bytes it allocated");
+    if (trace) {
+      trace->span("step " + std::to_string(ctx.step), stepBegins, stepEnds);
+      SHARDC_RT_CHECK(
+          trace->finishStep(backendTraceTimes(ctx), backendKernelCalls(ctx)),
+          "step", "a region of the step was never ended");
+    }
     if (flags.profile && s >= 1) {
       profiledSeconds += seconds;
       profiledWaits += ctx.timers.commWaitSeconds;
@@ -919,6 +948,12 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   }
   if (!flags.exportPath.empty())
     exportParams(ctx, flags.exportPath);
+  if (trace) {
+    backendKernelCallsEnable(ctx, false);
+    ctx.trace = nullptr;
+    traceError = writeTrace(ctx, *trace, flags.trace);
+    SHARDC_RT_CHECK_ALL(traceError.empty(), "--trace", traceError);
+  }
   SHARDC_RT_CHECK_ALL(logError.empty(), "--log-json", logError);
   tearDown();
   MPI_Finalize();

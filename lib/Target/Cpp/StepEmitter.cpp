@@ -674,9 +674,15 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         bindRegion(region, names);
         // Operands the region does not read die as it starts.
         emitFrees(region);
+        // A span of --trace's timeline.
+        os << "shardc_rt_region_begin(ctx, "
+           << quoted((isa<train::UnitOp>(region) ? "forward " : "backward ") +
+                     unitName.str())
+           << ");\n";
         Block &body = region->getRegion(0).front();
         if (failed(emitBlock(body)))
           return failure();
+        os << "shardc_rt_region_end(ctx);\n";
         for (auto [result, yielded] :
              llvm::zip(region->getResults(), body.getTerminator()->getOperands()))
           names[result] = name(yielded);
@@ -947,6 +953,7 @@ LogicalResult StepEmitter::emitNcclCollective(Operation *op, StringRef source,
   os << "SHARDC_CUDA(cudaEventRecord(" << ready << ", compute));\n";
   os << "SHARDC_CUDA(cudaStreamWaitEvent(" << stream << ", " << ready
      << ", 0));\n";
+  os << "shardc_rt_cuda_collective_start(ctx, " << mask << "u);\n";
   os << "SHARDC_NCCL(" << call << ");\n";
   os << "shardc_rt_cuda_sent(ctx, " << kind << ", " << mask << "u, "
      << dtypeEnum(wireTypeOf(op)) << ", " << count << ");\n";

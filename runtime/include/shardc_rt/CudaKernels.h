@@ -300,7 +300,7 @@ void shardc_rt_cuda_kernels_set_gemm_epilogues(shardc_rt_cuda_kernels *k,
                                                int on);
 
 //===----------------------------------------------------------------------===//
-// Per-kernel timing (shardc_rt/KernelTime.h)
+// Per-kernel timing and the record of calls (shardc_rt/KernelTime.h)
 //===----------------------------------------------------------------------===//
 
 /// Off until enabled: events recorded on the stream around each call.
@@ -312,6 +312,20 @@ int32_t shardc_rt_cuda_kernel_times(shardc_rt_cuda_kernels *k,
                                     shardc_rt_kernel_time *out,
                                     int32_t capacity);
 void shardc_rt_cuda_kernel_times_reset(shardc_rt_cuda_kernels *k);
+/// Recording of each call (--trace), off until enabled, with the same
+/// events.
+void shardc_rt_cuda_kernel_calls_enable(shardc_rt_cuda_kernels *k, int on);
+/// Waits for the stream, adds the calls since the last collection (by this
+/// or shardc_rt_cuda_kernel_times, which drops their record: while
+/// recording, collect here first) to the record, their times in seconds
+/// after event `origin` (recorded on the stream before them), and copies
+/// up to `capacity` calls since the last reset to `out`; returns how many
+/// there are.
+int32_t shardc_rt_cuda_kernel_calls(shardc_rt_cuda_kernels *k,
+                                    cudaEvent_t origin,
+                                    shardc_rt_kernel_call *out,
+                                    int32_t capacity);
+void shardc_rt_cuda_kernel_calls_reset(shardc_rt_cuda_kernels *k);
 
 //===----------------------------------------------------------------------===//
 // Optimizer

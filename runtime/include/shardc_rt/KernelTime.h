@@ -1,10 +1,12 @@
-/*===- KernelTime.h - Time spent per kernel -------------------------*- C -*-===//
+/*===- KernelTime.h - Time spent per kernel -------------------------*- C
+ *-*-===//
  *
  * The kernel libraries (shardc_rt/Kernels.h on the CPU, shardc_rt/
  * CudaKernels.h on a GPU) can time every call of their C ABI by kernel name,
  * for `--profile`: wall time on the CPU, the time between events recorded
- * around the call on the GPU. A call made inside another timed call (a bf16
- * kernel running its f32 one) counts for the outer one only.
+ * around the call on the GPU; and, for `--trace`, record every call. A call
+ * made inside another timed call (a bf16 kernel running its f32 one) counts
+ * for the outer one only.
  *
  *===----------------------------------------------------------------------===*/
 
@@ -18,6 +20,13 @@ typedef struct {
   int64_t calls;
   double seconds;
 } shardc_rt_kernel_time;
+
+/* One call, for --trace: when it began and ended, in seconds (the CPU: of
+ * the steady clock, since its epoch). */
+typedef struct {
+  const char *kernel;
+  double begin, end;
+} shardc_rt_kernel_call;
 
 #ifdef __cplusplus
 #include <algorithm>

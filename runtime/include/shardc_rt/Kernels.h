@@ -66,6 +66,12 @@ void shardc_rt_kernel_times_enable(int on);
 /// there are.
 int32_t shardc_rt_kernel_times(shardc_rt_kernel_time *out, int32_t capacity);
 void shardc_rt_kernel_times_reset(void);
+/// Recording of each call (--trace), off until enabled.
+void shardc_rt_kernel_calls_enable(int on);
+/// Copies up to `capacity` of the calls since the last reset, in the order
+/// they ended, to `out`; returns how many there are.
+int32_t shardc_rt_kernel_calls(shardc_rt_kernel_call *out, int32_t capacity);
+void shardc_rt_kernel_calls_reset(void);
 
 //===----------------------------------------------------------------------===//
 // Forward

@@ -141,6 +141,11 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model);
 void *shardc_rt_alloc(shardc_rt_context *ctx, int64_t bytes);
 void shardc_rt_free(shardc_rt_context *ctx, void *ptr);
 
+/* A region of the step (a unit's forward or backward, "forward h.0"), for
+ * --trace's timeline: regions nest, and each one begun ends in the step. */
+void shardc_rt_region_begin(shardc_rt_context *ctx, const char *name);
+void shardc_rt_region_end(shardc_rt_context *ctx);
+
 /* This rank's stored part of param i (see shardc_rt_param_info::storage), of
  * the param's dtype. */
 void *shardc_rt_param(shardc_rt_context *ctx, int32_t index);

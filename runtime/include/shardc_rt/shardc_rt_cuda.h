@@ -28,8 +28,12 @@ cudaStream_t shardc_rt_cuda_compute_stream(shardc_rt_context *ctx);
 ncclComm_t shardc_rt_cuda_comm(shardc_rt_context *ctx, shardc_rt_axes axes);
 cudaStream_t shardc_rt_cuda_comm_stream(shardc_rt_context *ctx,
                                         shardc_rt_axes axes);
-/* Counts the bytes a collective just issued on `axes` sends (the host
- * backend's count, for the step lines and --log-json). */
+/* Around each NCCL call on `axes`'s stream: shardc_rt_cuda_collective_start
+ * before it (marks its start on the stream for --trace), shardc_rt_cuda_sent
+ * after it: counts the bytes it sends (the host backend's count, for the step
+ * lines and --log-json) and marks its end. */
+void shardc_rt_cuda_collective_start(shardc_rt_context *ctx,
+                                     shardc_rt_axes axes);
 void shardc_rt_cuda_sent(shardc_rt_context *ctx, shardc_rt_collective kind,
                          shardc_rt_axes axes, shardc_rt_dtype dtype,
                          int64_t count);

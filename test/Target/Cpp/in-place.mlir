@@ -64,6 +64,7 @@
 // GELU-NEXT: float *[[Y:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 512));
 // GELU-NEXT: shardc_rt_gelu_f32([[X]], [[Y]], 128);
 // GELU: // backward "fc0"
+// GELU-NEXT: shardc_rt_region_begin(ctx, "backward fc0");
 // GELU-NEXT: float *[[DX:v[0-9]+]] = [[DY:v[0-9]+]]; // in place: [[DY]] dies here
 // GELU-NEXT: shardc_rt_gelu_grad_f32([[DY]], [[X]], [[DX]], 128);
 //

@@ -13,7 +13,7 @@
 // CHECK-NEXT: {"b*/\\", 1,
 // CHECK: {"x\"\012y", SHARDC_RT_F32,
 // CHECK: {"u\"\\\012", 2, kFlatMembers0,
-// CHECK: // unit "u\"\\\012"
+// CHECK: shardc_rt_region_begin(ctx, "forward u\"\\\012");
 // CHECK: model.name = "m\"; std::abort(); \"";
 // CHECK-NOT: std::abort();{{$}}
 

@@ -39,6 +39,7 @@
 // CUDA: shardc_rt_sum_squares(ctx, 2, squared, [[PART:v[0-9]+]]);
 // CUDA: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E:[0-9]+]]), compute));
 // CUDA-NEXT: SHARDC_CUDA(cudaStreamWaitEvent(comm1, shardc_rt_cuda_event(ctx, [[E]]), 0));
+// CUDA-NEXT: shardc_rt_cuda_collective_start(ctx, 1u);
 // CUDA-NEXT: SHARDC_NCCL(ncclAllReduce([[PART]], [[SUM:v[0-9]+]], 1, ncclFloat, ncclSum, nccl1, comm1));
 // CUDA: shardc_rt_clip_coefficient(ctx, 1, sums, 1.{{0+}}e+00, [[COEF:v[0-9]+]]);
 // CUDA: shardc_rt_adamw_group(ctx, 2, updates);

@@ -47,11 +47,14 @@
 // CHECK: float *[[WF:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
 // CHECK-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E0:[0-9]+]]), compute));
 // CHECK-NEXT: SHARDC_CUDA(cudaStreamWaitEvent(comm1, shardc_rt_cuda_event(ctx, [[E0]]), 0));
+// Its start and end are marked on the stream for --trace.
+// CHECK-NEXT: shardc_rt_cuda_collective_start(ctx, 1u);
 // CHECK-NEXT: SHARDC_NCCL(ncclAllGather([[W:v[0-9]+]], [[WF]], 9, ncclFloat, nccl1, comm1));
 // CHECK-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_ALL_GATHER, 1u, SHARDC_RT_F32, 9);
 // CHECK-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E1:[0-9]+]]), comm1));
 // CHECK: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E1]]), 0));
 // CHECK: // unit "l0"
+// CHECK-NEXT: shardc_rt_region_begin(ctx, "forward l0");
 // The linear and its GELU are one kernel (a GEMM epilogue): the
 // preactivation and the activation are both written.
 // CHECK-NEXT: float *[[PRE:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 40));

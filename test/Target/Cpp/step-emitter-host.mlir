@@ -21,11 +21,14 @@
 // CHECK: float *[[WF:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
 // CHECK-NEXT: shardc_rt_request *[[RW:r[0-9]+]] = shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_F32, [[W]], [[WF]], 9);
 // CHECK: shardc_rt_wait(ctx, [[RW]]);
+// Each unit's forward and backward is a region of --trace's timeline.
 // CHECK: // unit "l0"
+// CHECK-NEXT: shardc_rt_region_begin(ctx, "forward l0");
 // The linear and its GELU are one fused kernel (train-fuse), writing the
 // preactivation and the activation; the gathered weight is freed right
-// after its last use.
+// after its last use, the unit.
 // CHECK: shardc_rt_linear_gelu_f32([[X]], [[WF]], {{v[0-9]+}}, [[L:v[0-9]+]], {{v[0-9]+}}, 2, 3, 5);
+// CHECK-NEXT: shardc_rt_region_end(ctx);
 // CHECK-NEXT: shardc_rt_free(ctx, [[WF]]);
 // Unfused: the linear writes the preactivation, the GELU reads it.
 // UNFUSED: shardc_rt_linear_f32({{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, [[L:v[0-9]+]], 2, 3, 5);
@@ -38,6 +41,7 @@
 // UNFUSED: shardc_rt_cross_entropy_f32({{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, 2, 5, 5)
 // UNFUSED: shardc_rt_cross_entropy_grad_f32({{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, 2, 5, 5)
 // CHECK: // backward "l0"
+// CHECK-NEXT: shardc_rt_region_begin(ctx, "backward l0");
 // The 5x3 weight gradient is reduce-scattered from 15 floats, padded to
 // 2 x 9 in a staging copy, into a 9-float shard; the gradient is freed once
 // copied, the copy at the wait.

@@ -1,0 +1,234 @@
+"""--trace against the schedule and the ledger.
+
+usage: trace.py SHARDC MODEL.mlir OUT_DIR [cudasim]
+
+Builds each configuration with --ledger-json, trains 2 steps with --trace
+and checks the timeline it writes (Chrome's trace event format):
+
+- one process per rank, named by its mesh coordinates, with a `compute`
+  track and `comm` tracks;
+- on each rank, each step holds as many collectives of each kind as the
+  ledger counts, sending the ledger's bytes;
+- the memory counter's maximum on each rank is the ledger's peak;
+- the compute track's spans nest (steps, the units' forward and backward
+  regions, kernel calls and, on the host, waits), each inside a step;
+- no two collectives overlap on one comm track, and the regions are every
+  unit's forward and backward, once per micro-batch;
+- where the schedule overlaps them, some collective is in flight while a
+  kernel runs: the overlap prefetch and async reductions buy.
+
+Prints a line per configuration; exits 1 unless every check holds.
+"""
+
+import json
+import os
+import re
+import sys
+from collections import Counter
+
+sys.path.insert(0, os.path.dirname(__file__))
+import lib  # noqa: E402
+
+# (strategy, mesh, flags, whether the schedule overlaps communication with
+# kernels: the tiny GPT's gradients fill one DDP bucket, and one flat
+# ZeRO-2 bucket, reduced after the whole backward).
+CONFIGS = [
+    ("zero3", "2", [], True),
+    ("ddp", "2", [], False),
+    ("zero2", "2", ["--layout", "flat", "--grad-accum", "2"], False),
+    ("hsdp", "2x2", ["--param-dtype", "bf16"], True),
+    ("zero3", "2", ["--recompute", "*"], True),
+]
+# cudasim runs one stream at a time: its collectives never overlap kernels.
+CUDASIM_CONFIGS = [
+    ("zero3", "2", [], False),
+    ("hsdp", "2x2", ["--layout", "flat"], False),
+]
+STEPS = 2
+KINDS = ("all_gather", "reduce_scatter", "all_reduce")
+
+
+def units_of(model):
+    with open(model) as f:
+        return re.findall(r'train\.unit\s+"([^"]+)"', f.read())
+
+
+def nests(spans):
+    """Whether spans [(begin, end, name)] on one track nest: each one lies
+    inside, or after, the one open when it begins. Returns "" or why not."""
+    stack = []
+    for begin, end, name in sorted(spans, key=lambda s: (s[0], -s[1])):
+        while stack and stack[-1][1] <= begin:
+            stack.pop()
+        if stack and end > stack[-1][1]:
+            return "%s [%.3f, %.3f] crosses %s [%.3f, %.3f]" % (
+                name, begin, end, stack[-1][2], stack[-1][0], stack[-1][1])
+        stack.append((begin, end, name))
+    return ""
+
+
+def check(trace, ledger, units, ranks, accum, host):
+    """The problems found in one configuration's trace, as strings."""
+    problems = []
+    events = trace["traceEvents"]
+    # Processes and tracks count from 1 (rank r is process r + 1): viewers
+    # treat 0 as the kernel's idle task.
+    names = {e["pid"]: e["args"]["name"] for e in events
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    if sorted(names) != list(range(1, ranks + 1)) or not all(
+            names[r + 1].startswith("rank %d" % r) for r in range(ranks)):
+        problems.append("processes %s, expected ranks 0..%d" %
+                        (names, ranks - 1))
+    tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+              if e["ph"] == "M" and e["name"] == "thread_name"}
+    comm = ledger["comm"]
+    for rank in range(ranks):
+        mine = [e for e in events if e["pid"] == rank + 1 and e["ph"] != "M"]
+        compute = [e for e in mine if e["ph"] == "X" and e["tid"] == 1]
+        steps = sorted((e for e in compute if e["name"].startswith("step ")),
+                       key=lambda e: e["ts"])
+        if [e["name"] for e in steps] != ["step %d" % (s + 1)
+                                          for s in range(STEPS)]:
+            problems.append("rank %d: steps %s" %
+                            (rank, [e["name"] for e in steps]))
+            continue
+        why = nests([(e["ts"], e["ts"] + e["dur"], e["name"])
+                     for e in compute])
+        if why:
+            problems.append("rank %d: the compute track does not nest: %s" %
+                            (rank, why))
+        peak = max(e["args"]["live bytes"] for e in mine if e["ph"] == "C")
+        if peak != ledger["per_rank"]["peak_bytes"]:
+            problems.append("rank %d: memory counter peaks at %d, ledger %d"
+                            % (rank, peak, ledger["per_rank"]["peak_bytes"]))
+        if tracks.get((rank + 1, 1)) != "compute":
+            problems.append("rank %d: track 1 is %r" %
+                            (rank, tracks.get((rank + 1, 1))))
+        collectives = [e for e in mine if e["ph"] == "X" and e["tid"] > 1]
+        for e in collectives:
+            if not tracks.get((rank + 1, e["tid"]), "").startswith("comm "):
+                problems.append("rank %d: %s on track %r" %
+                                (rank, e["name"],
+                                 tracks.get((rank + 1, e["tid"]))))
+        for tid in {e["tid"] for e in collectives}:
+            lane = sorted((e["ts"], e["ts"] + e["dur"]) for e in collectives
+                          if e["tid"] == tid)
+            if any(b[0] < a[1] for a, b in zip(lane, lane[1:])):
+                problems.append("rank %d: collectives overlap on %r" %
+                                (rank, tracks[(rank + 1, tid)]))
+        for step in steps:
+            begin, end = step["ts"], step["ts"] + step["dur"]
+
+            def inside(e):
+                return begin <= e["ts"] and e["ts"] + e["dur"] <= end
+            kinds = Counter(e["name"] for e in collectives if inside(e))
+            sent = Counter()
+            for e in collectives:
+                if inside(e):
+                    sent[e["name"]] += e["args"]["bytes sent"]
+            for kind in KINDS:
+                if (kinds[kind], sent[kind]) != (comm[kind + "_count"],
+                                                 comm[kind + "_bytes"]):
+                    problems.append(
+                        "rank %d %s: %d %s sending %d bytes, ledger %d "
+                        "sending %d" % (rank, step["name"], kinds[kind], kind,
+                                        sent[kind], comm[kind + "_count"],
+                                        comm[kind + "_bytes"]))
+            regions = Counter(e["name"] for e in compute if inside(e) and
+                              e["name"].split(" ")[0] in ("forward",
+                                                          "backward"))
+            # (A recomputed forward runs inside its unit's backward.)
+            expected = Counter()
+            for unit in units:
+                expected["forward " + unit] = accum
+                expected["backward " + unit] = accum
+            if regions != expected:
+                problems.append("rank %d %s: regions %s, expected %s" %
+                                (rank, step["name"], dict(regions),
+                                 dict(expected)))
+            waits = sum(1 for e in compute
+                        if inside(e) and e["name"].startswith("wait "))
+            if host and waits != sum(kinds.values()):
+                problems.append("rank %d %s: %d waits for %d collectives" %
+                                (rank, step["name"], waits,
+                                 sum(kinds.values())))
+            kernels = [e for e in compute if inside(e) and
+                       not re.match(r"(step|forward|backward|wait) ",
+                                    e["name"])]
+            if not kernels:
+                problems.append("rank %d %s: no kernel calls" %
+                                (rank, step["name"]))
+    return problems
+
+
+def overlap(trace, rank):
+    """Microseconds of rank's kernel calls during which a collective is in
+    flight, and of all its kernel calls."""
+    events = [e for e in trace["traceEvents"]
+              if e.get("pid") == rank + 1 and e["ph"] == "X"]
+    kernels = [(e["ts"], e["ts"] + e["dur"]) for e in events
+               if e["tid"] == 1 and
+               not re.match(r"(step|forward|backward|wait) ", e["name"])]
+    flights = [(e["ts"], e["ts"] + e["dur"]) for e in events if e["tid"] > 1]
+    covered = 0.0
+    for begin, end in kernels:
+        # The part of [begin, end) inside the union of the flights.
+        cuts = sorted((max(b, begin), min(e, end)) for b, e in flights
+                      if b < end and e > begin)
+        last = begin
+        for b, e in cuts:
+            b = max(b, last)
+            if e > b:
+                covered += e - b
+                last = e
+    return covered, sum(end - begin for begin, end in kernels)
+
+
+def main():
+    shardc, model, out_dir = sys.argv[1:4]
+    target = sys.argv[4] if len(sys.argv) > 4 else "host"
+    os.makedirs(out_dir, exist_ok=True)
+    units = units_of(model)
+    failures = 0
+    for strategy, mesh, extra, overlaps in (
+            CUDASIM_CONFIGS if target == "cudasim" else CONFIGS):
+        tag = "-".join([target, strategy, mesh] +
+                       [e.strip("-*") for e in extra if e.strip("-*")])
+        exe = os.path.join(out_dir, tag)
+        lib.run([shardc, "build", model, "--strategy", strategy, "--mesh",
+                 mesh, "--target", target, "--quiet", "-o", exe,
+                 "--ledger-json", exe + ".ledger.json"] + extra)
+        cmd = [exe, "--steps", str(STEPS), "--quiet", "--trace",
+               exe + ".trace.json"]
+        ranks = lib.ranks(mesh)
+        if ranks > 1:
+            cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-x",
+                   "OPENBLAS_NUM_THREADS=1", "-np", str(ranks)] + cmd
+        lib.run(cmd)
+        with open(exe + ".trace.json") as f:
+            trace = json.load(f)
+        with open(exe + ".ledger.json") as f:
+            ledger = json.load(f)
+        accum = int(extra[extra.index("--grad-accum") + 1]) \
+            if "--grad-accum" in extra else 1
+        problems = check(trace, ledger, units, ranks, accum,
+                         target == "host")
+        covered, busy = overlap(trace, 0)
+        if overlaps and covered <= 0:
+            problems.append("rank 0: no kernel runs while a collective is "
+                            "in flight")
+        failures += bool(problems)
+        counts = " ".join("%s %d" % (k, ledger["comm"][k + "_count"])
+                          for k in KINDS)
+        print("%-32s %s; peak %d; overlap %.0f%% of kernel time %s" %
+              (tag, counts, ledger["per_rank"]["peak_bytes"],
+               100 * covered / busy if busy else 0,
+               "ok" if not problems else "FAIL"))
+        for p in problems[:10]:
+            print("  " + p)
+    print("trace: %d configurations off the schedule" % failures)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
