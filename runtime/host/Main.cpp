@@ -80,6 +80,19 @@ std::string formatBytes(int64_t bytes) {
   return text;
 }
 
+/// A rate of FLOPs, as "12.3 TFLOP/s".
+std::string formatFlopRate(double flopsPerSecond) {
+  const char *unit = "MFLOP/s";
+  double scale = 1e6;
+  if (flopsPerSecond >= 1e12)
+    unit = "TFLOP/s", scale = 1e12;
+  else if (flopsPerSecond >= 1e9)
+    unit = "GFLOP/s", scale = 1e9;
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f %s", flopsPerSecond / scale, unit);
+  return text;
+}
+
 bool parseInt(const char *text, int64_t &value) {
   char *end = nullptr;
   errno = 0;
@@ -892,10 +905,14 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                   flags.steps, loss);
       if (ctx.gradNorm)
         std::printf("grad norm %.4f  ", gradNorm);
-      std::printf("%.1f ms  peak %s (predicted %s)  sent %s\n", seconds * 1e3,
-                  formatBytes(worst[0]).c_str(),
-                  formatBytes(predicted.peak).c_str(),
-                  formatBytes(worst[1]).c_str());
+      // Model FLOPs per second on this rank (the figure MFU divides by the
+      // device's peak).
+      std::printf(
+          "%.1f ms  %s  peak %s (predicted %s)  sent %s\n", seconds * 1e3,
+          formatFlopRate(static_cast<double>(predicted.model_flops) / seconds)
+              .c_str(),
+          formatBytes(worst[0]).c_str(), formatBytes(predicted.peak).c_str(),
+          formatBytes(worst[1]).c_str());
     }
     std::fflush(stdout);
     if (log) {
@@ -913,15 +930,18 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
       std::fprintf(
           log,
           "{\"step\": %" PRId64 ", \"loss\": %s%s, \"lr\": %.9g, "
-          "\"step_ms\": %.4f, "
+          "\"step_ms\": %.4f, \"model_flops\": %" PRId64
+          ", \"model_tflops_per_s\": %.6g, "
           "\"peak_bytes\": %" PRId64 ", \"predicted_peak_bytes\": %" PRId64
           ", \"persistent_bytes\": %" PRId64
           ", \"predicted_persistent_bytes\": %" PRId64
           ", \"bytes_sent\": %" PRId64 ", \"predicted_bytes_sent\": %" PRId64
           ", \"gemm_ms\": %.4f, \"comm_wait_ms\": %.4f, \"comm_ms\": %.4f}\n",
           ctx.step, lossText, normText, learningRate(*ctx.model, ctx.step),
-          seconds * 1e3, worst[0], predicted.peak, persistent,
-          predicted.params + predicted.optimizer, worst[1],
+          seconds * 1e3, predicted.model_flops,
+          static_cast<double>(predicted.model_flops) / seconds / 1e12, worst[0],
+          predicted.peak, persistent, predicted.params + predicted.optimizer,
+          worst[1],
           predicted.all_gather + predicted.reduce_scatter +
               predicted.all_reduce,
           gemm * 1e3, ctx.timers.commWaitSeconds * 1e3,

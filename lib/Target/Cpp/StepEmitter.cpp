@@ -507,13 +507,12 @@ void StepEmitter::emitMain() {
   os << "model.max_grad_norm = " << literal(optimizer.getMaxGradNorm())
      << ";\n";
   os << "model.decay_min_rank = " << optimizer.getDecayMinRank() << ";\n";
-  os << "// What --shardc-ledger predicts per rank, in bytes.\n";
-  os << "model.predicted = {" << ledger.paramBytes << ", "
-     << ledger.gradBytes << ", " << ledger.optimizerBytes << ", "
-     << ledger.modelState() << ", " << ledger.activationBytes << ", "
-     << ledger.peak << ", " << ledger.allGather.bytes << ", "
-     << ledger.reduceScatter.bytes << ", " << ledger.allReduce.bytes
-     << "};\n";
+  os << "// What --shardc-ledger predicts per rank: bytes, then FLOPs.\n";
+  os << "model.predicted = {" << ledger.paramBytes << ", " << ledger.gradBytes
+     << ", " << ledger.optimizerBytes << ", " << ledger.modelState() << ", "
+     << ledger.activationBytes << ", " << ledger.peak << ", "
+     << ledger.allGather.bytes << ", " << ledger.reduceScatter.bytes << ", "
+     << ledger.allReduce.bytes << ", " << ledger.modelFlops << "};\n";
   os << "model.num_events = " << numEvents << ";\n";
   os << "model.step = step;\n";
   os << "return shardc_rt_main(argc, argv, &model);\n";

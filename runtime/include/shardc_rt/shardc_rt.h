@@ -100,6 +100,9 @@ typedef struct {
   /* What --shardc-ledger predicts for one rank, in bytes. */
   int64_t params, grads, optimizer, model_state, activations, peak;
   int64_t all_gather, reduce_scatter, all_reduce; /* sent per step */
+  /* Model FLOPs per step (the ledger's modelFlops): the forward's matrix
+   * products, times 3 for the forward and backward. */
+  int64_t model_flops;
 } shardc_rt_prediction;
 
 typedef struct shardc_rt_model {

@@ -78,6 +78,9 @@
 // TEXT-NEXT:   all_gather 4 132 132.00 B
 // TEXT-NEXT:   reduce_scatter 3 96 96.00 B
 // TEXT-NEXT:   all_reduce 1 6 6.00 B
+// Model FLOPs: the forward's products on the rank's 2 rows, fc0 2 x 2 x 4 x 3
+// and fc1 2 x 2 x 3 x 2 = 72, times 3 with the backward.
+// TEXT-NEXT:   model FLOPs 216 (forward + backward, for MFU)
 
 // With 2 micro-batches the gathers run per micro-batch, (2-1) x shard bytes
 // each: 2 x (fc0.weight 32 + fc0.bias 8 + fc1.weight 12 twice) = 128 B in 8;
@@ -88,6 +91,8 @@
 // ACCUM-NEXT: "all_gather_count": 8,
 // ACCUM:      "reduce_scatter_count": 3
 // ACCUM:      "grads_bytes": 84,
+// Model FLOPs: the rank's 4 rows in 2 micro-batches of 2, 2 x 72 x 3 = 432.
+// ACCUM:      "model_flops": 432,
 
 // Mixed precision stages an f32 copy of each bf16 gradient for the wire.
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 param-dtype=bf16 reduce-dtype=f32" --shardc-ledger="format=json output=-" -o /dev/null | FileCheck %s --check-prefix=STAGE

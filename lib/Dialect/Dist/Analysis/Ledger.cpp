@@ -29,6 +29,43 @@ int64_t bytesOf(RankedTensorType type) {
          ((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
 }
 
+/// A forward op's matrix-product FLOPs on this rank (0 for the rest).
+int64_t forwardFlops(Operation *op) {
+  auto shape = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  };
+  auto numel = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getNumElements();
+  };
+  return TypeSwitch<Operation *, int64_t>(op)
+      // [M, K] x [N, K]^T: 2 M K N.
+      .Case<train::LinearOp, train::LinearGeluOp>([&](auto o) {
+        return 2 * numel(o.getInput()) * shape(o.getWeight())[0];
+      })
+      // Each of the result's elements sums K products.
+      .Case([&](train::MatmulOp o) {
+        ArrayRef<int64_t> lhs = shape(o.getLhs());
+        int64_t k = lhs[lhs.size() - (o.getTransposeLhs() ? 2 : 1)];
+        return 2 * numel(o.getResult()) * k;
+      })
+      // [B, T, 3C]: Q K^T and P V over the causal half, 2 B T^2 C / 2
+      // each.
+      .Case([&](train::AttentionOp o) {
+        ArrayRef<int64_t> qkv = shape(o.getQkv());
+        return 2 * qkv[0] * qkv[1] * qkv[1] * (qkv[2] / 3);
+      })
+      .Default([](Operation *) { return int64_t(0); });
+}
+
+/// Runs of `op` per step: once per micro-batch of each loop around it.
+int64_t runsPerStep(Operation *op) {
+  int64_t runs = 1;
+  for (auto loop = op->getParentOfType<train::MicrobatchesOp>(); loop;
+       loop = loop->getParentOfType<train::MicrobatchesOp>())
+    runs *= loop.getCount();
+  return runs;
+}
+
 class Ledger {
 public:
   Ledger(ModelOp model) : model(model), liveness(model) {}
@@ -108,10 +145,7 @@ void Ledger::countTraffic(LedgerReport &report) {
       int64_t wireBytes = (wire.getIntOrFloatBitWidth() + 7) / 8;
       int64_t d = piece.getNumElements() * wireBytes;
       // A collective in a micro-batch loop runs once per micro-batch.
-      int64_t runs = 1;
-      for (auto loop = op->getParentOfType<train::MicrobatchesOp>(); loop;
-           loop = loop->getParentOfType<train::MicrobatchesOp>())
-        runs *= loop.getCount();
+      int64_t runs = runsPerStep(op);
       int64_t once = factor == 2 ? (2 * (group - 1) * d + group / 2) / group
                                  : (group - 1) * d;
       traffic.bytes += runs * once;
@@ -258,6 +292,21 @@ LedgerReport Ledger::build() {
   }
   report.peak = persistent + peakTransient;
   countTraffic(report);
+  // The forward's ops: what comes before the loss in its block (the units
+  // and the root's ops; the root's backward follows the loss), but the
+  // backwards' (where a recomputed forward runs).
+  Operation *loss = nullptr;
+  model.walk([&](Operation *op) {
+    if (!loss && isa<train::CrossEntropyOp, train::CrossEntropyAndGradOp>(op))
+      loss = op;
+  });
+  model.walk([&](Operation *op) {
+    Operation *top =
+        loss ? loss->getBlock()->findAncestorOpInBlock(*op) : nullptr;
+    if (top && top->isBeforeInBlock(loss) &&
+        !op->getParentOfType<train::BackwardOp>())
+      report.modelFlops += 3 * runsPerStep(op) * forwardFlops(op);
+  });
   return report;
 }
 

@@ -59,6 +59,8 @@ void printText(const LedgerReport &r, llvm::raw_ostream &os) {
   comm("all_gather", r.allGather);
   comm("reduce_scatter", r.reduceScatter);
   comm("all_reduce", r.allReduce);
+  os << llvm::format("  %-22s %16lld  (forward + backward, for MFU)\n",
+                     "model FLOPs", static_cast<long long>(r.modelFlops));
 }
 
 llvm::json::Value toJson(const LedgerReport &r) {
@@ -67,15 +69,15 @@ llvm::json::Value toJson(const LedgerReport &r) {
       {"params", r.params},
       {"world", r.world},
       {"strategy", r.strategy},
-      {"per_rank",
-       llvm::json::Object{{"params_bytes", r.paramBytes},
-                          {"grads_bytes", r.gradBytes},
-                          {"optimizer_bytes", r.optimizerBytes},
-                          {"model_state_bytes", r.modelState()},
-                          {"activation_bytes", r.activationBytes},
-                          {"gathered_bytes", r.gatheredBytes},
-                          {"comm_buffer_bytes", r.commBytes},
-                          {"peak_bytes", r.peak}}},
+      {"per_rank", llvm::json::Object{{"params_bytes", r.paramBytes},
+                                      {"grads_bytes", r.gradBytes},
+                                      {"optimizer_bytes", r.optimizerBytes},
+                                      {"model_state_bytes", r.modelState()},
+                                      {"activation_bytes", r.activationBytes},
+                                      {"gathered_bytes", r.gatheredBytes},
+                                      {"comm_buffer_bytes", r.commBytes},
+                                      {"peak_bytes", r.peak},
+                                      {"model_flops", r.modelFlops}}},
       {"comm",
        llvm::json::Object{{"all_gather_bytes", r.allGather.bytes},
                           {"all_gather_count", r.allGather.count},

@@ -14,13 +14,19 @@ struct LedgerTraffic {
   int64_t bytes = 0, count = 0;
 };
 
-/// One rank's bytes for one step of a sharded model.
+/// One rank's bytes (and FLOPs) for one step of a sharded model.
 struct LedgerReport {
   std::string model, strategy;
   int64_t params = 0, world = 1;
   int64_t paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
   int64_t activationBytes = 0, gatheredBytes = 0, commBytes = 0, peak = 0;
   LedgerTraffic allGather, reduceScatter, allReduce;
+  /// The step's model FLOPs on this rank, as PaLM, nanoGPT and llm.c count
+  /// them for MFU: the forward's matrix products (2 per multiply-add, a
+  /// causal attention's half of the scores and of their product with the
+  /// values), times 3 for the forward and a backward of twice its work;
+  /// recomputation is not counted.
+  int64_t modelFlops = 0;
   int64_t modelState() const {
     return paramBytes + gradBytes + optimizerBytes;
   }
