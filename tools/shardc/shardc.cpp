@@ -45,7 +45,9 @@ const char *kUsage = R"(usage:
   shardc emit MODEL.mlir [options] -o FILE.cpp
 
 options (as --shardc-pipeline's):
-  --strategy ddp|zero1|zero2|zero3|fsdp|hsdp   (default zero3)
+  --strategy ddp|zero1|zero2|zero3|fsdp|hsdp|auto   (default zero3; auto:
+                               the first of ddp, zero1, zero2, zero3 whose
+                               predicted peak fits --memory-budget)
   --mesh N|RxS                 ranks (RxS: hsdp's replicate x shard)
   --target host|cuda|cudasim   (default host: C++ over MPI, BLAS; cudasim:
                                target=cuda's code run on the CPU by
@@ -123,8 +125,8 @@ std::string checkPipelineValue(const std::string &name,
     return "--" + name + ": expected " + what.str() + ", got '" + value + "'";
   };
   if (name == "strategy")
-    return expect({"ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"},
-                  "ddp, zero1, zero2, zero3, fsdp or hsdp");
+    return expect({"ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp", "auto"},
+                  "ddp, zero1, zero2, zero3, fsdp, hsdp or auto");
   if (name == "param-dtype" || name == "reduce-dtype")
     return expect({"f32", "bf16"}, "f32 or bf16");
   if (name == "layout")

@@ -1,4 +1,4 @@
-//===- Pipeline.cpp - shardc-pipeline, and recompute=auto's search --------===//
+//===- Pipeline.cpp - shardc-pipeline, and the searches of its autos -----===//
 
 #include "shardc/Dialect/Dist/Analysis/Ledger.h"
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
@@ -13,6 +13,9 @@ using namespace shardc;
 using namespace shardc::dist;
 
 namespace {
+/// shardc-pipeline's strategy: shardc-shard's, or auto.
+enum class StrategyChoice { ddp, zero1, zero2, zero3, hsdp, automatic };
+
 struct ShardcPipelineOptions
     : public PassPipelineOptions<ShardcPipelineOptions> {
   Option<std::string> wrap{
@@ -30,15 +33,19 @@ struct ShardcPipelineOptions
       llvm::cl::desc("full, or save-matmuls: the recomputed units keep GEMM "
                      "and attention results"),
       llvm::cl::init("full")};
-  Option<Strategy> strategy{
+  Option<StrategyChoice> strategy{
       *this, "strategy", llvm::cl::desc("what each rank shards"),
-      llvm::cl::init(Strategy::zero3),
-      llvm::cl::values(clEnumValN(Strategy::ddp, "ddp", "DDP"),
-                       clEnumValN(Strategy::zero1, "zero1", "ZeRO-1"),
-                       clEnumValN(Strategy::zero2, "zero2", "ZeRO-2"),
-                       clEnumValN(Strategy::zero3, "zero3", "ZeRO-3"),
-                       clEnumValN(Strategy::zero3, "fsdp", "alias of zero3"),
-                       clEnumValN(Strategy::hsdp, "hsdp", "HSDP"))};
+      llvm::cl::init(StrategyChoice::zero3),
+      llvm::cl::values(
+          clEnumValN(StrategyChoice::ddp, "ddp", "DDP"),
+          clEnumValN(StrategyChoice::zero1, "zero1", "ZeRO-1"),
+          clEnumValN(StrategyChoice::zero2, "zero2", "ZeRO-2"),
+          clEnumValN(StrategyChoice::zero3, "zero3", "ZeRO-3"),
+          clEnumValN(StrategyChoice::zero3, "fsdp", "alias of zero3"),
+          clEnumValN(StrategyChoice::hsdp, "hsdp", "HSDP"),
+          clEnumValN(StrategyChoice::automatic, "auto",
+                     "the first of ddp, zero1, zero2, zero3 that fits "
+                     "memory-budget"))};
   Option<std::string> mesh{*this, "mesh",
                            llvm::cl::desc("N, or RxS for hsdp"),
                            llvm::cl::init("1")};
@@ -115,6 +122,58 @@ void addSteps(OpPassManager &pm, const PipelineSteps &steps,
     pm.addPass(createShardcLedgerPass(steps.ledger));
 }
 
+/// The ledger of `module`'s one model compiled with `probe`, from the
+/// pipeline run on a copy (its warnings and remarks dropped).
+FailureOr<LedgerReport> predict(ModuleOp module, const PipelineSteps &probe) {
+  OwningOpRef<ModuleOp> copy = module.clone();
+  ScopedDiagnosticHandler errorsOnly(module.getContext(), [](Diagnostic &diag) {
+    return success(diag.getSeverity() != DiagnosticSeverity::Error);
+  });
+  PassManager pm(module.getContext());
+  addSteps(pm, probe, /*withLedger=*/false);
+  if (failed(pm.run(*copy)))
+    return failure();
+  return computeLedger(train::getModels(*copy)->front());
+}
+
+/// The one model of `module`, or an error naming `option` (the searches
+/// choose for one model).
+FailureOr<train::ModelOp> onlyModel(ModuleOp module, StringRef option) {
+  FailureOr<SmallVector<train::ModelOp>> models = train::getModels(module);
+  if (failed(models))
+    return failure();
+  if (models->size() != 1)
+    return module.emitError() << option << " chooses for one model; the "
+                              << "module holds " << models->size();
+  return models->front();
+}
+
+/// A search over runs of the pipeline (the autos), which runs its choice at
+/// the end: it holds the steps and loads their dialects.
+template <typename Derived>
+class PipelineSearch : public PassWrapper<Derived, OperationPass<ModuleOp>> {
+public:
+  explicit PipelineSearch(PipelineSteps steps) : steps(std::move(steps)) {}
+  void getDependentDialects(DialectRegistry &registry) const override {
+    OpPassManager pm(ModuleOp::getOperationName());
+    addSteps(pm, steps);
+    pm.getDependentDialects(registry);
+  }
+
+protected:
+  /// An error unless memory-budget is set: `search` ("recompute=auto
+  /// chooses units") needs one.
+  LogicalResult requireBudget(ModuleOp module, StringRef search) const {
+    if (steps.ledger.memoryBudget > 0)
+      return success();
+    return module.emitError()
+           << search << " to fit memory-budget: expected memory-budget=BYTES "
+           << "> 0, got " << steps.ledger.memoryBudget;
+  }
+
+  PipelineSteps steps;
+};
+
 /// recompute=auto: chooses the units to recompute, then runs the pipeline
 /// with them. The choice is the fewest leading units (in forward order, as
 /// Megatron-LM's block recomputation) whose recomputation brings the
@@ -127,17 +186,11 @@ void addSteps(OpPassManager &pm, const PipelineSteps &steps,
 /// give and the peak keeping every activation. When even every unit but
 /// the last does not fit, the remark says so and the ledger fails as for
 /// any model over budget.
-class AutoRecomputePass
-    : public PassWrapper<AutoRecomputePass, OperationPass<ModuleOp>> {
+class AutoRecomputePass : public PipelineSearch<AutoRecomputePass> {
 public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(AutoRecomputePass)
-  explicit AutoRecomputePass(PipelineSteps steps) : steps(std::move(steps)) {}
+  using PipelineSearch::PipelineSearch;
   StringRef getArgument() const override { return "shardc-auto-recompute"; }
-  void getDependentDialects(DialectRegistry &registry) const override {
-    OpPassManager pm(ModuleOp::getOperationName());
-    addSteps(pm, steps);
-    pm.getDependentDialects(registry);
-  }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -148,13 +201,8 @@ public:
                          << llvm::join(steps.autodiff.recompute, ",") << "'";
       return signalPassFailure();
     }
-    if (steps.ledger.memoryBudget <= 0) {
-      module.emitError() << "recompute=auto chooses units to fit "
-                            "memory-budget: expected memory-budget=BYTES > "
-                            "0, got "
-                         << steps.ledger.memoryBudget;
+    if (failed(requireBudget(module, "recompute=auto chooses units")))
       return signalPassFailure();
-    }
     // Units exist once wrapped.
     if (!steps.wrap.empty()) {
       OpPassManager wrap(ModuleOp::getOperationName());
@@ -163,16 +211,10 @@ public:
         return signalPassFailure();
       base.wrap.clear();
     }
-    FailureOr<SmallVector<train::ModelOp>> models = train::getModels(module);
-    if (failed(models))
+    FailureOr<train::ModelOp> found = onlyModel(module, "recompute=auto");
+    if (failed(found))
       return signalPassFailure();
-    if (models->size() != 1) {
-      module.emitError() << "recompute=auto chooses for one model; the "
-                            "module holds "
-                         << models->size();
-      return signalPassFailure();
-    }
-    train::ModelOp model = models->front();
+    train::ModelOp model = *found;
     SmallVector<std::string> candidates;
     for (auto unit : model.getBody().front().getOps<train::UnitOp>())
       candidates.push_back(unit.getName().str());
@@ -200,10 +242,10 @@ public:
     auto peakRecomputing = [&](size_t count) -> FailureOr<int64_t> {
       if (auto it = peaks.find(count); it != peaks.end())
         return it->second;
-      FailureOr<int64_t> peak = predictedPeak(module, recomputingFirst(count));
-      if (succeeded(peak))
-        peaks[count] = *peak;
-      return peak;
+      FailureOr<LedgerReport> ledger = predict(module, recomputingFirst(count));
+      if (failed(ledger))
+        return failure();
+      return peaks[count] = ledger->peak;
     };
     size_t lo = 0, hi = candidates.size();
     while (lo < hi) {
@@ -237,25 +279,88 @@ public:
     if (failed(runPipeline(pm, module)))
       signalPassFailure();
   }
+};
 
-private:
-  /// The ledger's predicted peak of `module` compiled with `probe`, from
-  /// the pipeline run on a copy.
-  static FailureOr<int64_t> predictedPeak(ModuleOp module,
-                                          const PipelineSteps &probe) {
-    OwningOpRef<ModuleOp> copy = module.clone();
-    ScopedDiagnosticHandler errorsOnly(
-        module.getContext(), [](Diagnostic &diag) {
-          return success(diag.getSeverity() != DiagnosticSeverity::Error);
-        });
-    PassManager pm(module.getContext());
-    addSteps(pm, probe, /*withLedger=*/false);
-    if (failed(pm.run(*copy)))
-      return failure();
-    return computeLedger(train::getModels(*copy)->front()).peak;
+/// strategy=auto: the first rung of the ladder ddp, zero1, zero2, zero3
+/// whose predicted peak fits memory-budget, DeepSpeed's advice (the lowest
+/// ZeRO stage that fits: each rung up sends as many bytes or more, in more
+/// collectives, to hold less), with the other options as given. Where no
+/// rung fits and recompute=auto is asked, zero3 with recompute=auto's
+/// choice; otherwise zero3, over budget, which the ledger reports as for
+/// any model. A remark names the choice with its predicted peak and bytes
+/// sent, and the peaks of the rungs below it.
+class AutoStrategyPass : public PipelineSearch<AutoStrategyPass> {
+public:
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(AutoStrategyPass)
+  using PipelineSearch::PipelineSearch;
+  StringRef getArgument() const override { return "shardc-auto-strategy"; }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (failed(requireBudget(module, "strategy=auto chooses a strategy")))
+      return signalPassFailure();
+    if (StringRef(steps.shard.mesh).contains('x')) {
+      module.emitError() << "strategy=auto climbs ddp, zero1, zero2, zero3 "
+                            "over a mesh of N ranks, got mesh '"
+                         << steps.shard.mesh << "' (hsdp's: name it)";
+      return signalPassFailure();
+    }
+    FailureOr<train::ModelOp> model = onlyModel(module, "strategy=auto");
+    if (failed(model))
+      return signalPassFailure();
+    bool recomputeAuto = llvm::is_contained(steps.autodiff.recompute, "auto");
+    PipelineSteps probe = steps;
+    if (recomputeAuto)
+      probe.autodiff.recompute.clear();
+    struct Rung {
+      Strategy strategy;
+      const char *name;
+    };
+    const Rung ladder[] = {{Strategy::ddp, "ddp"},
+                           {Strategy::zero1, "zero1"},
+                           {Strategy::zero2, "zero2"},
+                           {Strategy::zero3, "zero3"}};
+    std::string below;
+    for (const Rung &rung : ladder) {
+      probe.shard.strategy = rung.strategy;
+      FailureOr<LedgerReport> ledger = predict(module, probe);
+      if (failed(ledger))
+        return signalPassFailure();
+      if (ledger->peak > steps.ledger.memoryBudget) {
+        below += (below.empty() ? "" : ", ") + std::string(rung.name) +
+                 " peaks at " + std::to_string(ledger->peak);
+        continue;
+      }
+      int64_t sent = ledger->allGather.bytes + ledger->reduceScatter.bytes +
+                     ledger->allReduce.bytes;
+      InFlightDiagnostic remark = model->emitRemark()
+                                  << "strategy=auto: " << rung.name
+                                  << ", predicted peak " << ledger->peak
+                                  << " bytes per rank, " << sent
+                                  << " bytes sent per step";
+      if (!below.empty())
+        remark << " (" << below << ")";
+      remark.report();
+      OpPassManager pm(ModuleOp::getOperationName());
+      addSteps(pm, probe);
+      if (failed(runPipeline(pm, module)))
+        signalPassFailure();
+      return;
+    }
+    model->emitRemark() << "strategy=auto: no strategy fits memory-budget "
+                        << steps.ledger.memoryBudget << " (" << below << ")"
+                        << (recomputeAuto ? "; zero3 with recompute=auto"
+                                          : "; zero3");
+    PipelineSteps last = steps;
+    last.shard.strategy = Strategy::zero3;
+    OpPassManager pm(ModuleOp::getOperationName());
+    if (recomputeAuto)
+      pm.addPass(std::make_unique<AutoRecomputePass>(last));
+    else
+      addSteps(pm, last);
+    if (failed(runPipeline(pm, module)))
+      signalPassFailure();
   }
-
-  PipelineSteps steps;
 };
 
 void buildShardcPipeline(OpPassManager &pm,
@@ -266,7 +371,25 @@ void buildShardcPipeline(OpPassManager &pm,
                                   options.recompute.end());
   steps.autodiff.recomputePolicy = options.recomputePolicy;
   steps.fuse = options.fuse;
-  steps.shard.strategy = options.strategy;
+  switch (options.strategy) {
+  case StrategyChoice::ddp:
+    steps.shard.strategy = Strategy::ddp;
+    break;
+  case StrategyChoice::zero1:
+    steps.shard.strategy = Strategy::zero1;
+    break;
+  case StrategyChoice::zero2:
+    steps.shard.strategy = Strategy::zero2;
+    break;
+  case StrategyChoice::zero3:
+    steps.shard.strategy = Strategy::zero3;
+    break;
+  case StrategyChoice::hsdp:
+    steps.shard.strategy = Strategy::hsdp;
+    break;
+  case StrategyChoice::automatic: // AutoStrategyPass sets it
+    break;
+  }
   steps.shard.mesh = options.mesh;
   steps.shard.reshardAfterForward = options.reshardAfterForward;
   steps.shard.layout = options.layout;
@@ -277,7 +400,9 @@ void buildShardcPipeline(OpPassManager &pm,
   steps.shard.unitBucketMB = options.unitBucketMB;
   steps.schedule.prefetch = options.prefetch;
   steps.ledger = {options.format, options.output, options.memoryBudget};
-  if (llvm::is_contained(steps.autodiff.recompute, "auto"))
+  if (options.strategy == StrategyChoice::automatic)
+    pm.addPass(std::make_unique<AutoStrategyPass>(steps));
+  else if (llvm::is_contained(steps.autodiff.recompute, "auto"))
     pm.addPass(std::make_unique<AutoRecomputePass>(steps));
   else
     addSteps(pm, steps);
