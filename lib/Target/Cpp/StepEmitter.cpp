@@ -310,11 +310,10 @@ LogicalResult StepEmitter::checkLowerable() {
         return WalkResult::interrupt();
       }
     }
-    if (!isa<train::AdamWOp, AdamWShardOp, AdamWFlatOp>(op))
+    auto update = dyn_cast<train::OptimizerUpdateOpInterface>(op);
+    if (!update)
       return WalkResult::advance();
-    Value clip = TypeSwitch<Operation *, Value>(op)
-                     .Case<train::AdamWOp, AdamWShardOp, AdamWFlatOp>(
-                         [](auto update) { return update.getClip(); });
+    Value clip = update.getClip();
     if (!clip && maxNorm > 0) {
       op->emitOpError() << "takes its gradient unclipped, but the model's "
                            "optimizer has max_grad_norm "

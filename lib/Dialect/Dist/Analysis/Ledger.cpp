@@ -102,8 +102,8 @@ void Ledger::categorize() {
 void Ledger::markGrads() {
   SmallVector<Value> work;
   model.walk([&](Operation *op) {
-    if (isa<train::AdamWOp, AdamWShardOp, AdamWFlatOp>(op))
-      work.push_back(op->getOperand(0));
+    if (auto update = dyn_cast<train::OptimizerUpdateOpInterface>(op))
+      work.push_back(update.getGrad());
     if (auto bwd = dyn_cast<train::BackwardOp>(op))
       for (Value grad : bwd.getParamGrads())
         work.push_back(grad);
@@ -188,11 +188,12 @@ LedgerReport Ledger::build() {
       report.paramBytes += bytesOf(flat.getType());
       return;
     }
-    if (!isa<train::AdamWOp, AdamWShardOp, AdamWFlatOp>(op))
+    auto update = dyn_cast<train::OptimizerUpdateOpInterface>(op);
+    if (!update)
       return;
     auto user = cast<train::ParamUserOpInterface>(op);
     ParamOp param = params.lookup(user.getParamNames().front());
-    Value grad = op->getOperand(0);
+    Value grad = update.getGrad();
     int64_t count = cast<RankedTensorType>(grad.getType()).getNumElements();
     bool master = !param.getType().getElementType().isF32();
     report.optimizerBytes += count * (8 + (master ? 4 : 0));

@@ -337,7 +337,6 @@ AdamWShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 SmallVector<StringRef, 1> AdamWShardOp::getParamNames() { return {getName()}; }
-bool AdamWShardOp::isParamUpdate() { return true; }
 
 LogicalResult AdamWShardOp::verifyParams(ArrayRef<Operation *> params) {
   Operation *paramOp = params.front();
@@ -435,8 +434,6 @@ AdamWFlatOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 SmallVector<StringRef, 1> AdamWFlatOp::getParamNames() {
   return llvm::to_vector<1>(getParams().getAsValueRange<StringAttr>());
 }
-
-bool AdamWFlatOp::isParamUpdate() { return true; }
 
 LogicalResult AdamWFlatOp::verifyParams(ArrayRef<Operation *> params) {
   SymbolTableCollection symbolTable;

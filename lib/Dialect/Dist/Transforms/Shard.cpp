@@ -864,14 +864,11 @@ void Sharder::clipGradients() {
   if (maxNorm <= 0)
     return;
   Block &body = model.getBody().front();
-  SmallVector<Operation *> updates;
-  for (Operation &op : body)
-    if (isa<train::AdamWOp, AdamWShardOp, AdamWFlatOp>(op))
-      updates.push_back(&op);
+  SmallVector<train::OptimizerUpdateOpInterface> updates(
+      body.getOps<train::OptimizerUpdateOpInterface>());
   if (updates.empty())
     return;
-  // The gradient is an update's first operand; the ranks holding distinct
-  // pieces of it span `axes`.
+  // The ranks holding distinct pieces of an update's gradient span `axes`.
   auto axesOf = [&](Operation *update) {
     if (auto shard = dyn_cast<AdamWShardOp>(update))
       return shard.getAxes();
@@ -881,8 +878,8 @@ void Sharder::clipGradients() {
   };
   llvm::MapVector<ArrayAttr, SmallVector<Value>> gradsOver;
   Operation *lastProducer = nullptr;
-  for (Operation *update : updates) {
-    Value grad = update->getOperand(0);
+  for (train::OptimizerUpdateOpInterface update : updates) {
+    Value grad = update.getGrad();
     gradsOver[axesOf(update)].push_back(grad);
     Operation *def = body.findAncestorOpInBlock(*grad.getDefiningOp());
     if (!lastProducer || lastProducer->isBeforeInBlock(def))
@@ -906,7 +903,7 @@ void Sharder::clipGradients() {
   // Updates issued before the coefficient exists (ZeRO-1/2 flat buckets
   // update as each is reduced) wait for it, with their results' readers.
   llvm::SetVector<Operation *> moved;
-  for (Operation *update : updates)
+  for (train::OptimizerUpdateOpInterface update : updates)
     if (update->isBeforeInBlock(clip))
       moved.insert(update);
   for (size_t i = 0; i < moved.size(); ++i)
@@ -923,10 +920,8 @@ void Sharder::clipGradients() {
     op->moveAfter(after);
     after = op;
   }
-  for (Operation *update : updates)
-    TypeSwitch<Operation *>(update)
-        .Case<train::AdamWOp, AdamWShardOp, AdamWFlatOp>(
-            [&](auto op) { op.getClipMutable().assign(clip); });
+  for (train::OptimizerUpdateOpInterface update : updates)
+    update.getClipMutable().assign(clip);
 }
 
 /// Whether `user` runs after `op`: in `op`'s block or an enclosing one.

@@ -554,7 +554,6 @@ LogicalResult InputOp::verify() {
 //===--- train.adamw ------------------------------------------------------===//
 
 SmallVector<StringRef, 1> AdamWOp::getParamNames() { return {getName()}; }
-bool AdamWOp::isParamUpdate() { return true; }
 
 LogicalResult AdamWOp::verifyParams(ArrayRef<Operation *> params) {
   Operation *paramOp = params.front();

@@ -300,7 +300,8 @@ def Dist_ConvertOp : Dist_Op<"convert", [Pure, SameOperandsAndResultShape]> {
 
 def Dist_AdamWShardOp : Dist_Op<"adamw_shard", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
-    DeclareOpInterfaceMethods<Train_ParamUserOpInterface, ["isParamUpdate"]>]> {
+    Train_OptimizerUpdateOpInterface,
+    DeclareOpInterfaceMethods<Train_ParamUserOpInterface>]> {
   let summary = "AdamW on this rank's dim0 shard of a replicated parameter";
   let description = [{
     ZeRO-1 and ZeRO-2 keep every parameter whole on every rank but split
@@ -375,7 +376,8 @@ def Dist_FlatParamOp : Dist_Op<"flat_param", [
 
 def Dist_AdamWFlatOp : Dist_Op<"adamw_flat", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
-    DeclareOpInterfaceMethods<Train_ParamUserOpInterface, ["isParamUpdate"]>]> {
+    Train_OptimizerUpdateOpInterface,
+    DeclareOpInterfaceMethods<Train_ParamUserOpInterface>]> {
   let summary = "AdamW on this rank's piece of a unit's flat parameter";
   let description = [{
     Updates this rank's piece of the flat concatenation of `params` (as

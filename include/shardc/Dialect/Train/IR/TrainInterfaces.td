@@ -5,6 +5,25 @@
 
 include "mlir/IR/OpBase.td"
 
+def Train_OptimizerUpdateOpInterface
+    : OpInterface<"OptimizerUpdateOpInterface"> {
+  let cppNamespace = "::shardc::train";
+  let description = [{
+    An optimizer update of parameters: `train.adamw`, and what
+    `--shardc-shard` makes of it (`dist.adamw_shard`, `dist.adamw_flat`). It
+    takes the gradient of what it updates and, where the model clips
+    gradients, the step's clip coefficient, by which it scales the gradient.
+  }];
+  let methods = [
+    InterfaceMethod<"The gradient of what the op updates.", "::mlir::Value",
+                    "getGrad">,
+    InterfaceMethod<"The clip coefficient, or null: the gradient as it is.",
+                    "::mlir::Value", "getClip">,
+    InterfaceMethod<"The clip operand, to set.",
+                    "::mlir::MutableOperandRange", "getClipMutable">,
+  ];
+}
+
 def Train_ParamUserOpInterface : OpInterface<"ParamUserOpInterface"> {
   let cppNamespace = "::shardc::train";
   let description = [{
@@ -25,7 +44,10 @@ def Train_ParamUserOpInterface : OpInterface<"ParamUserOpInterface"> {
     InterfaceMethod<"Whether the op is the optimizer update of the params: a "
                     "param has at most one.",
                     "bool", "isParamUpdate", (ins), [{}],
-                    [{ return false; }]>,
+                    [{
+      return ::llvm::isa<::shardc::train::OptimizerUpdateOpInterface>(
+          $_op.getOperation());
+    }]>,
   ];
 }
 

@@ -291,8 +291,8 @@ def Train_InputOp : Train_Op<"input", [HasParent<"ModelOp">]> {
 }
 
 def Train_AdamWOp : Train_Op<"adamw", [
-    HasParent<"ModelOp">,
-    DeclareOpInterfaceMethods<Train_ParamUserOpInterface, ["isParamUpdate"]>]> {
+    HasParent<"ModelOp">, Train_OptimizerUpdateOpInterface,
+    DeclareOpInterfaceMethods<Train_ParamUserOpInterface>]> {
   let summary = "updates one parameter with AdamW";
   let description = [{
     Applies the model's `#train.adamw` to parameter `name` with gradient
