@@ -35,11 +35,13 @@ struct CudaBackend {
   std::vector<cudaStream_t> commStreams;   // per set of axes
   std::vector<cudaEvent_t> events;
   /// --trace: timing events, by mark; the step's first mark (its origin)
-  /// and its time on the host; the start of the collective being issued.
+  /// and its time on the host; the start of the collective being issued
+  /// and what it carries.
   std::vector<cudaEvent_t> marks;
   int32_t usedMarks = 0;
   double originMicros = 0;
   TraceMark collectiveStart = -1;
+  const char *collectiveWhat = nullptr;
 };
 
 CudaBackend &backendOf(shardc_rt_context &ctx) {
@@ -376,11 +378,12 @@ cudaStream_t shardc_rt_cuda_comm_stream(shardc_rt_context *ctx,
 }
 
 void shardc_rt_cuda_collective_start(shardc_rt_context *ctx,
-                                     shardc_rt_axes axes) {
+                                     shardc_rt_axes axes, const char *what) {
   if (!ctx->trace)
     return;
   CudaBackend &b = backendOf(*ctx);
   b.collectiveStart = markOn(*ctx, b.commStreams.at(axes));
+  b.collectiveWhat = what;
 }
 
 void shardc_rt_cuda_sent(shardc_rt_context *ctx, shardc_rt_collective kind,
@@ -394,7 +397,7 @@ void shardc_rt_cuda_sent(shardc_rt_context *ctx, shardc_rt_collective kind,
   SHARDC_RT_CHECK(b.collectiveStart >= 0, "shardc_rt_cuda_sent",
                   "no shardc_rt_cuda_collective_start before it");
   TraceMark begin = std::exchange(b.collectiveStart, -1);
-  ctx->trace->collective(axes, collectiveName(kind), begin,
+  ctx->trace->collective(axes, collectiveName(kind, b.collectiveWhat), begin,
                          markOn(*ctx, b.commStreams.at(axes)),
                          collectiveArgs(*ctx, kind, axes, dtype, count));
 }

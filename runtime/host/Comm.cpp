@@ -30,6 +30,7 @@ struct shardc_rt_request {
   float scale = 1.0f;         // 1 / group for an average
   shardc_rt_collective kind;
   shardc_rt_axes axes;
+  const char *what;      // for --trace
   TraceMark started = 0; // while --trace records
 };
 
@@ -75,9 +76,9 @@ static MPI_Op mpiSum(shardc_rt_dtype dtype) {
 static void traceCollective(shardc_rt_context &ctx, const shardc_rt_request &r,
                             TraceMark waiting) {
   TraceMark done = backendTraceMark(ctx);
-  std::string kind = collectiveName(r.kind);
-  ctx.trace->span("wait " + kind, waiting, done);
-  ctx.trace->collective(r.axes, kind, r.started, done,
+  std::string name = collectiveName(r.kind, r.what);
+  ctx.trace->span("wait " + name, waiting, done);
+  ctx.trace->collective(r.axes, name, r.started, done,
                         collectiveArgs(ctx, r.kind, r.axes, r.dtype, r.count));
 }
 
@@ -85,8 +86,8 @@ extern "C" {
 
 static shardc_rt_request *start(shardc_rt_context *ctx, const char *call,
                                 shardc_rt_collective kind, shardc_rt_axes axes,
-                                shardc_rt_dtype dtype, void *out,
-                                int64_t count) {
+                                shardc_rt_dtype dtype, void *out, int64_t count,
+                                const char *what) {
   auto *r = new shardc_rt_request;
   r->call = call;
   r->out = out;
@@ -94,6 +95,7 @@ static shardc_rt_request *start(shardc_rt_context *ctx, const char *call,
   r->count = count;
   r->kind = kind;
   r->axes = axes;
+  r->what = what;
   if (ctx->trace)
     r->started = backendTraceMark(*ctx);
   // Communication time is the union of the collectives' lives: from the
@@ -115,10 +117,10 @@ shardc_rt_request *shardc_rt_all_gather_start(shardc_rt_context *ctx,
                                               shardc_rt_axes axes,
                                               shardc_rt_dtype dtype,
                                               const void *in, void *out,
-                                              int64_t count) {
+                                              int64_t count, const char *what) {
   const char *call = "MPI_Iallgather";
   shardc_rt_request *r =
-      start(ctx, call, SHARDC_RT_ALL_GATHER, axes, dtype, out, count);
+      start(ctx, call, SHARDC_RT_ALL_GATHER, axes, dtype, out, count, what);
   int64_t group = ctx->groupSize(axes);
   MPI_Datatype type = mpiType(dtype, call);
   checkMpi(MPI_Iallgather(in, mpiCount(count, call), type, out,
@@ -131,11 +133,12 @@ shardc_rt_request *shardc_rt_all_gather_start(shardc_rt_context *ctx,
 
 shardc_rt_request *
 shardc_rt_reduce_scatter_start(shardc_rt_context *ctx, shardc_rt_axes axes,
-                               shardc_rt_dtype dtype, const void *in,
-                               void *out, int64_t count, int32_t average) {
+                               shardc_rt_dtype dtype, const void *in, void *out,
+                               int64_t count, int32_t average,
+                               const char *what) {
   const char *call = "MPI_Ireduce_scatter_block";
   shardc_rt_request *r =
-      start(ctx, call, SHARDC_RT_REDUCE_SCATTER, axes, dtype, out, count);
+      start(ctx, call, SHARDC_RT_REDUCE_SCATTER, axes, dtype, out, count, what);
   int64_t group = ctx->groupSize(axes);
   if (average)
     r->scale = 1.0f / static_cast<float>(group);
@@ -148,14 +151,13 @@ shardc_rt_reduce_scatter_start(shardc_rt_context *ctx, shardc_rt_axes axes,
   return r;
 }
 
-shardc_rt_request *shardc_rt_all_reduce_start(shardc_rt_context *ctx,
-                                              shardc_rt_axes axes,
-                                              shardc_rt_dtype dtype,
-                                              const void *in, void *out,
-                                              int64_t count, int32_t average) {
+shardc_rt_request *
+shardc_rt_all_reduce_start(shardc_rt_context *ctx, shardc_rt_axes axes,
+                           shardc_rt_dtype dtype, const void *in, void *out,
+                           int64_t count, int32_t average, const char *what) {
   const char *call = "MPI_Iallreduce";
   shardc_rt_request *r =
-      start(ctx, call, SHARDC_RT_ALL_REDUCE, axes, dtype, out, count);
+      start(ctx, call, SHARDC_RT_ALL_REDUCE, axes, dtype, out, count, what);
   int64_t group = ctx->groupSize(axes);
   if (average)
     r->scale = 1.0f / static_cast<float>(group);

@@ -149,16 +149,13 @@ std::string Trace::events(const shardc_rt_context &ctx) const {
   return out + text;
 }
 
-const char *collectiveName(shardc_rt_collective kind) {
-  switch (kind) {
-  case SHARDC_RT_ALL_GATHER:
-    return "all_gather";
-  case SHARDC_RT_REDUCE_SCATTER:
-    return "reduce_scatter";
-  case SHARDC_RT_ALL_REDUCE:
-    return "all_reduce";
-  }
-  return "collective";
+std::string collectiveName(shardc_rt_collective kind, const char *what) {
+  std::string name = kind == SHARDC_RT_ALL_GATHER       ? "all_gather"
+                     : kind == SHARDC_RT_REDUCE_SCATTER ? "reduce_scatter"
+                                                        : "all_reduce";
+  if (what && *what)
+    name += std::string(" ") + what;
+  return name;
 }
 
 std::string collectiveArgs(const shardc_rt_context &ctx,

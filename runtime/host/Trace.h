@@ -101,8 +101,9 @@ private:
   std::string text;
 };
 
-/// "all_gather", "reduce_scatter" or "all_reduce".
-const char *collectiveName(shardc_rt_collective kind);
+/// "all_gather", "reduce_scatter" or "all_reduce", and what it carries
+/// where that is not "": "all_gather h.0.attn.c_attn.weight".
+std::string collectiveName(shardc_rt_collective kind, const char *what);
 /// A collective's args in the trace: its elements per rank, dtype, group
 /// and the bytes this rank sends (as the ledger counts them).
 std::string collectiveArgs(const shardc_rt_context &ctx,

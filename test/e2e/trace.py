@@ -8,7 +8,8 @@ and checks the timeline it writes (Chrome's trace event format):
 - one process per rank, named by its mesh coordinates, with a `compute`
   track and `comm` tracks;
 - on each rank, each step holds as many collectives of each kind as the
-  ledger counts, sending the ledger's bytes;
+  ledger counts, sending the ledger's bytes, each named with what it
+  carries (a param, a unit, a bucket, the loss: one all-reduce);
 - the memory counter's maximum on each rank is the ledger's peak;
 - the compute track's spans nest (steps, the units' forward and backward
   regions, kernel calls and, on the host, waits), each inside a step;
@@ -121,11 +122,23 @@ def check(trace, ledger, units, ranks, accum, host):
 
             def inside(e):
                 return begin <= e["ts"] and e["ts"] + e["dur"] <= end
-            kinds = Counter(e["name"] for e in collectives if inside(e))
+            # "all_gather h.0.attn.c_attn.weight": the kind, and what the
+            # collective carries.
+            mine_now = [e for e in collectives if inside(e)]
+            kinds = Counter(e["name"].split(" ")[0] for e in mine_now)
             sent = Counter()
-            for e in collectives:
-                if inside(e):
-                    sent[e["name"]] += e["args"]["bytes sent"]
+            for e in mine_now:
+                sent[e["name"].split(" ")[0]] += e["args"]["bytes sent"]
+            unlabelled = [e["name"] for e in mine_now
+                          if len(e["name"].split(" ", 1)) < 2]
+            if unlabelled:
+                problems.append("rank %d %s: collectives that say not what "
+                                "they carry: %s" % (rank, step["name"],
+                                                    unlabelled[:3]))
+            losses = sum(1 for e in mine_now if e["name"] == "all_reduce loss")
+            if losses != 1:
+                problems.append("rank %d %s: %d all-reduces of the loss" %
+                                (rank, step["name"], losses))
             for kind in KINDS:
                 if (kinds[kind], sent[kind]) != (comm[kind + "_count"],
                                                  comm[kind + "_bytes"]):

@@ -874,6 +874,63 @@ std::string StepEmitter::emitStaging(Operation *op, Value in, Type wire) {
   return staging;
 }
 
+/// What a collective carries, for --trace's timeline: the param (or flat
+/// unit) whose values, or updated shards, a gather brings; the params whose
+/// gradients a reduction brings to their updates (of a bucket, the first and
+/// the last, and how many); the loss; the gradient norm. "" for the rest.
+static std::string carriedBy(Operation *collective) {
+  // The root's flat parameter has no unit name.
+  auto unit = [](StringRef name) {
+    return name.empty() ? std::string("(root unit)") : name.str();
+  };
+  Value in = collective->getOperand(0);
+  while (auto convert = in.getDefiningOp<ConvertOp>())
+    in = convert.getInput();
+  Operation *src = in.getDefiningOp();
+  if (auto param = dyn_cast_or_null<train::ParamOp>(src))
+    return param.getName().str();
+  if (auto shard = dyn_cast_or_null<AdamWShardOp>(src))
+    return shard.getName().str();
+  if (auto flat = dyn_cast_or_null<FlatParamOp>(src))
+    return unit(flat.getUnit());
+  if (auto flat = dyn_cast_or_null<AdamWFlatOp>(src))
+    return unit(flat.getUnit());
+  if (isa_and_nonnull<SumSquaresOp>(src))
+    return "grad norm";
+  // Forward, through waits, casts, unpacking and further reductions, to the
+  // updates the result reaches, or the step's loss.
+  SmallVector<std::pair<Operation *, std::string>> updates;
+  SmallVector<Value> work(collective->getResults());
+  llvm::DenseSet<Operation *> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (!seen.insert(user).second)
+        continue;
+      if (isa<train::ReturnOp>(user))
+        return "loss";
+      if (auto flat = dyn_cast<AdamWFlatOp>(user))
+        updates.push_back({user, unit(flat.getUnit())});
+      else if (isa<train::OptimizerUpdateOpInterface>(user))
+        updates.push_back(
+            {user,
+             cast<train::ParamUserOpInterface>(user).getParamNames()[0].str()});
+      else if (isa<WaitOp, ConvertOp, UnpackOp, ReduceScatterOp,
+                   ReduceScatterStartOp, AllReduceOp, AllReduceStartOp>(user))
+        llvm::append_range(work, user->getResults());
+    }
+  }
+  if (updates.empty())
+    return "";
+  llvm::sort(updates, [](const auto &a, const auto &b) {
+    return a.first->isBeforeInBlock(b.first);
+  });
+  if (updates.size() == 1)
+    return updates.front().second;
+  return updates.front().second + " .. " + updates.back().second + " (" +
+         std::to_string(updates.size()) + ")";
+}
+
 LogicalResult StepEmitter::emitCollective(Operation *op) {
   Value in = op->getOperand(0), result = op->getResult(0);
   bool async = isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op);
@@ -901,14 +958,15 @@ LogicalResult StepEmitter::emitCollective(Operation *op) {
   std::string call;
   std::string common = llvm::formatv("ctx, {0}u, {1}, {2}, {3}, {4}", mask,
                                      dtypeEnum(wire), source, out, count);
+  std::string what = quoted(carriedBy(op));
   if (isa<AllGatherOp, AllGatherStartOp>(op))
-    call = "shardc_rt_all_gather_start(" + common + ")";
+    call = "shardc_rt_all_gather_start(" + common + ", " + what + ")";
   else if (isa<ReduceScatterOp, ReduceScatterStartOp>(op))
     call = "shardc_rt_reduce_scatter_start(" + common + ", " +
-           (average ? "1" : "0") + ")";
+           (average ? "1" : "0") + ", " + what + ")";
   else
     call = "shardc_rt_all_reduce_start(" + common + ", " +
-           (average ? "1" : "0") + ")";
+           (average ? "1" : "0") + ", " + what + ")";
   std::string request = fresh("r");
   os << "shardc_rt_request *" << request << " = " << call << ";\n";
   if (async) {
@@ -951,7 +1009,8 @@ LogicalResult StepEmitter::emitNcclCollective(Operation *op, StringRef source,
   os << "SHARDC_CUDA(cudaEventRecord(" << ready << ", compute));\n";
   os << "SHARDC_CUDA(cudaStreamWaitEvent(" << stream << ", " << ready
      << ", 0));\n";
-  os << "shardc_rt_cuda_collective_start(ctx, " << mask << "u);\n";
+  os << "shardc_rt_cuda_collective_start(ctx, " << mask << "u, "
+     << quoted(carriedBy(op)) << ");\n";
   os << "SHARDC_NCCL(" << call << ");\n";
   os << "shardc_rt_cuda_sent(ctx, " << kind << ", " << mask << "u, "
      << dtypeEnum(wireTypeOf(op)) << ", " << count << ");\n";

@@ -167,25 +167,26 @@ void shardc_rt_bad_index(shardc_rt_context *ctx, const char *op,
 
 /* Buffers hold elements of `dtype` (F32 or BF16), which is also the type on
  * the wire and the one sums are rounded to; casting to it and padding are the
- * caller's. */
+ * caller's. `what` says what the collective carries, for --trace (a param,
+ * a unit, "loss"; "" for nothing in particular). */
 
 /* out = the concatenation of every group member's `count` elements of in. */
 shardc_rt_request *shardc_rt_all_gather_start(shardc_rt_context *ctx,
                                               shardc_rt_axes axes,
                                               shardc_rt_dtype dtype,
                                               const void *in, void *out,
-                                              int64_t count);
+                                              int64_t count, const char *what);
 /* in holds group x count elements; out = this member's count elements of
  * the sum (or average) over the group. */
 shardc_rt_request *
 shardc_rt_reduce_scatter_start(shardc_rt_context *ctx, shardc_rt_axes axes,
-                               shardc_rt_dtype dtype, const void *in,
-                               void *out, int64_t count, int32_t average);
-shardc_rt_request *shardc_rt_all_reduce_start(shardc_rt_context *ctx,
-                                              shardc_rt_axes axes,
-                                              shardc_rt_dtype dtype,
-                                              const void *in, void *out,
-                                              int64_t count, int32_t average);
+                               shardc_rt_dtype dtype, const void *in, void *out,
+                               int64_t count, int32_t average,
+                               const char *what);
+shardc_rt_request *
+shardc_rt_all_reduce_start(shardc_rt_context *ctx, shardc_rt_axes axes,
+                           shardc_rt_dtype dtype, const void *in, void *out,
+                           int64_t count, int32_t average, const char *what);
 void shardc_rt_wait(shardc_rt_context *ctx, shardc_rt_request *request);
 
 /* This rank's index in the group of ranks spanning `axes`. */

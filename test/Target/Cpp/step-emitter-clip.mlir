@@ -14,15 +14,15 @@
 // RUN: sed 's/, max_grad_norm = 1.0//' %s | shardc-opt --shardc-pipeline="strategy=zero3 mesh=2 output=/dev/null" | sed 's/weight_decay = 0.0>/weight_decay = 0.0, max_grad_norm = 1.0>/' | not shardc-translate --shardc-to-host-cpp 2>&1 | FileCheck %s --check-prefix=UNCLIPPED
 
 // CHECK-LABEL: void step(shardc_rt_context *ctx, float *loss) {
-// CHECK: shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, {{v[0-9]+}}, [[GW:v[0-9]+]], 9, 1);
-// CHECK: shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, {{v[0-9]+}}, [[GB:v[0-9]+]], 3, 1);
+// CHECK: shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, {{v[0-9]+}}, [[GW:v[0-9]+]], 9, 1, "l0.w");
+// CHECK: shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, {{v[0-9]+}}, [[GB:v[0-9]+]], 3, 1, "l0.b");
 // CHECK: float *[[PART:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 4));
 // CHECK-NEXT: {
 // CHECK-NEXT: const shardc_rt_tensor_ref squared[] = {{[{][{]}}[[GW]], SHARDC_RT_F32, 9}, {[[GB]], SHARDC_RT_F32, 3}};
 // CHECK-NEXT: shardc_rt_sum_squares(ctx, 2, squared, [[PART]]);
 // CHECK-NEXT: }
 // CHECK-NEXT: float *[[SUM:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 4));
-// CHECK-NEXT: shardc_rt_request *[[R:r[0-9]+]] = shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_F32, [[PART]], [[SUM]], 1, 0);
+// CHECK-NEXT: shardc_rt_request *[[R:r[0-9]+]] = shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_F32, [[PART]], [[SUM]], 1, 0, "grad norm");
 // CHECK-NEXT: shardc_rt_wait(ctx, [[R]]);
 // CHECK: float *[[COEF:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 4));
 // CHECK-NEXT: {
@@ -39,7 +39,7 @@
 // CUDA: shardc_rt_sum_squares(ctx, 2, squared, [[PART:v[0-9]+]]);
 // CUDA: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E:[0-9]+]]), compute));
 // CUDA-NEXT: SHARDC_CUDA(cudaStreamWaitEvent(comm1, shardc_rt_cuda_event(ctx, [[E]]), 0));
-// CUDA-NEXT: shardc_rt_cuda_collective_start(ctx, 1u);
+// CUDA-NEXT: shardc_rt_cuda_collective_start(ctx, 1u, "grad norm");
 // CUDA-NEXT: SHARDC_NCCL(ncclAllReduce([[PART]], [[SUM:v[0-9]+]], 1, ncclFloat, ncclSum, nccl1, comm1));
 // CUDA: shardc_rt_clip_coefficient(ctx, 1, sums, 1.{{0+}}e+00, [[COEF:v[0-9]+]]);
 // CUDA: shardc_rt_adamw_group(ctx, 2, updates);

@@ -48,7 +48,7 @@
 // CHECK-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E0:[0-9]+]]), compute));
 // CHECK-NEXT: SHARDC_CUDA(cudaStreamWaitEvent(comm1, shardc_rt_cuda_event(ctx, [[E0]]), 0));
 // Its start and end are marked on the stream for --trace.
-// CHECK-NEXT: shardc_rt_cuda_collective_start(ctx, 1u);
+// CHECK-NEXT: shardc_rt_cuda_collective_start(ctx, 1u, "l0.w");
 // CHECK-NEXT: SHARDC_NCCL(ncclAllGather([[W:v[0-9]+]], [[WF]], 9, ncclFloat, nccl1, comm1));
 // CHECK-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_ALL_GATHER, 1u, SHARDC_RT_F32, 9);
 // CHECK-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E1:[0-9]+]]), comm1));

@@ -19,7 +19,7 @@
 // CHECK: float *[[X:v[0-9]+]] = static_cast<float *>(shardc_rt_input(ctx, 0)); // x
 // The gathered buffer holds both padded shards: 2 x 9 floats.
 // CHECK: float *[[WF:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
-// CHECK-NEXT: shardc_rt_request *[[RW:r[0-9]+]] = shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_F32, [[W]], [[WF]], 9);
+// CHECK-NEXT: shardc_rt_request *[[RW:r[0-9]+]] = shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_F32, [[W]], [[WF]], 9, "l0.w");
 // CHECK: shardc_rt_wait(ctx, [[RW]]);
 // Each unit's forward and backward is a region of --trace's timeline.
 // CHECK: // unit "l0"
@@ -48,13 +48,13 @@
 // CHECK: float *[[P:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
 // CHECK-NEXT: shardc_rt_copy_f32([[P]], [[G:v[0-9]+]], 15);
 // CHECK-NEXT: shardc_rt_fill_f32([[P]] + 15, 0.0f, 3);
-// CHECK: shardc_rt_request *[[RS:r[0-9]+]] = shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, [[P]], [[GS:v[0-9]+]], 9, 1);
+// CHECK: shardc_rt_request *[[RS:r[0-9]+]] = shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, [[P]], [[GS:v[0-9]+]], 9, 1, "l0.w");
 // CHECK-NEXT: shardc_rt_free(ctx, [[G]]);
 // CHECK: shardc_rt_wait(ctx, [[RS]]);
 // CHECK-NEXT: shardc_rt_free(ctx, [[P]]);
 // CHECK-NEXT: shardc_rt_adamw(ctx, 0, [[GS]], SHARDC_RT_F32, nullptr); // l0.w
 // CHECK-NEXT: shardc_rt_free(ctx, [[GS]]);
-// CHECK: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_F32, {{v[0-9]+}}, [[LOSS:v[0-9]+]], 1, 1);
+// CHECK: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_F32, {{v[0-9]+}}, [[LOSS:v[0-9]+]], 1, 1, "loss");
 // CHECK: *loss = [[LOSS]][0];
 // CHECK: model.strategy = "zero3";
 // CHECK: model.step = step;
@@ -66,7 +66,9 @@
 // DDP: float *[[B:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 80));
 // DDP: shardc_rt_copy_f32([[B]] + 0,
 // DDP: shardc_rt_copy_f32([[B]] + 15,
-// DDP: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_F32, [[B]], [[R:v[0-9]+]], 20, 1);
+// For --trace, each collective says what it carries: a bucket its first
+// and last params and how many.
+// DDP: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_F32, [[B]], [[R:v[0-9]+]], 20, 1, "l0.w .. l0.b (2)");
 // DDP: const shardc_rt_adamw_update updates[] = {
 // DDP-NEXT: {0, 0, ([[R]] + 0), SHARDC_RT_F32, nullptr}, // l0.w
 // DDP-NEXT: {1, 0, ([[R]] + 15), SHARDC_RT_F32, nullptr}, // l0.b
@@ -95,13 +97,13 @@
 // FLAT-NOT: shardc_rt_param(
 // FLAT: float *[[F:v[0-9]+]] = static_cast<float *>(shardc_rt_flat_param(ctx, 0)); // unit "l0"
 // FLAT: float *[[G:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 80));
-// FLAT-NEXT: shardc_rt_request *[[R:r[0-9]+]] = shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_F32, [[F]], [[G]], 10);
+// FLAT-NEXT: shardc_rt_request *[[R:r[0-9]+]] = shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_F32, [[F]], [[G]], 10, "l0");
 // FLAT: shardc_rt_wait(ctx, [[R]]);
 // FLAT: shardc_rt_linear_gelu_f32({{v[0-9]+}}, ([[G]] + 0), ([[G]] + 15),
 // FLAT: float *[[P:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 80));
 // FLAT-NEXT: shardc_rt_copy_f32([[P]] + 0, {{v[0-9]+}}, 15);
 // FLAT-NEXT: shardc_rt_copy_f32([[P]] + 15, {{v[0-9]+}}, 5);
-// FLAT: shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, [[P]], [[S:v[0-9]+]], 10, 1);
+// FLAT: shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, [[P]], [[S:v[0-9]+]], 10, 1, "l0");
 // FLAT: shardc_rt_adamw_flat(ctx, 0, [[S]], SHARDC_RT_F32, nullptr, nullptr); // unit "l0"
 // FLAT: model.num_flats = 1;
 
@@ -109,7 +111,7 @@
 // gathered and written back.
 // FLAT2: {"bucket0", 2, kFlatMembers0, {1u}, 0},
 // FLAT2: shardc_rt_adamw_flat(ctx, 0, {{v[0-9]+}}, SHARDC_RT_F32, nullptr, [[U:v[0-9]+]]); // unit "bucket0"
-// FLAT2: shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_F32, [[U]], [[W:v[0-9]+]], 10);
+// FLAT2: shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_F32, [[U]], [[W:v[0-9]+]], 10, "bucket0");
 // FLAT2: shardc_rt_set_param(ctx, 0, ([[W]] + 0)); // l0.w
 // FLAT2: shardc_rt_set_param(ctx, 1, ([[W]] + 15)); // l0.b
 
@@ -124,7 +126,7 @@
 // BF16: {"x", SHARDC_RT_BF16, 2, kInputShape0, 0},
 // BF16: shardc_rt_bf16 *[[W:v[0-9]+]] = static_cast<shardc_rt_bf16 *>(shardc_rt_param(ctx, 0)); // l0.w
 // BF16: shardc_rt_bf16 *[[WF:v[0-9]+]] = static_cast<shardc_rt_bf16 *>(shardc_rt_alloc(ctx, 36));
-// BF16-NEXT: shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_BF16, [[W]], [[WF]], 9);
+// BF16-NEXT: shardc_rt_all_gather_start(ctx, 1u, SHARDC_RT_BF16, [[W]], [[WF]], 9, "l0.w");
 // BF16: shardc_rt_linear_gelu_bf16(
 // BF16: shardc_rt_fill_f32([[SEED:v[0-9]+]], 1.{{0+}}e+00f, 1);
 // BF16-NEXT: float *[[L:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 4));
@@ -135,14 +137,14 @@
 // BF16-NEXT: shardc_rt_convert_bf16_f32([[S]], [[G]], 15);
 // BF16-NEXT: shardc_rt_fill_f32([[S]] + 15, 0.0f, 3);
 // BF16-NEXT: float *[[GS:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 36));
-// BF16-NEXT: shardc_rt_request *[[R:r[0-9]+]] = shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, [[S]], [[GS]], 9, 1);
+// BF16-NEXT: shardc_rt_request *[[R:r[0-9]+]] = shardc_rt_reduce_scatter_start(ctx, 1u, SHARDC_RT_F32, [[S]], [[GS]], 9, 1, "l0.w");
 // BF16-NEXT: shardc_rt_free(ctx, [[G]]);
 // BF16: shardc_rt_wait(ctx, [[R]]);
 // BF16-NEXT: shardc_rt_free(ctx, [[S]]);
 // BF16: shardc_rt_adamw(ctx, 0, [[GS]], SHARDC_RT_F32, nullptr); // l0.w
 
 // reduce-dtype=bf16: the bucket travels in bf16 and the optimizer reads bf16.
-// BF16-WIRE: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_BF16, [[B:v[0-9]+]], [[R:v[0-9]+]], 20, 1);
+// BF16-WIRE: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_BF16, [[B:v[0-9]+]], [[R:v[0-9]+]], 20, 1, "l0.w .. l0.b (2)");
 // BF16-WIRE: {0, 0, ([[R]] + 0), SHARDC_RT_BF16, nullptr}, // l0.w
 // BF16-WIRE-NEXT: {1, 0, ([[R]] + 15), SHARDC_RT_BF16, nullptr}, // l0.b
 
