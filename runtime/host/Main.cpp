@@ -688,6 +688,8 @@ void *shardc_rt_input(shardc_rt_context *ctx, int32_t index) {
   SHARDC_RT_CHECK(index >= 0 && index < m.num_inputs, "shardc_rt_input",
                   "no input " + std::to_string(index));
   const shardc_rt_input_info &info = m.inputs[index];
+  // --trace: reading the rows, and copying them where the step reads them.
+  TraceMark reading = ctx->trace ? backendTraceMark(*ctx) : 0;
   std::vector<int64_t> shape = shapeOf(info.rank, info.shape);
   int64_t globalRows = shape[0], rows = globalRows / ctx->worldSize;
   int64_t rowSize = numElements(shape) / globalRows;
@@ -740,6 +742,9 @@ void *shardc_rt_input(shardc_rt_context *ctx, int32_t index) {
   }
   void *buffer = shardc_rt_alloc(ctx, bytes);
   backendCopyInput(*ctx, buffer, out, bytes);
+  if (ctx->trace)
+    ctx->trace->span(std::string("input ") + info.name, reading,
+                     backendTraceMark(*ctx));
   return buffer;
 }
 

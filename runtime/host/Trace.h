@@ -3,10 +3,11 @@
 // --trace FILE writes Chrome's trace event format (JSON, which Perfetto and
 // chrome://tracing open): one process per rank, a `compute` track with each
 // step, each unit's forward and backward as the step runs them, each kernel
-// call and (on the CPU) each wait for a collective, one `comm` track per
-// communicator (more where collectives overlap on it) with each collective
-// from its start to its completion, and the allocator's live bytes as a
-// counter, whose maximum is the peak --shardc-ledger predicts.
+// call, the reading of each input and (on the CPU) each wait for a
+// collective, one `comm` track per communicator (more where collectives
+// overlap on it) with each collective from its start to its completion,
+// named by what it carries, and the allocator's live bytes as a counter,
+// whose maximum is the peak --shardc-ledger predicts.
 //
 // Times are points a backend marks as the step runs (the host's clock on
 // the CPU, events on a stream on a GPU) and resolves once the step has

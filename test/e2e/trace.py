@@ -12,7 +12,8 @@ and checks the timeline it writes (Chrome's trace event format):
   carries (a param, a unit, a bucket, the loss: one all-reduce);
 - the memory counter's maximum on each rank is the ledger's peak;
 - the compute track's spans nest (steps, the units' forward and backward
-  regions, kernel calls and, on the host, waits), each inside a step;
+  regions, kernel calls, reading each input and, on the host, waits), each
+  inside a step, which reads each of the model's inputs once per step;
 - no two collectives overlap on one comm track, and the regions are every
   unit's forward and backward, once per micro-batch;
 - where the schedule overlaps them, some collective is in flight while a
@@ -54,6 +55,11 @@ def units_of(model):
         return re.findall(r'train\.unit\s+"([^"]+)"', f.read())
 
 
+def inputs_of(model):
+    with open(model) as f:
+        return re.findall(r'train\.input\s+"([^"]+)"', f.read())
+
+
 def nests(spans):
     """Whether spans [(begin, end, name)] on one track nest: each one lies
     inside, or after, the one open when it begins. Returns "" or why not."""
@@ -68,7 +74,7 @@ def nests(spans):
     return ""
 
 
-def check(trace, ledger, units, ranks, accum, host):
+def check(trace, ledger, units, input_names, ranks, accum, host):
     """The problems found in one configuration's trace, as strings."""
     problems = []
     events = trace["traceEvents"]
@@ -159,6 +165,11 @@ def check(trace, ledger, units, ranks, accum, host):
                 problems.append("rank %d %s: regions %s, expected %s" %
                                 (rank, step["name"], dict(regions),
                                  dict(expected)))
+            inputs = Counter(e["name"] for e in compute
+                             if inside(e) and e["name"].startswith("input "))
+            if inputs != Counter({"input " + name: 1 for name in input_names}):
+                problems.append("rank %d %s: inputs read %s" %
+                                (rank, step["name"], dict(inputs)))
             waits = sum(1 for e in compute
                         if inside(e) and e["name"].startswith("wait "))
             if host and waits != sum(kinds.values()):
@@ -166,7 +177,7 @@ def check(trace, ledger, units, ranks, accum, host):
                                 (rank, step["name"], waits,
                                  sum(kinds.values())))
             kernels = [e for e in compute if inside(e) and
-                       not re.match(r"(step|forward|backward|wait) ",
+                       not re.match(r"(step|forward|backward|wait|input) ",
                                     e["name"])]
             if not kernels:
                 problems.append("rank %d %s: no kernel calls" %
@@ -181,7 +192,7 @@ def overlap(trace, rank):
               if e.get("pid") == rank + 1 and e["ph"] == "X"]
     kernels = [(e["ts"], e["ts"] + e["dur"]) for e in events
                if e["tid"] == 1 and
-               not re.match(r"(step|forward|backward|wait) ", e["name"])]
+               not re.match(r"(step|forward|backward|wait|input) ", e["name"])]
     flights = [(e["ts"], e["ts"] + e["dur"]) for e in events if e["tid"] > 1]
     covered = 0.0
     for begin, end in kernels:
@@ -224,8 +235,8 @@ def main():
             ledger = json.load(f)
         accum = int(extra[extra.index("--grad-accum") + 1]) \
             if "--grad-accum" in extra else 1
-        problems = check(trace, ledger, units, ranks, accum,
-                         target == "host")
+        problems = check(trace, ledger, units, inputs_of(model), ranks,
+                         accum, target == "host")
         covered, busy = overlap(trace, 0)
         if overlaps and covered <= 0:
             problems.append("rank 0: no kernel runs while a collective is "
