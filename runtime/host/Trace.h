@@ -2,7 +2,7 @@
 //
 // --trace FILE writes Chrome's trace event format (JSON, which Perfetto and
 // chrome://tracing open): one process per rank, a `compute` track with each
-// step, each unit's forward and backward as the step runs them, each kernel
+// step, each unit's forward, backward and recomputation, each kernel
 // call, the reading of each input and (on the CPU) each wait for a
 // collective, one `comm` track per communicator (more where collectives
 // overlap on it) with each collective from its start to its completion,

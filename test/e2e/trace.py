@@ -15,7 +15,8 @@ and checks the timeline it writes (Chrome's trace event format):
   regions, kernel calls, reading each input and, on the host, waits), each
   inside a step, which reads each of the model's inputs once per step;
 - no two collectives overlap on one comm track, and the regions are every
-  unit's forward and backward, once per micro-batch;
+  unit's forward and backward, and with --recompute '*' its recomputation
+  (inside its backward), once per micro-batch;
 - where the schedule overlaps them, some collective is in flight while a
   kernel runs: the overlap prefetch and async reductions buy.
 
@@ -48,6 +49,8 @@ CUDASIM_CONFIGS = [
 ]
 STEPS = 2
 KINDS = ("all_gather", "reduce_scatter", "all_reduce")
+# The compute track's spans that are not kernel calls.
+REGION = r"(step|forward|backward|recompute|wait|input) "
 
 
 def units_of(model):
@@ -74,7 +77,7 @@ def nests(spans):
     return ""
 
 
-def check(trace, ledger, units, input_names, ranks, accum, host):
+def check(trace, ledger, units, input_names, ranks, accum, recompute, host):
     """The problems found in one configuration's trace, as strings."""
     problems = []
     events = trace["traceEvents"]
@@ -154,13 +157,14 @@ def check(trace, ledger, units, input_names, ranks, accum, host):
                                         sent[kind], comm[kind + "_count"],
                                         comm[kind + "_bytes"]))
             regions = Counter(e["name"] for e in compute if inside(e) and
-                              e["name"].split(" ")[0] in ("forward",
-                                                          "backward"))
-            # (A recomputed forward runs inside its unit's backward.)
+                              e["name"].split(" ")[0] in (
+                                  "forward", "backward", "recompute"))
             expected = Counter()
             for unit in units:
                 expected["forward " + unit] = accum
                 expected["backward " + unit] = accum
+                if recompute:
+                    expected["recompute " + unit] = accum
             if regions != expected:
                 problems.append("rank %d %s: regions %s, expected %s" %
                                 (rank, step["name"], dict(regions),
@@ -177,8 +181,7 @@ def check(trace, ledger, units, input_names, ranks, accum, host):
                                 (rank, step["name"], waits,
                                  sum(kinds.values())))
             kernels = [e for e in compute if inside(e) and
-                       not re.match(r"(step|forward|backward|wait|input) ",
-                                    e["name"])]
+                       not re.match(REGION, e["name"])]
             if not kernels:
                 problems.append("rank %d %s: no kernel calls" %
                                 (rank, step["name"]))
@@ -191,8 +194,7 @@ def overlap(trace, rank):
     events = [e for e in trace["traceEvents"]
               if e.get("pid") == rank + 1 and e["ph"] == "X"]
     kernels = [(e["ts"], e["ts"] + e["dur"]) for e in events
-               if e["tid"] == 1 and
-               not re.match(r"(step|forward|backward|wait|input) ", e["name"])]
+               if e["tid"] == 1 and not re.match(REGION, e["name"])]
     flights = [(e["ts"], e["ts"] + e["dur"]) for e in events if e["tid"] > 1]
     covered = 0.0
     for begin, end in kernels:
@@ -236,7 +238,7 @@ def main():
         accum = int(extra[extra.index("--grad-accum") + 1]) \
             if "--grad-accum" in extra else 1
         problems = check(trace, ledger, units, inputs_of(model), ranks,
-                         accum, target == "host")
+                         accum, "--recompute" in extra, target == "host")
         covered, busy = overlap(trace, 0)
         if overlaps and covered <= 0:
             problems.append("rank 0: no kernel runs while a collective is "

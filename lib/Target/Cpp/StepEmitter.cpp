@@ -576,6 +576,22 @@ static bool isStoredUpdate(Operation &op) {
 }
 
 LogicalResult StepEmitter::emitBlock(Block &block) {
+  // A backward's recomputation of its unit's forward: a region of --trace's
+  // timeline.
+  bool recomputing = false;
+  auto recomputes = [&](Operation &op) {
+    bool marked = op.hasAttr(train::kRecomputedAttrName);
+    if (marked && !recomputing) {
+      auto backward = dyn_cast<train::BackwardOp>(block.getParentOp());
+      os << "shardc_rt_region_begin(ctx, "
+         << quoted("recompute" +
+                   (backward ? " " + backward.getUnit().str() : ""))
+         << ");\n";
+    }
+    if (!marked && recomputing)
+      os << "shardc_rt_region_end(ctx);\n";
+    recomputing = marked;
+  };
   for (auto it = block.begin(); it != block.end();) {
     auto runEnd = std::find_if_not(it, block.end(), isStoredUpdate);
     if (std::distance(it, runEnd) > 1) {
@@ -587,6 +603,7 @@ LogicalResult StepEmitter::emitBlock(Block &block) {
       continue;
     }
     Operation &op = *it++;
+    recomputes(op);
     if (failed(emitOp(&op)))
       return failure();
     if (!isa<train::UnitOp, train::BackwardOp>(op))

@@ -28,10 +28,12 @@
 // CHECK-DAG:     %[[LNW:.*]] = train.param_ref "h.0.ln.weight"
 // The residual add's result is read by no gradient: not recomputed.
 // CHECK-NOT:     train.add
-// CHECK:         %[[N:.*]] = train.layernorm %[[A]], %[[LNW]], %[[LNB]]
-// CHECK-NEXT:    %[[QKV:.*]] = train.linear %[[N]], %[[W]]
-// CHECK-NEXT:    %[[ATT:.*]], %[[LSE:.*]] = train.attention %[[QKV]] heads 2
-// CHECK-NEXT:    train.attention_grad %[[G]], %[[QKV]], %[[ATT]], %[[LSE]] heads 2
+// The recomputation is marked (the trace shows it as a region); the
+// gradients are not.
+// CHECK:         %[[N:.*]] = train.layernorm %[[A]], %[[LNW]], %[[LNB]] {train.recomputed}
+// CHECK-NEXT:    %[[QKV:.*]] = train.linear %[[N]], %[[W]] {train.recomputed}
+// CHECK-NEXT:    %[[ATT:.*]], %[[LSE:.*]] = train.attention %[[QKV]] heads 2 {train.recomputed}
+// CHECK-NEXT:    train.attention_grad %[[G]], %[[QKV]], %[[ATT]], %[[LSE]] heads 2 :
 // CHECK:         train.layernorm_grad %{{.*}}, %[[A]], %[[LNW]]
 // CHECK:         train.yield
 

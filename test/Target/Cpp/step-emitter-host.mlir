@@ -7,6 +7,7 @@
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=BF16
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 fuse=false output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=UNFUSED
 // RUN: shardc-opt %s --shardc-pipeline="strategy=ddp mesh=2 param-dtype=bf16 reduce-dtype=bf16 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=BF16-WIRE
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 recompute=l0 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=RECOMPUTE
 
 // A unit of 5 rows sharded over 2 ranks: 3-row shards, the second padded.
 // CHECK-LABEL: const shardc_rt_param_info kParams[] = {
@@ -145,6 +146,14 @@
 
 // reduce-dtype=bf16: the bucket travels in bf16 and the optimizer reads bf16.
 // BF16-WIRE: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_BF16, [[B:v[0-9]+]], [[R:v[0-9]+]], 20, 1, "l0.w .. l0.b (2)");
+
+// A recomputed forward is a region of the unit's backward, for --trace.
+// RECOMPUTE: shardc_rt_region_begin(ctx, "backward l0");
+// RECOMPUTE-NEXT: shardc_rt_region_begin(ctx, "recompute l0");
+// RECOMPUTE-NEXT: float *{{v[0-9]+}} = static_cast<float *>(shardc_rt_alloc(ctx, 40));
+// RECOMPUTE-NEXT: shardc_rt_linear_f32(
+// RECOMPUTE: shardc_rt_region_end(ctx);
+// RECOMPUTE: shardc_rt_region_end(ctx);
 // BF16-WIRE: {0, 0, ([[R]] + 0), SHARDC_RT_BF16, nullptr}, // l0.w
 // BF16-WIRE-NEXT: {1, 0, ([[R]] + 15), SHARDC_RT_BF16, nullptr}, // l0.b
 

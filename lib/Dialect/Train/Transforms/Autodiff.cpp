@@ -382,6 +382,7 @@ LogicalResult TrainAutodiffPass::differentiateUnit(UnitOp unit,
                                   return !isa<ParamRefOp>(op);
                                 }));
       lastRecomputed = inner.clone(*def, operands);
+      lastRecomputed->setAttr(kRecomputedAttrName, inner.getUnitAttr());
       for (auto [result, again] :
            llvm::zip(def->getResults(), lastRecomputed->getResults()))
         mapped[result] = again;

@@ -34,6 +34,15 @@ Value reshapeTo(OpBuilder &b, Value v, Type type) {
   return ReshapeOp::create(b, v.getLoc(), cast<RankedTensorType>(type), v);
 }
 
+/// A fused op recomputes a forward where its parts did.
+void keepRecomputed(Operation *fused,
+                    std::initializer_list<Operation *> parts) {
+  if (llvm::all_of(parts, [](Operation *part) {
+        return part->hasAttr(kRecomputedAttrName);
+      }))
+    fused->setAttr(kRecomputedAttrName, UnitAttr::get(fused->getContext()));
+}
+
 /// linear -> gelu: train.linear_gelu.
 void fuseLinearGelu(GeluOp gelu, DominanceInfo &dominance) {
   auto linear = gelu.getInput().getDefiningOp<LinearOp>();
@@ -44,6 +53,7 @@ void fuseLinearGelu(GeluOp gelu, DominanceInfo &dominance) {
   auto fused = LinearGeluOp::create(
       b, b.getFusedLoc({linear.getLoc(), gelu.getLoc()}), type, type,
       linear.getInput(), linear.getWeight(), linear.getBias());
+  keepRecomputed(fused, {linear, gelu});
   gelu.getResult().replaceAllUsesWith(fused.getResult());
   gelu.erase();
   linear.getResult().replaceAllUsesWith(fused.getPreactivation());
@@ -62,6 +72,7 @@ void fuseAddLayerNorm(LayerNormOp norm, DominanceInfo &dominance) {
       b, b.getFusedLoc({add.getLoc(), norm.getLoc()}), type,
       norm.getResult().getType(), add.getLhs(), add.getRhs(), norm.getWeight(),
       norm.getBias(), norm.getEpsAttr());
+  keepRecomputed(fused, {add, norm});
   norm.getResult().replaceAllUsesWith(fused.getResult());
   norm.erase();
   add.getResult().replaceAllUsesWith(fused.getSum());

@@ -44,7 +44,9 @@ def Train_Dialect : Dialect {
 
     `--train-autodiff` adds the backward (`train.backward` regions, one per
     unit, in reverse order) and one `train.adamw` update per trainable
-    parameter.
+    parameter. Where it recomputes a unit's forward in its backward
+    (activation checkpointing), the ops that do carry the unit attribute
+    `train.recomputed`: the trace shows them as the unit's recomputation.
   }];
   let useDefaultAttributePrinterParser = 1;
   let dependentDialects = ["::mlir::arith::ArithDialect"];

@@ -22,6 +22,11 @@
 #include "shardc/Dialect/Train/IR/TrainOps.h.inc"
 
 namespace shardc::train {
+/// The unit attribute of an op of a `train.backward` that runs its unit's
+/// forward again (activation checkpointing, `--train-autodiff`'s
+/// `recompute`).
+constexpr llvm::StringLiteral kRecomputedAttrName = "train.recomputed";
+
 /// The models of `module`; an error on the module when it holds none.
 mlir::FailureOr<llvm::SmallVector<ModelOp>> getModels(mlir::ModuleOp module);
 } // namespace shardc::train
