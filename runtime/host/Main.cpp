@@ -54,12 +54,14 @@ struct Flags {
   std::string init, data, exportPath, save, load, logJson, trace;
   bool quiet = false, profile = false;
   int64_t checkGrads = 0;
+  int64_t saveEvery = 0; // --save-every: 0 for none
 };
 
 const char *kUsage =
     "usage: %s [--steps K] [--seed S] [--init FILE.safetensors]\n"
     "          [--data FILE.safetensors|FILE.bin] [--export FILE.safetensors]\n"
-    "          [--save DIR] [--load DIR] [--log-json FILE] [--quiet]\n"
+    "          [--save DIR] [--save-every N]  (also DIR/step-K every N steps)\n"
+    "          [--load DIR] [--log-json FILE] [--quiet]\n"
     "          [--profile]  (time per kernel, steps after the first)\n"
     "          [--trace FILE.json]  (every rank's timeline, for Perfetto)\n"
     "          [--check-grads K]  (one rank: K elements of each gradient\n"
@@ -217,6 +219,11 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
       flags.quiet = true;
     } else if (flag == "--profile") {
       flags.profile = true;
+    } else if (flag == "--save-every") {
+      const char *v = value();
+      if (error.empty() &&
+          (!parseInt(v, flags.saveEvery) || flags.saveEvery < 1))
+        error = std::string("expected a step count >= 1, got '") + v + "'";
     } else if (flag == "--check-grads") {
       const char *v = value();
       if (error.empty() &&
@@ -232,6 +239,9 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
   if (error.empty() && !flags.init.empty() && !flags.load.empty())
     error = "--init: cannot be combined with --load (the checkpoint holds "
             "the params)";
+  if (error.empty() && flags.saveEvery > 0 && flags.save.empty())
+    error = "--save-every: needs --save DIR (each N-th step's state goes to "
+            "DIR/step-K)";
   if (error.empty() && !flags.trace.empty() && flags.checkGrads > 0)
     error = "--trace: cannot be combined with --check-grads (which trains "
             "no step)";
@@ -256,19 +266,19 @@ uint64_t fnv1a(uint64_t hash, const std::string &text) {
 /// Fails every rank unless all run rank 0's model with the flags that
 /// decide what a rank computes and which collectives it reaches (the step
 /// count, the seed, the gradient check, which of --init, --data, --load,
-/// --save, --export and --trace are given): a rank running other steps, or
-/// another
+/// --save, --export and --trace are given, --save-every): a rank running
+/// other steps, or another
 /// model, would wait forever in a collective the others never reach. Paths
 /// may differ (node-local copies of the data); --log-json, --quiet and
 /// --profile concern rank 0's output only.
 void checkRanksAgree(const Flags &flags, const shardc_rt_model &m) {
   uint64_t basis = 0xcbf29ce484222325ULL;
   uint64_t mine[2] = {basis, basis};
-  int64_t decisive[] = {flags.steps,         static_cast<int64_t>(flags.seed),
-                        flags.checkGrads,    !flags.init.empty(),
-                        !flags.data.empty(), !flags.load.empty(),
-                        !flags.save.empty(), !flags.exportPath.empty(),
-                        !flags.trace.empty()};
+  int64_t decisive[] = {flags.steps,          static_cast<int64_t>(flags.seed),
+                        flags.checkGrads,     !flags.init.empty(),
+                        !flags.data.empty(),  !flags.load.empty(),
+                        !flags.save.empty(),  !flags.exportPath.empty(),
+                        !flags.trace.empty(), flags.saveEvery};
   mine[0] = fnv1a(mine[0], decisive, sizeof(decisive));
   mine[1] = fnv1a(fnv1a(mine[1], m.name), m.strategy);
   mine[1] = fnv1a(mine[1], m.mesh_shape, m.mesh_rank * sizeof(int64_t));
@@ -858,6 +868,12 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     ctx.trace = trace.get();
     backendKernelCallsEnable(ctx, true);
   }
+  // A checkpoint of the state as it is now (after ctx.step steps) in `dir`.
+  auto saveState = [&](const std::string &dir) {
+    HostMirror state(statePieces(ctx));
+    state.fill();
+    saveCheckpoint(dir, MPI_COMM_WORLD, state.get(), checkpointMetadata(ctx));
+  };
   for (int64_t s = 0; s < flags.steps; ++s) {
     ++ctx.step;
     ctx.timers = {};
@@ -903,6 +919,13 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     int64_t local[2] = {ctx.allocator.peakBytes(), ctx.timers.bytesSent};
     int64_t worst[2];
     MPI_Allreduce(local, worst, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    // --save-every N: each N-th step (counted across --load) in a
+    // checkpoint of its own, to resume or roll back to.
+    std::string savedTo;
+    if (flags.saveEvery > 0 && ctx.step % flags.saveEvery == 0) {
+      savedTo = flags.save + "/step-" + std::to_string(ctx.step);
+      saveState(savedTo);
+    }
     if (ctx.worldRank != 0)
       continue;
     if (!flags.quiet) {
@@ -918,6 +941,9 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
               .c_str(),
           formatBytes(worst[0]).c_str(), formatBytes(predicted.peak).c_str(),
           formatBytes(worst[1]).c_str());
+      if (!savedTo.empty())
+        std::printf("checkpoint: step %" PRId64 " saved to %s\n", ctx.step,
+                    savedTo.c_str());
     }
     std::fflush(stdout);
     if (log) {
@@ -965,12 +991,8 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
       std::printf("profile: needs --steps 2 or more (the first step is not "
                   "timed)\n");
   }
-  if (!flags.save.empty()) {
-    HostMirror state(statePieces(ctx));
-    state.fill();
-    saveCheckpoint(flags.save, MPI_COMM_WORLD, state.get(),
-                   checkpointMetadata(ctx));
-  }
+  if (!flags.save.empty())
+    saveState(flags.save);
   if (!flags.exportPath.empty())
     exportParams(ctx, flags.exportPath);
   if (trace) {
