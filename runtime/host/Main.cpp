@@ -265,10 +265,10 @@ uint64_t fnv1a(uint64_t hash, const std::string &text) {
 
 /// Fails every rank unless all run rank 0's model with the flags that
 /// decide what a rank computes and which collectives it reaches (the step
-/// count, the seed, the gradient check, which of --init, --data, --load,
-/// --save, --export and --trace are given, --save-every): a rank running
-/// other steps, or another
-/// model, would wait forever in a collective the others never reach. Paths
+/// count, the seed, the gradient check, --save-every, which of --init,
+/// --data, --load, --save, --export and --trace are given): a rank running
+/// other steps, or another model, would wait forever in a collective the
+/// others never reach. Paths
 /// may differ (node-local copies of the data); --log-json, --quiet and
 /// --profile concern rank 0's output only.
 void checkRanksAgree(const Flags &flags, const shardc_rt_model &m) {
@@ -294,7 +294,8 @@ void checkRanksAgree(const Flags &flags, const shardc_rt_model &m) {
           "): start every rank with the same executable");
   SHARDC_RT_CHECK_ALL(first[0] == mine[0], "startup",
                       "this rank's flags differ from rank 0's (--steps, "
-                      "--seed, --check-grads, or which files are given): "
+                      "--seed, --check-grads, --save-every, or which files "
+                      "are given): "
                       "start every rank with the same flags");
 }
 
