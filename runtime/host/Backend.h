@@ -106,7 +106,8 @@ TraceMark backendTraceMark(shardc_rt_context &ctx);
 /// ctx.trace's origin; the next step's marks start afresh.
 std::vector<double> backendTraceTimes(shardc_rt_context &ctx);
 /// Recording of every kernel call, off until enabled; backendKernelCalls
-/// returns the step's calls after backendFinishStep, in microseconds since
+/// returns the step's calls after backendFinishStep (and before
+/// backendTraceTimes, whose marks time them on a GPU), in microseconds since
 /// ctx.trace's origin, and starts the next step's afresh.
 void backendKernelCallsEnable(shardc_rt_context &ctx, bool on);
 std::vector<Trace::Call> backendKernelCalls(shardc_rt_context &ctx);

@@ -1,4 +1,4 @@
-//===- KernelTimes.cpp - Wall time of the CPU kernels---------------------===//
+//===- KernelTimes.cpp - Wall time of the CPU kernels --------------------===//
 
 #include "KernelTimer.h"
 

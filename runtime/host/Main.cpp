@@ -901,9 +901,11 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                         " bytes it allocated");
     if (trace) {
       trace->span("step " + std::to_string(ctx.step), stepBegins, stepEnds);
-      SHARDC_RT_CHECK(
-          trace->finishStep(backendTraceTimes(ctx), backendKernelCalls(ctx)),
-          "step", "a region of the step was never ended");
+      // The calls first: on a GPU they are timed from the step's first mark,
+      // which resolving the marks releases.
+      std::vector<Trace::Call> calls = backendKernelCalls(ctx);
+      SHARDC_RT_CHECK(trace->finishStep(backendTraceTimes(ctx), calls), "step",
+                      "a region of the step was never ended");
     }
     if (flags.profile && s >= 1) {
       profiledSeconds += seconds;

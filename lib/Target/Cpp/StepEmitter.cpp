@@ -609,6 +609,8 @@ LogicalResult StepEmitter::emitBlock(Block &block) {
     if (!isa<train::UnitOp, train::BackwardOp>(op))
       emitFrees(&op);
   }
+  if (recomputing)
+    os << "shardc_rt_region_end(ctx);\n";
   return success();
 }
 
@@ -939,9 +941,13 @@ static std::string carriedBy(Operation *collective) {
   }
   if (updates.empty())
     return "";
-  llvm::sort(updates, [](const auto &a, const auto &b) {
-    return a.first->isBeforeInBlock(b.first);
-  });
+  // In program order (the updates of one step share the model's block).
+  Block *block = updates.front().first->getBlock();
+  if (llvm::all_of(updates,
+                   [&](const auto &u) { return u.first->getBlock() == block; }))
+    llvm::sort(updates, [](const auto &a, const auto &b) {
+      return a.first->isBeforeInBlock(b.first);
+    });
   if (updates.size() == 1)
     return updates.front().second;
   return updates.front().second + " .. " + updates.back().second + " (" +

@@ -1,4 +1,4 @@
-/*===- KernelTime.h - Time spent per kernel -------------------------*- C
+/*===- KernelTime.h - Time spent per kernel, and each call ---------*- C
  *-*-===//
  *
  * The kernel libraries (shardc_rt/Kernels.h on the CPU, shardc_rt/

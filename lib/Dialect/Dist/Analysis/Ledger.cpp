@@ -293,19 +293,14 @@ LedgerReport Ledger::build() {
   }
   report.peak = persistent + peakTransient;
   countTraffic(report);
-  // The forward's ops: what comes before the loss in its block (the units
-  // and the root's ops; the root's backward follows the loss), but the
-  // backwards' (where a recomputed forward runs).
-  Operation *loss = nullptr;
+  // The forward's ops: those the walk (in program order, wherever the loss
+  // is) reaches before the loss, whose gradient starts the backward, but
+  // the backwards' (where a recomputed forward runs).
+  bool forward = true;
   model.walk([&](Operation *op) {
-    if (!loss && isa<train::CrossEntropyOp, train::CrossEntropyAndGradOp>(op))
-      loss = op;
-  });
-  model.walk([&](Operation *op) {
-    Operation *top =
-        loss ? loss->getBlock()->findAncestorOpInBlock(*op) : nullptr;
-    if (top && top->isBeforeInBlock(loss) &&
-        !op->getParentOfType<train::BackwardOp>())
+    if (isa<train::CrossEntropyOp, train::CrossEntropyAndGradOp>(op))
+      forward = false;
+    else if (forward && !op->getParentOfType<train::BackwardOp>())
       report.modelFlops += 3 * runsPerStep(op) * forwardFlops(op);
   });
   return report;

@@ -312,29 +312,23 @@ public:
     PipelineSteps probe = steps;
     if (recomputeAuto)
       probe.autodiff.recompute.clear();
-    struct Rung {
-      Strategy strategy;
-      const char *name;
-    };
-    const Rung ladder[] = {{Strategy::ddp, "ddp"},
-                           {Strategy::zero1, "zero1"},
-                           {Strategy::zero2, "zero2"},
-                           {Strategy::zero3, "zero3"}};
+    const Strategy ladder[] = {Strategy::ddp, Strategy::zero1, Strategy::zero2,
+                               Strategy::zero3};
     std::string below;
-    for (const Rung &rung : ladder) {
-      probe.shard.strategy = rung.strategy;
+    for (Strategy rung : ladder) {
+      probe.shard.strategy = rung;
       FailureOr<LedgerReport> ledger = predict(module, probe);
       if (failed(ledger))
         return signalPassFailure();
       if (ledger->peak > steps.ledger.memoryBudget) {
-        below += (below.empty() ? "" : ", ") + std::string(rung.name) +
+        below += (below.empty() ? "" : ", ") + std::string(strategyName(rung)) +
                  " peaks at " + std::to_string(ledger->peak);
         continue;
       }
       int64_t sent = ledger->allGather.bytes + ledger->reduceScatter.bytes +
                      ledger->allReduce.bytes;
       InFlightDiagnostic remark = model->emitRemark()
-                                  << "strategy=auto: " << rung.name
+                                  << "strategy=auto: " << strategyName(rung)
                                   << ", predicted peak " << ledger->peak
                                   << " bytes per rank, " << sent
                                   << " bytes sent per step";

@@ -28,14 +28,8 @@ using namespace shardc::dist;
 using train::ModelOp;
 using train::ParamOp;
 
-namespace {
-
-constexpr StringLiteral kMeshName = "mesh";
-constexpr StringLiteral kShardAxis = "shard";
-constexpr StringLiteral kReplicateAxis = "replicate";
-
-const char *strategyName(Strategy s) {
-  switch (s) {
+const char *dist::strategyName(Strategy strategy) {
+  switch (strategy) {
   case Strategy::ddp:
     return "ddp";
   case Strategy::zero1:
@@ -49,6 +43,12 @@ const char *strategyName(Strategy s) {
   }
   return "?";
 }
+
+namespace {
+
+constexpr StringLiteral kMeshName = "mesh";
+constexpr StringLiteral kShardAxis = "shard";
+constexpr StringLiteral kReplicateAxis = "replicate";
 
 Type elementTypeOf(MLIRContext *ctx, DType d) {
   return d == DType::bf16 ? Type(BFloat16Type::get(ctx))

@@ -21,11 +21,11 @@ struct LedgerReport {
   int64_t paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
   int64_t activationBytes = 0, gatheredBytes = 0, commBytes = 0, peak = 0;
   LedgerTraffic allGather, reduceScatter, allReduce;
-  /// The step's model FLOPs on this rank, as PaLM, nanoGPT and llm.c count
-  /// them for MFU: the forward's matrix products (2 per multiply-add, a
-  /// causal attention's half of the scores and of their product with the
-  /// values), times 3 for the forward and a backward of twice its work;
-  /// recomputation is not counted.
+  /// The step's model FLOPs on this rank, as llm.c counts them for MFU: the
+  /// forward's matrix products (2 per multiply-add, a causal attention's
+  /// half of the scores and of their product with the values; nanoGPT and
+  /// PaLM count the whole square), times 3 for the forward and a backward
+  /// of twice its work; recomputation is not counted.
   int64_t modelFlops = 0;
   int64_t modelState() const {
     return paramBytes + gradBytes + optimizerBytes;

@@ -13,6 +13,9 @@ namespace shardc::dist {
 /// What each rank keeps whole and what it shards (the seeds' table).
 enum class Strategy { ddp, zero1, zero2, zero3, hsdp };
 
+/// "ddp", "zero1", ...: the name shardc-shard records and options take.
+const char *strategyName(Strategy strategy);
+
 /// The model attribute where shardc-shard records the strategy's name.
 constexpr llvm::StringLiteral kStrategyAttrName = "dist.strategy";
 
