@@ -863,10 +863,10 @@ EOF
           # Also: which of its GEMMs cuBLASLt fused (one line per shape).
           run_limited "$t" "$log.profile" env SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG=1 \
             "${EXE_CMD[@]}" --steps 3 --seed $TIME_SEED --quiet --profile \
-            --trace "$log.trace.json"
+            --trace "$log.trace.json" --trace-steps 2:3
           sed -n '/^profile:/,$p' "$log.profile" | head -n 40 | sed 's/^/     /'
           grep '^shardc: gemm epilogue plan: ' "$log.profile" | sed 's/^shardc: gemm epilogue plan: /     epilogue plan: /' | head -n 20
-          COMMANDS+=("./gpt2-$key-b$batch --steps 3 --seed $TIME_SEED --quiet --profile --trace TRACE.json   # the kernel table in run.log, the timeline in logs.tar.gz")
+          COMMANDS+=("./gpt2-$key-b$batch --steps 3 --seed $TIME_SEED --quiet --profile --trace TRACE.json --trace-steps 2:3   # the kernel table in run.log, the timeline in logs.tar.gz")
         fi
         break
       fi

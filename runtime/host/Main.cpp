@@ -55,6 +55,9 @@ struct Flags {
   bool quiet = false, profile = false;
   int64_t checkGrads = 0;
   int64_t saveEvery = 0; // --save-every: 0 for none
+  /// --trace-steps FIRST:LAST: the steps traced (as the step lines number
+  /// them), every one by default.
+  int64_t traceFirst = 1, traceLast = INT64_MAX;
 };
 
 const char *kUsage =
@@ -64,6 +67,7 @@ const char *kUsage =
     "          [--load DIR] [--log-json FILE] [--quiet]\n"
     "          [--profile]  (time per kernel, steps after the first)\n"
     "          [--trace FILE.json]  (every rank's timeline, for Perfetto)\n"
+    "          [--trace-steps FIRST:LAST]  (the steps traced; default all)\n"
     "          [--check-grads K]  (one rank: K elements of each gradient\n"
     "                              against finite differences of the loss)\n"
     "Trains model @%s (%s over %d ranks); run under mpirun -np %d.\n";
@@ -219,6 +223,15 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
       flags.quiet = true;
     } else if (flag == "--profile") {
       flags.profile = true;
+    } else if (flag == "--trace-steps") {
+      std::string v = value();
+      size_t colon = v.find(':');
+      if (error.empty() &&
+          (colon == std::string::npos ||
+           !parseInt(v.substr(0, colon).c_str(), flags.traceFirst) ||
+           !parseInt(v.substr(colon + 1).c_str(), flags.traceLast) ||
+           flags.traceFirst < 1 || flags.traceLast < flags.traceFirst))
+        error = "expected FIRST:LAST with 1 <= FIRST <= LAST, got '" + v + "'";
     } else if (flag == "--save-every") {
       const char *v = value();
       if (error.empty() &&
@@ -242,6 +255,9 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
   if (error.empty() && flags.saveEvery > 0 && flags.save.empty())
     error = "--save-every: needs --save DIR (each N-th step's state goes to "
             "DIR/step-K)";
+  if (error.empty() && flags.trace.empty() &&
+      (flags.traceFirst != 1 || flags.traceLast != INT64_MAX))
+    error = "--trace-steps: needs --trace FILE.json";
   if (error.empty() && !flags.trace.empty() && flags.checkGrads > 0)
     error = "--trace: cannot be combined with --check-grads (which trains "
             "no step)";
@@ -866,8 +882,6 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   if (!flags.trace.empty()) {
     MPI_Barrier(MPI_COMM_WORLD);
     trace = std::make_unique<Trace>(*model, ctx.worldRank);
-    ctx.trace = trace.get();
-    backendKernelCallsEnable(ctx, true);
   }
   // A checkpoint of the state as it is now (after ctx.step steps) in `dir`.
   auto saveState = [&](const std::string &dir) {
@@ -881,12 +895,18 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     // Rank 0 prints the table: the others need not time.
     if (flags.profile && s == 1 && ctx.worldRank == 0)
       backendKernelTimesEnable(ctx, true);
+    // --trace-steps: the runtime records only while ctx.trace is set.
+    bool tracing =
+        trace && ctx.step >= flags.traceFirst && ctx.step <= flags.traceLast;
+    ctx.trace = tracing ? trace.get() : nullptr;
+    if (trace)
+      backendKernelCallsEnable(ctx, tracing);
     backendStartStep(ctx);
     auto started = std::chrono::steady_clock::now();
     float loss = 0.0f;
-    TraceMark stepBegins = trace ? backendTraceMark(ctx) : 0;
+    TraceMark stepBegins = tracing ? backendTraceMark(ctx) : 0;
     model->step(&ctx, &loss);
-    TraceMark stepEnds = trace ? backendTraceMark(ctx) : 0;
+    TraceMark stepEnds = tracing ? backendTraceMark(ctx) : 0;
     backendFinishStep(ctx);
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - started)
@@ -899,13 +919,14 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                     "the step ended holding " +
                         std::to_string(ctx.allocator.liveBytes() - persistent) +
                         " bytes it allocated");
-    if (trace) {
+    if (tracing) {
       trace->span("step " + std::to_string(ctx.step), stepBegins, stepEnds);
       // The calls first: on a GPU they are timed from the step's first mark,
       // which resolving the marks releases.
       std::vector<Trace::Call> calls = backendKernelCalls(ctx);
       SHARDC_RT_CHECK(trace->finishStep(backendTraceTimes(ctx), calls), "step",
                       "a region of the step was never ended");
+      ctx.trace = nullptr; // nothing between steps is marked
     }
     if (flags.profile && s >= 1) {
       profiledSeconds += seconds;
