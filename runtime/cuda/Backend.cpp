@@ -269,12 +269,10 @@ void backendKernelTimesEnable(shardc_rt_context &ctx, bool on) {
 
 std::vector<shardc_rt_kernel_time> backendKernelTimes(shardc_rt_context &ctx) {
   shardc_rt_cuda_kernels *k = backendOf(ctx).kernels;
-  std::vector<shardc_rt_kernel_time> times(
-      shardc_rt_cuda_kernel_times(k, nullptr, 0));
-  int32_t count = shardc_rt_cuda_kernel_times(
-      k, times.data(), static_cast<int32_t>(times.size()));
-  times.resize(std::min<size_t>(count, times.size()));
-  return times;
+  return copyAll<shardc_rt_kernel_time>(
+      [&](shardc_rt_kernel_time *out, int32_t capacity) {
+        return shardc_rt_cuda_kernel_times(k, out, capacity);
+      });
 }
 
 namespace {
@@ -321,14 +319,11 @@ void backendKernelCallsEnable(shardc_rt_context &ctx, bool on) {
 std::vector<Trace::Call> backendKernelCalls(shardc_rt_context &ctx) {
   CudaBackend &b = backendOf(ctx);
   std::vector<shardc_rt_kernel_call> calls;
-  if (b.usedMarks > 0) {
-    calls.resize(
-        shardc_rt_cuda_kernel_calls(b.kernels, b.marks[0], nullptr, 0));
-    calls.resize(std::min<size_t>(
-        shardc_rt_cuda_kernel_calls(b.kernels, b.marks[0], calls.data(),
-                                    static_cast<int32_t>(calls.size())),
-        calls.size()));
-  }
+  if (b.usedMarks > 0)
+    calls = copyAll<shardc_rt_kernel_call>([&](shardc_rt_kernel_call *out,
+                                               int32_t capacity) {
+      return shardc_rt_cuda_kernel_calls(b.kernels, b.marks[0], out, capacity);
+    });
   shardc_rt_cuda_kernel_calls_reset(b.kernels);
   std::vector<Trace::Call> out;
   for (const shardc_rt_kernel_call &c : calls)

@@ -150,11 +150,7 @@ void backendKernelTimesEnable(shardc_rt_context &, bool on) {
 }
 
 std::vector<shardc_rt_kernel_time> backendKernelTimes(shardc_rt_context &) {
-  std::vector<shardc_rt_kernel_time> times(shardc_rt_kernel_times(nullptr, 0));
-  int32_t count =
-      shardc_rt_kernel_times(times.data(), static_cast<int32_t>(times.size()));
-  times.resize(std::min<size_t>(count, times.size()));
-  return times;
+  return copyAll<shardc_rt_kernel_time>(shardc_rt_kernel_times);
 }
 
 // The CPU's marks are the times themselves.
@@ -173,10 +169,8 @@ void backendKernelCallsEnable(shardc_rt_context &, bool on) {
 }
 
 std::vector<Trace::Call> backendKernelCalls(shardc_rt_context &ctx) {
-  std::vector<shardc_rt_kernel_call> calls(shardc_rt_kernel_calls(nullptr, 0));
-  calls.resize(std::min<size_t>(
-      shardc_rt_kernel_calls(calls.data(), static_cast<int32_t>(calls.size())),
-      calls.size()));
+  std::vector<shardc_rt_kernel_call> calls =
+      copyAll<shardc_rt_kernel_call>(shardc_rt_kernel_calls);
   shardc_rt_kernel_calls_reset();
   std::vector<Trace::Call> out;
   for (const shardc_rt_kernel_call &c : calls) {

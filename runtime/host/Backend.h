@@ -15,6 +15,7 @@
 #include "shardc_rt/KernelTime.h"
 #include "shardc_rt/shardc_rt.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -111,6 +112,16 @@ std::vector<double> backendTraceTimes(shardc_rt_context &ctx);
 /// ctx.trace's origin, and starts the next step's afresh.
 void backendKernelCallsEnable(shardc_rt_context &ctx, bool on);
 std::vector<Trace::Call> backendKernelCalls(shardc_rt_context &ctx);
+
+/// Every entry of a kernel library's C ABI list (shardc_rt_kernel_times and
+/// its kin), through `copy(out, capacity)`, which copies up to `capacity`
+/// entries and returns how many there are.
+template <typename T, typename Copy> std::vector<T> copyAll(Copy copy) {
+  std::vector<T> all(copy(nullptr, 0));
+  all.resize(std::min<size_t>(
+      copy(all.data(), static_cast<int32_t>(all.size())), all.size()));
+  return all;
+}
 void backendTearDown(shardc_rt_context &ctx);
 
 } // namespace shardc::rt

@@ -148,6 +148,10 @@ FailureOr<train::ModelOp> onlyModel(ModuleOp module, StringRef option) {
   return models->front();
 }
 
+/// The pipeline of `steps`: through recompute=auto's search where it is
+/// asked, else the passes themselves.
+void addPipeline(OpPassManager &pm, const PipelineSteps &steps);
+
 /// A search over runs of the pipeline (the autos), which runs its choice at
 /// the end: it holds the steps and loads their dialects.
 template <typename Derived>
@@ -169,6 +173,14 @@ protected:
     return module.emitError()
            << search << " to fit memory-budget: expected memory-budget=BYTES "
            << "> 0, got " << steps.ledger.memoryBudget;
+  }
+
+  /// Runs the pipeline of `chosen` on the module: the search's result.
+  void runChosen(const PipelineSteps &chosen) {
+    OpPassManager pm(ModuleOp::getOperationName());
+    addPipeline(pm, chosen);
+    if (failed(this->runPipeline(pm, this->getOperation())))
+      this->signalPassFailure();
   }
 
   PipelineSteps steps;
@@ -274,10 +286,7 @@ public:
            << " keeping every activation";
     remark.report();
 
-    OpPassManager pm(ModuleOp::getOperationName());
-    addSteps(pm, recomputingFirst(lo));
-    if (failed(runPipeline(pm, module)))
-      signalPassFailure();
+    runChosen(recomputingFirst(lo));
   }
 };
 
@@ -335,10 +344,7 @@ public:
       if (!below.empty())
         remark << " (" << below << ")";
       remark.report();
-      OpPassManager pm(ModuleOp::getOperationName());
-      addSteps(pm, probe);
-      if (failed(runPipeline(pm, module)))
-        signalPassFailure();
+      runChosen(probe);
       return;
     }
     model->emitRemark() << "strategy=auto: no strategy fits memory-budget "
@@ -347,15 +353,16 @@ public:
                                           : "; zero3");
     PipelineSteps last = steps;
     last.shard.strategy = Strategy::zero3;
-    OpPassManager pm(ModuleOp::getOperationName());
-    if (recomputeAuto)
-      pm.addPass(std::make_unique<AutoRecomputePass>(last));
-    else
-      addSteps(pm, last);
-    if (failed(runPipeline(pm, module)))
-      signalPassFailure();
+    runChosen(last);
   }
 };
+
+void addPipeline(OpPassManager &pm, const PipelineSteps &steps) {
+  if (llvm::is_contained(steps.autodiff.recompute, "auto"))
+    pm.addPass(std::make_unique<AutoRecomputePass>(steps));
+  else
+    addSteps(pm, steps);
+}
 
 void buildShardcPipeline(OpPassManager &pm,
                          const ShardcPipelineOptions &options) {
@@ -396,10 +403,8 @@ void buildShardcPipeline(OpPassManager &pm,
   steps.ledger = {options.format, options.output, options.memoryBudget};
   if (options.strategy == StrategyChoice::automatic)
     pm.addPass(std::make_unique<AutoStrategyPass>(steps));
-  else if (llvm::is_contained(steps.autodiff.recompute, "auto"))
-    pm.addPass(std::make_unique<AutoRecomputePass>(steps));
   else
-    addSteps(pm, steps);
+    addPipeline(pm, steps);
 }
 } // namespace
 
