@@ -36,6 +36,8 @@ public:
 
   int64_t liveBytes() const { return live; }
   int64_t peakBytes() const { return peak; }
+  /// Starts a new high-water mark (a step's, an evaluation's) from now.
+  void resetPeak() { peak = live; }
   /// Bytes held from the system, cached blocks included.
   int64_t reservedBytes() const { return reserved; }
 

@@ -117,16 +117,20 @@ struct shardc_rt_context {
   std::vector<shardc::rt::ParamState> params;
   std::vector<shardc::rt::FlatState> flats;
   int64_t step = 0;              // 1-based while a step runs
+  /// The batch of `data` the inputs read: step - 1 while a step runs, the
+  /// evaluation's own count while --eval-every evaluates.
+  int64_t batch = 0;
   uint64_t seed = 0;
   shardc::rt::DataSource *data = nullptr;
   shardc::rt::Timers timers;
   std::vector<shardc_rt_request *> pending;
   /// When the oldest collective still in flight started.
   std::chrono::steady_clock::time_point inFlightSince;
-  /// Each input's rows for the current step, on the host.
+  /// Each input's rows for the current batch, on the host.
   std::vector<std::vector<int32_t>> inputStaging;
-  /// The step whose token window (both inputs) inputStaging holds.
-  int64_t tokenWindowStep = -1;
+  /// The batch whose token window (both inputs) inputStaging holds; -1
+  /// when `data` changes.
+  int64_t tokenWindowBatch = -1;
   /// The backend's own state (device, streams, communicators).
   void *backend = nullptr;
   /// Where the model clips gradients (max_grad_norm > 0): the step's

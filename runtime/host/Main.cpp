@@ -51,10 +51,14 @@ namespace {
 struct Flags {
   int64_t steps = 1;
   uint64_t seed = 0;
-  std::string init, data, exportPath, save, load, logJson, trace;
+  std::string init, data, exportPath, save, load, logJson, trace, evalData;
   bool quiet = false, profile = false;
   int64_t checkGrads = 0;
   int64_t saveEvery = 0; // --save-every: 0 for none
+  /// --eval-every K: the evaluation step's loss over --eval-batches
+  /// batches, before the first step, after every K-th and after the last
+  /// (0: never).
+  int64_t evalEvery = 0, evalBatches = 0;
   /// --trace-steps FIRST:LAST: the steps traced (as the step lines number
   /// them), every one by default.
   int64_t traceFirst = 1, traceLast = INT64_MAX;
@@ -70,6 +74,11 @@ const char *kUsage =
     "          [--trace-steps FIRST:LAST]  (the steps traced; default all)\n"
     "          [--check-grads K]  (one rank: K elements of each gradient\n"
     "                              against finite differences of the loss)\n"
+    "          [--eval-every K]  (the loss without an update, at the start,\n"
+    "                             every K steps and at the end)\n"
+    "          [--eval-batches M]  (batches per evaluation, default 20)\n"
+    "          [--eval-data FILE.safetensors|FILE.bin]  (held-out batches;\n"
+    "                             default the training data's first M)\n"
     "Trains model @%s (%s over %d ranks); run under mpirun -np %d.\n";
 
 std::string formatBytes(int64_t bytes) {
@@ -125,6 +134,8 @@ std::string *pathFlag(Flags &flags, const std::string &flag) {
     return &flags.logJson;
   if (flag == "--trace")
     return &flags.trace;
+  if (flag == "--eval-data")
+    return &flags.evalData;
   return nullptr;
 }
 
@@ -155,13 +166,12 @@ std::string checkOutputsApart(const Flags &flags) {
     const char *flag;
     const std::string *path;
   };
-  const Named files[] = {{"--data", &flags.data},
-                         {"--init", &flags.init},
-                         {"--export", &flags.exportPath},
-                         {"--log-json", &flags.logJson},
-                         {"--trace", &flags.trace}};
+  const Named files[] = {
+      {"--data", &flags.data},        {"--eval-data", &flags.evalData},
+      {"--init", &flags.init},        {"--export", &flags.exportPath},
+      {"--log-json", &flags.logJson}, {"--trace", &flags.trace}};
   const Named dirs[] = {{"--load", &flags.load}, {"--save", &flags.save}};
-  for (const Named &output : {files[2], files[3], files[4]}) {
+  for (const Named &output : {files[3], files[4], files[5]}) {
     const std::string &path = *output.path;
     if (path.empty())
       continue;
@@ -237,6 +247,12 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
       if (error.empty() &&
           (!parseInt(v, flags.saveEvery) || flags.saveEvery < 1))
         error = std::string("expected a step count >= 1, got '") + v + "'";
+    } else if (flag == "--eval-every" || flag == "--eval-batches") {
+      const char *v = value();
+      int64_t &count =
+          flag == "--eval-every" ? flags.evalEvery : flags.evalBatches;
+      if (error.empty() && (!parseInt(v, count) || count < 1))
+        error = std::string("expected a count >= 1, got '") + v + "'";
     } else if (flag == "--check-grads") {
       const char *v = value();
       if (error.empty() &&
@@ -261,6 +277,16 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
   if (error.empty() && !flags.trace.empty() && flags.checkGrads > 0)
     error = "--trace: cannot be combined with --check-grads (which trains "
             "no step)";
+  if (error.empty() && flags.evalEvery == 0 &&
+      (flags.evalBatches > 0 || !flags.evalData.empty()))
+    error =
+        std::string(flags.evalBatches > 0 ? "--eval-batches" : "--eval-data") +
+        ": needs --eval-every K (when to evaluate)";
+  if (error.empty() && flags.evalEvery > 0 && flags.checkGrads > 0)
+    error = "--eval-every: cannot be combined with --check-grads (which "
+            "trains no step)";
+  if (flags.evalEvery > 0 && flags.evalBatches == 0)
+    flags.evalBatches = 20; // llm.c's val_max_steps
   if (error.empty())
     error = checkOutputsApart(flags);
   SHARDC_RT_CHECK_ALL(error.empty(), "flags", error);
@@ -281,8 +307,9 @@ uint64_t fnv1a(uint64_t hash, const std::string &text) {
 
 /// Fails every rank unless all run rank 0's model with the flags that
 /// decide what a rank computes and which collectives it reaches (the step
-/// count, the seed, the gradient check, --save-every, which of --init,
-/// --data, --load, --save, --export and --trace are given): a rank running
+/// count, the seed, the gradient check, --save-every, the evaluations,
+/// which of --init, --data, --eval-data, --load, --save, --export and
+/// --trace are given): a rank running
 /// other steps, or another model, would wait forever in a collective the
 /// others never reach. Paths
 /// may differ (node-local copies of the data); --log-json, --quiet and
@@ -290,11 +317,19 @@ uint64_t fnv1a(uint64_t hash, const std::string &text) {
 void checkRanksAgree(const Flags &flags, const shardc_rt_model &m) {
   uint64_t basis = 0xcbf29ce484222325ULL;
   uint64_t mine[2] = {basis, basis};
-  int64_t decisive[] = {flags.steps,          static_cast<int64_t>(flags.seed),
-                        flags.checkGrads,     !flags.init.empty(),
-                        !flags.data.empty(),  !flags.load.empty(),
-                        !flags.save.empty(),  !flags.exportPath.empty(),
-                        !flags.trace.empty(), flags.saveEvery};
+  int64_t decisive[] = {flags.steps,
+                        static_cast<int64_t>(flags.seed),
+                        flags.checkGrads,
+                        !flags.init.empty(),
+                        !flags.data.empty(),
+                        !flags.load.empty(),
+                        !flags.save.empty(),
+                        !flags.exportPath.empty(),
+                        !flags.trace.empty(),
+                        flags.saveEvery,
+                        flags.evalEvery,
+                        flags.evalBatches,
+                        !flags.evalData.empty()};
   mine[0] = fnv1a(mine[0], decisive, sizeof(decisive));
   mine[1] = fnv1a(fnv1a(mine[1], m.name), m.strategy);
   mine[1] = fnv1a(mine[1], m.mesh_shape, m.mesh_rank * sizeof(int64_t));
@@ -310,8 +345,8 @@ void checkRanksAgree(const Flags &flags, const shardc_rt_model &m) {
           "): start every rank with the same executable");
   SHARDC_RT_CHECK_ALL(first[0] == mine[0], "startup",
                       "this rank's flags differ from rank 0's (--steps, "
-                      "--seed, --check-grads, --save-every, or which files "
-                      "are given): "
+                      "--seed, --check-grads, --save-every, --eval-every, "
+                      "--eval-batches, or which files are given): "
                       "start every rank with the same flags");
 }
 
@@ -564,31 +599,35 @@ int64_t tokenBound(const shardc_rt_model &m) {
   return std::min(m.inputs[0].bound, m.inputs[1].bound);
 }
 
-void openData(shardc_rt_context &ctx, const Flags &flags) {
-  ctx.data = new DataSource;
-  if (flags.data.empty())
-    return;
-  const shardc_rt_model &m = *ctx.model;
+/// The batches in `path` (--data, --eval-data): a token file (FILE.bin), a
+/// safetensors file of steps, or synthetic ones from the seed where `path`
+/// is empty. Every rank checks every input now, rather than one rank
+/// failing alone in the step that first reads a bad one.
+std::unique_ptr<DataSource> openData(const shardc_rt_model &m,
+                                     const std::string &path,
+                                     const std::string &flag) {
+  auto source = std::make_unique<DataSource>();
+  if (path.empty())
+    return source;
   std::string error;
-  bool tokens = flags.data.size() > 4 &&
-                flags.data.compare(flags.data.size() - 4, 4, ".bin") == 0;
+  bool tokens =
+      path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0;
   if (tokens) {
     if (!isTokenModel(m)) {
-      error = flags.data + ": a token file feeds a model with two integer "
-                           "inputs [B, T] (tokens, targets); @" +
+      error = path +
+              ": a token file feeds a model with two integer "
+              "inputs [B, T] (tokens, targets); @" +
               std::string(m.name) + " has other inputs";
     } else {
       TokenData data;
-      error = TokenData::tryOpen(flags.data, m.inputs[0].shape[1],
-                                 tokenBound(m), "--data", data);
+      error = TokenData::tryOpen(path, m.inputs[0].shape[1], tokenBound(m),
+                                 flag, data);
       if (error.empty())
-        ctx.data->tokens = std::move(data);
+        source->tokens = std::move(data);
     }
   } else {
     StepData data;
-    error = StepData::tryOpen(flags.data, "--data", data);
-    // Every input now, on every rank, rather than one rank failing alone
-    // in the step that first reads a bad one.
+    error = StepData::tryOpen(path, flag, data);
     for (int32_t i = 0; i < m.num_inputs && error.empty(); ++i)
       error = data.tryCheckInput(
           m.inputs[i].name, shapeOf(m.inputs[i].rank, m.inputs[i].shape),
@@ -599,15 +638,16 @@ void openData(shardc_rt_context &ctx, const Flags &flags) {
       int64_t first = data.file().find(m.inputs[0].name)->shape[0];
       int64_t steps = data.file().find(m.inputs[i].name)->shape[0];
       if (steps != first)
-        error = flags.data + ": tensor '" + m.inputs[i].name + "' has " +
+        error = path + ": tensor '" + m.inputs[i].name + "' has " +
                 std::to_string(steps) + " steps and '" + m.inputs[0].name +
                 "' " + std::to_string(first) +
                 ": every input needs the same number of steps (dimension 0)";
     }
     if (error.empty())
-      ctx.data->steps = std::move(data);
+      source->steps = std::move(data);
   }
-  SHARDC_RT_CHECK_ALL(error.empty(), "--data", error);
+  SHARDC_RT_CHECK_ALL(error.empty(), flag, error);
+  return source;
 }
 
 /// Gathers each param's full value on rank 0 and writes them in one file.
@@ -706,6 +746,60 @@ void printProfile(const std::vector<shardc_rt_kernel_time> &times,
               100.0 * rest / stepSeconds);
 }
 
+/// Everything a step (or an evaluation step) allocated, it freed, and every
+/// collective it started it waited on: the schedule is complete.
+void checkComplete(shardc_rt_context &ctx, int64_t persistent,
+                   const char *what) {
+  SHARDC_RT_CHECK(ctx.pending.empty(), what,
+                  std::to_string(ctx.pending.size()) +
+                      " collectives started and never waited on");
+  SHARDC_RT_CHECK(ctx.allocator.liveBytes() == persistent, what,
+                  std::string("the ") + what + " ended holding " +
+                      std::to_string(ctx.allocator.liveBytes() - persistent) +
+                      " bytes it allocated");
+}
+
+/// What --eval-every reports.
+struct Evaluation {
+  float loss;     // the mean over the batches
+  double seconds; // of all the batches, on rank 0
+  int64_t peak;   // the most bytes a rank held
+};
+
+/// The evaluation step over batches [0, batches) of `source`: the loss
+/// without an update, every batch's averaged over the ranks as the step's
+/// is. Untimed by --profile, untraced, and leaving the training data where
+/// it was.
+Evaluation evaluate(shardc_rt_context &ctx, DataSource &source, int64_t batches,
+                    int64_t persistent) {
+  DataSource *training = ctx.data;
+  ctx.data = &source;
+  ctx.tokenWindowBatch = -1;
+  backendKernelTimesEnable(ctx, false);
+  backendKernelCallsEnable(ctx, false);
+  ctx.allocator.resetPeak();
+  double sum = 0;
+  auto started = std::chrono::steady_clock::now();
+  for (int64_t b = 0; b < batches; ++b) {
+    ctx.batch = b;
+    float loss = 0.0f;
+    backendStartStep(ctx);
+    ctx.model->eval_step(&ctx, &loss);
+    backendFinishStep(ctx);
+    checkComplete(ctx, persistent, "evaluation step");
+    sum += loss;
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+  ctx.data = training;
+  ctx.tokenWindowBatch = -1;
+  int64_t peak = ctx.allocator.peakBytes();
+  MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  return {static_cast<float>(sum / static_cast<double>(batches)), seconds,
+          peak};
+}
+
 } // namespace
 
 extern "C" {
@@ -728,32 +822,32 @@ void *shardc_rt_input(shardc_rt_context *ctx, int32_t index) {
   std::vector<int32_t> &staging = ctx->inputStaging[index];
   staging.resize(rows * rowSize);
   void *out = staging.data();
-  int64_t step = ctx->step - 1; // steps count from 1; data from 0
+  int64_t batch = ctx->batch;
   if (ctx->data->tokens) {
     // Both inputs (tokens, targets) come from one window: the step's first
     // call reads both, the second finds its half staged.
-    if (ctx->tokenWindowStep != step) {
+    if (ctx->tokenWindowBatch != batch) {
       ctx->inputStaging[1 - index].resize(rows * rowSize);
-      ctx->data->tokens->read(step, globalRows, first, first + rows,
+      ctx->data->tokens->read(batch, globalRows, first, first + rows,
                               ctx->inputStaging[0].data(),
                               ctx->inputStaging[1].data());
-      ctx->tokenWindowStep = step;
+      ctx->tokenWindowBatch = batch;
     }
   } else if (ctx->data->steps) {
     if (info.dtype == SHARDC_RT_I32)
-      ctx->data->steps->readInts(info.name, shape, step, first, first + rows,
+      ctx->data->steps->readInts(info.name, shape, batch, first, first + rows,
                                  static_cast<int32_t *>(out));
     else
-      ctx->data->steps->readFloats(info.name, shape, step, first,
-                                   first + rows, static_cast<float *>(out));
+      ctx->data->steps->readFloats(info.name, shape, batch, first, first + rows,
+                                   static_cast<float *>(out));
   } else if (info.dtype == SHARDC_RT_I32) {
     // Synthetic tokens lie below the vocabulary, as real ones do.
-    syntheticInts(ctx->seed, info.name, step, first * rowSize,
+    syntheticInts(ctx->seed, info.name, batch, first * rowSize,
                   (first + rows) * rowSize,
                   isTokenModel(m) ? tokenBound(m) : info.bound,
                   static_cast<int32_t *>(out));
   } else {
-    syntheticFloats(ctx->seed, info.name, step, first * rowSize,
+    syntheticFloats(ctx->seed, info.name, batch, first * rowSize,
                     (first + rows) * rowSize, static_cast<float *>(out));
   }
   int64_t bytes = rows * rowSize * elementBytes(info.dtype);
@@ -835,8 +929,13 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     backendTearDown(ctx);
   };
   setUpParams(ctx, flags);
-  openData(ctx, flags);
-  std::unique_ptr<DataSource> ownsData(ctx.data);
+  std::unique_ptr<DataSource> data = openData(*model, flags.data, "--data");
+  ctx.data = data.get();
+  // --eval-every without --eval-data evaluates the training data's first
+  // batches.
+  std::unique_ptr<DataSource> evalData =
+      flags.evalData.empty() ? nullptr
+                             : openData(*model, flags.evalData, "--eval-data");
   if (!flags.load.empty())
     loadState(ctx, flags.load);
   if (flags.checkGrads > 0) {
@@ -889,11 +988,43 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     state.fill();
     saveCheckpoint(dir, MPI_COMM_WORLD, state.get(), checkpointMetadata(ctx));
   };
+  // --eval-every: the evaluation step's loss, before the first step, after
+  // every K-th (counted across --load) and after the last; rank 0 says it.
+  DataSource &evalSource = evalData ? *evalData : *data;
+  auto reportEvaluation = [&](const Evaluation &e) {
+    if (!flags.quiet)
+      std::printf("eval at step %" PRId64 ": loss %.6f over %" PRId64
+                  " batches  %.1f ms  peak %s (predicted %s)\n",
+                  ctx.step, e.loss, flags.evalBatches, e.seconds * 1e3,
+                  formatBytes(e.peak).c_str(),
+                  formatBytes(predicted.eval_peak).c_str());
+    std::fflush(stdout);
+    if (!log)
+      return;
+    char lossText[32] = "null";
+    if (std::isfinite(e.loss))
+      std::snprintf(lossText, sizeof(lossText), "%.9g", e.loss);
+    std::fprintf(log,
+                 "{\"step\": %" PRId64 ", \"eval_loss\": %s, "
+                 "\"eval_batches\": %" PRId64 ", \"eval_ms\": %.4f, "
+                 "\"eval_peak_bytes\": %" PRId64
+                 ", \"predicted_eval_peak_bytes\": %" PRId64 "}\n",
+                 ctx.step, lossText, flags.evalBatches, e.seconds * 1e3, e.peak,
+                 predicted.eval_peak);
+    if (std::fflush(log) != 0 || std::ferror(log))
+      logFailed();
+  };
+  if (flags.evalEvery > 0) {
+    Evaluation e = evaluate(ctx, evalSource, flags.evalBatches, persistent);
+    if (ctx.worldRank == 0)
+      reportEvaluation(e);
+  }
   for (int64_t s = 0; s < flags.steps; ++s) {
     ++ctx.step;
     ctx.timers = {};
-    // Rank 0 prints the table: the others need not time.
-    if (flags.profile && s == 1 && ctx.worldRank == 0)
+    // Rank 0 prints the table: the others need not time. (An evaluation
+    // turns timing off.)
+    if (flags.profile && s >= 1 && ctx.worldRank == 0)
       backendKernelTimesEnable(ctx, true);
     // --trace-steps: the runtime records only while ctx.trace is set.
     bool tracing =
@@ -901,6 +1032,8 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     ctx.trace = tracing ? trace.get() : nullptr;
     if (trace)
       backendKernelCallsEnable(ctx, tracing);
+    ctx.batch = ctx.step - 1; // steps count from 1; batches from 0
+    ctx.allocator.resetPeak();
     backendStartStep(ctx);
     auto started = std::chrono::steady_clock::now();
     float loss = 0.0f;
@@ -911,14 +1044,7 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - started)
                          .count();
-    // Everything the step allocated, it freed: the schedule is complete.
-    SHARDC_RT_CHECK(ctx.pending.empty(), "step",
-                    std::to_string(ctx.pending.size()) +
-                        " collectives started and never waited on");
-    SHARDC_RT_CHECK(ctx.allocator.liveBytes() == persistent, "step",
-                    "the step ended holding " +
-                        std::to_string(ctx.allocator.liveBytes() - persistent) +
-                        " bytes it allocated");
+    checkComplete(ctx, persistent, "step");
     if (tracing) {
       trace->span("step " + std::to_string(ctx.step), stepBegins, stepEnds);
       // The calls first: on a GPU they are timed from the step's first mark,
@@ -950,6 +1076,11 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
       savedTo = flags.save + "/step-" + std::to_string(ctx.step);
       saveState(savedTo);
     }
+    // --eval-every: said after the step's line.
+    std::optional<Evaluation> evaluated;
+    if (flags.evalEvery > 0 &&
+        (ctx.step % flags.evalEvery == 0 || s == flags.steps - 1))
+      evaluated = evaluate(ctx, evalSource, flags.evalBatches, persistent);
     if (ctx.worldRank != 0)
       continue;
     if (!flags.quiet) {
@@ -1004,6 +1135,8 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
       if (std::fflush(log) != 0 || std::ferror(log))
         logFailed();
     }
+    if (evaluated)
+      reportEvaluation(*evaluated);
   }
   if (log && std::fclose(log) != 0)
     logError = flags.logJson + ": cannot write: " + std::strerror(errno);

@@ -48,13 +48,10 @@ FUSED_CALLS = {"linear_gelu": 1, "add_layernorm": 1, "matmul_gelu_grad": 1,
 
 def kernel_calls(shardc, model, out_dir, tag, strategy, mesh, flags):
     """{fused kernel: calls in the emitted step}, whatever its dtype."""
-    source = os.path.join(out_dir, tag + ".cpp")
-    lib.run([shardc, "emit", model, "--strategy", strategy, "--mesh", mesh,
-             "--quiet", "-o", source] + flags)
-    with open(source) as f:
-        text = f.read()
+    step = lib.emitted_step(shardc, model, os.path.join(out_dir, tag + ".cpp"),
+                            ["--strategy", strategy, "--mesh", mesh] + flags)
     return {name: len(re.findall(r"\bshardc_rt_%s_(?:f32|bf16)\(" % name,
-                                 text))
+                                 step))
             for name in FUSED_CALLS}
 
 

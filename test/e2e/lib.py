@@ -86,6 +86,16 @@ def generate(shardc_gen, out_dir, name, args):
     return path
 
 
+def emitted_step(shardc, model, source, args):
+    """The text of the training step `shardc emit MODEL ARGS` writes to
+    SOURCE: its `step` function, not the evaluation step beside it."""
+    run([shardc, "emit", model, "--quiet", "-o", source] + list(args))
+    with open(source) as f:
+        text = f.read()
+    begin = text.index("\nvoid step(")
+    return text[begin:text.index("\n}\n", begin)]
+
+
 def run(cmd, timeout=600, **kwargs):
     """Runs a command; on failure or a hang (no end within `timeout`
     seconds) prints it with its output and exits 1."""

@@ -50,12 +50,9 @@ CONFIGS = [
 
 def attention_calls(shardc, model, out_dir, tag, strategy, mesh, flags):
     """Calls of the attention forward kernel in the emitted step."""
-    source = os.path.join(out_dir, tag + ".cpp")
-    lib.run([shardc, "emit", model, "--strategy", strategy, "--mesh", mesh,
-             "--quiet", "-o", source] + flags)
-    with open(source) as f:
-        return len(re.findall(r"\bshardc_rt_attention_(?:f32|bf16)\(",
-                              f.read()))
+    step = lib.emitted_step(shardc, model, os.path.join(out_dir, tag + ".cpp"),
+                            ["--strategy", strategy, "--mesh", mesh] + flags)
+    return len(re.findall(r"\bshardc_rt_attention_(?:f32|bf16)\(", step))
 
 
 def main():

@@ -1,6 +1,8 @@
 //===- StepEmitter.cpp - A sharded step as C++ (MPI) or CUDA (NCCL) -------===//
 //
-// The step becomes straight-line code: units and backwards are inlined, a
+// The step becomes straight-line code, and so does its evaluation step
+// (shardc-eval-step: its forward and loss, for --eval-every), over the same
+// tables of params and inputs: units and backwards are inlined, a
 // micro-batch loop becomes a for loop, every value is a pointer. A buffer is
 // allocated where BufferLiveness says it is defined and freed after its last
 // user; a view (reshape, unpacked slice, region argument, wait) is the
@@ -127,18 +129,23 @@ enum class Target { host, cuda };
 class StepEmitter {
 public:
   StepEmitter(ModelOp model, MeshOp mesh, Target target, llvm::raw_ostream &os)
-      : model(model), mesh(mesh), target(target), os(os), liveness(model) {}
+      : model(model), mesh(mesh), target(target), os(os) {}
 
   LogicalResult emit();
 
 private:
   LogicalResult checkLowerable();
+  /// `void NAME(shardc_rt_context *ctx, float *loss)` running `body`'s step:
+  /// the model's own, or its evaluation step, which share the tables.
+  LogicalResult emitFunction(StringRef name, ModelOp body);
   /// The buffer a collective sends from: its input, or a copy cast to the
   /// wire type and (reduce-scatter) padded to the group's equal pieces, of
   /// getStagingBytes; the copy is freed at the wait.
   std::string emitStaging(Operation *op, Value in, Type wire);
   void emitTables();
-  void emitMain();
+  /// main(), with what the ledger predicts of the step and of its
+  /// evaluation step `eval`.
+  void emitMain(const LedgerReport &ledger, ModelOp eval);
   LogicalResult emitBlock(Block &block);
   /// One shardc_rt_adamw_group for a run of updates of what is stored
   /// (isStoredUpdate).
@@ -163,9 +170,11 @@ private:
   std::string kernel(StringRef name, Value typed) {
     return kernel((name + "_" + dtypeSuffix(elementTypeOf(typed))).str());
   }
-  /// A fresh event of the step's pool (target=cuda).
+  /// A fresh event of the function's pool (target=cuda); the functions
+  /// never run at once, and share one.
   std::string event() {
-    return llvm::formatv("shardc_rt_cuda_event(ctx, {0})", numEvents++);
+    numEvents = std::max(numEvents, nextEvent + 1);
+    return llvm::formatv("shardc_rt_cuda_event(ctx, {0})", nextEvent++);
   }
 
   /// The C expression for a value's data.
@@ -208,17 +217,19 @@ private:
   MeshOp mesh;
   Target target;
   raw_indented_ostream os;
-  BufferLiveness liveness;
+  /// The buffers of the function being emitted.
+  std::optional<BufferLiveness> liveness;
   llvm::DenseMap<Value, std::string> names, requests;
   llvm::DenseMap<Operation *, SmallVector<Value>> freesAfter;
-  llvm::StringMap<int64_t> paramIndices;
+  /// Indices in the tables, by name: the evaluation step's ops are copies.
+  llvm::StringMap<int64_t> paramIndices, inputIndices;
   SmallVector<train::ParamOp> params;
   SmallVector<train::InputOp> inputs;
   /// FSDP1 flat parameters: their dist.flat_param (ZeRO-3) or
   /// dist.adamw_flat (ZeRO-1/2), by unit.
   llvm::MapVector<StringRef, Operation *> flats;
   int counter = 0;
-  int numEvents = 0;
+  int numEvents = 0, nextEvent = 0;
   /// target=cuda: the event each token's wait waits on. Both targets: the
   /// staging copy (emitStaging) a collective frees at its wait.
   llvm::DenseMap<Value, std::string> tokenEvents, stagings;
@@ -244,7 +255,7 @@ uint32_t StepEmitter::axesMask(ArrayAttr axes) {
 std::string StepEmitter::allocate(Value v) {
   std::string n = fresh();
   std::string type = cType(tensorType(v).getElementType());
-  if (liveness.isInPlace(v)) {
+  if (liveness->isInPlace(v)) {
     std::string over = name(
         cast<train::InPlaceOpInterface>(v.getDefiningOp()).getInPlaceOperand());
     os << type << " *" << n << " = " << over << "; // in place: " << over
@@ -252,7 +263,7 @@ std::string StepEmitter::allocate(Value v) {
     names[v] = n;
     return n;
   }
-  int64_t bytes = liveness.getBuffers().lookup(v).bytes;
+  int64_t bytes = liveness->getBuffers().lookup(v).bytes;
   os << type << " *" << n << " = static_cast<" << type
      << " *>(shardc_rt_alloc(ctx, " << bytes << "));\n";
   names[v] = n;
@@ -366,6 +377,7 @@ void StepEmitter::emitTables() {
       paramIndices[param.getName()] = params.size();
       params.push_back(param);
     } else if (auto input = dyn_cast<train::InputOp>(op)) {
+      inputIndices[input.getName()] = inputs.size();
       inputs.push_back(input);
     }
   });
@@ -469,8 +481,7 @@ void StepEmitter::emitTables() {
   os << "};\n\n";
 }
 
-void StepEmitter::emitMain() {
-  LedgerReport ledger = computeLedger(model);
+void StepEmitter::emitMain(const LedgerReport &ledger, ModelOp eval) {
   auto optimizer = model.getOptimizer();
   auto strategy = model->getAttrOfType<StringAttr>(kStrategyAttrName);
   os << "} // namespace\n\n";
@@ -506,14 +517,16 @@ void StepEmitter::emitMain() {
   os << "model.max_grad_norm = " << literal(optimizer.getMaxGradNorm())
      << ";\n";
   os << "model.decay_min_rank = " << optimizer.getDecayMinRank() << ";\n";
-  os << "// What --shardc-ledger predicts per rank: bytes, then FLOPs.\n";
+  os << "// What --shardc-ledger predicts per rank: bytes, FLOPs, then the "
+        "evaluation step's peak.\n";
   os << "model.predicted = {" << ledger.paramBytes << ", " << ledger.gradBytes
      << ", " << ledger.optimizerBytes << ", " << ledger.modelState() << ", "
      << ledger.activationBytes << ", " << ledger.peak << ", "
      << ledger.allGather.bytes << ", " << ledger.reduceScatter.bytes << ", "
-     << ledger.allReduce.bytes << ", " << ledger.modelFlops << "};\n";
+     << ledger.allReduce.bytes << ", " << ledger.modelFlops << ", "
+     << predictEvalPeak(ledger, eval) << "};\n";
   os << "model.num_events = " << numEvents << ";\n";
-  os << "model.step = step;\n";
+  os << "model.step = step;\nmodel.eval_step = eval_step;\n";
   os << "return shardc_rt_main(argc, argv, &model);\n";
   os.unindent();
   os << "}\n";
@@ -522,9 +535,6 @@ void StepEmitter::emitMain() {
 LogicalResult StepEmitter::emit() {
   if (failed(checkLowerable()))
     return failure();
-  for (auto &[value, buffer] : liveness.getBuffers())
-    freesAfter[buffer.lastUser].push_back(value);
-
   bool cuda = target == Target::cuda;
   auto strategy = model->getAttrOfType<StringAttr>(kStrategyAttrName);
   os << "// Generated by shardc (target=" << (cuda ? "cuda" : "host")
@@ -537,15 +547,29 @@ LogicalResult StepEmitter::emit() {
   else
     os << "#include \"shardc_rt/Kernels.h\"\n#include \"shardc_rt/shardc_rt.h\"\n\n";
   emitTables();
-  os << "void step(shardc_rt_context *ctx, float *loss) {\n";
+  EvalStep eval = buildEvalStep(model);
+  if (failed(emitFunction("step", model)) ||
+      failed(emitFunction("eval_step", eval.model)))
+    return failure();
+  emitMain(computeLedger(model), eval.model);
+  return success();
+}
+
+LogicalResult StepEmitter::emitFunction(StringRef name, ModelOp body) {
+  liveness.emplace(body);
+  freesAfter.clear();
+  for (auto &[value, buffer] : liveness->getBuffers())
+    freesAfter[buffer.lastUser].push_back(value);
+  nextEvent = 0;
+  os << "void " << name << "(shardc_rt_context *ctx, float *loss) {\n";
   os.indent();
-  if (cuda) {
+  if (target == Target::cuda) {
     // The compute stream, and a communicator and stream per group the
-    // step's collectives run on.
+    // function's collectives run on.
     os << "shardc_rt_cuda_kernels *K = shardc_rt_cuda_kernels_of(ctx);\n";
     os << "cudaStream_t compute = shardc_rt_cuda_compute_stream(ctx);\n";
     std::set<uint32_t> masks;
-    model.walk([&](Operation *op) {
+    body.walk([&](Operation *op) {
       TypeSwitch<Operation *>(op)
           .Case<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
                 ReduceScatterStartOp, AllReduceOp, AllReduceStartOp>(
@@ -556,11 +580,10 @@ LogicalResult StepEmitter::emit() {
          << "u);\ncudaStream_t comm" << mask
          << " = shardc_rt_cuda_comm_stream(ctx, " << mask << "u);\n";
   }
-  if (failed(emitBlock(model.getBody().front())))
+  if (failed(emitBlock(body.getBody().front())))
     return failure();
   os.unindent();
   os << "}\n\n";
-  emitMain();
   return success();
 }
 
@@ -675,7 +698,7 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         std::string n = fresh();
         std::string type = cType(
             cast<RankedTensorType>(input.getType()).getElementType());
-        int64_t index = llvm::find(inputs, input) - inputs.begin();
+        int64_t index = inputIndices.lookup(input.getName());
         os << type << " *" << n << " = static_cast<" << type
            << " *>(shardc_rt_input(ctx, " << index << ")); // "
            << commented(input.getName()) << "\n";

@@ -103,6 +103,8 @@ typedef struct {
   /* Model FLOPs per step (the ledger's modelFlops): the forward's matrix
    * products, times 3 for the forward and backward. */
   int64_t model_flops;
+  /* The peak of the evaluation step (shardc-eval-step), in bytes. */
+  int64_t eval_peak;
 } shardc_rt_prediction;
 
 typedef struct shardc_rt_model {
@@ -132,6 +134,9 @@ typedef struct shardc_rt_model {
   /* One training step: reads params and inputs, ends with the optimizer
    * updates; writes the loss. */
   void (*step)(shardc_rt_context *, float *loss);
+  /* The step's forward and loss alone, in its schedule: the loss on the
+   * current inputs under the current params, nothing updated (--eval-every). */
+  void (*eval_step)(shardc_rt_context *, float *loss);
 } shardc_rt_model;
 
 /* The executable's main: flags, MPI, init, the step loop, files. */

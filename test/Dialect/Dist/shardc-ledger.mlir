@@ -74,6 +74,7 @@
 // TEXT-NEXT:   gathered params 80 80.00 B
 // TEXT-NEXT:   comm buffers 64 64.00 B
 // TEXT-NEXT:   peak {{[0-9]+}}
+// TEXT-NEXT:   eval peak {{[0-9]+}}
 // TEXT-NEXT:   per step count bytes sent
 // TEXT-NEXT:   all_gather 4 132 132.00 B
 // TEXT-NEXT:   reduce_scatter 3 96 96.00 B

@@ -296,12 +296,15 @@ LedgerReport Ledger::build() {
   // The forward's ops: those the walk (in program order, wherever the loss
   // is) reaches before the loss, whose gradient starts the backward, but
   // the backwards' (where a recomputed forward runs).
+  // A step without one (an evaluation step) counts its forward once.
+  model.walk([&](train::BackwardOp) { report.trains = true; });
+  int64_t passes = report.trains ? 3 : 1;
   bool forward = true;
   model.walk([&](Operation *op) {
     if (isa<train::CrossEntropyOp, train::CrossEntropyAndGradOp>(op))
       forward = false;
     else if (forward && !op->getParentOfType<train::BackwardOp>())
-      report.modelFlops += 3 * runsPerStep(op) * forwardFlops(op);
+      report.modelFlops += passes * runsPerStep(op) * forwardFlops(op);
   });
   return report;
 }

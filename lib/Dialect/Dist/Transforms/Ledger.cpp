@@ -34,7 +34,9 @@ using train::ParamOp;
 
 namespace {
 
-void printText(const LedgerReport &r, llvm::raw_ostream &os) {
+/// `evalPeak`: the evaluation step's peak (predictEvalPeak) where the step
+/// trains.
+void printText(const LedgerReport &r, int64_t evalPeak, llvm::raw_ostream &os) {
   os << "ledger @" << r.model << ": " << r.strategy << " over " << r.world
      << " ranks, " << r.params << " params\n";
   auto row = [&](StringRef name, int64_t bytes) {
@@ -50,6 +52,8 @@ void printText(const LedgerReport &r, llvm::raw_ostream &os) {
   row("gathered params", r.gatheredBytes);
   row("comm buffers", r.commBytes);
   row("peak", r.peak);
+  if (r.trains)
+    row("eval peak", evalPeak);
   os << "  per step         count       bytes sent\n";
   auto comm = [&](StringRef name, const LedgerTraffic &t) {
     os << llvm::format("  %-14s %7lld %16lld  %s\n", name.str().c_str(),
@@ -59,12 +63,13 @@ void printText(const LedgerReport &r, llvm::raw_ostream &os) {
   comm("all_gather", r.allGather);
   comm("reduce_scatter", r.reduceScatter);
   comm("all_reduce", r.allReduce);
-  os << llvm::format("  %-22s %16lld  (forward + backward, for MFU)\n",
-                     "model FLOPs", static_cast<long long>(r.modelFlops));
+  os << llvm::format("  %-22s %16lld  (%s)\n", "model FLOPs",
+                     static_cast<long long>(r.modelFlops),
+                     r.trains ? "forward + backward, for MFU" : "forward");
 }
 
-llvm::json::Value toJson(const LedgerReport &r) {
-  return llvm::json::Object{
+llvm::json::Value toJson(const LedgerReport &r, int64_t evalPeak) {
+  llvm::json::Object json{
       {"model", r.model},
       {"params", r.params},
       {"world", r.world},
@@ -85,6 +90,9 @@ llvm::json::Value toJson(const LedgerReport &r) {
                           {"reduce_scatter_count", r.reduceScatter.count},
                           {"all_reduce_bytes", r.allReduce.bytes},
                           {"all_reduce_count", r.allReduce.count}}}};
+  if (r.trains)
+    json.getObject("per_rank")->try_emplace("eval_peak_bytes", evalPeak);
+  return json;
 }
 
 struct ShardcLedgerPass
@@ -110,10 +118,13 @@ struct ShardcLedgerPass
     llvm::raw_string_ostream os(text);
     for (ModelOp model : *models) {
       LedgerReport report = computeLedger(model);
+      int64_t evalPeak =
+          report.trains ? predictEvalPeak(report, buildEvalStep(model).model)
+                        : report.peak;
       if (format == "json")
-        os << llvm::formatv("{0:2}", toJson(report)) << "\n";
+        os << llvm::formatv("{0:2}", toJson(report, evalPeak)) << "\n";
       else
-        printText(report, os);
+        printText(report, evalPeak, os);
       if (memoryBudget > 0 && report.peak > memoryBudget) {
         InFlightDiagnostic diag =
             model.emitOpError()

@@ -25,8 +25,10 @@ struct LedgerReport {
   /// forward's matrix products (2 per multiply-add, a causal attention's
   /// half of the scores and of their product with the values; nanoGPT and
   /// PaLM count the whole square), times 3 for the forward and a backward
-  /// of twice its work; recomputation is not counted.
+  /// of twice its work where the step has one (`trains`); recomputation is
+  /// not counted.
   int64_t modelFlops = 0;
+  bool trains = false;
   int64_t modelState() const {
     return paramBytes + gradBytes + optimizerBytes;
   }

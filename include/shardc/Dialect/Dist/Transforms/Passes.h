@@ -3,10 +3,12 @@
 #ifndef SHARDC_DIALECT_DIST_TRANSFORMS_PASSES_H
 #define SHARDC_DIALECT_DIST_TRANSFORMS_PASSES_H
 
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Pass/Pass.h"
+#include "shardc/Dialect/Dist/Analysis/Ledger.h"
 #include "shardc/Dialect/Dist/IR/DistOps.h"
 #include "shardc/Dialect/Train/IR/TrainOps.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/Pass/Pass.h"
 
 namespace shardc::dist {
 
@@ -30,6 +32,22 @@ constexpr int64_t kDefaultBucketMB = 25;
 
 #define GEN_PASS_REGISTRATION
 #include "shardc/Dialect/Dist/Transforms/Passes.h.inc"
+
+/// Reduces `model`'s step to its evaluation step (shardc-eval-step): what
+/// the loss depends on, in the step's order and schedule.
+void reduceToEvalStep(train::ModelOp model);
+
+/// A copy of a model's module in which the model is its evaluation step.
+struct EvalStep {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  train::ModelOp model;
+};
+EvalStep buildEvalStep(train::ModelOp model);
+
+/// The per-rank peak of the evaluation step `eval` of the step `step`
+/// reports: the evaluation's own ledger, plus the optimizer state it
+/// leaves in memory untouched.
+int64_t predictEvalPeak(const LedgerReport &step, train::ModelOp eval);
 
 /// Registers `--shardc-pipeline="strategy=... mesh=..."`: shardc-wrap (with
 /// `wrap=POLICY`), train-autodiff, shardc-shard, shardc-schedule and

@@ -211,6 +211,50 @@ def ShardcSchedulePass : Pass<"shardc-schedule", "::mlir::ModuleOp"> {
   ];
 }
 
+def ShardcEvalStepPass : Pass<"shardc-eval-step", "::mlir::ModuleOp"> {
+  let summary = "Reduce a step to its evaluation: the forward and the loss";
+  let description = [{
+    Keeps of each model's step what its loss depends on, in the step's own
+    order and schedule: the forward units, their parameter gathers (with
+    their prefetch), the micro-batch loop and the loss's all-reduce. The
+    backward, the gradient reductions, clipping and the optimizer updates
+    go; a unit yields only what the loss reads, and a loss fused with its
+    gradient (`train.cross_entropy_and_grad`) becomes `train.cross_entropy`.
+    Parameter declarations stay: they are the state evaluation reads. The
+    `dist.free`s go too: every buffer dies after its last use, which for a
+    gather the step keeps for its backward (`reshard-after-forward=false`)
+    comes earlier than its free.
+
+    This is the step `--eval-every` runs in a training executable (PyTorch's
+    `model.eval()` under `torch.no_grad()`, llm.c's validation loss): the
+    loss on a batch under the current parameters, with no update. Its
+    buffers live as the training step's do, but nothing is kept for a
+    backward, so `--shardc-ledger` after this pass predicts its peak (less
+    the optimizer state, which it neither reads nor frees).
+
+    Before (one micro-batch, one unit):
+
+    ```mlir
+    %h = train.unit "l0" (%x, %g) ...                 // yields out, residual
+    %loss, %dlogits = train.cross_entropy_and_grad %seed, %h#0, %y ...
+    %dx:3 = train.backward "l0" (%dlogits, %h#1, %g) ...
+    dist.free %g
+    train.adamw "l0.w", %dx#1 ...
+    %l = dist.all_reduce %loss on @mesh ["shard"] avg ...
+    train.return %l
+    ```
+
+    After:
+
+    ```mlir
+    %h = train.unit "l0" (%x, %g) ...                 // yields out
+    %loss = train.cross_entropy %h, %y ...
+    %l = dist.all_reduce %loss on @mesh ["shard"] avg ...
+    train.return %l
+    ```
+  }];
+}
+
 def ShardcLedgerPass : Pass<"shardc-ledger", "::mlir::ModuleOp"> {
   let summary = "Per-rank memory and bytes on the wire of a sharded step";
   let description = [{
@@ -235,7 +279,11 @@ def ShardcLedgerPass : Pass<"shardc-ledger", "::mlir::ModuleOp"> {
       views of the buffers they name, and so is a result written in place
       over an operand that dies at its op (`train::InPlaceOpInterface`:
       the logits' gradient over the logits, an activation's gradient over
-      the gradient it is given).
+      the gradient it is given);
+    - `eval peak` (a step that trains): the peak of its evaluation step
+      (`--shardc-eval-step`, what an executable's `--eval-every` runs): the
+      params and optimizer state, and the forward's buffers, none kept for
+      a backward.
 
     Per step, each collective's bytes sent by a rank, ring algorithms over
     the group of N ranks of its axes, D the bytes of the whole tensor in the
@@ -245,8 +293,8 @@ def ShardcLedgerPass : Pass<"shardc-ledger", "::mlir::ModuleOp"> {
     `format=text` prints a table, `format=json` an object with `params`,
     `world`, `strategy`, `per_rank.{params_bytes, grads_bytes,
     optimizer_bytes, model_state_bytes, activation_bytes, gathered_bytes,
-    comm_buffer_bytes, peak_bytes}`, `comm.{all_gather, reduce_scatter,
-    all_reduce}_{bytes,count}`. The report goes to `output` (stderr when
+    comm_buffer_bytes, peak_bytes, eval_peak_bytes, model_flops}`,
+    `comm.{all_gather, reduce_scatter, all_reduce}_{bytes,count}`. The report goes to `output` (stderr when
     empty, `-` for stdout). With `memory-budget=BYTES`, compilation fails
     when the peak exceeds it, with a per-unit breakdown.
 
