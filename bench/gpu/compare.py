@@ -75,14 +75,18 @@ def read_safetensors(path):
     return out
 
 
-def loss_of(row):
-    """A log line's loss; a diverged one (null in the log) is NaN."""
-    return math.nan if row["loss"] is None else float(row["loss"])
+def loss_of(row, key="loss"):
+    """A log line's loss (or eval_loss); a diverged one (null in the log) is
+    NaN."""
+    return math.nan if row[key] is None else float(row[key])
 
 
-def read_log(path):
+def read_log(path, key="loss"):
+    """The lines of a --log-json file that carry `key`: the steps' (loss),
+    or the evaluations' (eval_loss, --eval-every)."""
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [row for row in rows if key in row]
 
 
 # ---------------------------------------------------------------------------
@@ -98,20 +102,23 @@ def close(a, b, rtol, atol):
 def cmd_check(args):
     label = args.label + ": " if args.label else ""
     ok = True
-    ref, got = read_log(args.ref_log), read_log(args.log)
-    if len(ref) != len(got) or not ref:
-        print("%slosses: %d CPU steps, %d GPU steps: FAIL" %
-              (label, len(ref), len(got)))
-        ok = False
     worst_loss = 0.0
-    for r, g in zip(ref, got):
-        a, b = loss_of(r), loss_of(g)
-        rel = abs(a - b) / max(abs(a), abs(b), 1e-30)
-        worst_loss = max(worst_loss, rel)
-        status = "ok" if close(a, b, args.rtol, args.atol) else "FAIL"
-        ok &= status == "ok"
-        print("%sstep %d loss cpu %.9g gpu %.9g rel %.2e %s" %
-              (label, r["step"], a, b, rel, status))
+    # The steps' losses, then the evaluations' (--eval-every: the evaluation
+    # step, emitted and run beside the step).
+    for key, what in (("loss", "step"), ("eval_loss", "eval at step")):
+        ref, got = read_log(args.ref_log, key), read_log(args.log, key)
+        if len(ref) != len(got) or (key == "loss" and not ref):
+            print("%s%s: %d CPU, %d GPU: FAIL" %
+                  (label, key, len(ref), len(got)))
+            ok = False
+        for r, g in zip(ref, got):
+            a, b = loss_of(r, key), loss_of(g, key)
+            rel = abs(a - b) / max(abs(a), abs(b), 1e-30)
+            worst_loss = max(worst_loss, rel)
+            status = "ok" if close(a, b, args.rtol, args.atol) else "FAIL"
+            ok &= status == "ok"
+            print("%s%s %d loss cpu %.9g gpu %.9g rel %.2e %s" %
+                  (label, what, r["step"], a, b, rel, status))
     cpu, gpu = read_safetensors(args.ref_export), read_safetensors(args.export)
     if set(cpu) != set(gpu):
         print("%sparams differ: only cpu %s, only gpu %s: FAIL" %
@@ -166,7 +173,11 @@ def cmd_validate(args):
     losses = [loss_of(r) for r in rows]
     if len(rows) != args.steps or not all(math.isfinite(x) for x in losses):
         ok = False
-    print("%d steps, losses %s" % (len(rows), " ".join("%.6f" % x for x in losses)))
+    evals = [loss_of(r, "eval_loss") for r in read_log(args.log, "eval_loss")]
+    ok &= all(math.isfinite(x) for x in evals)
+    print("%d steps, losses %s%s" % (
+        len(rows), " ".join("%.6f" % x for x in losses),
+        "; eval losses " + " ".join("%.6f" % x for x in evals) if evals else ""))
     params = read_safetensors(args.export)
     elems = sum(len(v) for _, v in params.values())
     finite = all(math.isfinite(x) for _, v in params.values() for x in v)

@@ -647,7 +647,9 @@ if wants check; then
       outliers=(--outliers "$CHECK_BF16_OUTLIERS" --outlier-bound "$CHECK_BF16_OUTLIER_BOUND")
       ;;
     esac
-    args=(--steps "$CHECK_STEPS" --seed "$CHECK_SEED" --data "$TOKENS")
+    # Evaluations at steps 0 and CHECK_STEPS check the evaluation step too.
+    args=(--steps "$CHECK_STEPS" --seed "$CHECK_SEED" --data "$TOKENS"
+      --eval-every "$CHECK_STEPS" --eval-batches 2)
     # The CPU (target=host).
     ref_log="" ref_export=""
     if get_exe "$SMALL" host "$strategy" 4; then
@@ -720,7 +722,7 @@ if wants check; then
     fi
     if run_limited "$(check_left)" "$d/cuda.out" env SHARDC_TF32=0 "${EXE_CMD[@]}" "${args[@]}" \
       --export "$d/cuda.safetensors" --log-json "$d/cuda.jsonl" --quiet; then
-      COMMANDS+=("shardc-gen gpt $SMALL_ARGS --vocab $SMALL_VOCAB > small.mlir; shardc build small.mlir $flags --mesh 1 --target host|cuda; each: --steps $CHECK_STEPS --seed $CHECK_SEED --data tokens.bin --export F --log-json F (cuda: SHARDC_TF32=0); bench/gpu/compare.py check")
+      COMMANDS+=("shardc-gen gpt $SMALL_ARGS --vocab $SMALL_VOCAB > small.mlir; shardc build small.mlir $flags --mesh 1 --target host|cuda; each: --steps $CHECK_STEPS --seed $CHECK_SEED --data tokens.bin --eval-every $CHECK_STEPS --eval-batches 2 --export F --log-json F (cuda: SHARDC_TF32=0); bench/gpu/compare.py check")
       if python3 "$HERE/compare.py" check --ref-log "$ref_log" --ref-export "$ref_export" \
         --log "$d/cuda.jsonl" --export "$d/cuda.safetensors" --rtol "$rtol" --atol "$atol" \
         "${outliers[@]}" >"$d/compare.out" 2>&1; then

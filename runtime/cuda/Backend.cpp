@@ -257,9 +257,10 @@ void backendFinishStep(shardc_rt_context &ctx) {
   const char *op = nullptr;
   int64_t bad = shardc_rt_cuda_kernels_check(b.kernels, &op);
   if (bad >= 0)
-    SHARDC_RT_FAIL(op ? op : "kernel",
-                   "index at position " + std::to_string(bad) +
-                       " is out of range (check --data against the model)");
+    SHARDC_RT_FAIL(
+        op ? op : "kernel",
+        "index at position " + std::to_string(bad) +
+            " is out of range (check --data or --eval-data against the model)");
   CHECK(cudaStreamSynchronize(b.compute));
 }
 

@@ -42,6 +42,21 @@ class DataSource {
 public:
   std::optional<StepData> steps;
   std::optional<TokenData> tokens;
+
+  /// The distinct batches of `m`'s inputs this source holds before it
+  /// wraps around: a file's steps, or a token file's windows of
+  /// B x (T + 1) that do not overlap the start again; synthetic data never
+  /// wraps.
+  int64_t batchesHeld(const shardc_rt_model &m) const {
+    if (steps)
+      return steps->file().find(m.inputs[0].name)->shape[0];
+    if (!tokens)
+      return INT64_MAX;
+    int64_t length = tokens->seqLen();
+    int64_t span = std::max<int64_t>(tokens->numTokens() - length - 1, 1);
+    int64_t windows = (span + length - 1) / length;
+    return std::max<int64_t>(windows / m.inputs[0].shape[0], 1);
+  }
 };
 
 } // namespace shardc::rt
@@ -759,6 +774,43 @@ void checkComplete(shardc_rt_context &ctx, int64_t persistent,
                       " bytes it allocated");
 }
 
+/// What one call of the step or the evaluation step gives.
+struct Ran {
+  float loss;
+  double seconds; // from starting the call to its last kernel's end
+};
+
+/// Calls `function` (the model's step or evaluation step) once, and checks
+/// it complete (`what` it is). With `trace`, the call is the span `span` on
+/// the timeline, around every kernel call it made.
+Ran runOnce(shardc_rt_context &ctx,
+            void (*function)(shardc_rt_context *, float *), int64_t persistent,
+            const char *what, Trace *trace, const std::string &span) {
+  ctx.trace = trace;
+  backendStartStep(ctx);
+  auto started = std::chrono::steady_clock::now();
+  float loss = 0.0f;
+  TraceMark begins = trace ? backendTraceMark(ctx) : 0;
+  function(&ctx, &loss);
+  TraceMark ends = trace ? backendTraceMark(ctx) : 0;
+  backendFinishStep(ctx);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+  checkComplete(ctx, persistent, what);
+  if (trace) {
+    trace->span(span, begins, ends);
+    // The calls first: on a GPU they are timed from the call's first mark,
+    // which resolving the marks releases.
+    std::vector<Trace::Call> calls = backendKernelCalls(ctx);
+    SHARDC_RT_CHECK(trace->finishStep(backendTraceTimes(ctx), calls), what,
+                    std::string("a region of the ") + what +
+                        " was never ended");
+    ctx.trace = nullptr; // nothing between calls is marked
+  }
+  return {loss, seconds};
+}
+
 /// What --eval-every reports.
 struct Evaluation {
   float loss;     // the mean over the batches
@@ -768,32 +820,34 @@ struct Evaluation {
 
 /// The evaluation step over batches [0, batches) of `source`: the loss
 /// without an update, every batch's averaged over the ranks as the step's
-/// is. Untimed by --profile, untraced, and leaving the training data where
-/// it was.
+/// is. Untimed by --profile, traced where `trace` is set (a span per
+/// batch), and leaving the training data where it was.
 Evaluation evaluate(shardc_rt_context &ctx, DataSource &source, int64_t batches,
-                    int64_t persistent) {
+                    int64_t persistent, Trace *trace) {
   DataSource *training = ctx.data;
+  // The step's comm timers stay the step's.
+  Timers stepTimers = ctx.timers;
   ctx.data = &source;
   ctx.tokenWindowBatch = -1;
   backendKernelTimesEnable(ctx, false);
-  backendKernelCallsEnable(ctx, false);
+  backendKernelCallsEnable(ctx, trace != nullptr);
   ctx.allocator.resetPeak();
   double sum = 0;
   auto started = std::chrono::steady_clock::now();
   for (int64_t b = 0; b < batches; ++b) {
     ctx.batch = b;
-    float loss = 0.0f;
-    backendStartStep(ctx);
-    ctx.model->eval_step(&ctx, &loss);
-    backendFinishStep(ctx);
-    checkComplete(ctx, persistent, "evaluation step");
-    sum += loss;
+    sum +=
+        runOnce(ctx, ctx.model->eval_step, persistent, "evaluation step", trace,
+                "eval at step " + std::to_string(ctx.step) + " batch " +
+                    std::to_string(b))
+            .loss;
   }
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
           .count();
   ctx.data = training;
   ctx.tokenWindowBatch = -1;
+  ctx.timers = stepTimers;
   int64_t peak = ctx.allocator.peakBytes();
   MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
   return {static_cast<float>(sum / static_cast<double>(batches)), seconds,
@@ -872,8 +926,10 @@ void *shardc_rt_input(shardc_rt_context *ctx, int32_t index) {
 void shardc_rt_bad_index(shardc_rt_context *ctx, const char *op,
                          int64_t position) {
   (void)ctx;
-  SHARDC_RT_FAIL(op, "index at position " + std::to_string(position) +
-                         " is out of range (check --data against the model)");
+  SHARDC_RT_FAIL(
+      op,
+      "index at position " + std::to_string(position) +
+          " is out of range (check --data or --eval-data against the model)");
 }
 
 int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
@@ -991,11 +1047,20 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   // --eval-every: the evaluation step's loss, before the first step, after
   // every K-th (counted across --load) and after the last; rank 0 says it.
   DataSource &evalSource = evalData ? *evalData : *data;
+  // A mean over batches read twice would weigh some twice: a source
+  // holding fewer than --eval-batches is evaluated once over.
+  int64_t evalBatches =
+      std::min(flags.evalBatches, evalSource.batchesHeld(*model));
+  if (evalBatches < flags.evalBatches && ctx.worldRank == 0 && !flags.quiet)
+    std::printf("--eval-batches: %s holds %" PRId64
+                " distinct batches; each evaluation reads those\n",
+                (flags.evalData.empty() ? flags.data : flags.evalData).c_str(),
+                evalBatches);
   auto reportEvaluation = [&](const Evaluation &e) {
     if (!flags.quiet)
       std::printf("eval at step %" PRId64 ": loss %.6f over %" PRId64
                   " batches  %.1f ms  peak %s (predicted %s)\n",
-                  ctx.step, e.loss, flags.evalBatches, e.seconds * 1e3,
+                  ctx.step, e.loss, evalBatches, e.seconds * 1e3,
                   formatBytes(e.peak).c_str(),
                   formatBytes(predicted.eval_peak).c_str());
     std::fflush(stdout);
@@ -1009,13 +1074,21 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                  "\"eval_batches\": %" PRId64 ", \"eval_ms\": %.4f, "
                  "\"eval_peak_bytes\": %" PRId64
                  ", \"predicted_eval_peak_bytes\": %" PRId64 "}\n",
-                 ctx.step, lossText, flags.evalBatches, e.seconds * 1e3, e.peak,
+                 ctx.step, lossText, evalBatches, e.seconds * 1e3, e.peak,
                  predicted.eval_peak);
     if (std::fflush(log) != 0 || std::ferror(log))
       logFailed();
   };
+  // An evaluation is traced where a step next to it is: the one before
+  // or the one after.
+  auto evaluateNow = [&] {
+    bool tracing = trace && ctx.step >= flags.traceFirst - 1 &&
+                   ctx.step <= flags.traceLast;
+    return evaluate(ctx, evalSource, evalBatches, persistent,
+                    tracing ? trace.get() : nullptr);
+  };
   if (flags.evalEvery > 0) {
-    Evaluation e = evaluate(ctx, evalSource, flags.evalBatches, persistent);
+    Evaluation e = evaluateNow();
     if (ctx.worldRank == 0)
       reportEvaluation(e);
   }
@@ -1029,31 +1102,13 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     // --trace-steps: the runtime records only while ctx.trace is set.
     bool tracing =
         trace && ctx.step >= flags.traceFirst && ctx.step <= flags.traceLast;
-    ctx.trace = tracing ? trace.get() : nullptr;
     if (trace)
       backendKernelCallsEnable(ctx, tracing);
     ctx.batch = ctx.step - 1; // steps count from 1; batches from 0
     ctx.allocator.resetPeak();
-    backendStartStep(ctx);
-    auto started = std::chrono::steady_clock::now();
-    float loss = 0.0f;
-    TraceMark stepBegins = tracing ? backendTraceMark(ctx) : 0;
-    model->step(&ctx, &loss);
-    TraceMark stepEnds = tracing ? backendTraceMark(ctx) : 0;
-    backendFinishStep(ctx);
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - started)
-                         .count();
-    checkComplete(ctx, persistent, "step");
-    if (tracing) {
-      trace->span("step " + std::to_string(ctx.step), stepBegins, stepEnds);
-      // The calls first: on a GPU they are timed from the step's first mark,
-      // which resolving the marks releases.
-      std::vector<Trace::Call> calls = backendKernelCalls(ctx);
-      SHARDC_RT_CHECK(trace->finishStep(backendTraceTimes(ctx), calls), "step",
-                      "a region of the step was never ended");
-      ctx.trace = nullptr; // nothing between steps is marked
-    }
+    auto [loss, seconds] = runOnce(ctx, model->step, persistent, "step",
+                                   tracing ? trace.get() : nullptr,
+                                   "step " + std::to_string(ctx.step));
     if (flags.profile && s >= 1) {
       profiledSeconds += seconds;
       profiledWaits += ctx.timers.commWaitSeconds;
@@ -1080,7 +1135,7 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     std::optional<Evaluation> evaluated;
     if (flags.evalEvery > 0 &&
         (ctx.step % flags.evalEvery == 0 || s == flags.steps - 1))
-      evaluated = evaluate(ctx, evalSource, flags.evalBatches, persistent);
+      evaluated = evaluateNow();
     if (ctx.worldRank != 0)
       continue;
     if (!flags.quiet) {
@@ -1089,13 +1144,20 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
       if (ctx.gradNorm)
         std::printf("grad norm %.4f  ", gradNorm);
       // Model FLOPs per second on this rank (the figure MFU divides by the
-      // device's peak).
+      // device's peak), and where the backward recomputes, hardware FLOPs
+      // (HFU's).
       std::printf(
-          "%.1f ms  %s  peak %s (predicted %s)  sent %s\n", seconds * 1e3,
+          "%.1f ms  %s  ", seconds * 1e3,
           formatFlopRate(static_cast<double>(predicted.model_flops) / seconds)
-              .c_str(),
-          formatBytes(worst[0]).c_str(), formatBytes(predicted.peak).c_str(),
-          formatBytes(worst[1]).c_str());
+              .c_str());
+      if (predicted.hardware_flops != predicted.model_flops)
+        std::printf("(hardware %s)  ",
+                    formatFlopRate(
+                        static_cast<double>(predicted.hardware_flops) / seconds)
+                        .c_str());
+      std::printf(
+          "peak %s (predicted %s)  sent %s\n", formatBytes(worst[0]).c_str(),
+          formatBytes(predicted.peak).c_str(), formatBytes(worst[1]).c_str());
       if (!savedTo.empty())
         std::printf("checkpoint: step %" PRId64 " saved to %s\n", ctx.step,
                     savedTo.c_str());
@@ -1117,7 +1179,8 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
           log,
           "{\"step\": %" PRId64 ", \"loss\": %s%s, \"lr\": %.9g, "
           "\"step_ms\": %.4f, \"model_flops\": %" PRId64
-          ", \"model_tflops_per_s\": %.6g, "
+          ", \"model_tflops_per_s\": %.6g, \"hardware_flops\": %" PRId64
+          ", \"hardware_tflops_per_s\": %.6g, "
           "\"peak_bytes\": %" PRId64 ", \"predicted_peak_bytes\": %" PRId64
           ", \"persistent_bytes\": %" PRId64
           ", \"predicted_persistent_bytes\": %" PRId64
@@ -1125,9 +1188,11 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
           ", \"gemm_ms\": %.4f, \"comm_wait_ms\": %.4f, \"comm_ms\": %.4f}\n",
           ctx.step, lossText, normText, learningRate(*ctx.model, ctx.step),
           seconds * 1e3, predicted.model_flops,
-          static_cast<double>(predicted.model_flops) / seconds / 1e12, worst[0],
-          predicted.peak, persistent, predicted.params + predicted.optimizer,
-          worst[1],
+          static_cast<double>(predicted.model_flops) / seconds / 1e12,
+          predicted.hardware_flops,
+          static_cast<double>(predicted.hardware_flops) / seconds / 1e12,
+          worst[0], predicted.peak, persistent,
+          predicted.params + predicted.optimizer, worst[1],
           predicted.all_gather + predicted.reduce_scatter +
               predicted.all_reduce,
           gemm * 1e3, ctx.timers.commWaitSeconds * 1e3,

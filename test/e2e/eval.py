@@ -15,6 +15,9 @@ usage: eval.py SHARDC SHARDC_GEN OUT_DIR
    each one's loss alone.
 4. It evaluates a checkpoint: --load DIR --steps 0 gives the loss the saving
    run evaluated at that step.
+5. It reads token files: --eval-data VAL.bin evaluates VAL's windows while
+   the steps read --data's, and a file holding fewer batches than
+   --eval-batches is evaluated once over, not around again.
 
 Prints a row per check and exits 1 if any fails.
 """
@@ -86,7 +89,7 @@ def check_no_effect(shardc, models, out_dir):
     loss_diff, param_diff = lib.differences(plain_log,
                                             lib.read_safetensors(plain),
                                             steps(log), evaluated)
-    ok = (loss_diff == 0 and param_diff == 0 and
+    ok = (loss_diff == 0 and param_diff == 0 and len(steps(log)) == 3 and
           [line["step"] for line in evals(log)] == [0, 1, 2, 3])
     return report(ok, "evaluating changes no step",
                   "loss %.1e  param %.1e" % (loss_diff, param_diff))
@@ -128,6 +131,39 @@ def check_held_out(shardc, models, out_dir):
                                                 losses[1]))
 
 
+def write_tokens(path, count, seed):
+    """A token file (llm.c's header) of `count` tokens below the GPT's 64."""
+    rng = random.Random(seed)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, count, *[0] * 253))
+        f.write(struct.pack("<%dH" % count,
+                            *[rng.randrange(64) for _ in range(count)]))
+
+
+def check_tokens(shardc, models, out_dir):
+    train, val = (os.path.join(out_dir, name + ".bin")
+                  for name in ("train", "val"))
+    write_tokens(train, 4096, 1)
+    # Two batches of 8 windows of 16 (+1) tokens, and no third.
+    write_tokens(val, 2 * 8 * 16 + 17, 2)
+    runs = {}
+    for tag, data, count in (("tokens-train", train, "5"),
+                             ("tokens-val", val, "2")):
+        _, runs[tag] = lib.train(shardc, models["gpt"], out_dir, tag, "zero3",
+                                 "2", 1, (),
+                                 ["--data", data, "--eval-every", "1",
+                                  "--eval-batches", count, "--eval-data", val])
+    held_out, alone = evals(runs["tokens-train"])[0], evals(runs["tokens-val"])[0]
+    trained = [steps(runs[tag])[0]["loss"] for tag in runs]
+    ok = (held_out["eval_batches"] == alone["eval_batches"] == 2 and
+          held_out["eval_loss"] == alone["eval_loss"] and
+          trained[0] != trained[1])
+    return report(ok, "token files, capped at the batches held",
+                  "%d batches: %.9g = %.9g; steps %.9g != %.9g" % (
+                      held_out["eval_batches"], held_out["eval_loss"],
+                      alone["eval_loss"], trained[0], trained[1]))
+
+
 def check_checkpoint(shardc, models, out_dir):
     ck = os.path.join(out_dir, "ck")
     _, log = lib.train(shardc, models["mlp"], out_dir, "saving", "zero3", "2",
@@ -157,6 +193,7 @@ def main():
     failures += check_no_effect(shardc, models, out_dir)
     failures += check_held_out(shardc, models, out_dir)
     failures += check_checkpoint(shardc, models, out_dir)
+    failures += check_tokens(shardc, models, out_dir)
     print("eval: %d checks failed" % failures)
     sys.exit(1 if failures else 0)
 

@@ -2,8 +2,9 @@
 
 usage: trace.py SHARDC MODEL.mlir OUT_DIR [cudasim]
 
-Builds each configuration with --ledger-json, trains 2 steps with --trace
-and checks the timeline it writes (Chrome's trace event format):
+Builds each configuration with --ledger-json, trains 2 steps with --trace,
+evaluating before the first and after the last (--eval-every 2), and checks
+the timeline it writes (Chrome's trace event format):
 
 - one process per rank, named by its mesh coordinates, with a `compute`
   track and `comm` tracks;
@@ -18,7 +19,11 @@ and checks the timeline it writes (Chrome's trace event format):
   unit's forward and backward, and with --recompute '*' its recomputation
   (inside its backward), once per micro-batch;
 - where the schedule overlaps them, some collective is in flight while a
-  kernel runs: the overlap prefetch and async reductions buy.
+  kernel runs: the overlap prefetch and async reductions buy;
+- each evaluation is a span holding every unit's forward once per
+  micro-batch and no backward, one all-reduce (the loss's) and no
+  reduce-scatter, each input read once, and the memory counter's maximum
+  inside it is the ledger's eval peak.
 
 Prints a line per configuration; exits 1 unless every check holds.
 """
@@ -48,9 +53,10 @@ CUDASIM_CONFIGS = [
     ("hsdp", "2x2", ["--layout", "flat"], False),
 ]
 STEPS = 2
+EVALS = ["eval at step 0 batch 0", "eval at step %d batch 0" % STEPS]
 KINDS = ("all_gather", "reduce_scatter", "all_reduce")
 # The compute track's spans that are not kernel calls.
-REGION = r"(step|forward|backward|recompute|wait|input) "
+REGION = r"(step|eval|forward|backward|recompute|wait|input) "
 
 
 def units_of(model):
@@ -185,6 +191,49 @@ def check(trace, ledger, units, input_names, ranks, accum, recompute, host):
             if not kernels:
                 problems.append("rank %d %s: no kernel calls" %
                                 (rank, step["name"]))
+        problems += check_evals(mine, compute, collectives, ledger, units,
+                                input_names, rank, accum)
+    return problems
+
+
+def check_evals(mine, compute, collectives, ledger, units, input_names, rank,
+                accum):
+    """The problems found in one rank's evaluations."""
+    evals = sorted((e for e in compute if e["name"].startswith("eval ")),
+                   key=lambda e: e["ts"])
+    if [e["name"] for e in evals] != EVALS:
+        return ["rank %d: evaluations %s, expected %s" %
+                (rank, [e["name"] for e in evals], EVALS)]
+    problems = []
+    for ev in evals:
+        begin, end = ev["ts"], ev["ts"] + ev["dur"]
+
+        def inside(e):
+            return begin <= e["ts"] and e["ts"] + e.get("dur", 0) <= end
+        kinds = Counter(e["name"] for e in collectives if inside(e)
+                        and not e["name"].startswith("all_gather "))
+        if kinds != Counter({"all_reduce loss": 1}):
+            problems.append("rank %d %s: collectives %s besides gathers, "
+                            "expected the loss's all-reduce" %
+                            (rank, ev["name"], dict(kinds)))
+        regions = Counter(e["name"] for e in compute if inside(e) and
+                          e["name"].split(" ")[0] in (
+                              "forward", "backward", "recompute"))
+        expected = Counter({"forward " + unit: accum for unit in units})
+        if regions != expected:
+            problems.append("rank %d %s: regions %s, expected %s" %
+                            (rank, ev["name"], dict(regions), dict(expected)))
+        inputs = Counter(e["name"] for e in compute
+                         if inside(e) and e["name"].startswith("input "))
+        if inputs != Counter({"input " + name: 1 for name in input_names}):
+            problems.append("rank %d %s: inputs read %s" %
+                            (rank, ev["name"], dict(inputs)))
+        peak = max((e["args"]["live bytes"] for e in mine
+                    if e["ph"] == "C" and inside(e)), default=0)
+        if peak != ledger["per_rank"]["eval_peak_bytes"]:
+            problems.append("rank %d %s: memory counter peaks at %d, ledger "
+                            "%d" % (rank, ev["name"], peak,
+                                    ledger["per_rank"]["eval_peak_bytes"]))
     return problems
 
 
@@ -225,7 +274,8 @@ def main():
                  mesh, "--target", target, "--quiet", "-o", exe,
                  "--ledger-json", exe + ".ledger.json"] + extra)
         cmd = [exe, "--steps", str(STEPS), "--quiet", "--trace",
-               exe + ".trace.json"]
+               exe + ".trace.json", "--eval-every", str(STEPS),
+               "--eval-batches", "1"]
         ranks = lib.ranks(mesh)
         if ranks > 1:
             cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-x",

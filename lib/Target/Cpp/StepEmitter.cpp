@@ -517,14 +517,14 @@ void StepEmitter::emitMain(const LedgerReport &ledger, ModelOp eval) {
   os << "model.max_grad_norm = " << literal(optimizer.getMaxGradNorm())
      << ";\n";
   os << "model.decay_min_rank = " << optimizer.getDecayMinRank() << ";\n";
-  os << "// What --shardc-ledger predicts per rank: bytes, FLOPs, then the "
-        "evaluation step's peak.\n";
+  os << "// What --shardc-ledger predicts per rank: bytes, model FLOPs, the "
+        "evaluation step's peak, hardware FLOPs.\n";
   os << "model.predicted = {" << ledger.paramBytes << ", " << ledger.gradBytes
      << ", " << ledger.optimizerBytes << ", " << ledger.modelState() << ", "
      << ledger.activationBytes << ", " << ledger.peak << ", "
      << ledger.allGather.bytes << ", " << ledger.reduceScatter.bytes << ", "
      << ledger.allReduce.bytes << ", " << ledger.modelFlops << ", "
-     << predictEvalPeak(ledger, eval) << "};\n";
+     << predictEvalPeak(ledger, eval) << ", " << ledger.hardwareFlops << "};\n";
   os << "model.num_events = " << numEvents << ";\n";
   os << "model.step = step;\nmodel.eval_step = eval_step;\n";
   os << "return shardc_rt_main(argc, argv, &model);\n";
@@ -547,11 +547,11 @@ LogicalResult StepEmitter::emit() {
   else
     os << "#include \"shardc_rt/Kernels.h\"\n#include \"shardc_rt/shardc_rt.h\"\n\n";
   emitTables();
-  EvalStep eval = buildEvalStep(model);
-  if (failed(emitFunction("step", model)) ||
-      failed(emitFunction("eval_step", eval.model)))
+  FailureOr<EvalStep> eval = buildEvalStep(model);
+  if (failed(eval) || failed(emitFunction("step", model)) ||
+      failed(emitFunction("eval_step", eval->model)))
     return failure();
-  emitMain(computeLedger(model), eval.model);
+  emitMain(computeLedger(model), eval->model);
   return success();
 }
 

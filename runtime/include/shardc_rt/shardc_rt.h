@@ -105,6 +105,9 @@ typedef struct {
   int64_t model_flops;
   /* The peak of the evaluation step (shardc-eval-step), in bytes. */
   int64_t eval_peak;
+  /* Hardware FLOPs per step (the ledger's hardwareFlops): model_flops plus
+   * the forward ops the backward recomputes. */
+  int64_t hardware_flops;
 } shardc_rt_prediction;
 
 typedef struct shardc_rt_model {

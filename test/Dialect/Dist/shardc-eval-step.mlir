@@ -60,6 +60,7 @@
 // LEDGER:      "all_reduce_count": 1,
 // LEDGER:      "reduce_scatter_count": 0
 // LEDGER:      "grads_bytes": 0,
+// LEDGER-NEXT: "hardware_flops": 1536,
 // LEDGER-NEXT: "model_flops": 1536,
 // LEDGER:      "optimizer_bytes": 0,
 // LEDGER:      "peak_bytes": 1676

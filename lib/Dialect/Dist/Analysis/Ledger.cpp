@@ -300,12 +300,17 @@ LedgerReport Ledger::build() {
   model.walk([&](train::BackwardOp) { report.trains = true; });
   int64_t passes = report.trains ? 3 : 1;
   bool forward = true;
+  int64_t recomputed = 0;
   model.walk([&](Operation *op) {
     if (isa<train::CrossEntropyOp, train::CrossEntropyAndGradOp>(op))
       forward = false;
-    else if (forward && !op->getParentOfType<train::BackwardOp>())
-      report.modelFlops += passes * runsPerStep(op) * forwardFlops(op);
+    else if (!op->getParentOfType<train::BackwardOp>())
+      report.modelFlops +=
+          forward ? passes * runsPerStep(op) * forwardFlops(op) : 0;
+    else if (op->hasAttr(train::kRecomputedAttrName))
+      recomputed += runsPerStep(op) * forwardFlops(op);
   });
+  report.hardwareFlops = report.modelFlops + recomputed;
   return report;
 }
 

@@ -12,6 +12,7 @@
 #include "shardc/Dialect/Dist/Analysis/Ledger.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
 
 #define DEBUG_TYPE "shardc-eval-step"
 
@@ -138,8 +139,10 @@ void dist::reduceToEvalStep(ModelOp model) {
   });
   for (Operation *op : dead)
     op->dropAllReferences();
+  // Inner regions first: an outer argument an inner op passes on is read
+  // until the inner op drops that operand.
   RegionPruner pruner(read);
-  for (Operation *op : regions)
+  for (Operation *op : llvm::reverse(regions))
     pruner.dropUnread(op);
   for (Operation *op : llvm::reverse(dead))
     op->erase();
@@ -147,7 +150,7 @@ void dist::reduceToEvalStep(ModelOp model) {
     pruner.rebuild(op);
 }
 
-EvalStep dist::buildEvalStep(ModelOp model) {
+FailureOr<EvalStep> dist::buildEvalStep(ModelOp model) {
   auto module = model->getParentOfType<ModuleOp>();
   EvalStep eval{OwningOpRef<ModuleOp>(module.clone()), nullptr};
   eval.module->walk([&](ModelOp copy) {
@@ -155,6 +158,13 @@ EvalStep dist::buildEvalStep(ModelOp model) {
       eval.model = copy;
   });
   reduceToEvalStep(eval.model);
+  // The pass manager verifies what the pass makes; this copy, made outside
+  // one, is verified here.
+  if (failed(verify(eval.model))) {
+    model.emitOpError("reduces to an evaluation step that does not verify "
+                      "(a shardc bug: the errors above are the copy's)");
+    return failure();
+  }
   return eval;
 }
 

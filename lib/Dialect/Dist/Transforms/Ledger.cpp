@@ -66,6 +66,10 @@ void printText(const LedgerReport &r, int64_t evalPeak, llvm::raw_ostream &os) {
   os << llvm::format("  %-22s %16lld  (%s)\n", "model FLOPs",
                      static_cast<long long>(r.modelFlops),
                      r.trains ? "forward + backward, for MFU" : "forward");
+  if (r.hardwareFlops != r.modelFlops)
+    os << llvm::format("  %-22s %16lld  (%s)\n", "hardware FLOPs",
+                       static_cast<long long>(r.hardwareFlops),
+                       "with recomputation, for HFU");
 }
 
 llvm::json::Value toJson(const LedgerReport &r, int64_t evalPeak) {
@@ -82,7 +86,8 @@ llvm::json::Value toJson(const LedgerReport &r, int64_t evalPeak) {
                                       {"gathered_bytes", r.gatheredBytes},
                                       {"comm_buffer_bytes", r.commBytes},
                                       {"peak_bytes", r.peak},
-                                      {"model_flops", r.modelFlops}}},
+                                      {"model_flops", r.modelFlops},
+                                      {"hardware_flops", r.hardwareFlops}}},
       {"comm",
        llvm::json::Object{{"all_gather_bytes", r.allGather.bytes},
                           {"all_gather_count", r.allGather.count},
@@ -118,9 +123,13 @@ struct ShardcLedgerPass
     llvm::raw_string_ostream os(text);
     for (ModelOp model : *models) {
       LedgerReport report = computeLedger(model);
-      int64_t evalPeak =
-          report.trains ? predictEvalPeak(report, buildEvalStep(model).model)
-                        : report.peak;
+      int64_t evalPeak = report.peak;
+      if (report.trains) {
+        FailureOr<EvalStep> eval = buildEvalStep(model);
+        if (failed(eval))
+          return signalPassFailure();
+        evalPeak = predictEvalPeak(report, eval->model);
+      }
       if (format == "json")
         os << llvm::formatv("{0:2}", toJson(report, evalPeak)) << "\n";
       else

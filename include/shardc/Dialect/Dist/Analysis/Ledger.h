@@ -28,6 +28,10 @@ struct LedgerReport {
   /// of twice its work where the step has one (`trains`); recomputation is
   /// not counted.
   int64_t modelFlops = 0;
+  /// The FLOPs the step runs: modelFlops plus the forward ops the backward
+  /// recomputes (`train.recomputed`), counted alike. Megatron's and PaLM's
+  /// hardware FLOPs, the numerator of HFU.
+  int64_t hardwareFlops = 0;
   bool trains = false;
   int64_t modelState() const {
     return paramBytes + gradBytes + optimizerBytes;

@@ -37,12 +37,13 @@ constexpr int64_t kDefaultBucketMB = 25;
 /// the loss depends on, in the step's order and schedule.
 void reduceToEvalStep(train::ModelOp model);
 
-/// A copy of a model's module in which the model is its evaluation step.
+/// A copy of a model's module in which the model is its evaluation step;
+/// fails, with an error on `model`, where the copy does not verify.
 struct EvalStep {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   train::ModelOp model;
 };
-EvalStep buildEvalStep(train::ModelOp model);
+mlir::FailureOr<EvalStep> buildEvalStep(train::ModelOp model);
 
 /// The per-rank peak of the evaluation step `eval` of the step `step`
 /// reports: the evaluation's own ledger, plus the optimizer state it
