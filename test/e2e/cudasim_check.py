@@ -58,6 +58,9 @@ CONFIGURATIONS += [
     ("ddp-2-lazy", "ddp", "2", [], LAZY, EXACT),
     ("hsdp-2x2-accum-2-lazy", "hsdp", "2x2", ["--grad-accum", "2"], LAZY,
      EXACT),
+    # Each micro-batch's reduce-scatters in the loop, read by its sums.
+    ("zero3-2-accum-2-microbatch-lazy", "zero3", "2",
+     ["--grad-accum", "2", "--grad-sync", "microbatch"], LAZY, EXACT),
     ("zero3-2-bf16-lazy", "zero3", "2", ["--param-dtype", "bf16"],
      {"CUDASIM_STREAMS": "lazy"}, ROUNDED),
     # Activation checkpointing: the backward's recomputed forward kernels.

@@ -1,5 +1,6 @@
 """The correctness contract: for every strategy, rank count, layout,
-reshard-after-forward and micro-batch count, K AdamW steps of the sharded
+reshard-after-forward, micro-batch count and when micro-batches' gradients
+are reduced (--grad-sync), K AdamW steps of the sharded
 executable give the loss and every param of the single-rank executable.
 
 usage: equivalence.py SHARDC MODEL.mlir OUT_DIR [--layouts dim0,flat]
@@ -28,22 +29,27 @@ TOLERANCE = 1e-5
 
 
 def configurations(layouts):
+    """(strategy, mesh, layout, reshard-after-forward, micro-batches,
+    grad-sync)."""
     for layout in layouts:
         # ddp shards nothing: it has no layout but dim0's.
         for strategy in ("ddp", "zero1", "zero2")[layout == "flat":]:
             for n in (1, 2, 4):
                 for accum in (1, 2):
-                    yield strategy, str(n), layout, True, accum
+                    yield strategy, str(n), layout, True, accum, "step"
         for n in ("1", "2", "4", "2x2"):
             strategy = "hsdp" if "x" in n else "zero3"
             for reshard in (True, False):
                 for accum in (1, 2):
-                    yield strategy, n, layout, reshard, accum
+                    yield strategy, n, layout, reshard, accum, "step"
+        # Each micro-batch's gradients reduced into the shard.
+        for strategy, n in (("zero2", "4"), ("zero3", "4"), ("hsdp", "2x2")):
+            yield strategy, n, layout, True, 2, "microbatch"
     # Small units bucketed into one flat parameter.
     if "flat" in layouts:
         for strategy, n in (("zero3", "4"), ("hsdp", "2x2")):
             for reshard in (True, False):
-                yield strategy, n, "flat-merged", reshard, 2
+                yield strategy, n, "flat-merged", reshard, 2, "step"
 
 
 def main():
@@ -58,10 +64,14 @@ def main():
     print("reference (1 rank): loss %s" %
           " ".join("%.6f" % line["loss"] for line in ref_log))
     failures = 0
-    for strategy, mesh, layout, reshard, accum in configurations(layouts):
+    for strategy, mesh, layout, reshard, accum, sync in configurations(
+            layouts):
         tag = "%s-%s-%s-reshard%d-accum%d" % (strategy, mesh, layout,
                                                reshard, accum)
         extra = ["--grad-accum", str(accum)]
+        if sync != "step":
+            tag += "-" + sync
+            extra += ["--grad-sync", sync]
         if layout == "flat":
             extra += ["--layout", "flat"]
         elif layout == "flat-merged":

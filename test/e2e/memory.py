@@ -27,6 +27,10 @@ CONFIGS = [
     ("zero3", "4", ["--layout", "flat"]),
     ("zero2", "4", ["--layout", "flat"]),
     ("hsdp", "2x2", ["--layout", "flat", "--grad-accum", "2"]),
+    # Each micro-batch's gradients reduced in the loop, their shards summed.
+    ("zero3", "2", ["--grad-accum", "2", "--grad-sync", "microbatch"]),
+    ("hsdp", "2x2", ["--layout", "flat", "--grad-accum", "2", "--grad-sync",
+                     "microbatch"]),
     # Mixed precision: bf16 params and activations, f32 masters, the casts
     # for the wire staged.
     ("ddp", "4", ["--param-dtype", "bf16"]),

@@ -46,6 +46,7 @@ CONFIGS = [
     ("zero2", "2", ["--layout", "flat", "--grad-accum", "2"], False),
     ("hsdp", "2x2", ["--param-dtype", "bf16"], True),
     ("zero3", "2", ["--recompute", "*"], True),
+    ("zero3", "2", ["--grad-accum", "2", "--grad-sync", "microbatch"], True),
 ]
 # cudasim runs one stream at a time: its collectives never overlap kernels.
 CUDASIM_CONFIGS = [

@@ -66,6 +66,11 @@ options (as --shardc-pipeline's):
   --layout dim0|flat           FSDP2 per-param shards, or FSDP1 flat params
   --param-dtype f32|bf16  --reduce-dtype f32|bf16
   --bucket-mb MB  --grad-accum K  --prefetch D
+  --grad-sync step|microbatch  with --grad-accum: reduce gradients once per
+                               step (default), or each micro-batch's into
+                               the rank's shard (zero2/zero3/hsdp: FSDP2's
+                               and DeepSpeed's way; sharded gradients, K
+                               times the reduce-scatters)
   --unit-bucket-mb MB          zero3/hsdp flat: small units share a flat param
   --fuse true|false            fused kernels: linear+gelu, add+layernorm,
                                their gradients, and the loss with its
@@ -131,6 +136,8 @@ std::string checkPipelineValue(const std::string &name,
     return expect({"f32", "bf16"}, "f32 or bf16");
   if (name == "layout")
     return expect({"dim0", "flat"}, "dim0 or flat");
+  if (name == "grad-sync")
+    return expect({"step", "microbatch"}, "step or microbatch");
   if (name == "recompute-policy")
     return expect({"full", "save-matmuls"}, "full or save-matmuls");
   if (name == "reshard-after-forward" || name == "fuse")
@@ -198,21 +205,15 @@ Options parseArgs(int argc, char **argv) {
   }
   if (o.command != "build" && o.command != "run" && o.command != "emit")
     usageError("unknown command '" + o.command + "': expected build, run or emit");
-  static const char *pipelineOptions[] = {"strategy",
-                                          "mesh",
-                                          "wrap",
-                                          "reshard-after-forward",
-                                          "param-dtype",
-                                          "reduce-dtype",
-                                          "bucket-mb",
-                                          "grad-accum",
-                                          "prefetch",
-                                          "memory-budget",
-                                          "layout",
-                                          "unit-bucket-mb",
-                                          "fuse",
-                                          "recompute",
-                                          "recompute-policy"};
+  static const char *pipelineOptions[] = {
+      "strategy",       "mesh",
+      "wrap",           "reshard-after-forward",
+      "param-dtype",    "reduce-dtype",
+      "bucket-mb",      "grad-accum",
+      "grad-sync",      "prefetch",
+      "memory-budget",  "layout",
+      "unit-bucket-mb", "fuse",
+      "recompute",      "recompute-policy"};
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") {

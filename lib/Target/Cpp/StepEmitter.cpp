@@ -919,7 +919,8 @@ std::string StepEmitter::emitStaging(Operation *op, Value in, Type wire) {
 /// What a collective carries, for --trace's timeline: the param (or flat
 /// unit) whose values, or updated shards, a gather brings; the params whose
 /// gradients a reduction brings to their updates (of a bucket, the first and
-/// the last, and how many); the loss; the gradient norm. "" for the rest.
+/// the last, and how many), through a micro-batch loop's sums; the loss;
+/// the gradient norm. "" for the rest.
 static std::string carriedBy(Operation *collective) {
   // The root's flat parameter has no unit name.
   auto unit = [](StringRef name) {
@@ -960,6 +961,12 @@ static std::string carriedBy(Operation *collective) {
       else if (isa<WaitOp, ConvertOp, UnpackOp, ReduceScatterOp,
                    ReduceScatterStartOp, AllReduceOp, AllReduceStartOp>(user))
         llvm::append_range(work, user->getResults());
+      // A micro-batch's shard (grad-sync=microbatch): out to the sum.
+      else if (auto loop = dyn_cast<train::MicrobatchesOp>(user->getParentOp());
+               loop && isa<train::YieldOp>(user))
+        for (OpOperand &yielded : user->getOpOperands())
+          if (yielded.get() == v)
+            work.push_back(loop.getResult(yielded.getOperandNumber()));
     }
   }
   if (updates.empty())

@@ -9,11 +9,23 @@
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=1 param-dtype=bf16 output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=ONE-BF16 --implicit-check-not=ncclReduceScatter --implicit-check-not=ncclAllReduce
 // ONE-BF16: shardc_rt_cuda_convert_bf16_f32(K, [[G:v[0-9]+]], {{v[0-9]+}}, {{[0-9]+}});
 // ONE-BF16: shardc_rt_adamw_group(ctx,
+// grad-sync=microbatch: each micro-batch's reduce-scatters run in the loop,
+// on the communication stream, and the loop sums their shards once the
+// compute stream has waited for them.
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 grad-accum=2 grad-sync=microbatch output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=MICRO
+// MICRO:      for (int64_t mb = 0; mb < 2; ++mb) {
+// MICRO:      SHARDC_NCCL(ncclReduceScatter([[G:v[0-9]+]], [[S:v[0-9]+]], 9, ncclFloat, ncclAvg, nccl1, comm1));
+// MICRO:      SHARDC_NCCL(ncclReduceScatter(
+// MICRO:      SHARDC_CUDA(cudaStreamWaitEvent(compute,
+// MICRO:      shardc_rt_cuda_accumulate_f32(K, {{v[0-9]+}}, [[S]], 9);
+// MICRO-NOT:  ncclReduceScatter
+// MICRO:      shardc_rt_adamw_group(ctx,
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: %shardc build %s --target cuda --strategy ddp --mesh 2 --quiet -o %t/ddp
 // RUN: %shardc build %s --target cuda --strategy zero1 --mesh 2 --quiet -o %t/zero1
 // RUN: %shardc build %s --target cuda --strategy zero2 --mesh 2 --layout flat --quiet -o %t/zero2
 // RUN: %shardc build %s --target cuda --strategy zero3 --mesh 2 --grad-accum 2 --quiet -o %t/zero3
+// RUN: %shardc build %s --target cuda --strategy zero3 --mesh 2 --grad-accum 2 --grad-sync microbatch --quiet -o %t/zero3-microbatch
 // RUN: %shardc build %s --target cuda --strategy hsdp --mesh 2x2 --layout flat --quiet -o %t/hsdp
 // RUN: %shardc build %s --target cuda --strategy zero3 --mesh 2 --param-dtype bf16 --quiet -o %t/zero3-bf16
 // RUN: %shardc build %s --target cuda --strategy zero2 --mesh 2 --layout flat --param-dtype bf16 --reduce-dtype bf16 --grad-accum 2 --quiet -o %t/zero2-bf16
@@ -110,6 +122,7 @@
 // BUILT-NEXT: zero2-bf16
 // BUILT-NEXT: zero3
 // BUILT-NEXT: zero3-bf16
+// BUILT-NEXT: zero3-microbatch
 
 // Mixed precision: params gathered in bf16, bf16 GEMMs, each bf16 gradient
 // cast on the compute stream into an f32 staging copy that NCCL

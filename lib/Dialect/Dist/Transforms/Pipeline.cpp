@@ -82,6 +82,15 @@ struct ShardcPipelineOptions
   Option<int64_t> gradAccum{*this, "grad-accum",
                             llvm::cl::desc("micro-batches per step"),
                             llvm::cl::init(1)};
+  Option<GradSync> gradSync{
+      *this, "grad-sync",
+      llvm::cl::desc("with grad-accum: reduce gradients once per step, or "
+                     "each micro-batch's (zero2/zero3/hsdp)"),
+      llvm::cl::init(GradSync::step),
+      llvm::cl::values(
+          clEnumValN(GradSync::step, "step", "after the last micro-batch"),
+          clEnumValN(GradSync::microbatch, "microbatch",
+                     "each micro-batch's, summed in the shard"))};
   Option<int64_t> prefetch{*this, "prefetch",
                            llvm::cl::desc("units a gather starts ahead"),
                            llvm::cl::init(1)};
@@ -397,6 +406,7 @@ void buildShardcPipeline(OpPassManager &pm,
   steps.shard.paramDType = options.paramDType;
   steps.shard.reduceDType = options.reduceDType;
   steps.shard.gradAccum = options.gradAccum;
+  steps.shard.gradSync = options.gradSync;
   steps.shard.bucketMB = options.bucketMB;
   steps.shard.unitBucketMB = options.unitBucketMB;
   steps.schedule.prefetch = options.prefetch;

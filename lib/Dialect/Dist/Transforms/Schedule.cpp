@@ -54,10 +54,12 @@ public:
           gathers.push_back(gather);
     for (AllGatherOp gather : gathers)
       scheduleGather(gather);
+    // Gradient reductions: after the loop, or in it (grad-sync=microbatch).
     Operation *loss = model.getLoss().getDefiningOp();
-    for (Operation &op : llvm::make_early_inc_range(body))
-      if (isa<ReduceScatterOp, AllReduceOp>(op) && &op != loss)
-        scheduleReduction(&op);
+    for (Block *block : blocks)
+      for (Operation &op : llvm::make_early_inc_range(*block))
+        if (isa<ReduceScatterOp, AllReduceOp>(op) && &op != loss)
+          scheduleReduction(&op);
     SmallVector<FreeOp> frees;
     model.walk([&](FreeOp free) { frees.push_back(free); });
     for (FreeOp free : frees)
@@ -136,10 +138,12 @@ private:
   /// been issued, or before the result's first use if earlier.
   void scheduleReduction(Operation *op) {
     Value result = op->getResult(0);
-    // A result nothing reads still completes within the step.
-    Operation *use = firstUser(result, body);
+    Block &block = *op->getBlock();
+    // A result nothing reads still completes within the step (or the
+    // micro-batch).
+    Operation *use = firstUser(result, block);
     if (!use)
-      use = body.getTerminator();
+      use = block.getTerminator();
     Operation *waitBefore = use;
     for (Operation *next = op->getNextNode(); next && next != use;
          next = next->getNextNode())

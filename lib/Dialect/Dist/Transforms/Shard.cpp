@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -72,6 +73,7 @@ struct Plan {
   bool reshardAfterForward;
   Type paramType, reduceType;
   int64_t gradAccum;
+  GradSync gradSync;
   int64_t bucketBytes; // ddp, zero1/zero2 flat; 0: a collective per gradient
   Layout layout;
   int64_t unitBucketBytes; // zero3/hsdp flat: small units share a flat param
@@ -80,6 +82,11 @@ struct Plan {
     return strategy == Strategy::zero3 || strategy == Strategy::hsdp;
   }
   bool shardsOptimizer() const { return strategy != Strategy::ddp; }
+  /// zero2, zero3 and hsdp reduce-scatter each gradient as the backward
+  /// produces it; ddp and zero1 hold it whole until the optimizer step.
+  bool shardsGrads() const {
+    return strategy == Strategy::zero2 || shardsParams();
+  }
   /// FSDP1's flat parameters (zero3, hsdp) or flat optimizer pieces
   /// (zero1, zero2).
   bool flat() const {
@@ -182,6 +189,7 @@ private:
   void reduceFlatGradients(ArrayRef<train::AdamWOp> updates,
                            Operation *firstUpdate);
   void reduceGradients();
+  void reduceEachMicrobatch();
   void averageLoss();
   void clipGradients();
   void foldSingleRankCollectives();
@@ -841,6 +849,134 @@ void Sharder::reduceGradients() {
     update.erase();
 }
 
+/// grad-sync=microbatch: moves each reduction of gradients the micro-batch
+/// loop sums into the loop, onto the micro-batch's gradients, right after
+/// the op producing the last of them; the loop then sums the rank's
+/// reduced shards, and frees each micro-batch's gradients once reduced.
+/// A reduction is linear: the sum of the micro-batches' averages is the
+/// average of their sums.
+void Sharder::reduceEachMicrobatch() {
+  if (plan.gradSync != GradSync::microbatch || !plan.shardsGrads())
+    return;
+  Block &body = model.getBody().front();
+  auto loops = llvm::to_vector(body.getOps<train::MicrobatchesOp>());
+  if (loops.empty())
+    return;
+  train::MicrobatchesOp loop = loops.front();
+  Block &inner = loop.getBody().front();
+  Operation *yield = inner.getTerminator();
+  // What the micro-batch yields for a loop result, or null.
+  auto yielded = [&](Value v) -> Value {
+    auto result = dyn_cast<OpResult>(v);
+    if (!result || result.getOwner() != loop)
+      return nullptr;
+    return yield->getOperand(result.getResultNumber());
+  };
+
+  // Each chain: [a pack of loop results], a reduce-scatter of them, [the
+  // replicas' all-reduce], and the free of what was reduced.
+  struct Chain {
+    SmallVector<Operation *> ops;
+    Value reduced;
+  };
+  SmallVector<Chain> chains;
+  llvm::DenseSet<Operation *> moved;
+  for (ReduceScatterOp rs : body.getOps<ReduceScatterOp>()) {
+    Chain chain;
+    Value input = rs.getInput();
+    auto pack = input.getDefiningOp<PackOp>();
+    SmallVector<Value> sums =
+        pack ? SmallVector<Value>(pack.getInputs()) : SmallVector<Value>{input};
+    if (!llvm::all_of(sums, [&](Value sum) { return yielded(sum); }))
+      continue;
+    if (pack)
+      chain.ops.push_back(pack);
+    chain.ops.push_back(rs);
+    chain.reduced = rs.getResult();
+    if (rs->hasOneUse())
+      if (auto replicas = dyn_cast<AllReduceOp>(*rs->user_begin())) {
+        chain.ops.push_back(replicas);
+        chain.reduced = replicas.getResult();
+      }
+    for (Operation *user : input.getUsers())
+      if (isa<FreeOp>(user))
+        chain.ops.push_back(user);
+    // Sums read by anything else stay whole, reduced after the loop.
+    auto inChain = [&](Operation *user) {
+      return llvm::is_contained(chain.ops, user);
+    };
+    if (!llvm::all_of(
+            sums,
+            [&](Value sum) { return llvm::all_of(sum.getUsers(), inChain); }) ||
+        !llvm::all_of(input.getUsers(), inChain))
+      continue;
+    moved.insert(chain.ops.begin(), chain.ops.end());
+    chains.push_back(std::move(chain));
+  }
+
+  // Into the loop, in the order the backward produces the gradients.
+  llvm::DenseMap<Operation *, Operation *> lastAfter;
+  SmallVector<Value> shards;
+  for (Chain &chain : chains) {
+    IRMapping inside;
+    Operation *producer = nullptr;
+    for (Operation *op : chain.ops)
+      for (Value operand : op->getOperands())
+        if (Value v = yielded(operand)) {
+          inside.map(operand, v);
+          Operation *def = v.getDefiningOp();
+          def = def ? inner.findAncestorOpInBlock(*def) : nullptr;
+          if (def && (!producer || producer->isBeforeInBlock(def)))
+            producer = def;
+        }
+    // After the producer and the chains placed there before; where the
+    // loop only passes a value through, at its end.
+    auto b = OpBuilder::atBlockTerminator(&inner);
+    Operation **after = nullptr;
+    if (producer) {
+      after = &lastAfter.try_emplace(producer, producer).first->second;
+      b.setInsertionPointAfter(*after);
+    }
+    for (Operation *op : chain.ops) {
+      Operation *copy = b.clone(*op, inside);
+      if (after)
+        *after = copy;
+    }
+    shards.push_back(inside.lookup(chain.reduced));
+  }
+
+  // The loop again: the results read elsewhere (the loss), then the
+  // shards it sums.
+  SmallVector<Value> kept, yields;
+  for (auto [result, value] :
+       llvm::zip(loop.getResults(), yield->getOperands()))
+    if (llvm::any_of(result.getUsers(),
+                     [&](Operation *user) { return !moved.contains(user); })) {
+      kept.push_back(result);
+      yields.push_back(value);
+    }
+  llvm::append_range(yields, shards);
+  SmallVector<Type> types;
+  for (Value v : yields)
+    types.push_back(v.getType());
+  OpBuilder b(loop);
+  auto summed = train::MicrobatchesOp::create(
+      b, loop.getLoc(), types, loop.getCountAttr(), loop.getInputs());
+  summed.getBody().takeBody(loop.getBody());
+  OpBuilder end = OpBuilder::atBlockEnd(&summed.getBody().front());
+  train::YieldOp::create(end, yield->getLoc(), yields);
+  yield->erase();
+  for (auto [old, now] : llvm::zip(kept, summed.getResults()))
+    old.replaceAllUsesWith(now);
+  for (auto [chain, now] :
+       llvm::zip(chains, summed.getResults().drop_front(kept.size())))
+    chain.reduced.replaceAllUsesWith(now);
+  for (Chain &chain : llvm::reverse(chains))
+    for (Operation *op : llvm::reverse(chain.ops))
+      op->erase();
+  loop.erase();
+}
+
 /// Each rank's loss is the mean over its examples; their mean is the
 /// single-rank loss.
 void Sharder::averageLoss() {
@@ -1027,6 +1163,7 @@ LogicalResult Sharder::run() {
   if (failed(splitInputs()))
     return failure();
   reduceGradients();
+  reduceEachMicrobatch();
   averageLoss();
   clipGradients();
   foldSingleRankCollectives();
@@ -1108,10 +1245,24 @@ void ShardcShardPass::runOnOperation() {
   if (!(shardsParams && flat) && unitBucketMB != 0)
     module.emitWarning() << "unit-bucket-mb: ignored by " << setting
                          << " (it applies to zero3 and hsdp with layout=flat)";
-  Plan plan{strategy, *meshShape, reshardAfterForward,
+  if (gradSync == GradSync::microbatch && gradAccum == 1)
+    module.emitWarning() << "grad-sync=microbatch: ignored without "
+                            "grad-accum > 1 (the step is one micro-batch)";
+  else if (gradSync == GradSync::microbatch &&
+           (strategy == Strategy::ddp || strategy == Strategy::zero1))
+    module.emitWarning() << "grad-sync=microbatch: ignored by strategy " << name
+                         << ", which holds whole gradients until the "
+                            "optimizer step (it applies to zero2, zero3 and "
+                            "hsdp)";
+  Plan plan{strategy,
+            *meshShape,
+            reshardAfterForward,
             elementTypeOf(&getContext(), paramDType),
-            elementTypeOf(&getContext(), reduceDType), gradAccum,
-            bucketMB * (int64_t(1) << 20), layout,
+            elementTypeOf(&getContext(), reduceDType),
+            gradAccum,
+            gradSync,
+            bucketMB * (int64_t(1) << 20),
+            layout,
             unitBucketMB * (int64_t(1) << 20)};
   // Params the plan cannot place. Params (ZeRO-3, HSDP) and optimizer state
   // (ZeRO-1/2) are split along dim 0, which a scalar does not have. A flat

@@ -24,6 +24,11 @@ constexpr llvm::StringLiteral kStrategyAttrName = "dist.strategy";
 /// Element types a step can compute and communicate in.
 enum class DType { f32, bf16 };
 
+/// With micro-batches (grad-accum), when gradients are reduced: once per
+/// step, after the last micro-batch (DDP's no_sync), or each micro-batch's,
+/// accumulated in the rank's shard (FSDP2's and DeepSpeed's default).
+enum class GradSync { step, microbatch };
+
 /// bucket-mb's default (DDP's 25 MiB): shardc-shard's and the pipeline's.
 constexpr int64_t kDefaultBucketMB = 25;
 

@@ -42,7 +42,11 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
        number of ranks, and the compute runs in `param-dtype`;
     5. with `grad-accum=K`, wraps the forward and backward in a
        `train.microbatches K` loop over slices of the rank's batch, scaling
-       the loss by 1/K; the gradients it sums are reduced once, after it;
+       the loss by 1/K; the gradients it sums are reduced once, after it,
+       or with `grad-sync=microbatch` (zero2, zero3, hsdp) each
+       micro-batch's right after the backward producing it, the loop
+       summing the rank's reduced shards: a rank never holds a whole
+       gradient past its reduction, at K times the reduce-scatters;
     6. reduces each gradient (averaging over ranks, in `reduce-dtype` on the
        wire) and updates what the rank owns; the returned loss is averaged
        over ranks, so it equals the single-rank loss;
@@ -150,7 +154,19 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
     Option<"gradAccum", "grad-accum", "int64_t", "1",
            "micro-batches per step: forward and backward run in a "
            "train.microbatches loop, the loss scaled by 1/K, and gradient "
-           "collectives run once, after the last (DDP's no_sync)">,
+           "collectives run as grad-sync says">,
+    Option<"gradSync", "grad-sync", "::shardc::dist::GradSync",
+           "::shardc::dist::GradSync::step",
+           "with grad-accum: when gradients are reduced",
+           [{::llvm::cl::values(
+             clEnumValN(::shardc::dist::GradSync::step, "step",
+                        "once, after the last micro-batch (DDP's no_sync): "
+                        "the loop sums whole gradients"),
+             clEnumValN(::shardc::dist::GradSync::microbatch, "microbatch",
+                        "zero2/zero3/hsdp: each micro-batch's, the loop "
+                        "summing this rank's reduced shards (FSDP2's and "
+                        "DeepSpeed's default): K times the reductions, "
+                        "gradients held sharded"))}]>,
   ];
   let dependentDialects = ["::shardc::dist::DistDialect"];
 }

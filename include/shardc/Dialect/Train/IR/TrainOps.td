@@ -173,8 +173,11 @@ def Train_MicrobatchesOp : Train_Op<"microbatches", [
     equal slices along dimension 0 of `inputs[i]`, and each result is the
     sum over the runs of the value yielded. The body yields gradients of the
     loss scaled by 1/count and the loss scaled by 1/count, so the results
-    are the gradients and the loss of the whole batch. Collectives on
-    gradients come after it: once per step.
+    are the gradients and the loss of the whole batch. shardc-shard reduces
+    the gradients it sums after it, once per step, or with
+    `grad-sync=microbatch` inside it, each micro-batch's as its backward
+    produces them: the body then yields the rank's reduced shards, which
+    the loop sums.
 
     ```mlir
     %g, %loss = train.microbatches 2 (%x) : (tensor<8x4xf32>)
