@@ -39,6 +39,8 @@ CONFIGS = [
     ("zero3", "4", ["--param-dtype", "bf16"]),
     ("zero3", "4", ["--param-dtype", "bf16", "--layout", "flat"]),
     ("hsdp", "2x2", ["--param-dtype", "bf16", "--grad-accum", "2"]),
+    ("zero2", "4", ["--param-dtype", "bf16", "--reduce-dtype", "bf16",
+                    "--grad-accum", "2", "--grad-sync", "microbatch"]),
 ]
 
 

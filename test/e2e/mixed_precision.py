@@ -6,7 +6,10 @@ usage: mixed_precision.py SHARDC MODEL.mlir OUT_DIR
 1. For each rank count N (2, 4), reduce dtype (f32, bf16) and micro-batch
    count (1, 2), and for f32 params with a bf16 reduction on 4 ranks,
    every strategy and layout gives DDP's loss and params on N
-   ranks with the same settings within 1e-5 after 3 AdamW steps: each rank
+   ranks with the same settings within 1e-5 after 3 AdamW steps (with
+   --grad-sync microbatch, which sums reduced shards in f32 where DDP sums
+   whole bf16 gradients, zero3 and flat hsdp give zero2's, and it tracks
+   f32 as 2. says): each rank
    computes the same bf16 forward and backward on its rows whatever the
    strategy, and only the order of the cross-rank sums may differ. (A
    single-rank reference does not fit here: a rank's bf16 gradient of 2 rows
@@ -36,7 +39,7 @@ SAME_MATHS = 1e-5
 TRACKS_F32 = 1e-3
 
 
-def strategies(n):
+def strategies(n, accum):
     yield "zero1", n, []
     yield "zero2", n, []
     yield "zero3", n, []
@@ -45,6 +48,12 @@ def strategies(n):
     yield "zero2", n, ["--layout", "flat"]
     if n == "4":
         yield "hsdp", "2x2", []
+    # Each micro-batch's gradients reduced, their shards summed in f32 (the
+    # first of these is the others' reference).
+    if n == "4" and accum == "2":
+        yield "zero2", n, ["--grad-sync", "microbatch"]
+        yield "zero3", n, ["--grad-sync", "microbatch"]
+        yield "hsdp", "2x2", ["--layout", "flat", "--grad-sync", "microbatch"]
 
 
 def main():
@@ -87,19 +96,28 @@ def main():
         ref_params, ref_log = lib.train(shardc, model, out_dir, "ddp-" + group,
                                         "ddp", n, STEPS, common)
         failures += not tracks_f32("ddp-" + group, ref_log)
-        ref = lib.read_safetensors(ref_params)
-        for strategy, mesh, extra in strategies(n):
+        references = {"ddp": (ref_log, lib.read_safetensors(ref_params))}
+        for strategy, mesh, extra in strategies(n, accum):
             tag = "-".join([strategy, mesh, group] +
                            [e.strip("-") for e in extra])
             params, log = lib.train(shardc, model, out_dir, tag, strategy,
                                     mesh, STEPS, common + extra)
-            loss_diff, param_diff = lib.differences(ref_log, ref, log,
+            # Shards summed in f32 round otherwise than DDP's bf16 sums of
+            # whole gradients: such runs agree among themselves.
+            against = "microbatch" if "microbatch" in extra else "ddp"
+            if against not in references:
+                references[against] = (log, lib.read_safetensors(params))
+                failures += not tracks_f32(tag, log)
+                continue
+            ref_log_now, ref_now = references[against]
+            loss_diff, param_diff = lib.differences(ref_log_now, ref_now, log,
                                                     params)
             ok = (len(log) == STEPS and loss_diff <= SAME_MATHS and
                   param_diff <= SAME_MATHS)
             failures += not ok
-            print("%-4s %-44s vs ddp: loss %.2e  params %.2e" %
-                  ("ok" if ok else "FAIL", tag, loss_diff, param_diff))
+            print("%-4s %-44s vs %s: loss %.2e  params %.2e" %
+                  ("ok" if ok else "FAIL", tag, against, loss_diff,
+                   param_diff))
     print("mixed precision: %d checks failed" % failures)
     sys.exit(1 if failures else 0)
 

@@ -12,7 +12,7 @@ train.model @m batch 2 split 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9,
   %x = train.input "x" : tensor<1x4xf32>
   %h = train.unit "u" (%x) : (tensor<1x4xf32>) -> tensor<1x4xf32> {
   ^bb0(%a: tensor<1x4xf32>):
-    // expected-error @+1 {{'dist.all_reduce' op is nested in 'train.unit': every rank must issue each collective, in the same order, in the step's own block}}
+    // expected-error @+1 {{'dist.all_reduce' op is nested in 'train.unit': every rank must issue each collective, in the same order, in the step's own block or its micro-batch loop}}
     %r = dist.all_reduce %a on @mesh ["shard"] sum : tensor<1x4xf32> -> tensor<1x4xf32>
     train.yield %r : tensor<1x4xf32>
   }

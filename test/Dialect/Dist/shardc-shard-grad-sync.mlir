@@ -1,6 +1,7 @@
 // grad-sync=microbatch: with micro-batches, each micro-batch's gradients
 // are reduced as its backward produces them, inside the loop, and the loop
-// sums the rank's reduced shards (FSDP2's and DeepSpeed's accumulation);
+// sums the rank's reduced shards in f32 (FSDP2's and DeepSpeed's
+// accumulation);
 // grad-sync=step (the default) reduces the summed whole gradients once,
 // after the loop.
 
@@ -51,6 +52,28 @@
 // MICRO-NEXT: "reduce_scatter_count": 8
 // MICRO:      "grads_bytes": 424,
 // MICRO:      "peak_bytes": 2960
+
+// Every strategy that shards gradients moves them: zero2 in both layouts
+// (flat: one bucket, reduce-scattered twice) and hsdp, whose all-reduces
+// over the replicas run per micro-batch too (8 + the loss's).
+// RUN: shardc-gen mlp --sizes 8,16,4 --batch 8 | shardc-opt --shardc-pipeline="strategy=zero2 mesh=2 grad-accum=2 grad-sync=microbatch format=json output=-" -o /dev/null | FileCheck %s --check-prefix=MOVED -DRS=8 -DAR=1
+// RUN: shardc-gen mlp --sizes 8,16,4 --batch 8 | shardc-opt --shardc-pipeline="strategy=zero2 mesh=2 layout=flat grad-accum=2 grad-sync=microbatch format=json output=-" -o /dev/null | FileCheck %s --check-prefix=MOVED -DRS=2 -DAR=1
+// RUN: shardc-gen mlp --sizes 8,16,4 --batch 8 | shardc-opt --shardc-pipeline="strategy=hsdp mesh=2x2 grad-accum=2 grad-sync=microbatch format=json output=-" -o /dev/null | FileCheck %s --check-prefix=MOVED -DRS=8 -DAR=9
+// MOVED:      "all_reduce_count": [[AR]],
+// MOVED:      "reduce_scatter_count": [[RS]]
+// MOVED:      "grads_bytes": 424,
+
+// Shards reduced in bf16 are summed in f32, converted at the micro-batch's
+// end (after the next backward the reductions overlap).
+// RUN: shardc-gen mlp --sizes 8,16,4 --batch 8 | shardc-opt --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 reduce-dtype=bf16 grad-accum=2 grad-sync=microbatch" 2>/dev/null | FileCheck %s --check-prefix=BF16
+// BF16:      %[[SUMS:.*]]:5 = train.microbatches 2({{.*}}) -> (tensor<f32>, tensor<8x8xf32>, tensor<8xf32>, tensor<2x16xf32>, tensor<2xf32>)
+// BF16:      %[[RS:.*]] = dist.reduce_scatter_start %{{.*}} : tensor<4x16xbf16> -> !dist.token<tensor<2x16xbf16>>
+// BF16-NEXT: dist.reduce_scatter_start
+// BF16-NEXT: train.backward "layers.0"
+// BF16:      %[[S:.*]] = dist.wait %[[RS]] : !dist.token<tensor<2x16xbf16>>
+// BF16:      %[[F:.*]] = dist.convert %[[S]] : tensor<2x16xbf16> -> tensor<2x16xf32>
+// BF16:      train.yield {{.*}}, %[[F]], %{{.*}} : tensor<f32>, tensor<8x8xf32>, tensor<8xf32>, tensor<2x16xf32>, tensor<2xf32>
+// BF16:      train.adamw "layers.1.weight", %[[SUMS]]#3 : tensor<2x16xf32>
 
 // Where it means nothing it is said, and ignored.
 // RUN: shardc-gen mlp --sizes 8,16,4 --batch 8 | shardc-opt --shardc-pipeline="strategy=ddp mesh=2 grad-accum=2 grad-sync=microbatch" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DDP

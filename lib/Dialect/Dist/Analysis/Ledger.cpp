@@ -204,7 +204,8 @@ LedgerReport Ledger::build() {
       Operation *def = v.getDefiningOp();
       if (auto wait = dyn_cast_or_null<WaitOp>(def))
         def = wait.getToken().getDefiningOp();
-      // Accumulated over micro-batches: held whole until reduced.
+      // Accumulated over micro-batches: held whole until reduced, or the
+      // sum of the reduced shards (grad-sync=microbatch).
       if (isa_and_nonnull<train::MicrobatchesOp>(def)) {
         held = v;
         break;

@@ -211,7 +211,8 @@ LogicalResult checkSameOrderOnEveryRank(ModelOp model) {
     op->emitOpError() << "is nested in '"
                       << op->getParentOp()->getName().getStringRef()
                       << "': every rank must issue each collective, in the "
-                         "same order, in the step's own block";
+                         "same order, in the step's own block or its "
+                         "micro-batch loop";
     return WalkResult::interrupt();
   });
   return failure(walk.wasInterrupted());

@@ -872,6 +872,12 @@ void Sharder::reduceEachMicrobatch() {
       return nullptr;
     return yield->getOperand(result.getResultNumber());
   };
+  // The op of the loop's body that computes it (a backward), or null.
+  auto producerOf = [&](Value v) -> Operation * {
+    Value in = yielded(v);
+    Operation *def = in ? in.getDefiningOp() : nullptr;
+    return def ? inner.findAncestorOpInBlock(*def) : nullptr;
+  };
 
   // Each chain: [a pack of loop results], a reduce-scatter of them, [the
   // replicas' all-reduce], and the free of what was reduced.
@@ -887,7 +893,7 @@ void Sharder::reduceEachMicrobatch() {
     auto pack = input.getDefiningOp<PackOp>();
     SmallVector<Value> sums =
         pack ? SmallVector<Value>(pack.getInputs()) : SmallVector<Value>{input};
-    if (!llvm::all_of(sums, [&](Value sum) { return yielded(sum); }))
+    if (!llvm::all_of(sums, [&](Value sum) { return producerOf(sum); }))
       continue;
     if (pack)
       chain.ops.push_back(pack);
@@ -922,27 +928,28 @@ void Sharder::reduceEachMicrobatch() {
     Operation *producer = nullptr;
     for (Operation *op : chain.ops)
       for (Value operand : op->getOperands())
-        if (Value v = yielded(operand)) {
-          inside.map(operand, v);
-          Operation *def = v.getDefiningOp();
-          def = def ? inner.findAncestorOpInBlock(*def) : nullptr;
-          if (def && (!producer || producer->isBeforeInBlock(def)))
+        if (Operation *def = producerOf(operand)) {
+          inside.map(operand, yielded(operand));
+          if (!producer || producer->isBeforeInBlock(def))
             producer = def;
         }
-    // After the producer and the chains placed there before; where the
-    // loop only passes a value through, at its end.
-    auto b = OpBuilder::atBlockTerminator(&inner);
-    Operation **after = nullptr;
-    if (producer) {
-      after = &lastAfter.try_emplace(producer, producer).first->second;
-      b.setInsertionPointAfter(*after);
+    // After the producer, and the chains placed there before.
+    Operation *&after = lastAfter.try_emplace(producer, producer).first->second;
+    OpBuilder b(ctx);
+    b.setInsertionPointAfter(after);
+    for (Operation *op : chain.ops)
+      after = b.clone(*op, inside);
+    // A shard reduced in bf16 is summed in f32, as FSDP2 and DeepSpeed sum
+    // theirs, converted at the micro-batch's end: the reduction's wait
+    // stays after the next backward.
+    Value shard = inside.lookup(chain.reduced);
+    auto type = cast<RankedTensorType>(shard.getType());
+    if (!type.getElementType().isF32()) {
+      auto end = OpBuilder::atBlockTerminator(&inner);
+      shard = ConvertOp::create(end, shard.getLoc(),
+                                type.clone(end.getF32Type()), shard);
     }
-    for (Operation *op : chain.ops) {
-      Operation *copy = b.clone(*op, inside);
-      if (after)
-        *after = copy;
-    }
-    shards.push_back(inside.lookup(chain.reduced));
+    shards.push_back(shard);
   }
 
   // The loop again: the results read elsewhere (the loss), then the

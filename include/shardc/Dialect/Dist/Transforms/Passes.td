@@ -45,8 +45,9 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
        the loss by 1/K; the gradients it sums are reduced once, after it,
        or with `grad-sync=microbatch` (zero2, zero3, hsdp) each
        micro-batch's right after the backward producing it, the loop
-       summing the rank's reduced shards: a rank never holds a whole
-       gradient past its reduction, at K times the reduce-scatters;
+       summing the rank's reduced shards in f32: a rank never holds a
+       whole gradient past its reduction, at K times the reductions (the
+       reduce-scatters, and hsdp's all-reduces over the replicas);
     6. reduces each gradient (averaging over ranks, in `reduce-dtype` on the
        wire) and updates what the rank owns; the returned loss is averaged
        over ranks, so it equals the single-rank loss;
@@ -164,8 +165,8 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
                         "the loop sums whole gradients"),
              clEnumValN(::shardc::dist::GradSync::microbatch, "microbatch",
                         "zero2/zero3/hsdp: each micro-batch's, the loop "
-                        "summing this rank's reduced shards (FSDP2's and "
-                        "DeepSpeed's default): K times the reductions, "
+                        "summing this rank's reduced shards in f32 (FSDP2's "
+                        "and DeepSpeed's default): K times the reductions, "
                         "gradients held sharded"))}]>,
   ];
   let dependentDialects = ["::shardc::dist::DistDialect"];
@@ -215,7 +216,8 @@ def ShardcSchedulePass : Pass<"shardc-schedule", "::mlir::ModuleOp"> {
 
     The pass then checks that every rank issues the same collectives in the
     same order: each collective and wait must run unconditionally, in the
-    step's own block, so no rank can skip or reorder one (the hang FSDP and
+    step's own block or its micro-batch loop's (which every rank runs the
+    same number of times), so no rank can skip or reorder one (the hang FSDP and
     DeepSpeed users meet at run time when ranks take different paths). It
     fails naming the op otherwise.
 

@@ -168,16 +168,16 @@ def Train_MicrobatchesOp : Train_Op<"microbatches", [
     HasParent<"ModelOp">, SingleBlock]> {
   let summary = "runs its body once per micro-batch and sums what it yields";
   let description = [{
-    Gradient accumulation (DDP's `no_sync`): the body, a forward and
-    backward, runs `count` times; block argument i is the k-th of `count`
-    equal slices along dimension 0 of `inputs[i]`, and each result is the
-    sum over the runs of the value yielded. The body yields gradients of the
-    loss scaled by 1/count and the loss scaled by 1/count, so the results
-    are the gradients and the loss of the whole batch. shardc-shard reduces
-    the gradients it sums after it, once per step, or with
+    Gradient accumulation: the body, a forward and backward, runs `count`
+    times; block argument i is the k-th of `count` equal slices along
+    dimension 0 of `inputs[i]`, and each result is the sum over the runs of
+    the value yielded. The body yields gradients of the loss scaled by
+    1/count and the loss scaled by 1/count, so the results are the
+    gradients and the loss of the whole batch. shardc-shard reduces the
+    gradients it sums after it, once per step (DDP's `no_sync`), or with
     `grad-sync=microbatch` inside it, each micro-batch's as its backward
-    produces them: the body then yields the rank's reduced shards, which
-    the loop sums.
+    produces them: the body then yields the loss and the rank's reduced
+    shards (in f32), which the loop sums.
 
     ```mlir
     %g, %loss = train.microbatches 2 (%x) : (tensor<8x4xf32>)
