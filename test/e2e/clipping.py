@@ -83,6 +83,10 @@ def configurations():
     yield "zero3", "2", ["--layout", "flat", "--grad-accum", "2"]
     yield "hsdp", "2x2", []
     yield "hsdp", "2x2", ["--layout", "flat"]
+    # The norm of shards summed over micro-batches in the loop.
+    yield "zero3", "2", ["--grad-accum", "2", "--grad-sync", "microbatch"]
+    yield "hsdp", "2x2", ["--layout", "flat", "--grad-accum", "2",
+                          "--grad-sync", "microbatch"]
 
 
 def check_strategies(shardc, shardc_gen, out_dir):
