@@ -70,7 +70,7 @@ options (as --shardc-pipeline's):
                                step (default), or each micro-batch's into
                                the rank's shard (zero2/zero3/hsdp: FSDP2's
                                and DeepSpeed's way; sharded gradients, K
-                               times the reductions)
+                               times the reduce-scatters)
   --unit-bucket-mb MB          zero3/hsdp flat: small units share a flat param
   --fuse true|false            fused kernels: linear+gelu, add+layernorm,
                                their gradients, and the loss with its

@@ -26,19 +26,24 @@
 // Z3-NEXT: train.adamw "layers.0.bias", %[[SUMS]]#2 : tensor<8xf32>
 
 // Flat hsdp, a unit's gradients packed and reduce-scattered over the shard
-// axis, then all-reduced over the replicas, in the loop.
+// axis in the loop; the all-reduce over the replicas runs once, after it,
+// on the summed shard.
 // RUN: shardc-gen mlp --sizes 8,16,4 --batch 8 | shardc-opt --shardc-pipeline="strategy=hsdp mesh=2x2 layout=flat grad-accum=2 grad-sync=microbatch" 2>/dev/null | FileCheck %s --check-prefix=HSDP
 // HSDP:      %[[SUMS:.*]]:3 = train.microbatches 2
 // HSDP-SAME: -> (tensor<f32>, tensor<72xf32>, tensor<34xf32>)
 // HSDP:      %[[PACKED:.*]] = dist.pack
 // HSDP-NEXT: %[[RS:.*]] = dist.reduce_scatter_start %[[PACKED]] on @mesh ["shard"] avg flat : tensor<68xf32> -> !dist.token<tensor<34xf32>>
-// HSDP-NEXT: %[[SHARD:.*]] = dist.wait %[[RS]]
+// With no all-reduce reading it at once, it overlaps the next backward.
+// HSDP-NEXT: train.backward "layers.0"
+// HSDP:      dist.wait %[[RS]]
 // HSDP-NEXT: dist.free %[[PACKED]]
-// HSDP-NEXT: dist.all_reduce_start %[[SHARD]] on @mesh ["replicate"] avg
+// HSDP-NOT:  dist.all_reduce
 // HSDP:      train.yield {{.*}} : tensor<f32>, tensor<72xf32>, tensor<34xf32>
 // HSDP-NOT:  dist.reduce_scatter
-// HSDP:      dist.adamw_flat "layers.0" ["layers.0.weight", "layers.0.bias"], %[[SUMS]]#1
-// HSDP-NEXT: dist.adamw_flat "layers.1" ["layers.1.weight", "layers.1.bias"], %[[SUMS]]#2
+// HSDP:      %[[AR0:.*]] = dist.all_reduce_start %[[SUMS]]#1 on @mesh ["replicate"] avg : tensor<72xf32>
+// HSDP:      %[[AR1:.*]] = dist.all_reduce_start %[[SUMS]]#2 on @mesh ["replicate"] avg : tensor<34xf32>
+// HSDP:      %[[G0:.*]] = dist.wait %[[AR0]]
+// HSDP-NEXT: dist.adamw_flat "layers.0" ["layers.0.weight", "layers.0.bias"], %[[G0]]
 
 // The ledger: gradients held sharded (424 bytes, not 848), at twice the
 // reduce-scatters, and a lower peak.
@@ -55,10 +60,10 @@
 
 // Every strategy that shards gradients moves them: zero2 in both layouts
 // (flat: one bucket, reduce-scattered twice) and hsdp, whose all-reduces
-// over the replicas run per micro-batch too (8 + the loss's).
+// over the replicas run once per step (4 + the loss's).
 // RUN: shardc-gen mlp --sizes 8,16,4 --batch 8 | shardc-opt --shardc-pipeline="strategy=zero2 mesh=2 grad-accum=2 grad-sync=microbatch format=json output=-" -o /dev/null | FileCheck %s --check-prefix=MOVED -DRS=8 -DAR=1
 // RUN: shardc-gen mlp --sizes 8,16,4 --batch 8 | shardc-opt --shardc-pipeline="strategy=zero2 mesh=2 layout=flat grad-accum=2 grad-sync=microbatch format=json output=-" -o /dev/null | FileCheck %s --check-prefix=MOVED -DRS=2 -DAR=1
-// RUN: shardc-gen mlp --sizes 8,16,4 --batch 8 | shardc-opt --shardc-pipeline="strategy=hsdp mesh=2x2 grad-accum=2 grad-sync=microbatch format=json output=-" -o /dev/null | FileCheck %s --check-prefix=MOVED -DRS=8 -DAR=9
+// RUN: shardc-gen mlp --sizes 8,16,4 --batch 8 | shardc-opt --shardc-pipeline="strategy=hsdp mesh=2x2 grad-accum=2 grad-sync=microbatch format=json output=-" -o /dev/null | FileCheck %s --check-prefix=MOVED -DRS=8 -DAR=5
 // MOVED:      "all_reduce_count": [[AR]],
 // MOVED:      "reduce_scatter_count": [[RS]]
 // MOVED:      "grads_bytes": 424,

@@ -879,11 +879,14 @@ void Sharder::reduceEachMicrobatch() {
     return def ? inner.findAncestorOpInBlock(*def) : nullptr;
   };
 
-  // Each chain: [a pack of loop results], a reduce-scatter of them, [the
-  // replicas' all-reduce], and the free of what was reduced.
+  // Each chain: [a pack of loop results], a reduce-scatter of them, and the
+  // free of what was reduced. hsdp's all-reduce over the replicas stays
+  // after the loop, once per step on the summed shard, as FSDP2's
+  // set_requires_all_reduce(False) leaves it to the last micro-batch.
   struct Chain {
     SmallVector<Operation *> ops;
     Value reduced;
+    AllReduceOp replicas;
   };
   SmallVector<Chain> chains;
   llvm::DenseSet<Operation *> moved;
@@ -900,10 +903,7 @@ void Sharder::reduceEachMicrobatch() {
     chain.ops.push_back(rs);
     chain.reduced = rs.getResult();
     if (rs->hasOneUse())
-      if (auto replicas = dyn_cast<AllReduceOp>(*rs->user_begin())) {
-        chain.ops.push_back(replicas);
-        chain.reduced = replicas.getResult();
-      }
+      chain.replicas = dyn_cast<AllReduceOp>(*rs->user_begin());
     for (Operation *user : input.getUsers())
       if (isa<FreeOp>(user))
         chain.ops.push_back(user);
@@ -976,8 +976,23 @@ void Sharder::reduceEachMicrobatch() {
   for (auto [old, now] : llvm::zip(kept, summed.getResults()))
     old.replaceAllUsesWith(now);
   for (auto [chain, now] :
-       llvm::zip(chains, summed.getResults().drop_front(kept.size())))
+       llvm::zip(chains, summed.getResults().drop_front(kept.size()))) {
     chain.reduced.replaceAllUsesWith(now);
+    // A bf16 reduction's shards summed in f32 go to the replicas in bf16,
+    // as the step's own all-reduce of an f32 gradient does.
+    AllReduceOp replicas = chain.replicas;
+    if (!replicas)
+      continue;
+    Type wire = typeOf(replicas.getResult()).getElementType();
+    if (replicas.getWireAttr() || typeOf(now).getElementType() == wire)
+      continue;
+    OpBuilder b(replicas);
+    auto wired = AllReduceOp::create(
+        b, replicas.getLoc(), replicas.getType(), now, replicas.getMeshAttr(),
+        replicas.getAxes(), TypeAttr::get(wire), replicas.getReductionAttr());
+    replicas.replaceAllUsesWith(wired.getResult());
+    replicas.erase();
+  }
   for (Chain &chain : llvm::reverse(chains))
     for (Operation *op : llvm::reverse(chain.ops))
       op->erase();

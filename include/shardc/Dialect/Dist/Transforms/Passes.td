@@ -46,8 +46,10 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
        or with `grad-sync=microbatch` (zero2, zero3, hsdp) each
        micro-batch's right after the backward producing it, the loop
        summing the rank's reduced shards in f32: a rank never holds a
-       whole gradient past its reduction, at K times the reductions (the
-       reduce-scatters, and hsdp's all-reduces over the replicas);
+       whole gradient past its reduction, at K times the reduce-scatters
+       (hsdp's all-reduce over the replicas stays after the loop, once, on
+       the summed shard: FSDP2's set_requires_all_reduce(False) until the
+       last micro-batch);
     6. reduces each gradient (averaging over ranks, in `reduce-dtype` on the
        wire) and updates what the rank owns; the returned loss is averaged
        over ranks, so it equals the single-rank loss;
@@ -166,7 +168,7 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
              clEnumValN(::shardc::dist::GradSync::microbatch, "microbatch",
                         "zero2/zero3/hsdp: each micro-batch's, the loop "
                         "summing this rank's reduced shards in f32 (FSDP2's "
-                        "and DeepSpeed's default): K times the reductions, "
+                        "and DeepSpeed's default): K times the reduce-scatters, "
                         "gradients held sharded"))}]>,
   ];
   let dependentDialects = ["::shardc::dist::DistDialect"];
