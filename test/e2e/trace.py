@@ -163,24 +163,11 @@ def check(trace, ledger, units, input_names, ranks, accum, recompute, host):
                         "sending %d" % (rank, step["name"], kinds[kind], kind,
                                         sent[kind], comm[kind + "_count"],
                                         comm[kind + "_bytes"]))
-            regions = Counter(e["name"] for e in compute if inside(e) and
-                              e["name"].split(" ")[0] in (
-                                  "forward", "backward", "recompute"))
-            expected = Counter()
-            for unit in units:
-                expected["forward " + unit] = accum
-                expected["backward " + unit] = accum
-                if recompute:
-                    expected["recompute " + unit] = accum
-            if regions != expected:
-                problems.append("rank %d %s: regions %s, expected %s" %
-                                (rank, step["name"], dict(regions),
-                                 dict(expected)))
-            inputs = Counter(e["name"] for e in compute
-                             if inside(e) and e["name"].startswith("input "))
-            if inputs != Counter({"input " + name: 1 for name in input_names}):
-                problems.append("rank %d %s: inputs read %s" %
-                                (rank, step["name"], dict(inputs)))
+            kinds_of_region = ["forward", "backward"] + (
+                ["recompute"] if recompute else [])
+            problems += check_regions_and_inputs(
+                compute, inside, "rank %d %s" % (rank, step["name"]),
+                units, kinds_of_region, accum, input_names)
             waits = sum(1 for e in compute
                         if inside(e) and e["name"].startswith("wait "))
             if host and waits != sum(kinds.values()):
@@ -194,6 +181,28 @@ def check(trace, ledger, units, input_names, ranks, accum, recompute, host):
                                 (rank, step["name"]))
         problems += check_evals(mine, compute, collectives, ledger, units,
                                 input_names, rank, accum)
+    return problems
+
+
+def check_regions_and_inputs(compute, inside, where, units, kinds, accum,
+                             input_names):
+    """The problems in the compute spans `inside` a step or an evaluation:
+    each unit's region of each of `kinds` (of forward, backward and
+    recompute) once per micro-batch and no other, and each input read
+    once."""
+    regions = Counter(e["name"] for e in compute if inside(e) and
+                      e["name"].split(" ")[0] in (
+                          "forward", "backward", "recompute"))
+    expected = Counter({kind + " " + unit: accum for unit in units
+                        for kind in kinds})
+    problems = []
+    if regions != expected:
+        problems.append("%s: regions %s, expected %s" %
+                        (where, dict(regions), dict(expected)))
+    inputs = Counter(e["name"] for e in compute
+                     if inside(e) and e["name"].startswith("input "))
+    if inputs != Counter({"input " + name: 1 for name in input_names}):
+        problems.append("%s: inputs read %s" % (where, dict(inputs)))
     return problems
 
 
@@ -217,18 +226,9 @@ def check_evals(mine, compute, collectives, ledger, units, input_names, rank,
             problems.append("rank %d %s: collectives %s besides gathers, "
                             "expected the loss's all-reduce" %
                             (rank, ev["name"], dict(kinds)))
-        regions = Counter(e["name"] for e in compute if inside(e) and
-                          e["name"].split(" ")[0] in (
-                              "forward", "backward", "recompute"))
-        expected = Counter({"forward " + unit: accum for unit in units})
-        if regions != expected:
-            problems.append("rank %d %s: regions %s, expected %s" %
-                            (rank, ev["name"], dict(regions), dict(expected)))
-        inputs = Counter(e["name"] for e in compute
-                         if inside(e) and e["name"].startswith("input "))
-        if inputs != Counter({"input " + name: 1 for name in input_names}):
-            problems.append("rank %d %s: inputs read %s" %
-                            (rank, ev["name"], dict(inputs)))
+        problems += check_regions_and_inputs(
+            compute, inside, "rank %d %s" % (rank, ev["name"]), units,
+            ["forward"], accum, input_names)
         peak = max((e["args"]["live bytes"] for e in mine
                     if e["ph"] == "C" and inside(e)), default=0)
         if peak != ledger["per_rank"]["eval_peak_bytes"]:

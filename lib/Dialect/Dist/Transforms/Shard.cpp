@@ -1267,15 +1267,6 @@ void ShardcShardPass::runOnOperation() {
   if (!(shardsParams && flat) && unitBucketMB != 0)
     module.emitWarning() << "unit-bucket-mb: ignored by " << setting
                          << " (it applies to zero3 and hsdp with layout=flat)";
-  if (gradSync == GradSync::microbatch && gradAccum == 1)
-    module.emitWarning() << "grad-sync=microbatch: ignored without "
-                            "grad-accum > 1 (the step is one micro-batch)";
-  else if (gradSync == GradSync::microbatch &&
-           (strategy == Strategy::ddp || strategy == Strategy::zero1))
-    module.emitWarning() << "grad-sync=microbatch: ignored by strategy " << name
-                         << ", which holds whole gradients until the "
-                            "optimizer step (it applies to zero2, zero3 and "
-                            "hsdp)";
   Plan plan{strategy,
             *meshShape,
             reshardAfterForward,
@@ -1286,6 +1277,14 @@ void ShardcShardPass::runOnOperation() {
             bucketMB * (int64_t(1) << 20),
             layout,
             unitBucketMB * (int64_t(1) << 20)};
+  if (gradSync == GradSync::microbatch && gradAccum == 1)
+    module.emitWarning() << "grad-sync=microbatch: ignored without "
+                            "grad-accum > 1 (the step is one micro-batch)";
+  else if (gradSync == GradSync::microbatch && !plan.shardsGrads())
+    module.emitWarning() << "grad-sync=microbatch: ignored by strategy " << name
+                         << ", which holds whole gradients until the "
+                            "optimizer step (it applies to zero2, zero3 and "
+                            "hsdp)";
   // Params the plan cannot place. Params (ZeRO-3, HSDP) and optimizer state
   // (ZeRO-1/2) are split along dim 0, which a scalar does not have. A flat
   // parameter is gathered, reduced and updated as one: each of its members
