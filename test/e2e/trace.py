@@ -70,6 +70,17 @@ def inputs_of(model):
         return re.findall(r'train\.input\s+"([^"]+)"', f.read())
 
 
+def in_nanoseconds(trace):
+    """The trace with every time in integer nanoseconds, the resolution it is
+    written in (microseconds, 3 decimals): spans that touch compare equal,
+    where the floats' ts + dur could land a rounding apart."""
+    for e in trace["traceEvents"]:
+        for key in ("ts", "dur"):
+            if key in e:
+                e[key] = round(e[key] * 1000)
+    return trace
+
+
 def nests(spans):
     """Whether spans [(begin, end, name)] on one track nest: each one lies
     inside, or after, the one open when it begins. Returns "" or why not."""
@@ -283,7 +294,7 @@ def main():
                    "OPENBLAS_NUM_THREADS=1", "-np", str(ranks)] + cmd
         lib.run(cmd)
         with open(exe + ".trace.json") as f:
-            trace = json.load(f)
+            trace = in_nanoseconds(json.load(f))
         with open(exe + ".ledger.json") as f:
             ledger = json.load(f)
         accum = int(extra[extra.index("--grad-accum") + 1]) \
