@@ -99,6 +99,27 @@ void backendCopyInput(shardc_rt_context &ctx, void *dst, const void *hostSrc,
                         backendOf(ctx).compute));
 }
 
+void *backendAllocateHost(int64_t bytes) {
+  void *ptr = nullptr;
+  if (cudaMallocHost(&ptr, bytes) != cudaSuccess)
+    return nullptr;
+  return ptr;
+}
+
+void backendReleaseHost(void *ptr) { cudaFreeHost(ptr); }
+
+void backendCopyToHost(shardc_rt_context &ctx, void *hostDst, const void *src,
+                       int64_t bytes) {
+  CHECK(cudaMemcpyAsync(hostDst, src, bytes, cudaMemcpyDeviceToHost,
+                        backendOf(ctx).compute));
+}
+
+// The compute stream alone: the step makes it wait for every collective
+// whose result it reads.
+void backendWaitForHost(shardc_rt_context &ctx) {
+  CHECK(cudaStreamSynchronize(backendOf(ctx).compute));
+}
+
 void backendCopy(shardc_rt_context &ctx, void *dst, const void *src,
                  int64_t bytes) {
   if (bytes > 0)

@@ -43,64 +43,21 @@ void backendCopy(shardc_rt_context &, void *dst, const void *src,
   std::memmove(dst, src, bytes);
 }
 
-namespace {
+void *backendAllocateHost(int64_t bytes) { return backendAllocate(bytes); }
 
-/// The update loop, one per gradient type, rounding into `rounded` or not
-/// (kept apart so that the f32 loop stays a plain vectorisable loop).
-struct AdamWScalars {
-  float beta1, beta2, eps, decay, stepSize, rootCorrection2;
-};
+void backendReleaseHost(void *ptr) { backendRelease(ptr); }
 
-float gradValue(float g) { return g; }
-float gradValue(shardc_rt_bf16 g) { return widen(g); }
-
-/// `clip` is 1 when the update takes the gradient as it is (g * 1 is g), and
-/// `decay` 1 without weight decay.
-template <typename G>
-void adamwLoop(const AdamWScalars &c, float *value, float *expAvg,
-               float *expAvgSq, const G *grad, float clip, float decay,
-               int64_t count, shardc_rt_bf16 *rounded) {
-  for (int64_t i = 0; i < count; ++i) {
-    float g = gradValue(grad[i]) * clip;
-    expAvg[i] = c.beta1 * expAvg[i] + (1.0f - c.beta1) * g;
-    expAvgSq[i] = c.beta2 * expAvgSq[i] + (1.0f - c.beta2) * g * g;
-    float denom = std::sqrt(expAvgSq[i]) / c.rootCorrection2 + c.eps;
-    value[i] = value[i] * decay - c.stepSize * expAvg[i] / denom;
-  }
-  if (rounded)
-    for (int64_t i = 0; i < count; ++i)
-      rounded[i] = narrow(value[i]);
+void backendCopyToHost(shardc_rt_context &, void *hostDst, const void *src,
+                       int64_t bytes) {
+  std::memcpy(hostDst, src, bytes);
 }
 
-} // namespace
+void backendWaitForHost(shardc_rt_context &) {}
 
 void backendAdamW(shardc_rt_context &ctx,
                   const std::vector<AdamWTensor> &tensors) {
   SHARDC_RT_TIME_KERNEL("adamw_f32");
-  const shardc_rt_model &m = *ctx.model;
-  double step = static_cast<double>(ctx.step);
-  double correction1 = 1.0 - std::pow(m.beta1, step);
-  double correction2 = 1.0 - std::pow(m.beta2, step);
-  double rate = learningRate(m, ctx.step);
-  float lr = static_cast<float>(rate);
-  AdamWScalars c = {static_cast<float>(m.beta1),
-                    static_cast<float>(m.beta2),
-                    static_cast<float>(m.eps),
-                    static_cast<float>(1.0f - lr * m.weight_decay),
-                    static_cast<float>(rate / correction1),
-                    static_cast<float>(std::sqrt(correction2))};
-  for (const AdamWTensor &t : tensors) {
-    float clip = t.clip ? *t.clip : 1.0f;
-    float decay = t.noDecay ? 1.0f : c.decay;
-    if (t.gradDtype == SHARDC_RT_BF16)
-      adamwLoop(c, t.value, t.expAvg, t.expAvgSq,
-                static_cast<const shardc_rt_bf16 *>(t.grad), clip, decay,
-                t.count, t.rounded);
-    else
-      adamwLoop(c, t.value, t.expAvg, t.expAvgSq,
-                static_cast<const float *>(t.grad), clip, decay, t.count,
-                t.rounded);
-  }
+  hostAdamW(ctx, tensors);
 }
 
 void backendSumSquares(shardc_rt_context &,

@@ -81,6 +81,23 @@ void backendSumSquares(shardc_rt_context &ctx,
 void backendClipCoefficient(shardc_rt_context &ctx,
                             const std::vector<const float *> &sums,
                             double maxNorm, float *coef, float *norm);
+/// backendAdamW's update run by this CPU over host memory: the CPU
+/// backend's backendAdamW, and on either backend the update of an
+/// offloaded optimizer (host/Optimizer.cpp).
+void hostAdamW(shardc_rt_context &ctx, const std::vector<AdamWTensor> &tensors);
+
+/// offload_optimizer's memory: `bytes` of host memory the backend copies to
+/// and from fastest (pinned on a GPU), 256-byte aligned, or null when there
+/// is none; outside the allocator's count.
+void *backendAllocateHost(int64_t bytes);
+void backendReleaseHost(void *ptr);
+/// Copies `bytes` of backend memory at `src` to host memory from
+/// backendAllocateHost, in order with the step's work: the copy has landed
+/// once backendWaitForHost returns.
+void backendCopyToHost(shardc_rt_context &ctx, void *hostDst, const void *src,
+                       int64_t bytes);
+/// Returns once the work the step has enqueued so far has completed.
+void backendWaitForHost(shardc_rt_context &ctx);
 /// The learning rate of step `step` (from 1) under `model`'s schedule, as
 /// train.adamw's description defines it (host/Optimizer.cpp).
 double learningRate(const shardc_rt_model &model, int64_t step);

@@ -90,6 +90,21 @@ struct Timers {
   double commWaitSeconds = 0; // blocked in MPI (exposed communication)
   double commSeconds = 0;     // while any collective is in flight
   int64_t bytesSent = 0;      // ring formulas, as the ledger counts
+  /// offload_optimizer: bytes the updates copied between host and device.
+  int64_t hostCopyBytes = 0;
+};
+
+/// offload_optimizer's host side: the optimizer state's blocks of host
+/// memory (backendAllocateHost), released at tear-down; one staging buffer
+/// the updates copy gradients and values through, grown as needed; and the
+/// threads an update may run on (this node's cores over its ranks, or
+/// OMP_NUM_THREADS).
+struct HostMemory {
+  std::vector<void *> blocks;
+  int64_t stateBytes = 0;
+  void *staging = nullptr;
+  int64_t stagingBytes = 0;
+  int64_t threads = 1;
 };
 
 } // namespace shardc::rt
@@ -123,6 +138,7 @@ struct shardc_rt_context {
   uint64_t seed = 0;
   shardc::rt::DataSource *data = nullptr;
   shardc::rt::Timers timers;
+  shardc::rt::HostMemory host;
   std::vector<shardc_rt_request *> pending;
   /// When the oldest collective still in flight started.
   std::chrono::steady_clock::time_point inFlightSince;

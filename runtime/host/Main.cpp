@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <sys/stat.h>
+#include <thread>
 #include <vector>
 
 using namespace shardc::rt;
@@ -387,6 +388,32 @@ void buildCommunicators(shardc_rt_context &ctx) {
   }
 }
 
+/// offload_optimizer: the threads an update on the host may run on:
+/// OMP_NUM_THREADS where set (its first entry, as torch's CPU ops read it),
+/// else this node's cores shared among the node's ranks.
+int64_t hostUpdateThreads() {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                      &node);
+  int ranks = 1;
+  MPI_Comm_size(node, &ranks);
+  MPI_Comm_free(&node);
+  int64_t shared =
+      std::max<int64_t>(1, std::thread::hardware_concurrency() / ranks);
+  const char *env = std::getenv("OMP_NUM_THREADS");
+  std::string text = env ? env : "";
+  char *end = nullptr;
+  long threads = std::strtol(text.c_str(), &end, 10);
+  bool valid =
+      text.empty() || (end != text.c_str() && (*end == '\0' || *end == ',') &&
+                       threads >= 1 && threads <= 4096);
+  // Every rank checks (and fails) together, whatever its environment.
+  SHARDC_RT_CHECK_ALL(valid, "OMP_NUM_THREADS",
+                      "expected a thread count from 1 to 4096, got '" + text +
+                          "'");
+  return text.empty() ? shared : threads;
+}
+
 InitSpec initSpec(const shardc_rt_param_info &info) {
   InitKind kinds[] = {InitKind::Zeros, InitKind::Ones, InitKind::Normal,
                       InitKind::Uniform};
@@ -404,61 +431,97 @@ float *allocateFloats(shardc_rt_context &ctx, int64_t count) {
   return static_cast<float *>(allocateZeroed(ctx, count * 4));
 }
 
-/// A piece of state in backend memory: a checkpoint Piece whose data points
-/// at `dtype` elements there.
+/// Zeroed optimizer state (moments, masters): backend memory, or host
+/// memory where the model offloads it.
+float *allocateOptimizerState(shardc_rt_context &ctx, int64_t count) {
+  if (!ctx.model->offload_optimizer)
+    return allocateFloats(ctx, count);
+  void *ptr = backendAllocateHost(count * 4);
+  SHARDC_RT_CHECK(ptr, "offload_optimizer",
+                  "out of host memory for " + std::to_string(count * 4) +
+                      " bytes of optimizer state");
+  std::memset(ptr, 0, count * 4);
+  ctx.host.blocks.push_back(ptr);
+  ctx.host.stateBytes += count * 4;
+  return static_cast<float *>(ptr);
+}
+
+/// Copies `count` floats of state at `data`, of `dtype` in backend memory or
+/// f32 in host memory (`onHost`: offloaded optimizer state), to or from
+/// host floats.
+void copyStateOut(float *out, const void *data, shardc_rt_dtype dtype,
+                  bool onHost, int64_t count) {
+  if (onHost)
+    std::memcpy(out, data, count * 4);
+  else
+    copyOutFloats(out, data, dtype, count);
+}
+void copyStateIn(void *data, shardc_rt_dtype dtype, bool onHost,
+                 const float *in, int64_t count) {
+  if (onHost)
+    std::memcpy(data, in, count * 4);
+  else
+    copyInFloats(data, dtype, in, count);
+}
+
+/// A piece of state: a checkpoint Piece whose data points at `dtype`
+/// elements in backend memory, or f32 ones in host memory (`onHost`).
 struct StatePiece {
   Piece piece;
   shardc_rt_dtype dtype;
+  bool onHost;
 };
 
-/// Host copies of state in backend memory, for files: fill() reads the
-/// pieces' data into host floats and points the pieces there; store()
-/// writes the host floats back, rounded where the state is bf16.
+/// Host copies of state, for files: fill() reads the pieces' data into
+/// host floats and points the pieces there; store() writes the host floats
+/// back, rounded where the state is bf16.
 class HostMirror {
 public:
-  explicit HostMirror(std::vector<StatePiece> state) {
-    for (StatePiece &s : state) {
-      device.push_back({s.piece.data, s.dtype});
+  explicit HostMirror(std::vector<StatePiece> state) : state(std::move(state)) {
+    for (StatePiece &s : this->state) {
       host.emplace_back(s.piece.end - s.piece.begin);
-      s.piece.data = host.back().data();
       pieces.push_back(s.piece);
+      pieces.back().data = host.back().data();
     }
   }
   /// The pieces, pointing at host memory.
   std::vector<Piece> &get() { return pieces; }
   void fill() {
     for (size_t i = 0; i < pieces.size(); ++i)
-      copyOutFloats(host[i].data(), device[i].first, device[i].second,
-                    host[i].size());
+      copyStateOut(host[i].data(), state[i].piece.data, state[i].dtype,
+                   state[i].onHost, host[i].size());
   }
   void store() {
     for (size_t i = 0; i < pieces.size(); ++i)
-      copyInFloats(device[i].first, device[i].second, host[i].data(),
-                   host[i].size());
+      copyStateIn(state[i].piece.data, state[i].dtype, state[i].onHost,
+                  host[i].data(), host[i].size());
   }
 
 private:
+  std::vector<StatePiece> state;
   std::vector<Piece> pieces;
-  std::vector<std::pair<void *, shardc_rt_dtype>> device;
   std::vector<std::vector<float>> host;
 };
 
 /// A contiguous part of a param's value this rank holds: elements
 /// [begin, end) of param `index`, at `data`, of `dtype`. A BF16 param's
 /// value is its f32 master rounded: pieces of both are filled from the
-/// same values, and the master's are the ones written to files.
+/// same values, and the master's are the ones written to files. A master
+/// is in host memory (`onHost`) where the optimizer is offloaded.
 struct ValuePiece {
   int32_t index;
   int64_t begin, end;
   void *data;
   shardc_rt_dtype dtype;
   bool writes;
+  bool onHost = false;
 };
 
 /// Where this rank holds each param's values: its own storage, or its
 /// unit's flat parameter, and the master copies.
 std::vector<ValuePiece> valuePieces(shardc_rt_context &ctx) {
   std::vector<ValuePiece> pieces;
+  bool offloaded = ctx.model->offload_optimizer;
   for (size_t i = 0; i < ctx.params.size(); ++i) {
     ParamState &p = ctx.params[i];
     auto index = static_cast<int32_t>(i);
@@ -469,7 +532,7 @@ std::vector<ValuePiece> valuePieces(shardc_rt_context &ctx) {
                         p.writesStored && !mastered});
     if (p.master)
       pieces.push_back({index, p.optimized.begin, p.optimized.end, p.master,
-                        SHARDC_RT_F32, p.writesOptimized});
+                        SHARDC_RT_F32, p.writesOptimized, offloaded});
   }
   for (FlatState &f : ctx.flats)
     forEachMemberRange(ctx, f, [&](ParamState &p, int64_t from, int64_t to,
@@ -481,7 +544,7 @@ std::vector<ValuePiece> valuePieces(shardc_rt_context &ctx) {
                           f.writes && !f.master});
       if (f.master)
         pieces.push_back({index, from, to, f.master + offset, SHARDC_RT_F32,
-                          f.writes});
+                          f.writes, offloaded});
     });
   return pieces;
 }
@@ -508,10 +571,10 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
     if (!flat || !m.flats[info.flat].stores)
       p.value = allocateZeroed(ctx, p.stored.count * elementBytes(p.dtype));
     if (!info.frozen && !flat) {
-      p.expAvg = allocateFloats(ctx, p.optimized.count);
-      p.expAvgSq = allocateFloats(ctx, p.optimized.count);
+      p.expAvg = allocateOptimizerState(ctx, p.optimized.count);
+      p.expAvgSq = allocateOptimizerState(ctx, p.optimized.count);
       if (p.dtype == SHARDC_RT_BF16)
-        p.master = allocateFloats(ctx, p.optimized.count);
+        p.master = allocateOptimizerState(ctx, p.optimized.count);
     }
     ctx.params.push_back(p);
   }
@@ -535,10 +598,10 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
     f.writes = ctx.firstReplica(f.info->split);
     if (f.info->stores)
       f.value = allocateZeroed(ctx, f.count * elementBytes(f.dtype));
-    f.expAvg = allocateFloats(ctx, f.count);
-    f.expAvgSq = allocateFloats(ctx, f.count);
+    f.expAvg = allocateOptimizerState(ctx, f.count);
+    f.expAvgSq = allocateOptimizerState(ctx, f.count);
     if (f.dtype == SHARDC_RT_BF16)
-      f.master = allocateFloats(ctx, f.count);
+      f.master = allocateOptimizerState(ctx, f.count);
     ctx.flats.push_back(f);
   }
 
@@ -560,7 +623,8 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
     else if (error.empty())
       error = tryReadF32(*init, p.info->name, p.shape, piece.begin, piece.end,
                          host.data());
-    copyInFloats(piece.data, piece.dtype, host.data(), host.size());
+    copyStateIn(piece.data, piece.dtype, piece.onHost, host.data(),
+                host.size());
   }
   SHARDC_RT_CHECK_ALL(error.empty(), "--init", error);
 }
@@ -573,17 +637,20 @@ std::vector<StatePiece> statePieces(shardc_rt_context &ctx) {
     // Checkpoint pieces point at floats; HostMirror converts.
     pieces.push_back({{p.info->name, p.shape, v.begin, v.end,
                        static_cast<float *>(v.data), v.writes},
-                      v.dtype});
+                      v.dtype,
+                      v.onHost});
   }
+  bool offloaded = ctx.model->offload_optimizer;
   auto moments = [&](ParamState &p, int64_t begin, int64_t end, float *expAvg,
                      float *expAvgSq, bool writes) {
     std::string name = p.info->name;
-    pieces.push_back(
-        {{name + ".exp_avg", p.shape, begin, end, expAvg, writes},
-         SHARDC_RT_F32});
+    pieces.push_back({{name + ".exp_avg", p.shape, begin, end, expAvg, writes},
+                      SHARDC_RT_F32,
+                      offloaded});
     pieces.push_back(
         {{name + ".exp_avg_sq", p.shape, begin, end, expAvgSq, writes},
-         SHARDC_RT_F32});
+         SHARDC_RT_F32,
+         offloaded});
   };
   for (ParamState &p : ctx.params)
     if (p.expAvg)
@@ -676,8 +743,8 @@ void exportParams(shardc_rt_context &ctx, const std::string &path) {
     ParamState &p = ctx.params[i];
     std::vector<float> mine(p.numel, 0.0f);
     for (const ValuePiece &piece : piecesOf[i])
-      copyOutFloats(mine.data() + piece.begin, piece.data, piece.dtype,
-                    piece.end - piece.begin);
+      copyStateOut(mine.data() + piece.begin, piece.data, piece.dtype,
+                   piece.onHost, piece.end - piece.begin);
     if (ctx.worldRank == 0)
       full[i].assign(p.numel, 0.0f);
     // Each element is written by exactly one rank; the others add zeros.
@@ -971,6 +1038,8 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   SHARDC_RT_CHECK_ALL(saveError.empty(), "--save", saveError);
   ctx.seed = flags.seed;
   buildCommunicators(ctx);
+  if (model->offload_optimizer)
+    ctx.host.threads = hostUpdateThreads();
   backendSetUp(ctx);
   if (model->max_grad_norm > 0) {
     ctx.gradNorm = static_cast<float *>(backendAllocate(sizeof(float)));
@@ -982,6 +1051,9 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   auto tearDown = [&] {
     if (ctx.gradNorm)
       backendRelease(ctx.gradNorm);
+    for (void *block : ctx.host.blocks)
+      backendReleaseHost(block);
+    backendReleaseHost(ctx.host.staging);
     backendTearDown(ctx);
   };
   setUpParams(ctx, flags);
@@ -1010,13 +1082,26 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
 
   const shardc_rt_prediction &predicted = model->predicted;
   int64_t persistent = ctx.allocator.liveBytes();
-  if (ctx.worldRank == 0 && !flags.quiet)
-    std::printf("@%s: %s over %d ranks, %" PRId64 " steps; per rank: params + "
-                "optimizer %s (predicted %s), predicted peak %s\n",
+  // What stays in backend memory between steps: the params, and the
+  // optimizer state unless it is offloaded to the host.
+  bool offloaded = model->offload_optimizer;
+  int64_t predictedPersistent =
+      predicted.params + (offloaded ? 0 : predicted.optimizer);
+  if (ctx.worldRank == 0 && !flags.quiet) {
+    std::printf("@%s: %s over %d ranks, %" PRId64 " steps; per rank: params%s "
+                "%s (predicted %s), ",
                 model->name, model->strategy, ctx.worldSize, flags.steps,
+                offloaded ? "" : " + optimizer",
                 formatBytes(persistent).c_str(),
-                formatBytes(predicted.params + predicted.optimizer).c_str(),
-                formatBytes(predicted.peak).c_str());
+                formatBytes(predictedPersistent).c_str());
+    if (offloaded)
+      std::printf("optimizer in host memory %s (predicted %s, updated on "
+                  "%" PRId64 " thread%s), ",
+                  formatBytes(ctx.host.stateBytes).c_str(),
+                  formatBytes(predicted.optimizer).c_str(), ctx.host.threads,
+                  ctx.host.threads == 1 ? "" : "s");
+    std::printf("predicted peak %s\n", formatBytes(predicted.peak).c_str());
+  }
   // --profile times the steps after the first (which sizes workspaces).
   double profiledSeconds = 0, profiledWaits = 0;
   // Rank 0's failure to write --log-json (a full disk): said at once, then
@@ -1121,9 +1206,10 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     if (ctx.gradNorm)
       backendCopyOut(&gradNorm, ctx.gradNorm, sizeof(float));
     double gemm = backendGemmSeconds(ctx);
-    int64_t local[2] = {ctx.allocator.peakBytes(), ctx.timers.bytesSent};
-    int64_t worst[2];
-    MPI_Allreduce(local, worst, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    int64_t local[3] = {ctx.allocator.peakBytes(), ctx.timers.bytesSent,
+                        ctx.timers.hostCopyBytes};
+    int64_t worst[3];
+    MPI_Allreduce(local, worst, 3, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
     // --save-every N: each N-th step (counted across --load) in a
     // checkpoint of its own, to resume or roll back to.
     std::string savedTo;
@@ -1156,8 +1242,13 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                         static_cast<double>(predicted.hardware_flops) / seconds)
                         .c_str());
       std::printf(
-          "peak %s (predicted %s)  sent %s\n", formatBytes(worst[0]).c_str(),
+          "peak %s (predicted %s)  sent %s", formatBytes(worst[0]).c_str(),
           formatBytes(predicted.peak).c_str(), formatBytes(worst[1]).c_str());
+      if (offloaded)
+        std::printf("  host copies %s (predicted %s)",
+                    formatBytes(worst[2]).c_str(),
+                    formatBytes(predicted.host_copies).c_str());
+      std::printf("\n");
       if (!savedTo.empty())
         std::printf("checkpoint: step %" PRId64 " saved to %s\n", ctx.step,
                     savedTo.c_str());
@@ -1175,6 +1266,16 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                       std::isfinite(gradNorm) ? ", \"grad_norm\": %.9g"
                                               : ", \"grad_norm\": null",
                       gradNorm);
+      // Only where the optimizer is offloaded.
+      char hostText[192] = "";
+      if (offloaded)
+        std::snprintf(hostText, sizeof(hostText),
+                      ", \"host_bytes\": %" PRId64
+                      ", \"predicted_host_bytes\": %" PRId64
+                      ", \"host_copy_bytes\": %" PRId64
+                      ", \"predicted_host_copy_bytes\": %" PRId64,
+                      ctx.host.stateBytes, predicted.optimizer, worst[2],
+                      predicted.host_copies);
       std::fprintf(
           log,
           "{\"step\": %" PRId64 ", \"loss\": %s%s, \"lr\": %.9g, "
@@ -1185,17 +1286,17 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
           ", \"persistent_bytes\": %" PRId64
           ", \"predicted_persistent_bytes\": %" PRId64
           ", \"bytes_sent\": %" PRId64 ", \"predicted_bytes_sent\": %" PRId64
-          ", \"gemm_ms\": %.4f, \"comm_wait_ms\": %.4f, \"comm_ms\": %.4f}\n",
+          "%s, \"gemm_ms\": %.4f, \"comm_wait_ms\": %.4f, \"comm_ms\": "
+          "%.4f}\n",
           ctx.step, lossText, normText, learningRate(*ctx.model, ctx.step),
           seconds * 1e3, predicted.model_flops,
           static_cast<double>(predicted.model_flops) / seconds / 1e12,
           predicted.hardware_flops,
           static_cast<double>(predicted.hardware_flops) / seconds / 1e12,
-          worst[0], predicted.peak, persistent,
-          predicted.params + predicted.optimizer, worst[1],
+          worst[0], predicted.peak, persistent, predictedPersistent, worst[1],
           predicted.all_gather + predicted.reduce_scatter +
               predicted.all_reduce,
-          gemm * 1e3, ctx.timers.commWaitSeconds * 1e3,
+          hostText, gemm * 1e3, ctx.timers.commWaitSeconds * 1e3,
           ctx.timers.commSeconds * 1e3);
       if (std::fflush(log) != 0 || std::ferror(log))
         logFailed();

@@ -11,9 +11,13 @@
 #include "Context.h"
 #include "GradCheck.h"
 
+#include "shardc_rt/BFloat16.h"
 #include "shardc_rt/Error.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <thread>
 
 using namespace shardc::rt;
 
@@ -50,6 +54,19 @@ AdamWTensor storedPart(const shardc_rt_context &ctx, ParamState &p,
   return t;
 }
 
+/// Elements [from, from + count) of `t`'s update.
+AdamWTensor sliceOf(const AdamWTensor &t, int64_t from, int64_t count) {
+  AdamWTensor slice = t;
+  slice.value += from;
+  slice.expAvg += from;
+  slice.expAvgSq += from;
+  slice.grad = elementAt(t.grad, from, t.gradDtype);
+  if (slice.rounded)
+    slice.rounded += from;
+  slice.count = count;
+  return slice;
+}
+
 /// Appends `piece`, the update of this rank's piece of flat parameter `f`
 /// (its elements [0, used)), cut where its members' weight decay changes.
 void appendPiece(shardc_rt_context &ctx, FlatState &f, const AdamWTensor &piece,
@@ -62,16 +79,8 @@ void appendPiece(shardc_rt_context &ctx, FlatState &f, const AdamWTensor &piece,
         if (out.size() > first && out.back().noDecay == none && at == end) {
           out.back().count += to - from;
         } else {
-          AdamWTensor t = piece;
-          t.value += at;
-          t.expAvg += at;
-          t.expAvgSq += at;
-          t.grad = elementAt(piece.grad, at, piece.gradDtype);
-          if (t.rounded)
-            t.rounded += at;
-          t.count = to - from;
-          t.noDecay = none;
-          out.push_back(t);
+          out.push_back(sliceOf(piece, at, to - from));
+          out.back().noDecay = none;
         }
         end = at + (to - from);
       });
@@ -89,7 +98,178 @@ void appendStoredPiece(shardc_rt_context &ctx, FlatState &f, const void *grad,
 
 constexpr double kPi = 3.14159265358979323846;
 
+/// The update loop, one per gradient type, rounding into `rounded` or not
+/// (kept apart so that the f32 loop stays a plain vectorisable loop).
+struct AdamWScalars {
+  float beta1, beta2, eps, decay, stepSize, rootCorrection2;
+};
+
+float gradValue(float g) { return g; }
+float gradValue(shardc_rt_bf16 g) { return widen(g); }
+
+/// `clip` is 1 when the update takes the gradient as it is (g * 1 is g), and
+/// `decay` 1 without weight decay.
+template <typename G>
+void adamwLoop(const AdamWScalars &c, float *value, float *expAvg,
+               float *expAvgSq, const G *grad, float clip, float decay,
+               int64_t count, shardc_rt_bf16 *rounded) {
+  for (int64_t i = 0; i < count; ++i) {
+    float g = gradValue(grad[i]) * clip;
+    expAvg[i] = c.beta1 * expAvg[i] + (1.0f - c.beta1) * g;
+    expAvgSq[i] = c.beta2 * expAvgSq[i] + (1.0f - c.beta2) * g * g;
+    float denom = std::sqrt(expAvgSq[i]) / c.rootCorrection2 + c.eps;
+    value[i] = value[i] * decay - c.stepSize * expAvg[i] / denom;
+  }
+  if (rounded)
+    for (int64_t i = 0; i < count; ++i)
+      rounded[i] = narrow(value[i]);
+}
+
+/// Fewest elements worth a thread of their own.
+constexpr int64_t kElementsPerThread = int64_t(1) << 16;
+
+/// hostAdamW on up to ctx.host.threads threads, each taking a run of about
+/// as many elements: an element's update reads no other, so the result is
+/// one thread's, bit for bit.
+void parallelHostAdamW(shardc_rt_context &ctx,
+                       const std::vector<AdamWTensor> &tensors) {
+  int64_t total = 0;
+  for (const AdamWTensor &t : tensors)
+    total += t.count;
+  int64_t threads = std::max<int64_t>(
+      1, std::min<int64_t>(ctx.host.threads, total / kElementsPerThread));
+  if (threads == 1)
+    return hostAdamW(ctx, tensors);
+  int64_t each = (total + threads - 1) / threads;
+  std::vector<std::vector<AdamWTensor>> runs(threads);
+  int64_t run = 0, filled = 0;
+  for (const AdamWTensor &t : tensors)
+    for (int64_t from = 0; from < t.count;) {
+      int64_t take = std::min(t.count - from, each - filled);
+      runs[run].push_back(sliceOf(t, from, take));
+      from += take;
+      filled += take;
+      if (filled == each && run + 1 < threads) {
+        ++run;
+        filled = 0;
+      }
+    }
+  std::vector<std::thread> helpers;
+  for (int64_t i = 1; i < threads; ++i)
+    helpers.emplace_back([&ctx, &runs, i] { hostAdamW(ctx, runs[i]); });
+  hostAdamW(ctx, runs[0]);
+  for (std::thread &helper : helpers)
+    helper.join();
+}
+
+/// Bytes of staging a piece takes: rounded to 256, so that every piece
+/// stays aligned.
+int64_t stagingBytes(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/// offload_optimizer: `tensors`' moments and masters are host memory
+/// (backendAllocateHost), their gradients and values backend memory. Copies
+/// each gradient, its clip coefficient and a master-less (f32) value into
+/// the host's staging, updates there, and copies the values written (the
+/// f32 value, or the master rounded) back, in order with the step.
+void offloadedAdamW(shardc_rt_context &ctx,
+                    const std::vector<AdamWTensor> &tensors) {
+  int64_t needed = 0;
+  for (const AdamWTensor &t : tensors)
+    needed += stagingBytes(t.count * elementBytes(t.gradDtype)) +
+              stagingBytes(t.count * (t.rounded ? 2 : 4)) +
+              stagingBytes(t.clip ? 4 : 0);
+  HostMemory &host = ctx.host;
+  if (needed > host.stagingBytes) {
+    // The staging's last copies back to the device must land first.
+    backendWaitForHost(ctx);
+    backendReleaseHost(host.staging);
+    host.staging = backendAllocateHost(needed);
+    SHARDC_RT_CHECK(host.staging, "offload_optimizer",
+                    "out of host memory for " + std::to_string(needed) +
+                        " bytes of update staging");
+    host.stagingBytes = needed;
+  }
+  char *at = static_cast<char *>(host.staging);
+  auto stage = [&](int64_t bytes) {
+    char *piece = at;
+    at += stagingBytes(bytes);
+    return piece;
+  };
+  // Copies of `bytes` (none where a shard is empty), counted.
+  auto toHost = [&](const void *src, int64_t bytes, bool counted) {
+    char *dst = stage(bytes);
+    if (bytes > 0)
+      backendCopyToHost(ctx, dst, src, bytes);
+    ctx.timers.hostCopyBytes += counted ? bytes : 0;
+    return dst;
+  };
+  auto toDevice = [&](void *dst, const void *src, int64_t bytes) {
+    if (bytes > 0)
+      backendCopyInput(ctx, dst, src, bytes);
+    ctx.timers.hostCopyBytes += bytes;
+  };
+  std::vector<AdamWTensor> staged = tensors;
+  for (AdamWTensor &t : staged) {
+    t.grad = toHost(t.grad, t.count * elementBytes(t.gradDtype), true);
+    // The coefficient, 4 bytes, is not counted (as the ledger does not).
+    if (t.clip)
+      t.clip = reinterpret_cast<const float *>(toHost(t.clip, 4, false));
+    // Where there is a master, `value` is it, in host memory, and the bf16
+    // value is written rounded; else `value` is the device's f32 value.
+    if (t.rounded)
+      t.rounded = reinterpret_cast<shardc_rt_bf16 *>(stage(t.count * 2));
+    else
+      t.value = reinterpret_cast<float *>(toHost(t.value, t.count * 4, true));
+  }
+  backendWaitForHost(ctx);
+  parallelHostAdamW(ctx, staged);
+  // The staging is next written after the next backendWaitForHost, which
+  // these copies, enqueued first, have completed by.
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].rounded)
+      toDevice(tensors[i].rounded, staged[i].rounded, tensors[i].count * 2);
+    else
+      toDevice(tensors[i].value, staged[i].value, tensors[i].count * 4);
+  }
+}
+
+/// The AdamW update of `tensors`, where the optimizer state lives.
+void adamW(shardc_rt_context &ctx, const std::vector<AdamWTensor> &tensors) {
+  if (ctx.model->offload_optimizer)
+    offloadedAdamW(ctx, tensors);
+  else
+    backendAdamW(ctx, tensors);
+}
+
 } // namespace
+
+void shardc::rt::hostAdamW(shardc_rt_context &ctx,
+                           const std::vector<AdamWTensor> &tensors) {
+  const shardc_rt_model &m = *ctx.model;
+  double step = static_cast<double>(ctx.step);
+  double correction1 = 1.0 - std::pow(m.beta1, step);
+  double correction2 = 1.0 - std::pow(m.beta2, step);
+  double rate = learningRate(m, ctx.step);
+  float lr = static_cast<float>(rate);
+  AdamWScalars c = {static_cast<float>(m.beta1),
+                    static_cast<float>(m.beta2),
+                    static_cast<float>(m.eps),
+                    static_cast<float>(1.0f - lr * m.weight_decay),
+                    static_cast<float>(rate / correction1),
+                    static_cast<float>(std::sqrt(correction2))};
+  for (const AdamWTensor &t : tensors) {
+    float clip = t.clip ? *t.clip : 1.0f;
+    float decay = t.noDecay ? 1.0f : c.decay;
+    if (t.gradDtype == SHARDC_RT_BF16)
+      adamwLoop(c, t.value, t.expAvg, t.expAvgSq,
+                static_cast<const shardc_rt_bf16 *>(t.grad), clip, decay,
+                t.count, t.rounded);
+    else
+      adamwLoop(c, t.value, t.expAvg, t.expAvgSq,
+                static_cast<const float *>(t.grad), clip, decay, t.count,
+                t.rounded);
+  }
+}
 
 double shardc::rt::learningRate(const shardc_rt_model &model, int64_t step) {
   if (model.warmup > 0 && step <= model.warmup)
@@ -112,7 +292,7 @@ void shardc_rt_adamw(shardc_rt_context *ctx, int32_t index, const void *grad,
   ParamState &p = paramAt(ctx, index, "shardc_rt_adamw");
   if (captureGradient(*ctx, index, -1, grad, gradDtype))
     return;
-  backendAdamW(*ctx, {storedPart(*ctx, p, grad, gradDtype, clip)});
+  adamW(*ctx, {storedPart(*ctx, p, grad, gradDtype, clip)});
 }
 
 void shardc_rt_adamw_group(shardc_rt_context *ctx, int32_t count,
@@ -140,7 +320,7 @@ void shardc_rt_adamw_group(shardc_rt_context *ctx, int32_t count,
     }
   }
   if (!tensors.empty())
-    backendAdamW(*ctx, tensors);
+    adamW(*ctx, tensors);
 }
 
 void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
@@ -149,13 +329,13 @@ void shardc_rt_adamw_shard(shardc_rt_context *ctx, int32_t index,
   ParamState &p = paramAt(ctx, index, "shardc_rt_adamw_shard");
   int64_t used = p.optimized.end - p.optimized.begin;
   if (p.master) {
-    backendAdamW(*ctx, {{p.master, p.expAvg, p.expAvgSq, grad, gradDtype, used,
-                         static_cast<shardc_rt_bf16 *>(updated), clip,
-                         noDecay(*ctx, p)}});
+    adamW(*ctx,
+          {{p.master, p.expAvg, p.expAvgSq, grad, gradDtype, used,
+            static_cast<shardc_rt_bf16 *>(updated), clip, noDecay(*ctx, p)}});
   } else {
     float *shard = static_cast<float *>(p.value) + p.optimized.begin;
-    backendAdamW(*ctx, {{shard, p.expAvg, p.expAvgSq, grad, gradDtype, used,
-                         nullptr, clip, noDecay(*ctx, p)}});
+    adamW(*ctx, {{shard, p.expAvg, p.expAvgSq, grad, gradDtype, used, nullptr,
+                  clip, noDecay(*ctx, p)}});
     backendCopy(*ctx, updated, shard, used * 4);
   }
   backendZero(*ctx, elementAt(updated, used, p.dtype),
@@ -172,7 +352,7 @@ void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
       return;
     std::vector<AdamWTensor> tensors;
     appendStoredPiece(*ctx, f, grad, gradDtype, clip, tensors);
-    backendAdamW(*ctx, tensors);
+    adamW(*ctx, tensors);
     if (updated)
       backendCopy(*ctx, updated, f.value, f.count * size);
     return;
@@ -200,7 +380,7 @@ void shardc_rt_adamw_flat(shardc_rt_context *ctx, int32_t group,
                  gradDtype, f.used, nullptr, clip},
                 tensors);
   }
-  backendAdamW(*ctx, tensors);
+  adamW(*ctx, tensors);
   forEachMemberRange(*ctx, f, [&](ParamState &p, int64_t from, int64_t to,
                                   int64_t at) {
     backendCopy(*ctx, elementAt(p.value, from, f.dtype),

@@ -66,6 +66,12 @@ CONFIGURATIONS += [
     # Activation checkpointing: the backward's recomputed forward kernels.
     ("zero3-2-recompute-lazy", "zero3", "2", ["--recompute", "*"], LAZY,
      EXACT),
+    # The optimizer offloaded: gradients copied to the host as the step
+    # makes them, the host's updates copied back before the next step reads
+    # them.
+    ("zero3-2-bf16-offload-lazy", "zero3", "2",
+     ["--param-dtype", "bf16", "--offload-optimizer", "true"],
+     {"CUDASIM_STREAMS": "lazy"}, ROUNDED),
 ]
 # Gradient clipping: the sum of squares and the coefficient's kernels, with
 # the norm's all-reduce over the shards.
@@ -74,6 +80,10 @@ CLIPPED_CONFIGURATIONS = [
     ("clip-hsdp-2x2-flat", "hsdp", "2x2", ["--layout", "flat"],
      {"SHARDC_TF32": "0"}, EXACT),
     ("clip-ddp-1-bf16", "ddp", "1", ["--param-dtype", "bf16"], {}, ROUNDED),
+    # The coefficient copied to the host with the gradients; f32 values
+    # both ways.
+    ("clip-zero2-2-flat-offload-lazy", "zero2", "2",
+     ["--layout", "flat", "--offload-optimizer", "true"], LAZY, EXACT),
 ]
 
 
@@ -108,11 +118,14 @@ def main():
         print(result.stdout + result.stderr, end="")
         failures += result.returncode != 0
         # The runtime allocator's peak and NCCL's bytes (counted as the
-        # host backend counts MPI's) are the ledger's predictions.
+        # host backend counts MPI's) are the ledger's predictions; so are an
+        # offloaded optimizer's copies between host and device.
         log = lib.read_log(base + "-cudasim.jsonl")
-        measured = [(r["peak_bytes"], r["bytes_sent"]) for r in log]
-        predicted = [(r["predicted_peak_bytes"], r["predicted_bytes_sent"])
-                     for r in log]
+        figures = ["peak_bytes", "bytes_sent"]
+        if "--offload-optimizer" in flags:
+            figures.append("host_copy_bytes")
+        measured = [tuple(r[f] for f in figures) for r in log]
+        predicted = [tuple(r["predicted_" + f] for f in figures) for r in log]
         failures += measured != predicted
         print("%s: peak and bytes sent per step %s, predicted %s: %s"
               % (label, measured, predicted,

@@ -72,6 +72,11 @@ options (as --shardc-pipeline's):
                                and DeepSpeed's way; sharded gradients, K
                                times the reduce-scatters)
   --unit-bucket-mb MB          zero3/hsdp flat: small units share a flat param
+  --offload-optimizer true|false
+                               the optimizer state in host memory, updated
+                               on the host CPU (ZeRO-Offload): off the
+                               device, for a copy of the gradients and
+                               updated values each step
   --fuse true|false            fused kernels: linear+gelu, add+layernorm,
                                their gradients, and the loss with its
                                gradient (default true)
@@ -140,7 +145,8 @@ std::string checkPipelineValue(const std::string &name,
     return expect({"step", "microbatch"}, "step or microbatch");
   if (name == "recompute-policy")
     return expect({"full", "save-matmuls"}, "full or save-matmuls");
-  if (name == "reshard-after-forward" || name == "fuse")
+  if (name == "reshard-after-forward" || name == "fuse" ||
+      name == "offload-optimizer")
     return expect({"true", "false", "1", "0"}, "true or false");
   int64_t number;
   if ((name == "bucket-mb" || name == "unit-bucket-mb" ||
@@ -205,15 +211,23 @@ Options parseArgs(int argc, char **argv) {
   }
   if (o.command != "build" && o.command != "run" && o.command != "emit")
     usageError("unknown command '" + o.command + "': expected build, run or emit");
-  static const char *pipelineOptions[] = {
-      "strategy",       "mesh",
-      "wrap",           "reshard-after-forward",
-      "param-dtype",    "reduce-dtype",
-      "bucket-mb",      "grad-accum",
-      "grad-sync",      "prefetch",
-      "memory-budget",  "layout",
-      "unit-bucket-mb", "fuse",
-      "recompute",      "recompute-policy"};
+  static const char *pipelineOptions[] = {"strategy",
+                                          "mesh",
+                                          "wrap",
+                                          "reshard-after-forward",
+                                          "param-dtype",
+                                          "reduce-dtype",
+                                          "bucket-mb",
+                                          "grad-accum",
+                                          "grad-sync",
+                                          "prefetch",
+                                          "memory-budget",
+                                          "layout",
+                                          "unit-bucket-mb",
+                                          "fuse",
+                                          "recompute",
+                                          "recompute-policy",
+                                          "offload-optimizer"};
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") {

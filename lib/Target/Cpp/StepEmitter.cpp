@@ -517,14 +517,17 @@ void StepEmitter::emitMain(const LedgerReport &ledger, ModelOp eval) {
   os << "model.max_grad_norm = " << literal(optimizer.getMaxGradNorm())
      << ";\n";
   os << "model.decay_min_rank = " << optimizer.getDecayMinRank() << ";\n";
+  os << "model.offload_optimizer = " << (ledger.offloadsOptimizer ? 1 : 0)
+     << ";\n";
   os << "// What --shardc-ledger predicts per rank: bytes, model FLOPs, the "
-        "evaluation step's peak, hardware FLOPs.\n";
+        "evaluation step's peak, hardware FLOPs, host copies.\n";
   os << "model.predicted = {" << ledger.paramBytes << ", " << ledger.gradBytes
      << ", " << ledger.optimizerBytes << ", " << ledger.modelState() << ", "
      << ledger.activationBytes << ", " << ledger.peak << ", "
      << ledger.allGather.bytes << ", " << ledger.reduceScatter.bytes << ", "
      << ledger.allReduce.bytes << ", " << ledger.modelFlops << ", "
-     << predictEvalPeak(ledger, eval) << ", " << ledger.hardwareFlops << "};\n";
+     << predictEvalPeak(ledger, eval) << ", " << ledger.hardwareFlops << ", "
+     << ledger.hostCopyBytes << "};\n";
   os << "model.num_events = " << numEvents << ";\n";
   os << "model.step = step;\nmodel.eval_step = eval_step;\n";
   os << "return shardc_rt_main(argc, argv, &model);\n";

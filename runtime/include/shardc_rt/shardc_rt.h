@@ -108,6 +108,10 @@ typedef struct {
   /* Hardware FLOPs per step (the ledger's hardwareFlops): model_flops plus
    * the forward ops the backward recomputes. */
   int64_t hardware_flops;
+  /* offload_optimizer: the bytes the updates copy between host and device
+   * per step (gradients out, updated values in; an f32 param's value both
+   * ways). The `optimizer` bytes are then host memory, not in `peak`. */
+  int64_t host_copies;
 } shardc_rt_prediction;
 
 typedef struct shardc_rt_model {
@@ -133,6 +137,11 @@ typedef struct shardc_rt_model {
   /* The weight decay applies to params of this rank or more (train.adamw's
    * decay_min_rank; 0: every param). */
   int64_t decay_min_rank;
+  /* 1: the optimizer state (moments, f32 masters) lives in host memory and
+   * every update runs on the host CPU, from gradients copied there; the
+   * values it writes are copied back (shardc-shard offload-optimizer,
+   * DeepSpeed's ZeRO-Offload). */
+  int32_t offload_optimizer;
   shardc_rt_prediction predicted;
   /* One training step: reads params and inputs, ends with the optimizer
    * updates; writes the loss. */

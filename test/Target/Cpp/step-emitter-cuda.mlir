@@ -20,6 +20,15 @@
 // MICRO:      shardc_rt_cuda_accumulate_f32(K, {{v[0-9]+}}, [[S]], 9);
 // MICRO-NOT:  ncclReduceScatter
 // MICRO:      shardc_rt_adamw_group(ctx,
+// offload-optimizer: the step calls the same updates after the same waits
+// (the runtime copies their gradients to the host, updates there and copies
+// the values back on the compute stream); the model says so, with the
+// ledger's host copies per step last in its predictions.
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 offload-optimizer=true output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=OFFLOAD
+// OFFLOAD:      SHARDC_CUDA(cudaStreamWaitEvent(compute,
+// OFFLOAD:      shardc_rt_adamw(ctx, 0, {{v[0-9]+}}, SHARDC_RT_F32, nullptr); // l0.w
+// OFFLOAD:      model.offload_optimizer = 1;
+// OFFLOAD:      model.predicted = {{{.*}}, [[COPIES:[1-9][0-9]*]]};
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: %shardc build %s --target cuda --strategy ddp --mesh 2 --quiet -o %t/ddp
 // RUN: %shardc build %s --target cuda --strategy zero1 --mesh 2 --quiet -o %t/zero1
@@ -30,6 +39,7 @@
 // RUN: %shardc build %s --target cuda --strategy zero3 --mesh 2 --param-dtype bf16 --quiet -o %t/zero3-bf16
 // RUN: %shardc build %s --target cuda --strategy zero2 --mesh 2 --layout flat --param-dtype bf16 --reduce-dtype bf16 --grad-accum 2 --quiet -o %t/zero2-bf16
 // RUN: %shardc build %s --target cuda --strategy ddp --mesh 2 --param-dtype bf16 --quiet -o %t/ddp-bf16
+// RUN: %shardc build %s --target cuda --strategy zero3 --mesh 2 --param-dtype bf16 --offload-optimizer true --quiet -o %t/zero3-bf16-offload
 // RUN: ls %t | FileCheck %s --check-prefix=BUILT
 // The tiny GPT calls every fused kernel (train-fuse), and links, in f32 and bf16.
 // RUN: rm -rf %t.gpt && mkdir -p %t.gpt
@@ -122,6 +132,7 @@
 // BUILT-NEXT: zero2-bf16
 // BUILT-NEXT: zero3
 // BUILT-NEXT: zero3-bf16
+// BUILT-NEXT: zero3-bf16-offload
 // BUILT-NEXT: zero3-microbatch
 
 // Mixed precision: params gathered in bf16, bf16 GEMMs, each bf16 gradient

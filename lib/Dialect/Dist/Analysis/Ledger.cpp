@@ -166,6 +166,7 @@ LedgerReport Ledger::build() {
   report.model = model.getSymName().str();
   auto strategy = model->getAttrOfType<StringAttr>(kStrategyAttrName);
   report.strategy = strategy ? strategy.getValue().str() : "none";
+  report.offloadsOptimizer = model->hasAttr(kOffloadOptimizerAttrName);
   if (auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(
           model, FlatSymbolRefAttr::get(model.getContext(), "mesh")))
     report.world = mesh.getNumRanks();
@@ -197,6 +198,9 @@ LedgerReport Ledger::build() {
     int64_t count = cast<RankedTensorType>(grad.getType()).getNumElements();
     bool master = !param.getType().getElementType().isF32();
     report.optimizerBytes += count * (8 + (master ? 4 : 0));
+    if (report.offloadsOptimizer)
+      report.hostCopyBytes += bytesOf(cast<RankedTensorType>(grad.getType())) +
+                              count * (master ? 2 : 8);
     // The gradient held for the optimizer: zero1 holds it whole, as
     // backward produced it, until its reduce-scatter.
     Value held = grad;
@@ -278,7 +282,7 @@ LedgerReport Ledger::build() {
   });
 
   std::array<int64_t, NumCategories> live{};
-  int64_t persistent = report.paramBytes + report.optimizerBytes;
+  int64_t persistent = report.paramBytes + report.deviceOptimizerBytes();
   int64_t peakTransient = 0;
   for (int64_t p = 0; p <= positions; ++p) {
     int64_t total = 0;

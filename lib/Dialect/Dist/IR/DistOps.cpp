@@ -40,14 +40,22 @@ void DistDialect::initialize() {
       >();
 }
 
-/// `dist.strategy`, which shardc-shard sets on a model for the ledger.
+/// What shardc-shard sets on a model beyond its ops: `dist.strategy`, and
+/// `dist.offload_optimizer` where the optimizer state lives in host memory.
 LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
+  bool onModel = isa<shardc::train::ModelOp>(op);
+  if (attr.getName() == "dist.offload_optimizer") {
+    if (!onModel || !isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "expected 'dist.offload_optimizer' to be a "
+                                "unit attribute on a train.model";
+    return success();
+  }
   if (attr.getName() != "dist.strategy")
     return op->emitError() << "unknown attribute '" << attr.getName()
                            << "' of the dist dialect";
   auto name = dyn_cast<StringAttr>(attr.getValue());
-  if (!isa<shardc::train::ModelOp>(op) || !name ||
+  if (!onModel || !name ||
       !llvm::is_contained({"ddp", "zero1", "zero2", "zero3", "hsdp"},
                           name.getValue()))
     return op->emitError()

@@ -170,8 +170,8 @@ FailureOr<EvalStep> dist::buildEvalStep(ModelOp model) {
 
 int64_t dist::predictEvalPeak(const LedgerReport &step, ModelOp eval) {
   // The evaluation step has no update: its ledger counts no optimizer
-  // state, which stays in memory all the same.
-  return computeLedger(eval).peak + step.optimizerBytes;
+  // state, which stays in memory all the same (in the host's, offloaded).
+  return computeLedger(eval).peak + step.deviceOptimizerBytes();
 }
 
 namespace {

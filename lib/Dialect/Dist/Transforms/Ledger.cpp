@@ -46,7 +46,7 @@ void printText(const LedgerReport &r, int64_t evalPeak, llvm::raw_ostream &os) {
   os << "  per rank                          bytes\n";
   row("params", r.paramBytes);
   row("grads", r.gradBytes);
-  row("optimizer", r.optimizerBytes);
+  row(r.offloadsOptimizer ? "optimizer (host)" : "optimizer", r.optimizerBytes);
   row("model state", r.modelState());
   row("activations", r.activationBytes);
   row("gathered params", r.gatheredBytes);
@@ -63,6 +63,11 @@ void printText(const LedgerReport &r, int64_t evalPeak, llvm::raw_ostream &os) {
   comm("all_gather", r.allGather);
   comm("reduce_scatter", r.reduceScatter);
   comm("all_reduce", r.allReduce);
+  if (r.offloadsOptimizer)
+    os << llvm::format("  %-22s %16lld  %s (%s)\n", "host copies",
+                       static_cast<long long>(r.hostCopyBytes),
+                       formatBytes(r.hostCopyBytes).c_str(),
+                       "gradients to the host, updated values back");
   os << llvm::format("  %-22s %16lld  (%s)\n", "model FLOPs",
                      static_cast<long long>(r.modelFlops),
                      r.trains ? "forward + backward, for MFU" : "forward");
@@ -97,6 +102,10 @@ llvm::json::Value toJson(const LedgerReport &r, int64_t evalPeak) {
                           {"all_reduce_count", r.allReduce.count}}}};
   if (r.trains)
     json.getObject("per_rank")->try_emplace("eval_peak_bytes", evalPeak);
+  if (r.offloadsOptimizer) {
+    json.try_emplace("offload_optimizer", true);
+    json.getObject("comm")->try_emplace("host_copy_bytes", r.hostCopyBytes);
+  }
   return json;
 }
 

@@ -91,6 +91,10 @@ struct ShardcPipelineOptions
           clEnumValN(GradSync::step, "step", "after the last micro-batch"),
           clEnumValN(GradSync::microbatch, "microbatch",
                      "each micro-batch's, summed in the shard"))};
+  Option<bool> offloadOptimizer{
+      *this, "offload-optimizer",
+      llvm::cl::desc("optimizer state in host memory, updated on the host"),
+      llvm::cl::init(false)};
   Option<int64_t> prefetch{*this, "prefetch",
                            llvm::cl::desc("units a gather starts ahead"),
                            llvm::cl::init(1)};
@@ -407,6 +411,7 @@ void buildShardcPipeline(OpPassManager &pm,
   steps.shard.reduceDType = options.reduceDType;
   steps.shard.gradAccum = options.gradAccum;
   steps.shard.gradSync = options.gradSync;
+  steps.shard.offloadOptimizer = options.offloadOptimizer;
   steps.shard.bucketMB = options.bucketMB;
   steps.shard.unitBucketMB = options.unitBucketMB;
   steps.schedule.prefetch = options.prefetch;

@@ -1339,6 +1339,8 @@ void ShardcShardPass::runOnOperation() {
   // What the ledger needs to know of the strategy beyond the IR: whether a
   // rank holds whole gradients until its optimizer step (ddp, zero1).
   model->setAttr(kStrategyAttrName, b.getStringAttr(name));
+  if (offloadOptimizer)
+    model->setAttr(kOffloadOptimizerAttrName, b.getUnitAttr());
 }
 
 } // namespace

@@ -33,8 +33,19 @@ struct LedgerReport {
   /// hardware FLOPs, the numerator of HFU.
   int64_t hardwareFlops = 0;
   bool trains = false;
+  /// offload-optimizer: optimizerBytes are host memory, off the device's
+  /// peak, and each update copies its gradient to the host and the values
+  /// it writes back: hostCopyBytes per step, as the rank whose pieces are
+  /// not padding counts them (a gradient's elements in its dtype; an f32
+  /// param's value both ways, a bf16 param's rounded value back).
+  bool offloadsOptimizer = false;
+  int64_t hostCopyBytes = 0;
   int64_t modelState() const {
     return paramBytes + gradBytes + optimizerBytes;
+  }
+  /// The optimizer state on the device: none where it is offloaded.
+  int64_t deviceOptimizerBytes() const {
+    return offloadsOptimizer ? 0 : optimizerBytes;
   }
 };
 

@@ -25,6 +25,12 @@ def Dist_Dialect : Dialect {
 
     Every rank runs the same program; a collective's operand and result
     types are those of one rank.
+
+    A sharded `train.model` carries `dist.strategy` (the strategy's name,
+    for the ledger), and `dist.offload_optimizer` (a unit attribute) where
+    its optimizer state lives in host memory and its updates run on the
+    host CPU: the ledger counts that state off the device's peak, and the
+    bytes each step copies between host and device.
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;

@@ -21,6 +21,12 @@ const char *strategyName(Strategy strategy);
 /// The model attribute where shardc-shard records the strategy's name.
 constexpr llvm::StringLiteral kStrategyAttrName = "dist.strategy";
 
+/// The model attribute where shardc-shard records offload-optimizer: the
+/// optimizer state (moments, f32 masters) lives in host memory and the
+/// update runs on the host CPU (DeepSpeed's ZeRO-Offload).
+constexpr llvm::StringLiteral kOffloadOptimizerAttrName =
+    "dist.offload_optimizer";
+
 /// Element types a step can compute and communicate in.
 enum class DType { f32, bf16 };
 

@@ -57,7 +57,15 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
        `Rx1` and `1xS`) that neither casts nor pads: its result is its
        input, as XLA folds single-replica collectives, so a unit reads its
        parameters' storage in place and a DDP bucket is not packed;
-    8. records the strategy on the model (`dist.strategy`).
+    8. records the strategy on the model (`dist.strategy`), and with
+       `offload-optimizer=true` marks it `dist.offload_optimizer`: the
+       optimizer state (the moments, and the f32 masters of bf16 params) is
+       kept in host memory rather than on the device, and each update runs
+       on the host CPU: the gradients it takes are copied to the host, the
+       values it writes copied back (DeepSpeed's ZeRO-Offload,
+       `offload_optimizer`; FSDP2's CPUOffloadPolicy moves the params too).
+       The ledger counts the state as host memory, off the device's peak,
+       and the bytes copied each step.
 
     Before (one unit, one param):
 
@@ -170,6 +178,10 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
                         "summing this rank's reduced shards in f32 (FSDP2's "
                         "and DeepSpeed's default): K times the reduce-scatters, "
                         "gradients held sharded"))}]>,
+    Option<"offloadOptimizer", "offload-optimizer", "bool", "false",
+           "keep the optimizer state in host memory and update on the host "
+           "CPU (ZeRO-Offload): off the device's peak, for copies of the "
+           "gradients and updated values each step">,
   ];
   let dependentDialects = ["::shardc::dist::DistDialect"];
 }

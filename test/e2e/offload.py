@@ -1,0 +1,155 @@
+"""offload-optimizer (ZeRO-Offload): the optimizer state in host memory,
+updated on the host CPU.
+
+usage: offload.py SHARDC MODEL.mlir BIG.mlir OUT_DIR
+
+For each configuration, trains it with and without --offload-optimizer
+true and checks that
+
+- the offloaded run's loss and params are the other's, bit for bit (on the
+  CPU both update with the same loop; only where the state lives differs);
+- its measured peak, device state, host state and bytes copied between
+  host and device per step are the ledger's, to the byte;
+- its peak is the other's less exactly the optimizer state, which is now in
+  host memory.
+
+BIG.mlir, a model of more params than one thread updates, is updated on
+3 threads (OMP_NUM_THREADS=3) to the bits of the plain run; a bad
+OMP_NUM_THREADS is named.
+
+Then saves a checkpoint from an offloaded run after step 2 and resumes it
+for step 3 with and without offloading, and a plain run's checkpoint with
+it: each gives the uninterrupted run's step 3, bit for bit.
+
+Exits 1 if anything differs.
+"""
+
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+import lib  # noqa: E402
+
+STEPS = 2
+OFFLOAD = ["--offload-optimizer", "true"]
+CONFIGS = [
+    ("ddp", "2", []),
+    ("zero1", "2", ["--layout", "flat"]),
+    ("zero2", "4", []),
+    ("zero3", "4", []),
+    ("zero3", "4", ["--layout", "flat", "--param-dtype", "bf16"]),
+    ("hsdp", "2x2", ["--param-dtype", "bf16", "--grad-accum", "2",
+                     "--grad-sync", "microbatch"]),
+]
+
+
+def tag_of(strategy, mesh, extra):
+    return "-".join([strategy, mesh] + [e.strip("-") for e in extra])
+
+
+def compare_runs(shardc, model, out_dir):
+    failures = 0
+    print("%-44s %10s %10s %10s %10s %s" %
+          ("configuration", "peak", "offloaded", "host", "copies", ""))
+    for strategy, mesh, extra in CONFIGS:
+        tag = tag_of(strategy, mesh, extra)
+        kept_export, kept = lib.train(shardc, model, out_dir, tag, strategy,
+                                      mesh, STEPS, extra)
+        off_export, off = lib.train(shardc, model, out_dir, tag + "-offload",
+                                    strategy, mesh, STEPS, extra + OFFLOAD)
+        last, plain = off[-1], kept[-1]
+        problems = []
+        if [r["loss"] for r in off] != [r["loss"] for r in kept]:
+            problems.append("losses differ")
+        diff = lib.max_param_diff(lib.read_safetensors(kept_export),
+                                  lib.read_safetensors(off_export))
+        if diff != 0:
+            problems.append("params differ by %g" % diff)
+        for measured in ("peak_bytes", "persistent_bytes", "host_bytes",
+                         "host_copy_bytes"):
+            if last[measured] != last["predicted_" + measured]:
+                problems.append("%s %d, predicted %d" % (
+                    measured, last[measured], last["predicted_" + measured]))
+        if plain["peak_bytes"] - last["peak_bytes"] != last["host_bytes"]:
+            problems.append("the peak fell by %d, not the host's %d" % (
+                plain["peak_bytes"] - last["peak_bytes"], last["host_bytes"]))
+        if "host_bytes" in plain:
+            problems.append("the plain run reports host bytes")
+        failures += bool(problems)
+        print("%-44s %10d %10d %10d %10d %s" % (
+            tag, plain["peak_bytes"], last["peak_bytes"], last["host_bytes"],
+            last["host_copy_bytes"],
+            "ok" if not problems else "FAIL: " + "; ".join(problems)))
+    return failures
+
+
+def compare_threads(shardc, model, out_dir):
+    """ddp on 2 ranks updates every param in one call: on 3 threads, runs
+    of a third of the elements each."""
+    failures = 0
+    plain_export, _ = lib.train(shardc, model, out_dir, "big", "ddp", "2", 2)
+    exe = os.path.join(out_dir, "big-offload")
+    lib.run([shardc, "build", model, "--strategy", "ddp", "--mesh", "2",
+             "--quiet", "-o", exe] + OFFLOAD)
+    mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-x",
+              "OMP_NUM_THREADS", "-np", "2", exe, "--steps", "2"]
+    env = dict(os.environ, OMP_NUM_THREADS="3")
+    result = lib.run(mpirun + ["--export", exe + ".safetensors"], env=env)
+    said = "updated on 3 threads" in result.stdout
+    diff = lib.max_param_diff(lib.read_safetensors(plain_export),
+                              lib.read_safetensors(exe + ".safetensors"))
+    failures += not said or diff != 0
+    print("%-4s big-ddp-2 on 3 threads: %s, param diff %.2e" % (
+        "ok" if said and diff == 0 else "FAIL",
+        "said" if said else "not said", diff))
+    env["OMP_NUM_THREADS"] = "many"
+    bad = subprocess.run(mpirun, env=env, capture_output=True, text=True)
+    named = ("OMP_NUM_THREADS: expected a thread count from 1 to 4096, got "
+             "'many'" in bad.stderr)
+    failures += bad.returncode == 0 or not named
+    print("%-4s OMP_NUM_THREADS=many: exit %d, %s" % (
+        "ok" if bad.returncode != 0 and named else "FAIL", bad.returncode,
+        "named" if named else "not named"))
+    return failures
+
+
+def compare_resumed(shardc, model, out_dir):
+    """A checkpoint saved after step 2 by an offloaded zero3 run, resumed
+    for step 3 offloaded and not; and one saved by a plain run, resumed
+    offloaded."""
+    failures = 0
+    whole_export, whole = lib.train(shardc, model, out_dir, "whole", "zero3",
+                                    "4", 3)
+    reference = (whole[2:], lib.read_safetensors(whole_export))
+    for saved_flags, name in ((OFFLOAD, "saved-offload"), ([], "saved")):
+        ckpt = os.path.join(out_dir, name + ".ckpt")
+        lib.train(shardc, model, out_dir, name, "zero3", "4", 2, saved_flags,
+                  ["--save", ckpt])
+        resumes = [("zero3", "4", OFFLOAD)]
+        if saved_flags:
+            resumes.append(("zero3", "4", []))
+        for strategy, mesh, extra in resumes:
+            tag = "%s-to-%s" % (name, tag_of(strategy, mesh, extra))
+            export, log = lib.train(shardc, model, out_dir, tag, strategy,
+                                    mesh, 1, extra, ["--load", ckpt])
+            ok, loss_diff, param_diff = lib.follows(reference, log, export, 1,
+                                                    0.0)
+            failures += not ok
+            print("%-4s %-40s step 3  loss diff %.2e  param diff %.2e" % (
+                "ok" if ok else "FAIL", tag, loss_diff, param_diff))
+    return failures
+
+
+def main():
+    shardc, model, big, out_dir = sys.argv[1:5]
+    os.makedirs(out_dir, exist_ok=True)
+    failures = compare_runs(shardc, model, out_dir)
+    failures += compare_threads(shardc, big, out_dir)
+    failures += compare_resumed(shardc, model, out_dir)
+    print("offload: %d differences" % failures)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
