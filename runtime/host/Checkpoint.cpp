@@ -115,6 +115,35 @@ bool shardc::rt::isCheckpointFileName(const std::string &name) {
   return name == manifestName || isRankFileName(name);
 }
 
+std::string shardc::rt::tryRemoveCheckpoint(const std::string &dir) {
+  std::string manifest = dir + "/" + manifestName;
+  if (::unlink(manifest.c_str()) != 0 && errno != ENOENT)
+    return manifest + ": cannot remove: " + std::strerror(errno);
+  DIR *listing = ::opendir(dir.c_str());
+  if (!listing)
+    return dir + ": cannot list: " + std::strerror(errno);
+  std::vector<std::string> names, others;
+  while (const dirent *entry = ::readdir(listing)) {
+    std::string name = entry->d_name;
+    if (name == "." || name == "..")
+      continue;
+    // Rank files, and temporary ones of a save killed before its commit.
+    (parseRankFileName(name) ? names : others).push_back(name);
+  }
+  ::closedir(listing);
+  for (const std::string &name : names)
+    if (::unlink((dir + "/" + name).c_str()) != 0)
+      return dir + "/" + name + ": cannot remove: " + std::strerror(errno);
+  if (!others.empty())
+    return dir +
+           ": checkpoint removed; the directory stays, holding files "
+           "of no checkpoint ('" +
+           others.front() + "')";
+  if (::rmdir(dir.c_str()) != 0)
+    return dir + ": cannot remove: " + std::strerror(errno);
+  return "";
+}
+
 namespace {
 
 /// After save `id` committed: removes the rank files of the checkpoint it

@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -71,6 +72,7 @@ struct Flags {
   bool quiet = false, profile = false;
   int64_t checkGrads = 0;
   int64_t saveEvery = 0; // --save-every: 0 for none
+  int64_t saveKeep = 0;  // --save-keep: 0 keeps every DIR/step-K
   /// --eval-every K: the evaluation step's loss over --eval-batches
   /// batches, before the first step, after every K-th and after the last
   /// (0: never).
@@ -84,6 +86,7 @@ const char *kUsage =
     "usage: %s [--steps K] [--seed S] [--init FILE.safetensors]\n"
     "          [--data FILE.safetensors|FILE.bin] [--export FILE.safetensors]\n"
     "          [--save DIR] [--save-every N]  (also DIR/step-K every N steps)\n"
+    "          [--save-keep M]  (only the latest M of DIR/step-K)\n"
     "          [--load DIR] [--log-json FILE] [--quiet]\n"
     "          [--profile]  (time per kernel, steps after the first)\n"
     "          [--trace FILE.json]  (every rank's timeline, for Perfetto)\n"
@@ -263,6 +266,11 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
       if (error.empty() &&
           (!parseInt(v, flags.saveEvery) || flags.saveEvery < 1))
         error = std::string("expected a step count >= 1, got '") + v + "'";
+    } else if (flag == "--save-keep") {
+      const char *v = value();
+      if (error.empty() && (!parseInt(v, flags.saveKeep) || flags.saveKeep < 1))
+        error =
+            std::string("expected a checkpoint count >= 1, got '") + v + "'";
     } else if (flag == "--eval-every" || flag == "--eval-batches") {
       const char *v = value();
       int64_t &count =
@@ -287,6 +295,9 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
   if (error.empty() && flags.saveEvery > 0 && flags.save.empty())
     error = "--save-every: needs --save DIR (each N-th step's state goes to "
             "DIR/step-K)";
+  if (error.empty() && flags.saveKeep > 0 && flags.saveEvery == 0)
+    error = "--save-keep: needs --save-every N (it keeps the latest of the "
+            "DIR/step-K checkpoints that writes)";
   if (error.empty() && flags.trace.empty() &&
       (flags.traceFirst != 1 || flags.traceLast != INT64_MAX))
     error = "--trace-steps: needs --trace FILE.json";
@@ -412,6 +423,45 @@ int64_t hostUpdateThreads() {
                       "expected a thread count from 1 to 4096, got '" + text +
                           "'");
   return text.empty() ? shared : threads;
+}
+
+/// --save-keep M: after DIR/step-`saved` was written, removes the other
+/// DIR/step-K checkpoints (those holding a checkpoint.json, from this run
+/// or an earlier one) but the M - 1 of the latest steps, as torchtitan's
+/// keep_latest_k; the one just saved always stays. Rank 0. Returns the
+/// names removed; one that cannot be is said on stderr, and the run goes
+/// on (its state is saved).
+std::vector<std::string> pruneStepCheckpoints(const std::string &dir,
+                                              int64_t saved, int64_t keep) {
+  std::vector<int64_t> steps;
+  if (DIR *listing = ::opendir(dir.c_str())) {
+    while (const dirent *entry = ::readdir(listing)) {
+      std::string name = entry->d_name;
+      std::string digits = name.substr(std::min<size_t>(5, name.size()));
+      int64_t step = 0;
+      struct stat manifest;
+      if (name.rfind("step-", 0) == 0 && !digits.empty() && digits[0] != '0' &&
+          digits.find_first_not_of("0123456789") == std::string::npos &&
+          parseInt(digits.c_str(), step) && step != saved &&
+          ::stat((dir + "/" + name + "/checkpoint.json").c_str(), &manifest) ==
+              0)
+        steps.push_back(step);
+    }
+    ::closedir(listing);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  std::vector<std::string> removed;
+  for (size_t i = keep - 1; i < steps.size(); ++i) {
+    std::string name = "step-" + std::to_string(steps[i]);
+    std::string error = tryRemoveCheckpoint(dir + "/" + name);
+    if (error.empty())
+      removed.push_back(name);
+    else
+      std::fprintf(stderr,
+                   "shardc: rank 0: --save-keep: %s (the run goes on)\n",
+                   error.c_str());
+  }
+  return removed;
 }
 
 InitSpec initSpec(const shardc_rt_param_info &info) {
@@ -1213,9 +1263,12 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     // --save-every N: each N-th step (counted across --load) in a
     // checkpoint of its own, to resume or roll back to.
     std::string savedTo;
+    std::vector<std::string> pruned;
     if (flags.saveEvery > 0 && ctx.step % flags.saveEvery == 0) {
       savedTo = flags.save + "/step-" + std::to_string(ctx.step);
       saveState(savedTo);
+      if (flags.saveKeep > 0 && ctx.worldRank == 0)
+        pruned = pruneStepCheckpoints(flags.save, ctx.step, flags.saveKeep);
     }
     // --eval-every: said after the step's line.
     std::optional<Evaluation> evaluated;
@@ -1249,9 +1302,13 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                     formatBytes(worst[2]).c_str(),
                     formatBytes(predicted.host_copies).c_str());
       std::printf("\n");
-      if (!savedTo.empty())
-        std::printf("checkpoint: step %" PRId64 " saved to %s\n", ctx.step,
+      if (!savedTo.empty()) {
+        std::printf("checkpoint: step %" PRId64 " saved to %s", ctx.step,
                     savedTo.c_str());
+        for (size_t i = 0; i < pruned.size(); ++i)
+          std::printf("%s%s", i == 0 ? "; removed " : ", ", pruned[i].c_str());
+        std::printf("\n");
+      }
     }
     std::fflush(stdout);
     if (log) {

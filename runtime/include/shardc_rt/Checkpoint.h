@@ -74,6 +74,13 @@ struct Piece {
 /// checkpoint: checkpoint.json or a rank file.
 bool isCheckpointFileName(const std::string &name);
 
+/// Removes the checkpoint in `dir`: its checkpoint.json first (so that
+/// what is left never loads as a checkpoint), then its rank files (and
+/// temporary ones of a save killed before its commit), then
+/// `dir` where that leaves it empty. Rank-local. Returns "", or what stays
+/// and why (a file that is not the checkpoint's is never removed).
+std::string tryRemoveCheckpoint(const std::string &dir);
+
 /// Before training: why saveCheckpoint could not create or write `dir`, ""
 /// where it can. Leaves nothing behind.
 std::string tryCheckCheckpointDir(const std::string &dir);
