@@ -178,6 +178,9 @@ void offloadedAdamW(shardc_rt_context &ctx,
     needed += stagingBytes(t.count * elementBytes(t.gradDtype)) +
               stagingBytes(t.count * (t.rounded ? 2 : 4)) +
               stagingBytes(t.clip ? 4 : 0);
+  // --trace's span of the copies and the update (on a GPU, between events
+  // of the compute stream, which idles while the host updates).
+  shardc_rt_region_begin(&ctx, "update on host");
   HostMemory &host = ctx.host;
   if (needed > host.stagingBytes) {
     // The staging's last copies back to the device must land first.
@@ -231,6 +234,7 @@ void offloadedAdamW(shardc_rt_context &ctx,
     else
       toDevice(tensors[i].value, staged[i].value, tensors[i].count * 4);
   }
+  shardc_rt_region_end(&ctx);
 }
 
 /// The AdamW update of `tensors`, where the optimizer state lives.

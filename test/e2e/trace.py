@@ -17,7 +17,9 @@ the timeline it writes (Chrome's trace event format):
   inside a step, which reads each of the model's inputs once per step;
 - no two collectives overlap on one comm track, and the regions are every
   unit's forward and backward, and with --recompute '*' its recomputation
-  (inside its backward), once per micro-batch;
+  (inside its backward), once per micro-batch; with --offload-optimizer,
+  and only then, each step holds regions "update on host" (the copies and
+  the host's updates);
 - where the schedule overlaps them, some collective is in flight while a
   kernel runs: the overlap prefetch and async reductions buy;
 - each evaluation is a span holding every unit's forward once per
@@ -47,17 +49,20 @@ CONFIGS = [
     ("hsdp", "2x2", ["--param-dtype", "bf16"], True),
     ("zero3", "2", ["--recompute", "*"], True),
     ("zero3", "2", ["--grad-accum", "2", "--grad-sync", "microbatch"], True),
+    ("zero3", "2", ["--param-dtype", "bf16", "--offload-optimizer", "true"],
+     True),
 ]
 # cudasim runs one stream at a time: its collectives never overlap kernels.
 CUDASIM_CONFIGS = [
     ("zero3", "2", [], False),
     ("hsdp", "2x2", ["--layout", "flat"], False),
+    ("zero3", "2", ["--offload-optimizer", "true"], False),
 ]
 STEPS = 2
 EVALS = ["eval at step 0 batch 0", "eval at step %d batch 0" % STEPS]
 KINDS = ("all_gather", "reduce_scatter", "all_reduce")
 # The compute track's spans that are not kernel calls.
-REGION = r"(step|eval|forward|backward|recompute|wait|input) "
+REGION = r"(step|eval|forward|backward|recompute|wait|input|update) "
 
 
 def units_of(model):
@@ -185,6 +190,12 @@ def check(trace, ledger, units, input_names, ranks, accum, recompute, host):
                 problems.append("rank %d %s: %d waits for %d collectives" %
                                 (rank, step["name"], waits,
                                  sum(kinds.values())))
+            # An offloaded optimizer's copies and updates on the host.
+            updates = sum(1 for e in compute
+                          if inside(e) and e["name"] == "update on host")
+            if (updates > 0) != ledger.get("offload_optimizer", False):
+                problems.append("rank %d %s: %d updates on the host" %
+                                (rank, step["name"], updates))
             kernels = [e for e in compute if inside(e) and
                        not re.match(REGION, e["name"])]
             if not kernels:
