@@ -43,6 +43,14 @@
 // P7B:      "optimizer_bytes": 10500000000,
 // P7B:      "peak_bytes": 17500000004
 
+// strategy=auto climbs its ladder with the state offloaded: under a budget
+// of 2600 bytes no strategy fits keeping it (zero3 peaks at 2776: the
+// budget fails), and ddp fits offloading it.
+// RUN: not shardc-opt %t.mlir --shardc-pipeline="strategy=auto mesh=2 memory-budget=2600" -o /dev/null 2>&1 | FileCheck %s --check-prefix=AUTO-KEPT
+// AUTO-KEPT: remark: strategy=auto: no strategy fits memory-budget 2600 ({{.*}}zero3 peaks at 2776); zero3
+// RUN: shardc-opt %t.mlir --shardc-pipeline="strategy=auto mesh=2 memory-budget=2600 offload-optimizer=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=AUTO
+// AUTO: remark: strategy=auto: ddp, predicted peak 2548 bytes per rank
+
 // The option is on the driver too; a bad value is named.
 // RUN: not %shardc build %t.mlir --offload-optimizer yes -o %t.exe 2>&1 | FileCheck %s --check-prefix=FLAG
 // FLAG: shardc: --offload-optimizer: expected true or false, got 'yes'
