@@ -28,8 +28,10 @@
 #include <cstring>
 #include <dirent.h>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
+#include <sched.h>
 #include <string>
 #include <sys/stat.h>
 #include <thread>
@@ -401,7 +403,8 @@ void buildCommunicators(shardc_rt_context &ctx) {
 
 /// offload_optimizer: the threads an update on the host may run on:
 /// OMP_NUM_THREADS where set (its first entry, as torch's CPU ops read it),
-/// else this node's cores shared among the node's ranks.
+/// else this node's cores shared among the node's ranks, within this
+/// process's affinity.
 int64_t hostUpdateThreads() {
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
@@ -409,8 +412,14 @@ int64_t hostUpdateThreads() {
   int ranks = 1;
   MPI_Comm_size(node, &ranks);
   MPI_Comm_free(&node);
-  int64_t shared =
-      std::max<int64_t>(1, std::thread::hardware_concurrency() / ranks);
+  // The node's cores shared among its ranks, and no more than the cores
+  // this process may run on (its affinity: mpirun's binding, a scheduler's
+  // or a container's limit).
+  int64_t shared = std::thread::hardware_concurrency() / ranks;
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
+    shared = std::min<int64_t>(shared, CPU_COUNT(&allowed));
+  shared = std::max<int64_t>(shared, 1);
   const char *env = std::getenv("OMP_NUM_THREADS");
   std::string text = env ? env : "";
   char *end = nullptr;
@@ -425,34 +434,51 @@ int64_t hostUpdateThreads() {
   return text.empty() ? shared : threads;
 }
 
-/// --save-keep M: after DIR/step-`saved` was written, removes the other
-/// DIR/step-K checkpoints (those holding a checkpoint.json, from this run
-/// or an earlier one) but the M - 1 of the latest steps, as torchtitan's
-/// keep_latest_k; the one just saved always stays. Rank 0. Returns the
-/// names removed; one that cannot be is said on stderr, and the run goes
-/// on (its state is saved).
+/// --save-keep M: after DIR/step-`saved` was written, removes the
+/// DIR/step-K checkpoints of earlier steps but the latest M - 1, as
+/// torchtitan's keep_latest_k. A candidate is a directory (not a link)
+/// holding a checkpoint.json that reads as shardc's. One of a later step
+/// than `saved` is another run's, one this run rolled back from by
+/// resuming an earlier checkpoint: it is left as it is and said once
+/// (`saidLater`). Rank 0. Returns the names removed; one that cannot be is
+/// said on stderr, and the run goes on (its state is saved).
 std::vector<std::string> pruneStepCheckpoints(const std::string &dir,
-                                              int64_t saved, int64_t keep) {
-  std::vector<int64_t> steps;
+                                              int64_t saved, int64_t keep,
+                                              bool &saidLater) {
+  std::vector<int64_t> earlier;
+  std::string later;
   if (DIR *listing = ::opendir(dir.c_str())) {
     while (const dirent *entry = ::readdir(listing)) {
       std::string name = entry->d_name;
       std::string digits = name.substr(std::min<size_t>(5, name.size()));
+      std::string path = dir + "/" + name;
       int64_t step = 0;
-      struct stat manifest;
-      if (name.rfind("step-", 0) == 0 && !digits.empty() && digits[0] != '0' &&
-          digits.find_first_not_of("0123456789") == std::string::npos &&
-          parseInt(digits.c_str(), step) && step != saved &&
-          ::stat((dir + "/" + name + "/checkpoint.json").c_str(), &manifest) ==
-              0)
-        steps.push_back(step);
+      struct stat link;
+      std::map<std::string, std::string> metadata;
+      if (name.rfind("step-", 0) != 0 || digits.empty() || digits[0] == '0' ||
+          digits.find_first_not_of("0123456789") != std::string::npos ||
+          !parseInt(digits.c_str(), step) || step == saved ||
+          ::lstat(path.c_str(), &link) != 0 || !S_ISDIR(link.st_mode) ||
+          !tryReadCheckpointMetadata(path, metadata).empty())
+        continue;
+      if (step < saved)
+        earlier.push_back(step);
+      else
+        later += (later.empty() ? "" : ", ") + name;
     }
     ::closedir(listing);
   }
-  std::sort(steps.rbegin(), steps.rend());
+  if (!later.empty() && !saidLater)
+    std::fprintf(stderr,
+                 "shardc: rank 0: --save-keep: %s holds checkpoints of later "
+                 "steps than this run's (%s), from a run it resumes an "
+                 "earlier checkpoint of: they are left as they are\n",
+                 dir.c_str(), later.c_str());
+  saidLater = saidLater || !later.empty();
+  std::sort(earlier.rbegin(), earlier.rend());
   std::vector<std::string> removed;
-  for (size_t i = keep - 1; i < steps.size(); ++i) {
-    std::string name = "step-" + std::to_string(steps[i]);
+  for (size_t i = keep - 1; i < earlier.size(); ++i) {
+    std::string name = "step-" + std::to_string(earlier[i]);
     std::string error = tryRemoveCheckpoint(dir + "/" + name);
     if (error.empty())
       removed.push_back(name);
@@ -486,7 +512,8 @@ float *allocateFloats(shardc_rt_context &ctx, int64_t count) {
 float *allocateOptimizerState(shardc_rt_context &ctx, int64_t count) {
   if (!ctx.model->offload_optimizer)
     return allocateFloats(ctx, count);
-  void *ptr = backendAllocateHost(count * 4);
+  // At least a byte: a param of no elements still gets a pointer.
+  void *ptr = backendAllocateHost(std::max<int64_t>(count * 4, 1));
   SHARDC_RT_CHECK(ptr, "offload_optimizer",
                   "out of host memory for " + std::to_string(count * 4) +
                       " bytes of optimizer state");
@@ -1174,6 +1201,8 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     trace = std::make_unique<Trace>(*model, ctx.worldRank);
   }
   // A checkpoint of the state as it is now (after ctx.step steps) in `dir`.
+  // --save-keep: whether later steps' checkpoints were said to stay.
+  bool saidLaterCheckpoints = false;
   auto saveState = [&](const std::string &dir) {
     HostMirror state(statePieces(ctx));
     state.fill();
@@ -1268,7 +1297,8 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
       savedTo = flags.save + "/step-" + std::to_string(ctx.step);
       saveState(savedTo);
       if (flags.saveKeep > 0 && ctx.worldRank == 0)
-        pruned = pruneStepCheckpoints(flags.save, ctx.step, flags.saveKeep);
+        pruned = pruneStepCheckpoints(flags.save, ctx.step, flags.saveKeep,
+                                      saidLaterCheckpoints);
     }
     // --eval-every: said after the step's line.
     std::optional<Evaluation> evaluated;

@@ -66,9 +66,10 @@ CONFIGURATIONS += [
     # Activation checkpointing: the backward's recomputed forward kernels.
     ("zero3-2-recompute-lazy", "zero3", "2", ["--recompute", "*"], LAZY,
      EXACT),
-    # The optimizer offloaded: gradients copied to the host as the step
-    # makes them, the host's updates copied back before the next step reads
-    # them.
+    # The optimizer offloaded: the step's gradients copied to the host, its
+    # updates copied back, with the accounting of those copies. Lazy
+    # streams defer the communication streams feeding the updates; the
+    # copies run on the compute stream, which cudasim never defers.
     ("zero3-2-bf16-offload-lazy", "zero3", "2",
      ["--param-dtype", "bf16", "--offload-optimizer", "true"],
      {"CUDASIM_STREAMS": "lazy"}, ROUNDED),
