@@ -11,7 +11,12 @@
 // for or the host synchronises with, the stream's or the device's
 // synchronisation, cudaFree; so work on the communication streams runs as
 // late as the events allow, and a wait the code left out shows as a read
-// too early or a write too late.
+// too early or a write too late. The first stream's copies between host and
+// device memory (cudaMemcpyAsync) wait too, until that stream's next
+// operation, an event recorded on it, a GEMM or a synchronisation: a copy to
+// the host lands late, as on a GPU, and one from the host reads its source
+// late, so the host's reading a copy's result, or overwriting its source,
+// before synchronising shows too.
 //
 // Device memory is checked: each allocation is fresh pages filled with 0xff
 // bytes, 256-byte aligned, ending within 255 bytes of an inaccessible page;
@@ -79,6 +84,9 @@ struct Stream {
   bool blocking = true; // not cudaStreamNonBlocking: syncs with stream 0
   uint64_t issued = 0;
   std::deque<std::pair<uint64_t, std::function<void()>>> queue;
+  /// CUDASIM_STREAMS=lazy, on the stream whose work runs as issued: its
+  /// copies between host and device, run before its next operation.
+  std::vector<std::function<void()>> hostCopies;
 };
 
 struct State {
@@ -140,6 +148,7 @@ void runUntil(cudaStream_t stream, uint64_t op) {
   auto it = state().streams.find(stream);
   if (it == state().streams.end())
     return;
+  flushHostCopies(stream);
   auto &queue = it->second.queue;
   while (!queue.empty() && queue.front().first <= op) {
     std::function<void()> work = std::move(queue.front().second);
@@ -149,6 +158,7 @@ void runUntil(cudaStream_t stream, uint64_t op) {
 }
 
 void runAll() {
+  flushAllHostCopies();
   for (auto &[stream, ignored] : state().streams)
     runUntil(stream, UINT64_MAX);
 }
@@ -283,7 +293,23 @@ size_t maxDynamicShared(const void *entry) {
   return it == limits.end() ? kDefaultSharedBytes : it->second;
 }
 
+void flushHostCopies(cudaStream_t stream) {
+  auto it = state().streams.find(stream);
+  if (it == state().streams.end())
+    return;
+  std::vector<std::function<void()>> copies;
+  copies.swap(it->second.hostCopies);
+  for (std::function<void()> &copy : copies)
+    copy();
+}
+
+void flushAllHostCopies() {
+  for (auto &[stream, ignored] : state().streams)
+    flushHostCopies(stream);
+}
+
 void enqueue(cudaStream_t stream, std::function<void()> work) {
+  flushHostCopies(stream);
   auto it = state().streams.find(stream);
   if (it == state().streams.end() || !it->second.lazy) {
     work();
@@ -551,6 +577,12 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
                             cudaMemcpyKind kind, cudaStream_t stream) {
   if (!isLiveStream(stream))
     return cudaErrorInvalidResourceHandle;
+  if (lazyStreams() && isEager(stream) && stream &&
+      (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToDevice)) {
+    state().streams[stream].hostCopies.push_back(
+        [=] { copy(dst, src, count, kind); });
+    return cudaSuccess;
+  }
   enqueue(stream, [=] { copy(dst, src, count, kind); });
   return cudaSuccess;
 }
@@ -638,6 +670,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!isLiveEvent(event) || !isLiveStream(stream))
     return cudaErrorInvalidResourceHandle;
+  flushHostCopies(stream);
   auto *e = reinterpret_cast<Event *>(event);
   e->recorded = true;
   e->stream = nullptr;

@@ -34,6 +34,12 @@ size_t maxDynamicShared(const void *entry);
 /// Whether `stream` runs its work as it is issued.
 bool isEager(cudaStream_t stream);
 
+/// Runs the copies between host and device that `stream` (or every stream)
+/// holds back (CUDASIM_STREAMS=lazy): before work that may read or write
+/// what they copy.
+void flushHostCopies(cudaStream_t stream);
+void flushAllHostCopies();
+
 /// Whether `stream` is 0 or a stream created and not yet destroyed.
 bool isLiveStream(cudaStream_t stream);
 

@@ -68,8 +68,9 @@ CONFIGURATIONS += [
      EXACT),
     # The optimizer offloaded: the step's gradients copied to the host, its
     # updates copied back, with the accounting of those copies. Lazy
-    # streams defer the communication streams feeding the updates; the
-    # copies run on the compute stream, which cudasim never defers.
+    # streams hold each copy back until the compute stream's next operation
+    # or synchronisation: an update that read its gradients before waiting
+    # for them would differ.
     ("zero3-2-bf16-offload-lazy", "zero3", "2",
      ["--param-dtype", "bf16", "--offload-optimizer", "true"],
      {"CUDASIM_STREAMS": "lazy"}, ROUNDED),

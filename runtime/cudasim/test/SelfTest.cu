@@ -431,6 +431,28 @@ int main(int argc, char **argv) {
     std::vector<float> host(1001);
     cudaMemcpy(x, host.data(), host.size() * sizeof(float),
                cudaMemcpyHostToDevice);
+  } else if (what == "late-copies") {
+    // Under CUDASIM_STREAMS=lazy the first stream's copies to and from the
+    // host run at its next synchronisation: the host sees a copy's result
+    // only then, and the copy reads its host source only then.
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    float *pinned = nullptr;
+    cudaMallocHost(&pinned, 2 * sizeof(float));
+    pinned[0] = 0.0f;
+    pinned[1] = 2.0f;
+    writeKernel<<<1, 1, 0, stream>>>(x, 0);
+    cudaMemcpyAsync(pinned, x, sizeof(float), cudaMemcpyDeviceToHost, stream);
+    cudaMemcpyAsync(x + 1, pinned + 1, sizeof(float), cudaMemcpyHostToDevice,
+                    stream);
+    float before = pinned[0];
+    pinned[1] = 3.0f;
+    cudaStreamSynchronize(stream);
+    std::vector<float> device = hostCopy(x, 2);
+    std::printf("late-copies: to the host %g before the synchronisation, %g "
+                "after; from the host %g\n",
+                before, pinned[0], device[1]);
+    return 0;
   } else if (what == "shared-limit" || what == "big-block") {
     if (what == "shared-limit")
       idleKernel<<<1, 32, 64 << 10>>>();
@@ -445,7 +467,7 @@ int main(int argc, char **argv) {
                          "use-after-free|"
                          "reused-after-free|slack-overrun|missing-barrier|"
                          "shared-overrun|misaligned-tile|copy-past-the-end|"
-                         "shared-limit|big-block\n");
+                         "late-copies|shared-limit|big-block\n");
     return 2;
   }
   std::printf("selftest: %s was not reported\n", what.c_str());
