@@ -96,7 +96,8 @@ struct Timers {
 
 /// offload_optimizer's host side: the optimizer state's blocks of host
 /// memory (backendAllocateHost), released at tear-down; one staging buffer
-/// the updates copy gradients and values through, grown as needed; and the
+/// the updates copy gradients and values through, in two halves of up to
+/// `stagingHalfBytes` (SHARDC_OFFLOAD_STAGING_KB), grown as needed; and the
 /// threads an update may run on (this node's cores over its ranks, or
 /// OMP_NUM_THREADS).
 struct HostMemory {
@@ -104,6 +105,7 @@ struct HostMemory {
   int64_t stateBytes = 0;
   void *staging = nullptr;
   int64_t stagingBytes = 0;
+  int64_t stagingHalfBytes = int64_t(32) << 20;
   int64_t threads = 1;
 };
 

@@ -1115,8 +1115,19 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   SHARDC_RT_CHECK_ALL(saveError.empty(), "--save", saveError);
   ctx.seed = flags.seed;
   buildCommunicators(ctx);
-  if (model->offload_optimizer)
+  if (model->offload_optimizer) {
     ctx.host.threads = hostUpdateThreads();
+    // Half the pinned staging of the host's updates, in KiB: the copies of
+    // one half overlap the update of the other.
+    const char *env = std::getenv("SHARDC_OFFLOAD_STAGING_KB");
+    int64_t kib = 0;
+    bool valid = !env || (parseInt(env, kib) && kib >= 1 && kib <= (1 << 30));
+    SHARDC_RT_CHECK_ALL(valid, "SHARDC_OFFLOAD_STAGING_KB",
+                        std::string("expected KiB from 1 to 2^30, got '") +
+                            (env ? env : "") + "'");
+    if (env)
+      ctx.host.stagingHalfBytes = kib << 10;
+  }
   backendSetUp(ctx);
   if (model->max_grad_norm > 0) {
     ctx.gradNorm = static_cast<float *>(backendAllocate(sizeof(float)));

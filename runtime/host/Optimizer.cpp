@@ -166,73 +166,125 @@ void parallelHostAdamW(shardc_rt_context &ctx,
 /// stays aligned.
 int64_t stagingBytes(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
+/// The staging `count` elements of `t`'s update take: the gradient, the
+/// clip coefficient, and the value (f32, copied both ways) or the master
+/// rounded (copied back).
+int64_t stagingOf(const AdamWTensor &t, int64_t count) {
+  return stagingBytes(count * elementBytes(t.gradDtype)) +
+         stagingBytes(t.clip ? 4 : 0) +
+         stagingBytes(count * (t.rounded ? 2 : 4));
+}
+
+/// `tensors` in runs whose staging fits `budget` bytes, in order; a tensor
+/// larger than that is cut into slices.
+std::vector<std::vector<AdamWTensor>>
+stagingRuns(const std::vector<AdamWTensor> &tensors, int64_t budget) {
+  std::vector<std::vector<AdamWTensor>> runs(1);
+  int64_t used = 0;
+  for (const AdamWTensor &t : tensors) {
+    int64_t perElement = elementBytes(t.gradDtype) + (t.rounded ? 2 : 4);
+    for (int64_t from = 0; from < t.count || (from == 0 && t.count == 0);) {
+      // Whole pieces of 256 bytes: at most three of them partly used.
+      int64_t room = std::max<int64_t>(budget - used - 3 * 256, 0) / perElement;
+      if (room == 0 && !runs.back().empty()) {
+        runs.emplace_back();
+        used = 0;
+        continue;
+      }
+      int64_t take = std::min(t.count - from, std::max<int64_t>(room, 1));
+      runs.back().push_back(sliceOf(t, from, take));
+      used += stagingOf(t, take);
+      from += std::max<int64_t>(take, 1);
+    }
+  }
+  return runs;
+}
+
 /// offload_optimizer: `tensors`' moments and masters are host memory
-/// (backendAllocateHost), their gradients and values backend memory. Copies
-/// each gradient, its clip coefficient and a master-less (f32) value into
-/// the host's staging, updates there, and copies the values written (the
-/// f32 value, or the master rounded) back, in order with the step.
+/// (backendAllocateHost), their gradients and values backend memory. In
+/// runs that fit half the staging (ctx.host.stagingHalfBytes), copies each
+/// gradient, its clip coefficient and a master-less (f32) value into the
+/// host's staging, updates there, and copies the values written (the f32
+/// value, or the master rounded) back, in order with the step: the next
+/// run's copies to the host, into the other half, overlap this run's
+/// update.
 void offloadedAdamW(shardc_rt_context &ctx,
                     const std::vector<AdamWTensor> &tensors) {
-  int64_t needed = 0;
-  for (const AdamWTensor &t : tensors)
-    needed += stagingBytes(t.count * elementBytes(t.gradDtype)) +
-              stagingBytes(t.count * (t.rounded ? 2 : 4)) +
-              stagingBytes(t.clip ? 4 : 0);
+  HostMemory &host = ctx.host;
+  std::vector<std::vector<AdamWTensor>> runs =
+      stagingRuns(tensors, host.stagingHalfBytes);
+  int64_t half = 0;
+  for (const std::vector<AdamWTensor> &run : runs) {
+    int64_t needed = 0;
+    for (const AdamWTensor &t : run)
+      needed += stagingOf(t, t.count);
+    half = std::max(half, needed);
+  }
   // --trace's span of the copies and the update (on a GPU, between events
   // of the compute stream, which idles while the host updates).
   shardc_rt_region_begin(&ctx, "update on host");
-  HostMemory &host = ctx.host;
-  if (needed > host.stagingBytes) {
+  if (2 * half > host.stagingBytes) {
     // The staging's last copies back to the device must land first.
     backendWaitForHost(ctx);
     backendReleaseHost(host.staging);
-    host.staging = backendAllocateHost(needed);
+    host.staging = backendAllocateHost(2 * half);
     SHARDC_RT_CHECK(host.staging, "offload_optimizer",
-                    "out of host memory for " + std::to_string(needed) +
+                    "out of host memory for " + std::to_string(2 * half) +
                         " bytes of update staging");
-    host.stagingBytes = needed;
+    host.stagingBytes = 2 * half;
   }
-  char *at = static_cast<char *>(host.staging);
-  auto stage = [&](int64_t bytes) {
-    char *piece = at;
-    at += stagingBytes(bytes);
-    return piece;
+  // Run `r`'s copies to the host, into half r % 2; its tensors pointing
+  // there.
+  auto stageIn = [&](size_t r) {
+    char *at = static_cast<char *>(host.staging) + (r % 2) * half;
+    auto stage = [&](int64_t bytes) {
+      char *piece = at;
+      at += stagingBytes(bytes);
+      return piece;
+    };
+    // Copies of `bytes` (none where a shard is empty), counted.
+    auto toHost = [&](const void *src, int64_t bytes, bool counted) {
+      char *dst = stage(bytes);
+      if (bytes > 0)
+        backendCopyToHost(ctx, dst, src, bytes);
+      ctx.timers.hostCopyBytes += counted ? bytes : 0;
+      return dst;
+    };
+    std::vector<AdamWTensor> staged = runs[r];
+    for (AdamWTensor &t : staged) {
+      t.grad = toHost(t.grad, t.count * elementBytes(t.gradDtype), true);
+      // The coefficient, 4 bytes, is not counted (as the ledger does not).
+      if (t.clip)
+        t.clip = reinterpret_cast<const float *>(toHost(t.clip, 4, false));
+      // Where there is a master, `value` is it, in host memory, and the
+      // bf16 value is written rounded; else `value` is the device's f32
+      // value.
+      if (t.rounded)
+        t.rounded = reinterpret_cast<shardc_rt_bf16 *>(stage(t.count * 2));
+      else
+        t.value = reinterpret_cast<float *>(toHost(t.value, t.count * 4, true));
+    }
+    return staged;
   };
-  // Copies of `bytes` (none where a shard is empty), counted.
-  auto toHost = [&](const void *src, int64_t bytes, bool counted) {
-    char *dst = stage(bytes);
-    if (bytes > 0)
-      backendCopyToHost(ctx, dst, src, bytes);
-    ctx.timers.hostCopyBytes += counted ? bytes : 0;
-    return dst;
-  };
-  auto toDevice = [&](void *dst, const void *src, int64_t bytes) {
-    if (bytes > 0)
-      backendCopyInput(ctx, dst, src, bytes);
-    ctx.timers.hostCopyBytes += bytes;
-  };
-  std::vector<AdamWTensor> staged = tensors;
-  for (AdamWTensor &t : staged) {
-    t.grad = toHost(t.grad, t.count * elementBytes(t.gradDtype), true);
-    // The coefficient, 4 bytes, is not counted (as the ledger does not).
-    if (t.clip)
-      t.clip = reinterpret_cast<const float *>(toHost(t.clip, 4, false));
-    // Where there is a master, `value` is it, in host memory, and the bf16
-    // value is written rounded; else `value` is the device's f32 value.
-    if (t.rounded)
-      t.rounded = reinterpret_cast<shardc_rt_bf16 *>(stage(t.count * 2));
-    else
-      t.value = reinterpret_cast<float *>(toHost(t.value, t.count * 4, true));
-  }
-  backendWaitForHost(ctx);
-  parallelHostAdamW(ctx, staged);
-  // The staging is next written after the next backendWaitForHost, which
-  // these copies, enqueued first, have completed by.
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i].rounded)
-      toDevice(tensors[i].rounded, staged[i].rounded, tensors[i].count * 2);
-    else
-      toDevice(tensors[i].value, staged[i].value, tensors[i].count * 4);
+  std::vector<AdamWTensor> staged[2];
+  staged[0] = stageIn(0);
+  for (size_t r = 0; r < runs.size(); ++r) {
+    // Run r's copies to the host have landed, and run r - 1's back to the
+    // device, which read the half run r + 1 now copies into.
+    backendWaitForHost(ctx);
+    if (r + 1 < runs.size())
+      staged[(r + 1) % 2] = stageIn(r + 1);
+    parallelHostAdamW(ctx, staged[r % 2]);
+    for (size_t i = 0; i < runs[r].size(); ++i) {
+      const AdamWTensor &t = runs[r][i], &s = staged[r % 2][i];
+      void *dst = t.rounded ? static_cast<void *>(t.rounded) : t.value;
+      const void *src =
+          t.rounded ? static_cast<const void *>(s.rounded) : s.value;
+      int64_t bytes = t.count * (t.rounded ? 2 : 4);
+      if (bytes > 0)
+        backendCopyInput(ctx, dst, src, bytes);
+      ctx.timers.hostCopyBytes += bytes;
+    }
   }
   shardc_rt_region_end(&ctx);
 }

@@ -70,10 +70,11 @@ CONFIGURATIONS += [
     # updates copied back, with the accounting of those copies. Lazy
     # streams hold each copy back until the compute stream's next operation
     # or synchronisation: an update that read its gradients before waiting
-    # for them would differ.
+    # for them would differ; 2 KiB halves of staging make the updates runs
+    # whose copies overlap.
     ("zero3-2-bf16-offload-lazy", "zero3", "2",
      ["--param-dtype", "bf16", "--offload-optimizer", "true"],
-     {"CUDASIM_STREAMS": "lazy"}, ROUNDED),
+     {"CUDASIM_STREAMS": "lazy", "SHARDC_OFFLOAD_STAGING_KB": "2"}, ROUNDED),
 ]
 # Gradient clipping: the sum of squares and the coefficient's kernels, with
 # the norm's all-reduce over the shards.

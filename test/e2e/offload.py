@@ -14,8 +14,9 @@ true and checks that
   host memory.
 
 BIG.mlir, a model of more params than one thread updates, is updated on
-3 threads (OMP_NUM_THREADS=3) to the bits of the plain run; a bad
-OMP_NUM_THREADS is named.
+3 threads (OMP_NUM_THREADS=3), and through 64 KiB halves of staging
+(SHARDC_OFFLOAD_STAGING_KB=64), to the bits of the plain run; a bad value
+of either is named.
 
 Then saves a checkpoint from an offloaded run after step 2 and resumes it
 for step 3 with and without offloading, and a plain run's checkpoint with
@@ -84,33 +85,49 @@ def compare_runs(shardc, model, out_dir):
     return failures
 
 
-def compare_threads(shardc, model, out_dir):
+def compare_big(shardc, model, out_dir):
     """ddp on 2 ranks updates every param in one call: on 3 threads, runs
-    of a third of the elements each."""
+    of a third of the elements each; with 64 KiB halves of staging, in
+    runs of 64 KiB, params cut across them, each run's copies to the host
+    overlapping the previous run's update."""
     failures = 0
     plain_export, _ = lib.train(shardc, model, out_dir, "big", "ddp", "2", 2)
     exe = os.path.join(out_dir, "big-offload")
     lib.run([shardc, "build", model, "--strategy", "ddp", "--mesh", "2",
              "--quiet", "-o", exe] + OFFLOAD)
-    mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-x",
-              "OMP_NUM_THREADS", "-np", "2", exe, "--steps", "2"]
-    env = dict(os.environ, OMP_NUM_THREADS="3")
-    result = lib.run(mpirun + ["--export", exe + ".safetensors"], env=env)
-    said = "updated on 3 threads" in result.stdout
-    diff = lib.max_param_diff(lib.read_safetensors(plain_export),
-                              lib.read_safetensors(exe + ".safetensors"))
-    failures += not said or diff != 0
-    print("%-4s big-ddp-2 on 3 threads: %s, param diff %.2e" % (
-        "ok" if said and diff == 0 else "FAIL",
-        "said" if said else "not said", diff))
-    env["OMP_NUM_THREADS"] = "many"
-    bad = subprocess.run(mpirun, env=env, capture_output=True, text=True)
-    named = ("OMP_NUM_THREADS: expected a thread count from 1 to 4096, got "
-             "'many'" in bad.stderr)
-    failures += bad.returncode == 0 or not named
-    print("%-4s OMP_NUM_THREADS=many: exit %d, %s" % (
-        "ok" if bad.returncode != 0 and named else "FAIL", bad.returncode,
-        "named" if named else "not named"))
+    mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
+              exe, "--steps", "2"]
+    for label, env in (("on 3 threads", {"OMP_NUM_THREADS": "3"}),
+                       ("in 64 KiB runs", {"SHARDC_OFFLOAD_STAGING_KB": "64"})):
+        base = exe + "-" + label.replace(" ", "-")
+        result = lib.run(mpirun + ["--export", base + ".safetensors",
+                                   "--log-json", base + ".jsonl"],
+                         env=dict(os.environ, **env))
+        last = lib.read_log(base + ".jsonl")[-1]
+        problems = []
+        if "OMP_NUM_THREADS" in env and \
+                "updated on 3 threads" not in result.stdout:
+            problems.append("3 threads not said")
+        if last["host_copy_bytes"] != last["predicted_host_copy_bytes"]:
+            problems.append("host copies %d, predicted %d" % (
+                last["host_copy_bytes"], last["predicted_host_copy_bytes"]))
+        diff = lib.max_param_diff(lib.read_safetensors(plain_export),
+                                  lib.read_safetensors(base + ".safetensors"))
+        if diff != 0:
+            problems.append("params differ by %g" % diff)
+        failures += bool(problems)
+        print("%-4s big-ddp-2 %s: %s" % (
+            "ok" if not problems else "FAIL", label,
+            "; ".join(problems) or "the plain run's params"))
+    for variable in ("OMP_NUM_THREADS", "SHARDC_OFFLOAD_STAGING_KB"):
+        bad = subprocess.run(mpirun, capture_output=True, text=True,
+                             env=dict(os.environ, **{variable: "many"}))
+        named = ("%s: expected" % variable in bad.stderr and
+                 "got 'many'" in bad.stderr)
+        failures += bad.returncode == 0 or not named
+        print("%-4s %s=many: exit %d, %s" % (
+            "ok" if bad.returncode != 0 and named else "FAIL", variable,
+            bad.returncode, "named" if named else "not named"))
     return failures
 
 
@@ -145,7 +162,7 @@ def main():
     shardc, model, big, out_dir = sys.argv[1:5]
     os.makedirs(out_dir, exist_ok=True)
     failures = compare_runs(shardc, model, out_dir)
-    failures += compare_threads(shardc, big, out_dir)
+    failures += compare_big(shardc, big, out_dir)
     failures += compare_resumed(shardc, model, out_dir)
     print("offload: %d differences" % failures)
     sys.exit(1 if failures else 0)
