@@ -401,11 +401,13 @@ void buildCommunicators(shardc_rt_context &ctx) {
   }
 }
 
-/// offload_optimizer: the threads an update on the host may run on:
+/// offload_optimizer: how the host's updates run (ctx.host). Threads:
 /// OMP_NUM_THREADS where set (its first entry, as torch's CPU ops read it),
 /// else this node's cores shared among the node's ranks, within this
-/// process's affinity.
-int64_t hostUpdateThreads() {
+/// process's affinity. Staging: halves of SHARDC_OFFLOAD_STAGING_KB KiB
+/// where set. Collective: every rank checks (and fails) together, whatever
+/// its environment.
+void setUpHostUpdates(shardc_rt_context &ctx) {
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
                       &node);
@@ -419,7 +421,6 @@ int64_t hostUpdateThreads() {
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
     shared = std::min<int64_t>(shared, CPU_COUNT(&allowed));
-  shared = std::max<int64_t>(shared, 1);
   const char *env = std::getenv("OMP_NUM_THREADS");
   std::string text = env ? env : "";
   char *end = nullptr;
@@ -427,11 +428,19 @@ int64_t hostUpdateThreads() {
   bool valid =
       text.empty() || (end != text.c_str() && (*end == '\0' || *end == ',') &&
                        threads >= 1 && threads <= 4096);
-  // Every rank checks (and fails) together, whatever its environment.
   SHARDC_RT_CHECK_ALL(valid, "OMP_NUM_THREADS",
                       "expected a thread count from 1 to 4096, got '" + text +
                           "'");
-  return text.empty() ? shared : threads;
+  ctx.host.threads = text.empty() ? std::max<int64_t>(shared, 1) : threads;
+  // The copies of one half overlap the update of the other.
+  env = std::getenv("SHARDC_OFFLOAD_STAGING_KB");
+  int64_t kib = 0;
+  valid = !env || (parseInt(env, kib) && kib >= 1 && kib <= (1 << 30));
+  SHARDC_RT_CHECK_ALL(valid, "SHARDC_OFFLOAD_STAGING_KB",
+                      std::string("expected KiB from 1 to 2^30, got '") +
+                          (env ? env : "") + "'");
+  if (env)
+    ctx.host.stagingHalfBytes = kib << 10;
 }
 
 /// --save-keep M: after DIR/step-`saved` was written, removes the
@@ -1115,19 +1124,8 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   SHARDC_RT_CHECK_ALL(saveError.empty(), "--save", saveError);
   ctx.seed = flags.seed;
   buildCommunicators(ctx);
-  if (model->offload_optimizer) {
-    ctx.host.threads = hostUpdateThreads();
-    // Half the pinned staging of the host's updates, in KiB: the copies of
-    // one half overlap the update of the other.
-    const char *env = std::getenv("SHARDC_OFFLOAD_STAGING_KB");
-    int64_t kib = 0;
-    bool valid = !env || (parseInt(env, kib) && kib >= 1 && kib <= (1 << 30));
-    SHARDC_RT_CHECK_ALL(valid, "SHARDC_OFFLOAD_STAGING_KB",
-                        std::string("expected KiB from 1 to 2^30, got '") +
-                            (env ? env : "") + "'");
-    if (env)
-      ctx.host.stagingHalfBytes = kib << 10;
-  }
+  if (model->offload_optimizer)
+    setUpHostUpdates(ctx);
   backendSetUp(ctx);
   if (model->max_grad_norm > 0) {
     ctx.gradNorm = static_cast<float *>(backendAllocate(sizeof(float)));
