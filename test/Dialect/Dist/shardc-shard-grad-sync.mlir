@@ -89,5 +89,13 @@
 // ZERO1: dist.reduce_scatter
 // RUN: shardc-gen mlp --sizes 8,16,4 --batch 8 | shardc-opt --shardc-pipeline="strategy=zero3 mesh=2 grad-sync=microbatch" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ONE
 // ONE: warning: grad-sync=microbatch: ignored without grad-accum > 1 (the step is one micro-batch)
+// Over a shard axis of one rank (zero3 on one rank, hsdp Rx1) gradients
+// stay whole; the ledger's figures are step's.
+// RUN: shardc-gen mlp --sizes 8,16,4 --batch 8 | shardc-opt --shardc-pipeline="strategy=hsdp mesh=2x1 grad-accum=2 grad-sync=microbatch" -o /dev/null 2>&1 | FileCheck %s --check-prefix=AXIS1
+// AXIS1: warning: grad-sync=microbatch: ignored over a shard axis of one rank (mesh=2x1): each gradient is whole there, with nothing to reduce-scatter
+// RUN: shardc-gen mlp --sizes 8,16,4 --batch 8 | shardc-opt --shardc-pipeline="strategy=zero3 mesh=1 grad-accum=2 grad-sync=microbatch" -o /dev/null 2>&1 | FileCheck %s --check-prefix=RANK1
+// RANK1: warning: grad-sync=microbatch: ignored over a shard axis of one rank (mesh=1)
+// RUN: shardc-gen mlp --sizes 8,16,4 --batch 8 | shardc-opt --shardc-pipeline="strategy=hsdp mesh=1x2 grad-accum=2 grad-sync=microbatch" -o /dev/null 2>&1 | FileCheck %s --check-prefix=SHARD2 --allow-empty
+// SHARD2-NOT: warning
 // RUN: shardc-gen mlp --sizes 8,16,4 --batch 8 | not shardc-opt --shardc-pipeline="strategy=zero3 mesh=2 grad-sync=always" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: grad-sync

@@ -1285,6 +1285,12 @@ void ShardcShardPass::runOnOperation() {
                          << ", which holds whole gradients until the "
                             "optimizer step (it applies to zero2, zero3 and "
                             "hsdp)";
+  else if (gradSync == GradSync::microbatch && plan.shardRanks() == 1)
+    module.emitWarning() << "grad-sync=microbatch: ignored over a shard axis "
+                            "of one rank (mesh="
+                         << mesh
+                         << "): each gradient is whole there, with nothing to "
+                            "reduce-scatter";
   // Params the plan cannot place. Params (ZeRO-3, HSDP) and optimizer state
   // (ZeRO-1/2) are split along dim 0, which a scalar does not have. A flat
   // parameter is gathered, reduced and updated as one: each of its members
