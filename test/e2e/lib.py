@@ -98,21 +98,23 @@ def emitted_step(shardc, model, source, args):
 
 def run(cmd, timeout=600, **kwargs):
     """Runs a command; on failure or a hang (no end within `timeout`
-    seconds) prints it with its output and exits 1."""
+    seconds) prints it with its output and exits 1. On stderr too, which
+    lit shows whole, where FileCheck's dump of stdout is cut short."""
+    def fail(text):
+        print(text)
+        print(text, file=sys.stderr)
+        sys.exit(1)
     try:
         result = subprocess.run(cmd, capture_output=True, text=True,
                                 timeout=timeout, **kwargs)
     except subprocess.TimeoutExpired as hang:
-        print("HUNG (no end in %d s): %s" % (timeout, " ".join(cmd)))
-        for out in (hang.stdout, hang.stderr):
-            if isinstance(out, bytes):
-                out = out.decode(errors="replace")
-            print(out or "")
-        sys.exit(1)
+        outs = [out.decode(errors="replace") if isinstance(out, bytes)
+                else out or "" for out in (hang.stdout, hang.stderr)]
+        fail("HUNG (no end in %d s): %s\n%s" %
+             (timeout, " ".join(cmd), "\n".join(outs)))
     if result.returncode != 0:
-        print("FAILED (exit %d): %s" % (result.returncode, " ".join(cmd)))
-        print(result.stdout + result.stderr)
-        sys.exit(1)
+        fail("FAILED (exit %d): %s\n%s" % (result.returncode, " ".join(cmd),
+                                            result.stdout + result.stderr))
     return result
 
 
