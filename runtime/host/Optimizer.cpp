@@ -125,6 +125,33 @@ void adamwLoop(const AdamWScalars &c, float *value, float *expAvg,
       rounded[i] = narrow(value[i]);
 }
 
+/// `tensors` cut, in order, into runs of at most `budget`, where `count`
+/// elements of a tensor cost count * perElement(t) + `perSlice` (a tensor
+/// that does not fit is sliced; a run takes at least one element). Empty
+/// tensors are dropped: their update does nothing.
+template <typename PerElement>
+std::vector<std::vector<AdamWTensor>>
+cutIntoRuns(const std::vector<AdamWTensor> &tensors, int64_t budget,
+            int64_t perSlice, PerElement perElement) {
+  std::vector<std::vector<AdamWTensor>> runs(1);
+  int64_t used = 0;
+  for (const AdamWTensor &t : tensors)
+    for (int64_t from = 0; from < t.count;) {
+      int64_t room =
+          std::max<int64_t>(budget - used - perSlice, 0) / perElement(t);
+      if (room == 0 && !runs.back().empty()) {
+        runs.emplace_back();
+        used = 0;
+        continue;
+      }
+      int64_t take = std::min(t.count - from, std::max<int64_t>(room, 1));
+      runs.back().push_back(sliceOf(t, from, take));
+      used += take * perElement(t) + perSlice;
+      from += take;
+    }
+  return runs;
+}
+
 /// Fewest elements worth a thread of their own.
 constexpr int64_t kElementsPerThread = int64_t(1) << 16;
 
@@ -140,22 +167,13 @@ void parallelHostAdamW(shardc_rt_context &ctx,
       1, std::min<int64_t>(ctx.host.threads, total / kElementsPerThread));
   if (threads == 1)
     return hostAdamW(ctx, tensors);
-  int64_t each = (total + threads - 1) / threads;
-  std::vector<std::vector<AdamWTensor>> runs(threads);
-  int64_t run = 0, filled = 0;
-  for (const AdamWTensor &t : tensors)
-    for (int64_t from = 0; from < t.count;) {
-      int64_t take = std::min(t.count - from, each - filled);
-      runs[run].push_back(sliceOf(t, from, take));
-      from += take;
-      filled += take;
-      if (filled == each && run + 1 < threads) {
-        ++run;
-        filled = 0;
-      }
-    }
+  // At most `threads` runs: each but the last holds total / threads
+  // elements, rounded up.
+  std::vector<std::vector<AdamWTensor>> runs =
+      cutIntoRuns(tensors, (total + threads - 1) / threads, 0,
+                  [](const AdamWTensor &) { return int64_t(1); });
   std::vector<std::thread> helpers;
-  for (int64_t i = 1; i < threads; ++i)
+  for (size_t i = 1; i < runs.size(); ++i)
     helpers.emplace_back([&ctx, &runs, i] { hostAdamW(ctx, runs[i]); });
   hostAdamW(ctx, runs[0]);
   for (std::thread &helper : helpers)
@@ -175,31 +193,6 @@ int64_t stagingOf(const AdamWTensor &t, int64_t count) {
          stagingBytes(count * (t.rounded ? 2 : 4));
 }
 
-/// `tensors` in runs whose staging fits `budget` bytes, in order; a tensor
-/// larger than that is cut into slices.
-std::vector<std::vector<AdamWTensor>>
-stagingRuns(const std::vector<AdamWTensor> &tensors, int64_t budget) {
-  std::vector<std::vector<AdamWTensor>> runs(1);
-  int64_t used = 0;
-  for (const AdamWTensor &t : tensors) {
-    int64_t perElement = elementBytes(t.gradDtype) + (t.rounded ? 2 : 4);
-    for (int64_t from = 0; from < t.count || (from == 0 && t.count == 0);) {
-      // Whole pieces of 256 bytes: at most three of them partly used.
-      int64_t room = std::max<int64_t>(budget - used - 3 * 256, 0) / perElement;
-      if (room == 0 && !runs.back().empty()) {
-        runs.emplace_back();
-        used = 0;
-        continue;
-      }
-      int64_t take = std::min(t.count - from, std::max<int64_t>(room, 1));
-      runs.back().push_back(sliceOf(t, from, take));
-      used += stagingOf(t, take);
-      from += std::max<int64_t>(take, 1);
-    }
-  }
-  return runs;
-}
-
 /// offload_optimizer: `tensors`' moments and masters are host memory
 /// (backendAllocateHost), their gradients and values backend memory. In
 /// runs that fit half the staging (ctx.host.stagingHalfBytes), copies each
@@ -211,8 +204,12 @@ stagingRuns(const std::vector<AdamWTensor> &tensors, int64_t budget) {
 void offloadedAdamW(shardc_rt_context &ctx,
                     const std::vector<AdamWTensor> &tensors) {
   HostMemory &host = ctx.host;
-  std::vector<std::vector<AdamWTensor>> runs =
-      stagingRuns(tensors, host.stagingHalfBytes);
+  // Runs whose staging fits a half: a slice's three pieces are rounded to
+  // 256 bytes each.
+  std::vector<std::vector<AdamWTensor>> runs = cutIntoRuns(
+      tensors, host.stagingHalfBytes, 3 * 256, [](const AdamWTensor &t) {
+        return elementBytes(t.gradDtype) + (t.rounded ? 2 : 4);
+      });
   int64_t half = 0;
   for (const std::vector<AdamWTensor> &run : runs) {
     int64_t needed = 0;
