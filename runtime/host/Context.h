@@ -92,6 +92,9 @@ struct Timers {
   int64_t bytesSent = 0;      // ring formulas, as the ledger counts
   /// offload_optimizer: bytes the updates copied between host and device.
   int64_t hostCopyBytes = 0;
+  /// offload_optimizer: wall time the host spent in AdamW loops (--profile;
+  /// a GPU's compute stream has no work meanwhile).
+  double hostUpdateSeconds = 0;
 };
 
 /// offload_optimizer's host side: the optimizer state's blocks of host

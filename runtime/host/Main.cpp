@@ -882,13 +882,23 @@ void loadState(shardc_rt_context &ctx, const std::string &dir) {
   ctx.step = step;
 }
 
+/// Rank 0's time in the steps --profile times, and the parts of it that
+/// are not kernels'.
+struct ProfiledTime {
+  double steps = 0;
+  double waits = 0;       // Timers::commWaitSeconds
+  double hostUpdates = 0; // Timers::hostUpdateSeconds
+};
+
 /// --profile's table: each kernel's calls and time per step on rank 0
 /// (wall time on the CPU, GPU time between events on a GPU), against the
-/// steps' time, and the time blocked waiting for collectives (the host
-/// target; a GPU's compute stream waits on events instead); the rest is
-/// the runtime, copies and launch gaps.
+/// steps' time; the time blocked waiting for collectives (the host
+/// target; a GPU's compute stream waits on events instead) and the
+/// offloaded optimizer's AdamW on the host; the rest is the runtime,
+/// copies and launch gaps.
 void printProfile(const std::vector<shardc_rt_kernel_time> &times,
-                  int64_t steps, double stepSeconds, double waitSeconds) {
+                  int64_t steps, const ProfiledTime &profiled) {
+  double stepSeconds = profiled.steps;
   std::vector<shardc_rt_kernel_time> sorted = times;
   std::sort(sorted.begin(), sorted.end(),
             [](const auto &a, const auto &b) { return a.seconds > b.seconds; });
@@ -904,14 +914,18 @@ void printProfile(const std::vector<shardc_rt_kernel_time> &times,
                 static_cast<double>(t.calls) / static_cast<double>(steps), ms,
                 100.0 * t.seconds / stepSeconds);
   }
-  if (waitSeconds > 0)
-    std::printf("  %-28s %10s %10.3f %6.1f%%\n", "(blocked in MPI waits)", "",
-                waitSeconds / static_cast<double>(steps) * 1e3,
-                100.0 * waitSeconds / stepSeconds);
-  double rest = stepSeconds - kernels - waitSeconds;
-  std::printf("  %-28s %10s %10.3f %6.1f%%\n", "(the rest)", "",
-              rest / static_cast<double>(steps) * 1e3,
-              100.0 * rest / stepSeconds);
+  // A row of time that is no kernel's.
+  auto other = [&](const char *what, double seconds) {
+    std::printf("  %-28s %10s %10.3f %6.1f%%\n", what, "",
+                seconds / static_cast<double>(steps) * 1e3,
+                100.0 * seconds / stepSeconds);
+  };
+  if (profiled.waits > 0)
+    other("(blocked in MPI waits)", profiled.waits);
+  if (profiled.hostUpdates > 0)
+    other("(AdamW on the host)", profiled.hostUpdates);
+  other("(the rest)",
+        stepSeconds - kernels - profiled.waits - profiled.hostUpdates);
 }
 
 /// Everything a step (or an evaluation step) allocated, it freed, and every
@@ -1189,7 +1203,7 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     std::printf("predicted peak %s\n", formatBytes(predicted.peak).c_str());
   }
   // --profile times the steps after the first (which sizes workspaces).
-  double profiledSeconds = 0, profiledWaits = 0;
+  ProfiledTime profiled;
   // Rank 0's failure to write --log-json (a full disk): said at once, then
   // the run goes on without the log, saves and exports what it trained,
   // and exits 1 at the end, on every rank.
@@ -1283,8 +1297,9 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                                    tracing ? trace.get() : nullptr,
                                    "step " + std::to_string(ctx.step));
     if (flags.profile && s >= 1) {
-      profiledSeconds += seconds;
-      profiledWaits += ctx.timers.commWaitSeconds;
+      profiled.steps += seconds;
+      profiled.waits += ctx.timers.commWaitSeconds;
+      profiled.hostUpdates += ctx.timers.hostUpdateSeconds;
       // Collected each step: a GPU's events are then reused, not piled up.
       if (ctx.worldRank == 0)
         backendKernelTimes(ctx);
@@ -1404,8 +1419,7 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     logError = flags.logJson + ": cannot write: " + std::strerror(errno);
   if (flags.profile && ctx.worldRank == 0) {
     if (flags.steps > 1)
-      printProfile(backendKernelTimes(ctx), flags.steps - 1, profiledSeconds,
-                   profiledWaits);
+      printProfile(backendKernelTimes(ctx), flags.steps - 1, profiled);
     else
       std::printf("profile: needs --steps 2 or more (the first step is not "
                   "timed)\n");

@@ -15,6 +15,7 @@
 #include "shardc_rt/Error.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <thread>
@@ -271,7 +272,12 @@ void offloadedAdamW(shardc_rt_context &ctx,
     backendWaitForHost(ctx);
     if (r + 1 < runs.size())
       staged[(r + 1) % 2] = stageIn(r + 1);
+    auto started = std::chrono::steady_clock::now();
     parallelHostAdamW(ctx, staged[r % 2]);
+    ctx.timers.hostUpdateSeconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                      started)
+            .count();
     for (size_t i = 0; i < runs[r].size(); ++i) {
       const AdamWTensor &t = runs[r][i], &s = staged[r % 2][i];
       void *dst = t.rounded ? static_cast<void *>(t.rounded) : t.value;
