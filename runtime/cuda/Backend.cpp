@@ -419,6 +419,13 @@ void shardc_rt_cuda_sent(shardc_rt_context *ctx, shardc_rt_collective kind,
                          collectiveArgs(*ctx, kind, axes, dtype, count));
 }
 
+void shardc_rt_cuda_copy_from_host(shardc_rt_context *ctx, shardc_rt_axes axes,
+                                   void *dst, const void *src, int64_t bytes) {
+  CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                        backendOf(*ctx).commStreams.at(axes)));
+  ctx->timers.hostCopyBytes += bytes;
+}
+
 cudaEvent_t shardc_rt_cuda_event(shardc_rt_context *ctx, int32_t index) {
   return backendOf(*ctx).events.at(index);
 }

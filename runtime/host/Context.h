@@ -98,14 +98,16 @@ struct Timers {
 };
 
 /// offload_optimizer's host side: the optimizer state's blocks of host
-/// memory (backendAllocateHost), released at tear-down; one staging buffer
+/// memory (backendAllocateHost), and with offload_params the stored params'
+/// too, released at tear-down; one staging buffer
 /// the updates copy gradients and values through, in two halves of up to
 /// `stagingHalfBytes` (SHARDC_OFFLOAD_STAGING_KB), grown as needed; and the
 /// threads an update may run on (this node's cores over its ranks, or
 /// OMP_NUM_THREADS).
 struct HostMemory {
   std::vector<void *> blocks;
-  int64_t stateBytes = 0;
+  int64_t stateBytes = 0; // the optimizer state's
+  int64_t paramBytes = 0; // offload_params: the stored params'
   void *staging = nullptr;
   int64_t stagingBytes = 0;
   int64_t stagingHalfBytes = int64_t(32) << 20;

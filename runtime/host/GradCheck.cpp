@@ -17,13 +17,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 
 namespace shardc::rt {
 
 namespace {
 
-/// Where element `e` of param `i` lives in backend memory.
+/// Where element `e` of param `i` lives: in backend memory, or host memory
+/// (offload_params).
 float *elementOf(shardc_rt_context &ctx, int32_t i, int64_t e) {
   ParamState &p = ctx.params[i];
   if (p.value)
@@ -118,15 +120,29 @@ int checkGradients(shardc_rt_context &ctx, int64_t perParam) {
     double worst = 0, worstAllowed = 0;
     for (int64_t e : elements) {
       float *where = elementOf(ctx, static_cast<int32_t>(i), e);
+      // A stored value in host memory (offload_params) is read as it is.
+      bool onHost = ctx.model->offload_params;
+      auto read = [&](float *to) {
+        if (onHost)
+          std::memcpy(to, where, 4);
+        else
+          backendCopyOut(to, where, 4);
+      };
+      auto write = [&](const float *from) {
+        if (onHost)
+          std::memcpy(where, from, 4);
+        else
+          backendCopyIn(where, from, 4);
+      };
       float value;
-      backendCopyOut(&value, where, 4);
+      read(&value);
       float shifted = value + h;
-      backendCopyIn(where, &shifted, 4);
+      write(&shifted);
       double up = runStep(ctx);
       shifted = value - h;
-      backendCopyIn(where, &shifted, 4);
+      write(&shifted);
       double down = runStep(ctx);
-      backendCopyIn(where, &value, 4);
+      write(&value);
       double fd = (up - down) / (2.0 * h);
       double g = grads[i][e];
       double error = std::fabs(fd - g), allowed = 1e-4 + 1e-2 * std::fabs(g);

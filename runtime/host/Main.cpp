@@ -516,42 +516,64 @@ float *allocateFloats(shardc_rt_context &ctx, int64_t count) {
   return static_cast<float *>(allocateZeroed(ctx, count * 4));
 }
 
+/// `bytes` of zeroed host memory (backendAllocateHost), released at
+/// tear-down; `what` they hold, for the error.
+void *allocateHostZeroed(shardc_rt_context &ctx, int64_t bytes,
+                         const char *what) {
+  // At least a byte: a param of no elements still gets a pointer.
+  void *ptr = backendAllocateHost(std::max<int64_t>(bytes, 1));
+  SHARDC_RT_CHECK(
+      ptr, ctx.model->offload_params ? "offload_params" : "offload_optimizer",
+      "out of host memory for " + std::to_string(bytes) + " bytes of " + what);
+  std::memset(ptr, 0, bytes);
+  ctx.host.blocks.push_back(ptr);
+  return ptr;
+}
+
 /// Zeroed optimizer state (moments, masters): backend memory, or host
 /// memory where the model offloads it.
 float *allocateOptimizerState(shardc_rt_context &ctx, int64_t count) {
   if (!ctx.model->offload_optimizer)
     return allocateFloats(ctx, count);
-  // At least a byte: a param of no elements still gets a pointer.
-  void *ptr = backendAllocateHost(std::max<int64_t>(count * 4, 1));
-  SHARDC_RT_CHECK(ptr, "offload_optimizer",
-                  "out of host memory for " + std::to_string(count * 4) +
-                      " bytes of optimizer state");
-  std::memset(ptr, 0, count * 4);
-  ctx.host.blocks.push_back(ptr);
   ctx.host.stateBytes += count * 4;
-  return static_cast<float *>(ptr);
+  return static_cast<float *>(
+      allocateHostZeroed(ctx, count * 4, "optimizer state"));
 }
 
-/// Copies `count` floats of state at `data`, of `dtype` in backend memory or
-/// f32 in host memory (`onHost`: offloaded optimizer state), to or from
-/// host floats.
+/// A zeroed stored value (a param's, or a flat parameter's piece): backend
+/// memory, or host memory where the model offloads params.
+void *allocateStoredValue(shardc_rt_context &ctx, int64_t bytes) {
+  if (!ctx.model->offload_params)
+    return allocateZeroed(ctx, bytes);
+  ctx.host.paramBytes += bytes;
+  return allocateHostZeroed(ctx, bytes, "params");
+}
+
+/// Copies `count` elements of state at `data`, of `dtype`, in backend memory
+/// or in host memory (`onHost`: offloaded), to or from host floats.
 void copyStateOut(float *out, const void *data, shardc_rt_dtype dtype,
                   bool onHost, int64_t count) {
-  if (onHost)
-    std::memcpy(out, data, count * 4);
-  else
+  if (!onHost)
     copyOutFloats(out, data, dtype, count);
+  else if (dtype == SHARDC_RT_BF16)
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = widen(static_cast<const shardc_rt_bf16 *>(data)[i]);
+  else
+    std::memcpy(out, data, count * 4);
 }
 void copyStateIn(void *data, shardc_rt_dtype dtype, bool onHost,
                  const float *in, int64_t count) {
-  if (onHost)
-    std::memcpy(data, in, count * 4);
-  else
+  if (!onHost)
     copyInFloats(data, dtype, in, count);
+  else if (dtype == SHARDC_RT_BF16)
+    for (int64_t i = 0; i < count; ++i)
+      static_cast<shardc_rt_bf16 *>(data)[i] = narrow(in[i]);
+  else
+    std::memcpy(data, in, count * 4);
 }
 
 /// A piece of state: a checkpoint Piece whose data points at `dtype`
-/// elements in backend memory, or f32 ones in host memory (`onHost`).
+/// elements in backend memory, or in host memory (`onHost`).
 struct StatePiece {
   Piece piece;
   shardc_rt_dtype dtype;
@@ -593,7 +615,8 @@ private:
 /// [begin, end) of param `index`, at `data`, of `dtype`. A BF16 param's
 /// value is its f32 master rounded: pieces of both are filled from the
 /// same values, and the master's are the ones written to files. A master
-/// is in host memory (`onHost`) where the optimizer is offloaded.
+/// is in host memory (`onHost`) where the optimizer is offloaded, a stored
+/// value where the params are.
 struct ValuePiece {
   int32_t index;
   int64_t begin, end;
@@ -608,6 +631,7 @@ struct ValuePiece {
 std::vector<ValuePiece> valuePieces(shardc_rt_context &ctx) {
   std::vector<ValuePiece> pieces;
   bool offloaded = ctx.model->offload_optimizer;
+  bool paramsOffloaded = ctx.model->offload_params;
   for (size_t i = 0; i < ctx.params.size(); ++i) {
     ParamState &p = ctx.params[i];
     auto index = static_cast<int32_t>(i);
@@ -615,7 +639,7 @@ std::vector<ValuePiece> valuePieces(shardc_rt_context &ctx) {
     bool mastered = p.dtype == SHARDC_RT_BF16 && !p.info->frozen;
     if (p.value)
       pieces.push_back({index, p.stored.begin, p.stored.end, p.value, p.dtype,
-                        p.writesStored && !mastered});
+                        p.writesStored && !mastered, paramsOffloaded});
     if (p.master)
       pieces.push_back({index, p.optimized.begin, p.optimized.end, p.master,
                         SHARDC_RT_F32, p.writesOptimized, offloaded});
@@ -625,9 +649,8 @@ std::vector<ValuePiece> valuePieces(shardc_rt_context &ctx) {
                                    int64_t offset) {
       auto index = static_cast<int32_t>(&p - ctx.params.data());
       if (f.value)
-        pieces.push_back({index, from, to,
-                          elementAt(f.value, offset, f.dtype), f.dtype,
-                          f.writes && !f.master});
+        pieces.push_back({index, from, to, elementAt(f.value, offset, f.dtype),
+                          f.dtype, f.writes && !f.master, paramsOffloaded});
       if (f.master)
         pieces.push_back({index, from, to, f.master + offset, SHARDC_RT_F32,
                           f.writes, offloaded});
@@ -655,7 +678,8 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
     // values when it is their storage.
     bool flat = info.flat >= 0;
     if (!flat || !m.flats[info.flat].stores)
-      p.value = allocateZeroed(ctx, p.stored.count * elementBytes(p.dtype));
+      p.value =
+          allocateStoredValue(ctx, p.stored.count * elementBytes(p.dtype));
     if (!info.frozen && !flat) {
       p.expAvg = allocateOptimizerState(ctx, p.optimized.count);
       p.expAvgSq = allocateOptimizerState(ctx, p.optimized.count);
@@ -683,7 +707,7 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
     f.used = std::max<int64_t>(0, std::min(f.count, f.total - f.begin));
     f.writes = ctx.firstReplica(f.info->split);
     if (f.info->stores)
-      f.value = allocateZeroed(ctx, f.count * elementBytes(f.dtype));
+      f.value = allocateStoredValue(ctx, f.count * elementBytes(f.dtype));
     f.expAvg = allocateOptimizerState(ctx, f.count);
     f.expAvgSq = allocateOptimizerState(ctx, f.count);
     if (f.dtype == SHARDC_RT_BF16)
@@ -1182,23 +1206,30 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
 
   const shardc_rt_prediction &predicted = model->predicted;
   int64_t persistent = ctx.allocator.liveBytes();
-  // What stays in backend memory between steps: the params, and the
-  // optimizer state unless it is offloaded to the host.
+  // What stays in backend memory between steps: the params and the
+  // optimizer state, but what is offloaded to the host.
   bool offloaded = model->offload_optimizer;
-  int64_t predictedPersistent =
-      predicted.params + (offloaded ? 0 : predicted.optimizer);
+  bool paramsOffloaded = model->offload_params;
+  int64_t predictedPersistent = (paramsOffloaded ? 0 : predicted.params) +
+                                (offloaded ? 0 : predicted.optimizer);
+  int64_t hostBytes = ctx.host.stateBytes + ctx.host.paramBytes;
+  int64_t predictedHostBytes = (offloaded ? predicted.optimizer : 0) +
+                               (paramsOffloaded ? predicted.params : 0);
   if (ctx.worldRank == 0 && !flags.quiet) {
-    std::printf("@%s: %s over %d ranks, %" PRId64 " steps; per rank: params%s "
+    std::printf("@%s: %s over %d ranks, %" PRId64 " steps; per rank: %s "
                 "%s (predicted %s), ",
                 model->name, model->strategy, ctx.worldSize, flags.steps,
-                offloaded ? "" : " + optimizer",
+                paramsOffloaded ? "device state"
+                : offloaded     ? "params"
+                                : "params + optimizer",
                 formatBytes(persistent).c_str(),
                 formatBytes(predictedPersistent).c_str());
     if (offloaded)
-      std::printf("optimizer in host memory %s (predicted %s, updated on "
+      std::printf("%s in host memory %s (predicted %s, updated on "
                   "%" PRId64 " thread%s), ",
-                  formatBytes(ctx.host.stateBytes).c_str(),
-                  formatBytes(predicted.optimizer).c_str(), ctx.host.threads,
+                  paramsOffloaded ? "params + optimizer" : "optimizer",
+                  formatBytes(hostBytes).c_str(),
+                  formatBytes(predictedHostBytes).c_str(), ctx.host.threads,
                   ctx.host.threads == 1 ? "" : "s");
     std::printf("predicted peak %s\n", formatBytes(predicted.peak).c_str());
   }
@@ -1380,13 +1411,12 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
       // Only where the optimizer is offloaded.
       char hostText[192] = "";
       if (offloaded)
-        std::snprintf(hostText, sizeof(hostText),
-                      ", \"host_bytes\": %" PRId64
-                      ", \"predicted_host_bytes\": %" PRId64
-                      ", \"host_copy_bytes\": %" PRId64
-                      ", \"predicted_host_copy_bytes\": %" PRId64,
-                      ctx.host.stateBytes, predicted.optimizer, worst[2],
-                      predicted.host_copies);
+        std::snprintf(
+            hostText, sizeof(hostText),
+            ", \"host_bytes\": %" PRId64 ", \"predicted_host_bytes\": %" PRId64
+            ", \"host_copy_bytes\": %" PRId64
+            ", \"predicted_host_copy_bytes\": %" PRId64,
+            hostBytes, predictedHostBytes, worst[2], predicted.host_copies);
       std::fprintf(
           log,
           "{\"step\": %" PRId64 ", \"loss\": %s%s, \"lr\": %.9g, "

@@ -185,37 +185,45 @@ void parallelHostAdamW(shardc_rt_context &ctx,
 /// stays aligned.
 int64_t stagingBytes(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
+/// The bytes of `t`'s value an update stages per element: the f32 value
+/// (copied both ways) or the master rounded (copied back); none where the
+/// values are in host memory too (`valuesOnHost`, offload_params).
+int64_t valueBytes(const AdamWTensor &t, bool valuesOnHost) {
+  return valuesOnHost ? 0 : t.rounded ? 2 : 4;
+}
+
 /// The staging `count` elements of `t`'s update take: the gradient, the
-/// clip coefficient, and the value (f32, copied both ways) or the master
-/// rounded (copied back).
-int64_t stagingOf(const AdamWTensor &t, int64_t count) {
+/// clip coefficient, and the value (valueBytes).
+int64_t stagingOf(const AdamWTensor &t, int64_t count, bool valuesOnHost) {
   return stagingBytes(count * elementBytes(t.gradDtype)) +
          stagingBytes(t.clip ? 4 : 0) +
-         stagingBytes(count * (t.rounded ? 2 : 4));
+         stagingBytes(count * valueBytes(t, valuesOnHost));
 }
 
 /// offload_optimizer: `tensors`' moments and masters are host memory
-/// (backendAllocateHost), their gradients and values backend memory. In
+/// (backendAllocateHost), their gradients backend memory, and their values
+/// backend memory too unless the params are offloaded (offload_params). In
 /// runs that fit half the staging (ctx.host.stagingHalfBytes), copies each
-/// gradient, its clip coefficient and a master-less (f32) value into the
-/// host's staging, updates there, and copies the values written (the f32
-/// value, or the master rounded) back, in order with the step: the next
-/// run's copies to the host, into the other half, overlap this run's
-/// update.
+/// gradient, its clip coefficient and a master-less (f32) value in backend
+/// memory into the host's staging, updates there, and copies the values
+/// written in backend memory (the f32 value, or the master rounded) back,
+/// in order with the step: the next run's copies to the host, into the
+/// other half, overlap this run's update.
 void offloadedAdamW(shardc_rt_context &ctx,
                     const std::vector<AdamWTensor> &tensors) {
   HostMemory &host = ctx.host;
+  bool valuesOnHost = ctx.model->offload_params;
   // Runs whose staging fits a half: a slice's three pieces are rounded to
   // 256 bytes each.
   std::vector<std::vector<AdamWTensor>> runs = cutIntoRuns(
-      tensors, host.stagingHalfBytes, 3 * 256, [](const AdamWTensor &t) {
-        return elementBytes(t.gradDtype) + (t.rounded ? 2 : 4);
+      tensors, host.stagingHalfBytes, 3 * 256, [&](const AdamWTensor &t) {
+        return elementBytes(t.gradDtype) + valueBytes(t, valuesOnHost);
       });
   int64_t half = 0;
   for (const std::vector<AdamWTensor> &run : runs) {
     int64_t needed = 0;
     for (const AdamWTensor &t : run)
-      needed += stagingOf(t, t.count);
+      needed += stagingOf(t, t.count, valuesOnHost);
     half = std::max(half, needed);
   }
   // --trace's span of the copies and the update (on a GPU, between events
@@ -255,8 +263,10 @@ void offloadedAdamW(shardc_rt_context &ctx,
       if (t.clip)
         t.clip = reinterpret_cast<const float *>(toHost(t.clip, 4, false));
       // Where there is a master, `value` is it, in host memory, and the
-      // bf16 value is written rounded; else `value` is the device's f32
-      // value.
+      // bf16 value is written rounded; else `value` is the f32 value. The
+      // values in host memory are updated in place.
+      if (valuesOnHost)
+        continue;
       if (t.rounded)
         t.rounded = reinterpret_cast<shardc_rt_bf16 *>(stage(t.count * 2));
       else
@@ -278,7 +288,7 @@ void offloadedAdamW(shardc_rt_context &ctx,
         std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                       started)
             .count();
-    for (size_t i = 0; i < runs[r].size(); ++i) {
+    for (size_t i = 0; i < runs[r].size() && !valuesOnHost; ++i) {
       const AdamWTensor &t = runs[r][i], &s = staged[r % 2][i];
       void *dst = t.rounded ? static_cast<void *>(t.rounded) : t.value;
       const void *src =

@@ -75,6 +75,17 @@ CONFIGURATIONS += [
     ("zero3-2-bf16-offload-lazy", "zero3", "2",
      ["--param-dtype", "bf16", "--offload-optimizer", "true"],
      {"CUDASIM_STREAMS": "lazy", "SHARDC_OFFLOAD_STAGING_KB": "2"}, ROUNDED),
+    # The params offloaded too: each gather's shard copied from host memory
+    # to its staging on the communication stream (NCCL reads only device
+    # memory: cudasim checks), the updates writing host memory in place; on
+    # one rank, the gathers stay to make those copies.
+    ("zero3-2-bf16-offload-params-lazy", "zero3", "2",
+     ["--param-dtype", "bf16", "--offload-optimizer", "true",
+      "--offload-params", "true"],
+     {"CUDASIM_STREAMS": "lazy", "SHARDC_OFFLOAD_STAGING_KB": "2"}, ROUNDED),
+    ("zero3-1-offload-params-lazy", "zero3", "1",
+     ["--offload-optimizer", "true", "--offload-params", "true"], LAZY,
+     EXACT),
 ]
 # Gradient clipping: the sum of squares and the coefficient's kernels, with
 # the norm's all-reduce over the shards.

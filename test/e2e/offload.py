@@ -1,17 +1,19 @@
 """offload-optimizer (ZeRO-Offload): the optimizer state in host memory,
-updated on the host CPU.
+updated on the host CPU; and offload-params with it (FSDP2's
+CPUOffloadPolicy): zero3's and hsdp's stored shards there too.
 
 usage: offload.py SHARDC MODEL.mlir BIG.mlir OUT_DIR
 
 For each configuration, trains it with and without --offload-optimizer
-true and checks that
+true (then --offload-params true too) and checks that
 
 - the offloaded run's loss and params are the other's, bit for bit (on the
   CPU both update with the same loop; only where the state lives differs);
 - its measured peak, device state, host state and bytes copied between
   host and device per step are the ledger's, to the byte;
 - its peak is the other's less exactly the optimizer state, which is now in
-  host memory.
+  host memory; with the params offloaded too, the device keeps no state
+  between steps, and the peak is lower still (each gather stages its shard).
 
 BIG.mlir, a model of more params than one thread updates, is updated on
 3 threads (OMP_NUM_THREADS=3), and through 64 KiB halves of staging
@@ -19,8 +21,9 @@ BIG.mlir, a model of more params than one thread updates, is updated on
 of either is named.
 
 Then saves a checkpoint from an offloaded run after step 2 and resumes it
-for step 3 with and without offloading, and a plain run's checkpoint with
-it: each gives the uninterrupted run's step 3, bit for bit.
+for step 3 with either offloading and without, and a plain run's
+checkpoint with either: each gives the uninterrupted run's step 3, bit for
+bit.
 
 Exits 1 if anything differs.
 """
@@ -43,22 +46,36 @@ CONFIGS = [
     ("hsdp", "2x2", ["--param-dtype", "bf16", "--grad-accum", "2",
                      "--grad-sync", "microbatch"]),
 ]
+OFFLOAD_PARAMS = OFFLOAD + ["--offload-params", "true"]
+# One rank too: its gathers stay, each the copy of a shard to the device.
+PARAM_CONFIGS = [
+    ("zero3", "1", []),
+    ("zero3", "4", []),
+    ("zero3", "2", ["--reshard-after-forward", "false", "--recompute", "*"]),
+    ("zero3", "4", ["--layout", "flat", "--param-dtype", "bf16"]),
+    ("hsdp", "2x2", ["--param-dtype", "bf16", "--grad-accum", "2",
+                     "--grad-sync", "microbatch"]),
+]
 
 
 def tag_of(strategy, mesh, extra):
     return "-".join([strategy, mesh] + [e.strip("-") for e in extra])
 
 
-def compare_runs(shardc, model, out_dir):
+def compare_runs(shardc, model, out_dir, configs, offload):
     failures = 0
+    params = "--offload-params" in offload
     print("%-44s %10s %10s %10s %10s %s" %
-          ("configuration", "peak", "offloaded", "host", "copies", ""))
-    for strategy, mesh, extra in CONFIGS:
+          ("configuration" + (" (params too)" if params else ""), "peak",
+           "offloaded", "host", "copies", ""))
+    for strategy, mesh, extra in configs:
         tag = tag_of(strategy, mesh, extra)
         kept_export, kept = lib.train(shardc, model, out_dir, tag, strategy,
                                       mesh, STEPS, extra)
-        off_export, off = lib.train(shardc, model, out_dir, tag + "-offload",
-                                    strategy, mesh, STEPS, extra + OFFLOAD)
+        off_export, off = lib.train(shardc, model, out_dir,
+                                    tag + ("-offload-params" if params
+                                           else "-offload"),
+                                    strategy, mesh, STEPS, extra + offload)
         last, plain = off[-1], kept[-1]
         problems = []
         if [r["loss"] for r in off] != [r["loss"] for r in kept]:
@@ -72,9 +89,13 @@ def compare_runs(shardc, model, out_dir):
             if last[measured] != last["predicted_" + measured]:
                 problems.append("%s %d, predicted %d" % (
                     measured, last[measured], last["predicted_" + measured]))
-        if plain["peak_bytes"] - last["peak_bytes"] != last["host_bytes"]:
+        fell = plain["peak_bytes"] - last["peak_bytes"]
+        if not params and fell != last["host_bytes"]:
             problems.append("the peak fell by %d, not the host's %d" % (
-                plain["peak_bytes"] - last["peak_bytes"], last["host_bytes"]))
+                fell, last["host_bytes"]))
+        if params and (last["persistent_bytes"] != 0 or fell <= 0):
+            problems.append("the device keeps %d bytes of state, the peak "
+                            "fell by %d" % (last["persistent_bytes"], fell))
         if "host_bytes" in plain:
             problems.append("the plain run reports host bytes")
         failures += bool(problems)
@@ -132,18 +153,20 @@ def compare_big(shardc, model, out_dir):
 
 
 def compare_resumed(shardc, model, out_dir):
-    """A checkpoint saved after step 2 by an offloaded zero3 run, resumed
-    for step 3 offloaded and not; and one saved by a plain run, resumed
-    offloaded."""
+    """A checkpoint saved after step 2 by a zero3 run offloading the
+    optimizer, or the params too, resumed for step 3 with either and with
+    neither; and one saved by a plain run, resumed with either."""
     failures = 0
     whole_export, whole = lib.train(shardc, model, out_dir, "whole", "zero3",
                                     "4", 3)
     reference = (whole[2:], lib.read_safetensors(whole_export))
-    for saved_flags, name in ((OFFLOAD, "saved-offload"), ([], "saved")):
+    for saved_flags, name in ((OFFLOAD, "saved-offload"),
+                              (OFFLOAD_PARAMS, "saved-offload-params"),
+                              ([], "saved")):
         ckpt = os.path.join(out_dir, name + ".ckpt")
         lib.train(shardc, model, out_dir, name, "zero3", "4", 2, saved_flags,
                   ["--save", ckpt])
-        resumes = [("zero3", "4", OFFLOAD)]
+        resumes = [("zero3", "4", OFFLOAD), ("zero3", "4", OFFLOAD_PARAMS)]
         if saved_flags:
             resumes.append(("zero3", "4", []))
         for strategy, mesh, extra in resumes:
@@ -161,7 +184,9 @@ def compare_resumed(shardc, model, out_dir):
 def main():
     shardc, model, big, out_dir = sys.argv[1:5]
     os.makedirs(out_dir, exist_ok=True)
-    failures = compare_runs(shardc, model, out_dir)
+    failures = compare_runs(shardc, model, out_dir, CONFIGS, OFFLOAD)
+    failures += compare_runs(shardc, model, out_dir, PARAM_CONFIGS,
+                             OFFLOAD_PARAMS)
     failures += compare_big(shardc, big, out_dir)
     failures += compare_resumed(shardc, model, out_dir)
     print("offload: %d differences" % failures)

@@ -77,6 +77,10 @@ options (as --shardc-pipeline's):
                                on the host CPU (ZeRO-Offload): off the
                                device, for a copy of the gradients and
                                updated values each step
+  --offload-params true|false  with --offload-optimizer (zero3, hsdp): the
+                               stored param shards in host memory too,
+                               each gather copying its shard to the device
+                               (FSDP2's CPUOffloadPolicy)
   --fuse true|false            fused kernels: linear+gelu, add+layernorm,
                                their gradients, and the loss with its
                                gradient (default true)
@@ -146,7 +150,7 @@ std::string checkPipelineValue(const std::string &name,
   if (name == "recompute-policy")
     return expect({"full", "save-matmuls"}, "full or save-matmuls");
   if (name == "reshard-after-forward" || name == "fuse" ||
-      name == "offload-optimizer")
+      name == "offload-optimizer" || name == "offload-params")
     return expect({"true", "false", "1", "0"}, "true or false");
   int64_t number;
   if ((name == "bucket-mb" || name == "unit-bucket-mb" ||
@@ -227,7 +231,8 @@ Options parseArgs(int argc, char **argv) {
                                           "fuse",
                                           "recompute",
                                           "recompute-policy",
-                                          "offload-optimizer"};
+                                          "offload-optimizer",
+                                          "offload-params"};
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") {

@@ -519,6 +519,7 @@ void StepEmitter::emitMain(const LedgerReport &ledger, ModelOp eval) {
   os << "model.decay_min_rank = " << optimizer.getDecayMinRank() << ";\n";
   os << "model.offload_optimizer = " << (ledger.offloadsOptimizer ? 1 : 0)
      << ";\n";
+  os << "model.offload_params = " << (ledger.offloadsParams ? 1 : 0) << ";\n";
   os << "// What --shardc-ledger predicts per rank: bytes, model FLOPs, the "
         "evaluation step's peak, hardware FLOPs, host copies.\n";
   os << "model.predicted = {" << ledger.paramBytes << ", " << ledger.gradBytes
@@ -908,6 +909,15 @@ std::string StepEmitter::emitStaging(Operation *op, Value in, Type wire) {
   std::string staging = fresh(), type = cType(wire);
   os << type << " *" << staging << " = static_cast<" << type
      << " *>(shardc_rt_alloc(ctx, " << bytes << "));\n";
+  stagings[op->getResult(0)] = staging;
+  // A shard in host memory: copied in as it is (a gather has no cast or
+  // padding), on a device by the gather's stream (emitNcclCollective).
+  if (readsHostMemory(op)) {
+    if (target == Target::host)
+      os << "shardc_rt_copy_from_host(ctx, " << staging << ", " << name(in)
+         << ", " << bytes << ");\n";
+    return staging;
+  }
   os << copyKernel(in, wire) << staging << ", " << name(in) << ", " << numel(in)
      << ");\n";
   int64_t sent = bytes / (wire.getIntOrFloatBitWidth() / 8);
@@ -915,7 +925,6 @@ std::string StepEmitter::emitStaging(Operation *op, Value in, Type wire) {
   if (sent > numel(in))
     os << kernel(("fill_" + dtypeSuffix(wire)).str()) << staging << " + "
        << numel(in) << ", 0.0f, " << sent - numel(in) << ");\n";
-  stagings[op->getResult(0)] = staging;
   return staging;
 }
 
@@ -1067,6 +1076,12 @@ LogicalResult StepEmitter::emitNcclCollective(Operation *op, StringRef source,
      << ", 0));\n";
   os << "shardc_rt_cuda_collective_start(ctx, " << mask << "u, "
      << quoted(carriedBy(op)) << ");\n";
+  // A shard in host memory comes to its staging on this stream, the copy
+  // overlapping the compute stream's work as the gather does.
+  if (readsHostMemory(op))
+    os << "shardc_rt_cuda_copy_from_host(ctx, " << mask << "u, " << source
+       << ", " << name(op->getOperand(0)) << ", " << getStagingBytes(op)
+       << ");\n";
   os << "SHARDC_NCCL(" << call << ");\n";
   os << "shardc_rt_cuda_sent(ctx, " << kind << ", " << mask << "u, "
      << dtypeEnum(wireTypeOf(op)) << ", " << count << ");\n";

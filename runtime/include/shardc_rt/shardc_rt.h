@@ -108,9 +108,10 @@ typedef struct {
   /* Hardware FLOPs per step (the ledger's hardwareFlops): model_flops plus
    * the forward ops the backward recomputes. */
   int64_t hardware_flops;
-  /* offload_optimizer: the bytes the updates copy between host and device
-   * per step (gradients out, updated values in; an f32 param's value both
-   * ways). The `optimizer` bytes are then host memory, not in `peak`. */
+  /* offload_optimizer: the bytes copied between host and device per step
+   * (gradients out, updated values in, an f32 param's value both ways; with
+   * offload_params, gradients out and each gather's shard in). The
+   * `optimizer` bytes (and `params`) are then host memory, not in `peak`. */
   int64_t host_copies;
 } shardc_rt_prediction;
 
@@ -142,6 +143,12 @@ typedef struct shardc_rt_model {
    * values it writes are copied back (shardc-shard offload-optimizer,
    * DeepSpeed's ZeRO-Offload). */
   int32_t offload_optimizer;
+  /* 1 (with offload_optimizer): the stored params (ZeRO-3's and HSDP's
+   * shards, flat or not) live in host memory too, where the updates write
+   * them; each gather copies its shard to the device first
+   * (shardc_rt_copy_from_host; shardc-shard offload-params, FSDP2's
+   * CPUOffloadPolicy). */
+  int32_t offload_params;
   shardc_rt_prediction predicted;
   /* One training step: reads params and inputs, ends with the optimizer
    * updates; writes the loss. */
@@ -160,6 +167,11 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model);
  * high-water mark. */
 void *shardc_rt_alloc(shardc_rt_context *ctx, int64_t bytes);
 void shardc_rt_free(shardc_rt_context *ctx, void *ptr);
+
+/* offload_params: copies `bytes` of a stored param in host memory to `dst`
+ * (a gather's staging), counted as a host copy. */
+void shardc_rt_copy_from_host(shardc_rt_context *ctx, void *dst,
+                              const void *src, int64_t bytes);
 
 /* A region of the step (a unit's forward or backward, "forward h.0"), for
  * --trace's timeline: regions nest, and each one begun ends in the step. */

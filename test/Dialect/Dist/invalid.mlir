@@ -263,6 +263,27 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 // -----
 
+// expected-error @+1 {{expected 'dist.offload_params' with 'dist.offload_optimizer': params in host memory are updated there}}
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> attributes {dist.offload_params} {
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %g = dist.all_gather %l on @world ["shard"] dim0 : tensor<1xf32> -> tensor<4xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+dist.mesh @world axes ["shard"] shape [4]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> attributes {dist.offload_optimizer, dist.offload_params} {
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %g = dist.all_gather %l on @world ["shard"] dim0 : tensor<1xf32> -> tensor<4xf32>
+  // expected-error @+1 {{'train.reshape' op reads a param in host memory ('dist.offload_params' on the model): only a gather may, bringing it to the device}}
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
 dist.mesh @world axes ["shard"] shape [4]
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %w = train.param "w" init(#train.zeros) : tensor<3x2xf32>

@@ -54,3 +54,50 @@
 // The option is on the driver too; a bad value is named.
 // RUN: not %shardc build %t.mlir --offload-optimizer yes -o %t.exe 2>&1 | FileCheck %s --check-prefix=FLAG
 // FLAG: shardc: --offload-optimizer: expected true or false, got 'yes'
+
+// offload-params=true (with offload-optimizer; zero3, hsdp: FSDP2's
+// CPUOffloadPolicy) marks the model `dist.offload_params`: the stored
+// shards live in host memory too, and each gather stages its shard on the
+// device first, on one rank as well, where the gathers are not folded away.
+// RUN: shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=1 offload-optimizer=true offload-params=true" 2>/dev/null | FileCheck %s --check-prefix=PARAMS-IR
+// PARAMS-IR: train.model @mlp {{.*}} attributes {dist.offload_optimizer, dist.offload_params, dist.strategy = "zero3"}
+// PARAMS-IR-COUNT-4: dist.all_gather_start %{{[0-9]+}} on @mesh ["shard"]
+// RUN: shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=1 offload-optimizer=true" 2>/dev/null | FileCheck %s --check-prefix=ONE-RANK
+// ONE-RANK-NOT: all_gather
+
+// The 424 bytes of params leave the device; the gathers' staging (288
+// bytes at most at once) comes; the peak goes from 1928 to 1640. Host
+// copies: the 424 bytes of gradients out, and each gather's shard in (552
+// bytes: the 424 of the forward's, and layer 0's weight again for the
+// backward), no updated value back.
+// RUN: shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=2 offload-optimizer=true offload-params=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PARAMS
+// PARAMS:      params (host) 424 424.00 B
+// PARAMS:      optimizer (host) 848
+// PARAMS:      comm buffers 288
+// PARAMS-NEXT: peak 1640
+// PARAMS-NEXT: eval peak 1640
+// PARAMS:      host copies 976 976.00 B (gradients to the host, shards to the device for their gathers)
+// RUN: shardc-opt %t.mlir --shardc-pipeline="strategy=hsdp mesh=2x1 offload-optimizer=true offload-params=true format=json output=-" -o /dev/null | FileCheck %s --check-prefix=PARAMS-JSON
+// PARAMS-JSON: "offload_optimizer": true,
+// PARAMS-JSON: "offload_params": true,
+
+// The 7.5B example: its 1.75 GB of bf16 shards leave the device, and its
+// one gather stages one (the peak falls from 17.5 GB to 15.75 GB); each
+// step copies 1.75 GB of gradients out and 1.75 GB of the shard in.
+// RUN: shardc-opt %S/Inputs/7b.mlir --shardc-pipeline="strategy=zero3 mesh=8 param-dtype=bf16 reduce-dtype=bf16 offload-optimizer=true offload-params=true format=json output=-" -o /dev/null | FileCheck %s --check-prefix=P7B-PARAMS
+// P7B-PARAMS:      "host_copy_bytes": 3500000000,
+// P7B-PARAMS:      "comm_buffer_bytes": 1750000000,
+// P7B-PARAMS:      "peak_bytes": 15750400008
+
+// Params in host memory are updated there, and gathered before use: the
+// option needs offload-optimizer, and a strategy that gathers.
+// RUN: not shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=2 offload-params=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEEDS-OPT
+// NEEDS-OPT: error: offload-params=true needs offload-optimizer=true: the params in host memory are updated there, by the host's optimizer step
+// RUN: not shardc-opt %t.mlir --shardc-pipeline="strategy=zero2 mesh=2 offload-optimizer=true offload-params=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEEDS-GATHER
+// NEEDS-GATHER: error: offload-params=true needs strategy zero3 or hsdp, whose params are gathered before use; strategy zero2 reads them in place on the device
+// strategy=auto climbs zero3 alone: under a budget ddp would meet, it
+// takes zero3.
+// RUN: shardc-opt %t.mlir --shardc-pipeline="strategy=auto mesh=2 memory-budget=2600 offload-optimizer=true offload-params=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=AUTO-PARAMS
+// AUTO-PARAMS: remark: strategy=auto: zero3, predicted peak 1640 bytes per rank
+// RUN: not %shardc build %t.mlir --offload-params on -o %t.exe 2>&1 | FileCheck %s --check-prefix=PARAMS-FLAG
+// PARAMS-FLAG: shardc: --offload-params: expected true or false, got 'on'

@@ -29,6 +29,18 @@
 // OFFLOAD:      shardc_rt_adamw(ctx, 0, {{v[0-9]+}}, SHARDC_RT_F32, nullptr); // l0.w
 // OFFLOAD:      model.offload_optimizer = 1;
 // OFFLOAD:      model.predicted = {{{.*}}, [[COPIES:[1-9][0-9]*]]};
+// offload-params: each gather first copies its shard from host memory
+// into a staging buffer, on the gather's stream once the compute stream is
+// there, then gathers from it; the model says so.
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 offload-optimizer=true offload-params=true output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=HOSTPARAMS
+// HOSTPARAMS:      [[W:v[0-9]+]] = static_cast<shardc_rt_bf16 *>(shardc_rt_param(ctx, 0)); // l0.w
+// HOSTPARAMS:      shardc_rt_bf16 *[[STAGED:v[0-9]+]] = static_cast<shardc_rt_bf16 *>(shardc_rt_alloc(ctx, 18));
+// HOSTPARAMS:      SHARDC_CUDA(cudaStreamWaitEvent(comm1, [[READY:.*]], 0));
+// HOSTPARAMS-NEXT: shardc_rt_cuda_collective_start(ctx, 1u, "l0.w");
+// HOSTPARAMS-NEXT: shardc_rt_cuda_copy_from_host(ctx, 1u, [[STAGED]], [[W]], 18);
+// HOSTPARAMS-NEXT: SHARDC_NCCL(ncclAllGather([[STAGED]], {{v[0-9]+}}, 9, ncclBfloat16, nccl1, comm1));
+// HOSTPARAMS:      shardc_rt_free(ctx, [[STAGED]]);
+// HOSTPARAMS:      model.offload_params = 1;
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: %shardc build %s --target cuda --strategy ddp --mesh 2 --quiet -o %t/ddp
 // RUN: %shardc build %s --target cuda --strategy zero1 --mesh 2 --quiet -o %t/zero1
@@ -40,6 +52,7 @@
 // RUN: %shardc build %s --target cuda --strategy zero2 --mesh 2 --layout flat --param-dtype bf16 --reduce-dtype bf16 --grad-accum 2 --quiet -o %t/zero2-bf16
 // RUN: %shardc build %s --target cuda --strategy ddp --mesh 2 --param-dtype bf16 --quiet -o %t/ddp-bf16
 // RUN: %shardc build %s --target cuda --strategy zero3 --mesh 2 --param-dtype bf16 --offload-optimizer true --quiet -o %t/zero3-bf16-offload
+// RUN: %shardc build %s --target cuda --strategy hsdp --mesh 2x2 --layout flat --offload-optimizer true --offload-params true --quiet -o %t/hsdp-offload-params
 // RUN: ls %t | FileCheck %s --check-prefix=BUILT
 // The tiny GPT calls every fused kernel (train-fuse), and links, in f32 and bf16.
 // RUN: rm -rf %t.gpt && mkdir -p %t.gpt
@@ -127,6 +140,7 @@
 // BUILT: ddp
 // BUILT-NEXT: ddp-bf16
 // BUILT-NEXT: hsdp
+// BUILT-NEXT: hsdp-offload-params
 // BUILT-NEXT: zero1
 // BUILT-NEXT: zero2
 // BUILT-NEXT: zero2-bf16

@@ -3,6 +3,7 @@
 #include "shardc/Dialect/Dist/Analysis/BufferLiveness.h"
 
 #include "shardc/Dialect/Dist/IR/DistOps.h"
+#include "shardc/Dialect/Dist/Transforms/Passes.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -32,6 +33,15 @@ int64_t dist::getGroupSize(Operation *op, FlatSymbolRefAttr meshRef,
   return size;
 }
 
+bool dist::readsHostMemory(Operation *op) {
+  if (!isa<AllGatherOp, AllGatherStartOp>(op))
+    return false;
+  Operation *src = op->getOperand(0).getDefiningOp();
+  auto model = op->getParentOfType<train::ModelOp>();
+  return isa_and_nonnull<train::ParamOp, FlatParamOp>(src) && model &&
+         model->hasAttr(kOffloadParamsAttrName);
+}
+
 int64_t dist::getStagingBytes(Operation *op) {
   Type wire;
   int64_t sent = 0;
@@ -51,7 +61,7 @@ int64_t dist::getStagingBytes(Operation *op) {
     return 0;
   auto inputType = cast<RankedTensorType>(input.getType());
   if (inputType.getElementType() == wire &&
-      inputType.getNumElements() == sent)
+      inputType.getNumElements() == sent && !readsHostMemory(op))
     return 0;
   return sent * ((wire.getIntOrFloatBitWidth() + 7) / 8);
 }

@@ -129,6 +129,10 @@ void Ledger::markGrads() {
 
 void Ledger::countTraffic(LedgerReport &report) {
   model.walk([&](Operation *op) {
+    // A stored shard in host memory, copied to the device for each gather.
+    if (readsHostMemory(op))
+      report.hostCopyBytes +=
+          runsPerStep(op) * getBufferBytes(op->getOperand(0));
     auto account = [&](auto coll, LedgerTraffic &traffic, bool gathers,
                        int64_t factor) {
       auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, coll.getMeshAttr());
@@ -167,6 +171,7 @@ LedgerReport Ledger::build() {
   auto strategy = model->getAttrOfType<StringAttr>(kStrategyAttrName);
   report.strategy = strategy ? strategy.getValue().str() : "none";
   report.offloadsOptimizer = model->hasAttr(kOffloadOptimizerAttrName);
+  report.offloadsParams = model->hasAttr(kOffloadParamsAttrName);
   if (auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(
           model, FlatSymbolRefAttr::get(model.getContext(), "mesh")))
     report.world = mesh.getNumRanks();
@@ -198,9 +203,12 @@ LedgerReport Ledger::build() {
     int64_t count = cast<RankedTensorType>(grad.getType()).getNumElements();
     bool master = !param.getType().getElementType().isF32();
     report.optimizerBytes += count * (8 + (master ? 4 : 0));
+    // The gradient out; the value written back (an f32 one out too), but
+    // where the params are in host memory as well.
     if (report.offloadsOptimizer)
-      report.hostCopyBytes += bytesOf(cast<RankedTensorType>(grad.getType())) +
-                              count * (master ? 2 : 8);
+      report.hostCopyBytes +=
+          bytesOf(cast<RankedTensorType>(grad.getType())) +
+          (report.offloadsParams ? 0 : count * (master ? 2 : 8));
     // The gradient held for the optimizer: zero1 holds it whole, as
     // backward produced it, until its reduce-scatter.
     Value held = grad;
@@ -282,7 +290,8 @@ LedgerReport Ledger::build() {
   });
 
   std::array<int64_t, NumCategories> live{};
-  int64_t persistent = report.paramBytes + report.deviceOptimizerBytes();
+  int64_t persistent =
+      report.deviceParamBytes() + report.deviceOptimizerBytes();
   int64_t peakTransient = 0;
   for (int64_t p = 0; p <= positions; ++p) {
     int64_t total = 0;

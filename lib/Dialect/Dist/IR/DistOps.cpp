@@ -40,16 +40,36 @@ void DistDialect::initialize() {
       >();
 }
 
-/// What shardc-shard sets on a model beyond its ops: `dist.strategy`, and
-/// `dist.offload_optimizer` where the optimizer state lives in host memory.
+/// What shardc-shard sets on a model beyond its ops: `dist.strategy`,
+/// `dist.offload_optimizer` where the optimizer state lives in host memory,
+/// and `dist.offload_params` where the stored params do too.
 LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   bool onModel = isa<shardc::train::ModelOp>(op);
-  if (attr.getName() == "dist.offload_optimizer") {
+  if (attr.getName() == "dist.offload_optimizer" ||
+      attr.getName() == "dist.offload_params") {
     if (!onModel || !isa<UnitAttr>(attr.getValue()))
-      return op->emitError() << "expected 'dist.offload_optimizer' to be a "
-                                "unit attribute on a train.model";
-    return success();
+      return op->emitError() << "expected '" << attr.getName().getValue()
+                             << "' to be a unit attribute on a train.model";
+    if (attr.getName() == "dist.offload_optimizer")
+      return success();
+    if (!op->hasAttr("dist.offload_optimizer"))
+      return op->emitError() << "expected 'dist.offload_params' with "
+                                "'dist.offload_optimizer': params in host "
+                                "memory are updated there";
+    // Host memory is read only by the gathers that bring it to the device.
+    WalkResult read = op->walk([](Operation *stored) -> WalkResult {
+      if (!isa<shardc::train::ParamOp, FlatParamOp>(stored))
+        return WalkResult::advance();
+      for (Operation *user : stored->getResult(0).getUsers())
+        if (!isa<AllGatherOp, AllGatherStartOp>(user))
+          return user->emitOpError()
+                 << "reads a param in host memory ('dist.offload_params' "
+                    "on the model): only a gather may, bringing it to the "
+                    "device";
+      return WalkResult::advance();
+    });
+    return failure(read.wasInterrupted());
   }
   if (attr.getName() != "dist.strategy")
     return op->emitError() << "unknown attribute '" << attr.getName()

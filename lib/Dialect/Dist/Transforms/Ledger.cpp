@@ -44,7 +44,7 @@ void printText(const LedgerReport &r, int64_t evalPeak, llvm::raw_ostream &os) {
                        static_cast<long long>(bytes), formatBytes(bytes).c_str());
   };
   os << "  per rank                          bytes\n";
-  row("params", r.paramBytes);
+  row(r.offloadsParams ? "params (host)" : "params", r.paramBytes);
   row("grads", r.gradBytes);
   row(r.offloadsOptimizer ? "optimizer (host)" : "optimizer", r.optimizerBytes);
   row("model state", r.modelState());
@@ -67,7 +67,10 @@ void printText(const LedgerReport &r, int64_t evalPeak, llvm::raw_ostream &os) {
     os << llvm::format("  %-22s %16lld  %s (%s)\n", "host copies",
                        static_cast<long long>(r.hostCopyBytes),
                        formatBytes(r.hostCopyBytes).c_str(),
-                       "gradients to the host, updated values back");
+                       r.offloadsParams
+                           ? "gradients to the host, shards to the device "
+                             "for their gathers"
+                           : "gradients to the host, updated values back");
   os << llvm::format("  %-22s %16lld  (%s)\n", "model FLOPs",
                      static_cast<long long>(r.modelFlops),
                      r.trains ? "forward + backward, for MFU" : "forward");
@@ -104,6 +107,8 @@ llvm::json::Value toJson(const LedgerReport &r, int64_t evalPeak) {
     json.getObject("per_rank")->try_emplace("eval_peak_bytes", evalPeak);
   if (r.offloadsOptimizer) {
     json.try_emplace("offload_optimizer", true);
+    if (r.offloadsParams)
+      json.try_emplace("offload_params", true);
     json.getObject("comm")->try_emplace("host_copy_bytes", r.hostCopyBytes);
   }
   return json;

@@ -95,6 +95,11 @@ struct ShardcPipelineOptions
       *this, "offload-optimizer",
       llvm::cl::desc("optimizer state in host memory, updated on the host"),
       llvm::cl::init(false)};
+  Option<bool> offloadParams{
+      *this, "offload-params",
+      llvm::cl::desc("with offload-optimizer (zero3, hsdp): the stored param "
+                     "shards in host memory too"),
+      llvm::cl::init(false)};
   Option<int64_t> prefetch{*this, "prefetch",
                            llvm::cl::desc("units a gather starts ahead"),
                            llvm::cl::init(1)};
@@ -310,7 +315,8 @@ public:
 /// rung fits and recompute=auto is asked, zero3 with recompute=auto's
 /// choice; otherwise zero3, over budget, which the ledger reports as for
 /// any model. A remark names the choice with its predicted peak and bytes
-/// sent, and the peaks of the rungs below it.
+/// sent, and the peaks of the rungs below it. With offload-params the
+/// ladder is zero3 alone: the lower rungs keep params on the device.
 class AutoStrategyPass : public PipelineSearch<AutoStrategyPass> {
 public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(AutoStrategyPass)
@@ -338,6 +344,9 @@ public:
                                Strategy::zero3};
     std::string below;
     for (Strategy rung : ladder) {
+      // offload-params: only zero3 gathers its params from host memory.
+      if (steps.shard.offloadParams && rung != Strategy::zero3)
+        continue;
       probe.shard.strategy = rung;
       FailureOr<LedgerReport> ledger = predict(module, probe);
       if (failed(ledger))
@@ -412,6 +421,7 @@ void buildShardcPipeline(OpPassManager &pm,
   steps.shard.gradAccum = options.gradAccum;
   steps.shard.gradSync = options.gradSync;
   steps.shard.offloadOptimizer = options.offloadOptimizer;
+  steps.shard.offloadParams = options.offloadParams;
   steps.shard.bucketMB = options.bucketMB;
   steps.shard.unitBucketMB = options.unitBucketMB;
   steps.schedule.prefetch = options.prefetch;

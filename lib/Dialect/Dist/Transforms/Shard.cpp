@@ -77,6 +77,7 @@ struct Plan {
   int64_t bucketBytes; // ddp, zero1/zero2 flat; 0: a collective per gradient
   Layout layout;
   int64_t unitBucketBytes; // zero3/hsdp flat: small units share a flat param
+  bool offloadParams;      // stored shards in host memory: gathers stay
 
   bool shardsParams() const {
     return strategy == Strategy::zero3 || strategy == Strategy::hsdp;
@@ -1101,7 +1102,8 @@ static bool runsAfter(Operation *user, Operation *op) {
 /// through a bf16 wire into an f32 result, which stays. Frees move with the
 /// values: a free of the input that a folded result's reader now follows goes,
 /// and a parameter's storage, which a folded gather made the unit read, is
-/// never freed.
+/// never freed. With offload-params a gather of a stored shard stays: it
+/// brings the shard from host memory.
 void Sharder::foldSingleRankCollectives() {
   auto groupSize = [&](ArrayAttr axes) {
     int64_t size = 1;
@@ -1123,6 +1125,10 @@ void Sharder::foldSingleRankCollectives() {
               return std::make_tuple(Value(), ArrayAttr(), TypeAttr());
             });
     if (!input || groupSize(axes) != 1)
+      return;
+    // A stored shard in host memory: the gather is its copy to the device.
+    if (plan.offloadParams && isa<AllGatherOp>(op) &&
+        isa_and_nonnull<ParamOp, FlatParamOp>(input.getDefiningOp()))
       return;
     auto in = typeOf(input), out = typeOf(op->getResult(0));
     Type element = in.getElementType();
@@ -1267,6 +1273,17 @@ void ShardcShardPass::runOnOperation() {
   if (!(shardsParams && flat) && unitBucketMB != 0)
     module.emitWarning() << "unit-bucket-mb: ignored by " << setting
                          << " (it applies to zero3 and hsdp with layout=flat)";
+  // offload-params: the update writes host-resident shards, so it runs on
+  // the host; a param used in place on the device (ddp, zero1, zero2)
+  // cannot live there.
+  if (offloadParams && !offloadOptimizer)
+    return fail("offload-params=true needs offload-optimizer=true: the "
+                "params in host memory are updated there, by the host's "
+                "optimizer step");
+  if (offloadParams && !shardsParams)
+    return fail(Twine("offload-params=true needs strategy zero3 or hsdp, "
+                      "whose params are gathered before use; strategy ") +
+                name + " reads them in place on the device");
   Plan plan{strategy,
             *meshShape,
             reshardAfterForward,
@@ -1276,7 +1293,8 @@ void ShardcShardPass::runOnOperation() {
             gradSync,
             bucketMB * (int64_t(1) << 20),
             layout,
-            unitBucketMB * (int64_t(1) << 20)};
+            unitBucketMB * (int64_t(1) << 20),
+            offloadParams};
   if (gradSync == GradSync::microbatch && gradAccum == 1)
     module.emitWarning() << "grad-sync=microbatch: ignored without "
                             "grad-accum > 1 (the step is one micro-batch)";
@@ -1347,6 +1365,8 @@ void ShardcShardPass::runOnOperation() {
   model->setAttr(kStrategyAttrName, b.getStringAttr(name));
   if (offloadOptimizer)
     model->setAttr(kOffloadOptimizerAttrName, b.getUnitAttr());
+  if (offloadParams)
+    model->setAttr(kOffloadParamsAttrName, b.getUnitAttr());
 }
 
 } // namespace

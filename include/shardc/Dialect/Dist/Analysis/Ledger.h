@@ -39,6 +39,11 @@ struct LedgerReport {
   /// not padding counts them (a gradient's elements in its dtype; an f32
   /// param's value both ways, a bf16 param's rounded value back).
   bool offloadsOptimizer = false;
+  /// offload-params: paramBytes are host memory too; the updates write the
+  /// values there (no copy back), and each gather of a stored shard copies
+  /// it to the device (into its staging, in commBytes), counted in
+  /// hostCopyBytes once per run.
+  bool offloadsParams = false;
   int64_t hostCopyBytes = 0;
   int64_t modelState() const {
     return paramBytes + gradBytes + optimizerBytes;
@@ -47,6 +52,8 @@ struct LedgerReport {
   int64_t deviceOptimizerBytes() const {
     return offloadsOptimizer ? 0 : optimizerBytes;
   }
+  /// The stored params on the device: none where they are offloaded.
+  int64_t deviceParamBytes() const { return offloadsParams ? 0 : paramBytes; }
 };
 
 LedgerReport computeLedger(train::ModelOp model);

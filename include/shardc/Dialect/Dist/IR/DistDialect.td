@@ -30,7 +30,11 @@ def Dist_Dialect : Dialect {
     for the ledger), and `dist.offload_optimizer` (a unit attribute) where
     its optimizer state lives in host memory and its updates run on the
     host CPU: the ledger counts that state off the device's peak, and the
-    bytes each step copies between host and device.
+    bytes each step copies between host and device. With it,
+    `dist.offload_params` (a unit attribute) says the stored params
+    (`train.param`, `dist.flat_param`) live in host memory too: only
+    gathers read them, each staging a copy of its shard on the device
+    first, and the updates write them there.
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;

@@ -27,6 +27,13 @@ constexpr llvm::StringLiteral kStrategyAttrName = "dist.strategy";
 constexpr llvm::StringLiteral kOffloadOptimizerAttrName =
     "dist.offload_optimizer";
 
+/// The model attribute where shardc-shard records offload-params: the
+/// stored params (zero3's and hsdp's shards) live in host memory, beside
+/// the offloaded optimizer state that updates them there, and each gather
+/// first copies its shard to the device (FSDP2's CPUOffloadPolicy,
+/// DeepSpeed's offload_param).
+constexpr llvm::StringLiteral kOffloadParamsAttrName = "dist.offload_params";
+
 /// Element types a step can compute and communicate in.
 enum class DType { f32, bf16 };
 

@@ -54,7 +54,8 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
        wire) and updates what the rank owns; the returned loss is averaged
        over ranks, so it equals the single-rank loss;
     7. folds every collective over a group of one rank (`mesh=1`, HSDP's
-       `Rx1` and `1xS`) that neither casts nor pads: its result is its
+       `Rx1` and `1xS`) that neither casts nor pads (nor, with
+       `offload-params`, brings a param from host memory): its result is its
        input, as XLA folds single-replica collectives, so a unit reads its
        parameters' storage in place and a DDP bucket is not packed;
     8. records the strategy on the model (`dist.strategy`), and with
@@ -63,9 +64,15 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
        kept in host memory rather than on the device, and each update runs
        on the host CPU: the gradients it takes are copied to the host, the
        values it writes copied back (DeepSpeed's ZeRO-Offload,
-       `offload_optimizer`; FSDP2's CPUOffloadPolicy moves the params too).
-       The ledger counts the state as host memory, off the device's peak,
-       and the bytes copied each step.
+       `offload_optimizer`). The ledger counts the state as host memory,
+       off the device's peak, and the bytes copied each step. With
+       `offload-params=true` too (zero3, hsdp) it marks the model
+       `dist.offload_params`: the stored shards live in host memory as
+       well, where the update writes them, and each gather of one stages a
+       copy of it on the device first, even over a group of one rank
+       (FSDP2's CPUOffloadPolicy, DeepSpeed's `offload_param`): the shards
+       leave the device's peak, the gradients still come to the host, and
+       no updated value goes back, but each gather copies its shard in.
 
     Before (one unit, one param):
 
@@ -182,6 +189,10 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
            "keep the optimizer state in host memory and update on the host "
            "CPU (ZeRO-Offload): off the device's peak, for copies of the "
            "gradients and updated values each step">,
+    Option<"offloadParams", "offload-params", "bool", "false",
+           "with offload-optimizer, zero3 and hsdp: keep the stored param "
+           "shards in host memory too, each gather copying its shard to the "
+           "device first (FSDP2's CPUOffloadPolicy)">,
   ];
   let dependentDialects = ["::shardc::dist::DistDialect"];
 }
