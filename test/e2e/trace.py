@@ -57,6 +57,9 @@ CUDASIM_CONFIGS = [
     ("zero3", "2", [], False),
     ("hsdp", "2x2", ["--layout", "flat"], False),
     ("zero3", "2", ["--offload-optimizer", "true"], False),
+    # Each gather's copy from host memory on its stream, inside its span.
+    ("hsdp", "2x1", ["--offload-optimizer", "true", "--offload-params",
+                     "true"], False),
 ]
 STEPS = 2
 EVALS = ["eval at step 0 batch 0", "eval at step %d batch 0" % STEPS]
