@@ -101,3 +101,14 @@
 // AUTO-PARAMS: remark: strategy=auto: zero3, predicted peak 1640 bytes per rank
 // RUN: not %shardc build %t.mlir --offload-params on -o %t.exe 2>&1 | FileCheck %s --check-prefix=PARAMS-FLAG
 // PARAMS-FLAG: shardc: --offload-params: expected true or false, got 'on'
+
+// Over a memory budget, the error says what host memory could take: the
+// optimizer state, then (zero3, hsdp) the stored params.
+// RUN: not shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=2 memory-budget=1000" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HINT-OPT
+// HINT-OPT: note: offload-optimizer=true would keep the 848 bytes of optimizer state in host memory
+// RUN: not shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=2 memory-budget=1000 offload-optimizer=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HINT-PARAMS
+// HINT-PARAMS: note: offload-params=true would keep the 424 bytes of stored params in host memory (each gather then stages its shard)
+// RUN: not shardc-opt %t.mlir --shardc-pipeline="strategy=zero2 mesh=2 memory-budget=1000 offload-optimizer=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HINT-NONE
+// RUN: not shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=2 memory-budget=1000 offload-optimizer=true offload-params=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HINT-NONE
+// HINT-NONE: error: 'train.model' op needs a predicted peak of
+// HINT-NONE-NOT: would keep

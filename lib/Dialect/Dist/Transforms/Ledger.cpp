@@ -156,6 +156,17 @@ struct ShardcLedgerPass
             << static_cast<int64_t>(memoryBudget)
             << " bytes";
         explainLedgerByUnit(model, diag);
+        // What host memory could take, as DeepSpeed's offload advice.
+        bool gathers = report.strategy == "zero3" || report.strategy == "hsdp";
+        if (!report.offloadsOptimizer && report.optimizerBytes > 0)
+          diag.attachNote() << "offload-optimizer=true would keep the "
+                            << report.optimizerBytes
+                            << " bytes of optimizer state in host memory";
+        else if (report.offloadsOptimizer && !report.offloadsParams && gathers)
+          diag.attachNote()
+              << "offload-params=true would keep the " << report.paramBytes
+              << " bytes of stored params in host memory (each "
+                 "gather then stages its shard)";
         return signalPassFailure();
       }
     }
