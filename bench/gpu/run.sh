@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One prepared script for a lent GPU machine (one H200): build, check the GPU
 # against the CPU (fp32, and bf16 mixed precision), time GPT-2 small under
-# shardc (zero3, ddp; fp32 and bf16 mixed precision) and PyTorch (eager,
+# shardc (zero3, ddp; fp32 and bf16 mixed precision; last, zero3 bf16 with
+# the optimizer state and params in host memory) and PyTorch (eager,
 # torch.compile, FSDP2; torch.compile and FSDP2 in bf16 too), print one table
 # last. Every phase runs under `timeout`, inside one overall budget; a phase
 # that cannot run says why and the script goes on. Without a GPU it builds,
@@ -13,7 +14,7 @@
 #                                executable the device run needs and bundle
 #                                them, with the CPU reference run, OpenMPI's
 #                                libraries and a BLAS, into $BUILD/gpu-bundle
-#                                (about 49 MiB, the executables gzipped);
+#                                (about 52 MiB, the executables gzipped);
 #                                the GPU machine has no LLVM/MLIR to run
 #                                shardc and may have no MPI: carry that.
 #
@@ -193,6 +194,9 @@ EOF
 }
 json_get() { # json_get FILE EXPR (python over `d`)
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1" 2>/dev/null
+}
+json_line_get() { # json_line_get FILE.jsonl LINE EXPR: over line LINE's `d` (sed's address: 2, $)
+  sed -n "$2p" "$1" 2>/dev/null | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print($3)" 2>/dev/null
 }
 
 # nvidia-smi memory sampler: the largest device memory used while it runs.
@@ -400,13 +404,15 @@ model_file() {
 }
 # get_exe NAME TARGET KEY BATCH: sets EXE to a built executable (built now
 # when shardc runs here), or EXE_WHY to why there is none. KEY: STRATEGY, or
-# STRATEGY+bf16 for --param-dtype bf16.
+# STRATEGY+bf16 for --param-dtype bf16, either with +offload for the
+# optimizer state and params in host memory.
 EXE="" EXE_WHY=""
 get_exe() {
   local name=$1 target=$2 key=$3 batch=$4
   local strategy=${3%%+*} exe="$BUNDLE/exe/$name-$target-$key-b$batch" log t
   local -a dtype=()
-  case "$key" in *+bf16) dtype=(--param-dtype bf16) ;; esac
+  case "$key" in *+bf16 | *+bf16+*) dtype=(--param-dtype bf16) ;; esac
+  case "$key" in *+offload) dtype+=(--offload-optimizer true --offload-params true) ;; esac
   EXE="" EXE_WHY=""
   if [ -x "$exe" ]; then EXE="$exe"; return 0; fi
   if [ "$SHARDC_OK" != 1 ]; then
@@ -1068,13 +1074,79 @@ EOF
   COMMANDS+=("SHARDC_ATTENTION=$other ${SHARDC_GEMM_EPILOGUES:+SHARDC_GEMM_EPILOGUES=$SHARDC_GEMM_EPILOGUES }./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG")
 }
 
+# ZeRO-3 bf16 with the optimizer state and the params in host memory
+# (--offload-optimizer true --offload-params true: FSDP2's
+# CPUOffloadPolicy), at the batch its plain row ran, in what is left of the
+# budget: what offloading costs per step, with the device's peak and the
+# bytes copied between host and device measured against the ledger, and its
+# second loss (after one update on the host) against the plain run's within
+# bf16 rounding. (--prepare: built for the first bf16 batch.)
+time_offload() {
+  local key=zero3+bf16+offload plain=zero3+bf16 name="shardc zero3 bf16 offload"
+  next_row "shardc-$key"
+  local rowf=$ROWF batch=${FOUND[zero3+bf16]:-} log t rc
+  phase "4/5 last: $name (the optimizer state and params in host memory), in what is left of the budget"
+  case " $TIME_VARIANTS " in *" $plain "*) ;; *) row "$rowf" "$name" "skipped (TIME_VARIANTS)"; return 0 ;; esac
+  if [ "$HAVE_GPU" != 1 ]; then
+    if [ "$PREPARE" = 1 ] && [ "${CUDA_TARGET%% *}" = yes ]; then
+      batch=${BF16_BATCHES%% *}
+      if get_exe gpt2 cuda "$key" "$batch"; then say "prepared: $name batch $batch"; else say "$name: $EXE_WHY"; fi
+    fi
+    row "$rowf" "$name" "no GPU: skipped"
+    return 0
+  fi
+  if [ -z "$batch" ]; then row "$rowf" "$name" "n/a: $(shardc_name "$plain") did not run"; return 0; fi
+  get_exe gpt2 cuda "$key" "$batch" || { row "$rowf" "$name" "n/a: $EXE_WHY"; return 0; }
+  exe_cmd "$EXE"
+  t=$(cap "$SHARDC_ATTEMPT_BUDGET")
+  log="$WORK/logs/shardc-$key-b$batch"
+  say "$name batch $batch: $((SHARDC_WARMUP + SHARDC_STEPS)) steps (limit ${t}s) ..."
+  run_limited "$t" "$log.out" "${EXE_CMD[@]}" --steps $((SHARDC_WARMUP + SHARDC_STEPS)) \
+    --seed $TIME_SEED --log-json "$log.jsonl"
+  rc=$?
+  if [ "$rc" != 0 ]; then
+    tail_of "$log.out" 6
+    row "$rowf" "$name" "FAILED: $([ "$rc" = 124 ] && echo "timed out after ${t}s" || echo "exit $rc: $(one_line "$log.out")")"
+    FAILED=1
+    return 0
+  fi
+  python3 "$HERE/compare.py" shardc-row --log "$log.jsonl" --name "$name" \
+    --warmup "$SHARDC_WARMUP" --batch "$batch" --seq $G_SEQ --hidden $G_HIDDEN \
+    --layers $G_LAYERS --params "$G_PARAMS" --peak-tflops "$BF16_PEAK_TFLOPS" --precision bf16 \
+    --out "$rowf"
+  # The second step's loss follows one update: on the host here, on the
+  # device in the plain run; the same maths up to rounding.
+  local second plain_second copies
+  second=$(json_line_get "$log.jsonl" 2 'd["loss"]')
+  plain_second=$(json_line_get "$WORK/logs/shardc-$plain-b$batch.jsonl" 2 'd["loss"]')
+  copies=$(json_line_get "$log.jsonl" "\$" '"%d (predicted %d)" % (d["host_copy_bytes"], d["predicted_host_copy_bytes"])')
+  say "host copies per step: ${copies:-none}"
+  if [ -n "$second" ] && [ -n "$plain_second" ] &&
+    awk -v a="$second" -v b="$plain_second" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-2 * (b < 0 ? -b : b)) }'; then
+    record "bf16 offloaded vs plain second loss" "ok ($second against $plain_second, within 1e-2 relative)"
+  else
+    fail "bf16 offloaded vs plain second loss" "${second:-none} against ${plain_second:-none} (tolerance 1e-2 relative)"
+    python3 - "$rowf" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["status"] = "FAILED: second loss differs from the plain run's"
+json.dump(r, open(sys.argv[1], "w"))
+EOF
+  fi
+  grep -E '^(@|step )' "$log.out" | sed 's/^/     /' | head -n 12
+  COMMANDS+=("shardc build gpt2-b$batch.mlir --strategy zero3 --param-dtype bf16 --offload-optimizer true --offload-params true --mesh 1 --target cuda -o gpt2-$key-b$batch")
+  COMMANDS+=("./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG   # median step_ms of steps $((SHARDC_WARMUP + 1))..$((SHARDC_WARMUP + SHARDC_STEPS))")
+}
+
 time_shardc fp32
 time_torch fp32
 time_shardc bf16
 time_other_attention bf16
 time_torch bf16
-# Last: the fp32 row of the other attention gets what the rows above left.
+# Last: the fp32 row of the other attention, then the offloaded row, get
+# what the rows above left.
 time_other_attention fp32
+time_offload
 
 # --- --prepare: the bundle a device run carries -----------------------------
 
