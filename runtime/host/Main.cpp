@@ -1162,6 +1162,16 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   SHARDC_RT_CHECK_ALL(saveError.empty(), "--save", saveError);
   ctx.seed = flags.seed;
   buildCommunicators(ctx);
+  // Params in host memory are read only by gathers (zero3's, hsdp's) and
+  // written only by the host's updates: the other strategies' paths
+  // treat a stored value as backend memory.
+  std::string strategy = model->strategy;
+  SHARDC_RT_CHECK(
+      !model->offload_params || (model->offload_optimizer &&
+                                 (strategy == "zero3" || strategy == "hsdp")),
+      "offload_params",
+      "needs offload_optimizer and strategy zero3 or hsdp, got " + strategy +
+          (model->offload_optimizer ? "" : " without offload_optimizer"));
   if (model->offload_optimizer)
     setUpHostUpdates(ctx);
   backendSetUp(ctx);

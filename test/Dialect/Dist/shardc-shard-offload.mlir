@@ -107,7 +107,7 @@
 // RUN: not shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=2 memory-budget=1000" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HINT-OPT
 // HINT-OPT: note: offload-optimizer=true would keep the 848 bytes of optimizer state in host memory
 // RUN: not shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=2 memory-budget=1000 offload-optimizer=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HINT-PARAMS
-// HINT-PARAMS: note: offload-params=true would keep the 424 bytes of stored params in host memory (each gather then stages its shard)
+// HINT-PARAMS: note: offload-params=true would keep the 424 bytes of stored params in host memory, each gather staging its shard on the device instead (the peak falls by less)
 // RUN: not shardc-opt %t.mlir --shardc-pipeline="strategy=zero2 mesh=2 memory-budget=1000 offload-optimizer=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HINT-NONE
 // RUN: not shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=2 memory-budget=1000 offload-optimizer=true offload-params=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HINT-NONE
 // HINT-NONE: error: 'train.model' op needs a predicted peak of

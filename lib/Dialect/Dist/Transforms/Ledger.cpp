@@ -165,8 +165,9 @@ struct ShardcLedgerPass
         else if (report.offloadsOptimizer && !report.offloadsParams && gathers)
           diag.attachNote()
               << "offload-params=true would keep the " << report.paramBytes
-              << " bytes of stored params in host memory (each "
-                 "gather then stages its shard)";
+              << " bytes of stored params in host memory, each gather "
+                 "staging its shard on the device instead (the peak falls "
+                 "by less)";
         return signalPassFailure();
       }
     }
