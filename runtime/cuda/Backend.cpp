@@ -419,11 +419,17 @@ void shardc_rt_cuda_sent(shardc_rt_context *ctx, shardc_rt_collective kind,
                          collectiveArgs(*ctx, kind, axes, dtype, count));
 }
 
-void shardc_rt_cuda_copy_from_host(shardc_rt_context *ctx, shardc_rt_axes axes,
-                                   void *dst, const void *src, int64_t bytes) {
-  CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
-                        backendOf(*ctx).commStreams.at(axes)));
+void *shardc_rt_cuda_copy_to_gather_slot(shardc_rt_context *ctx,
+                                         shardc_rt_axes axes, void *out,
+                                         const void *host_in, int64_t bytes) {
+  CudaBackend &b = backendOf(*ctx);
+  int member = 0;
+  CHECK(ncclCommUserRank(b.comms.at(axes), &member));
+  char *slot = static_cast<char *>(out) + member * bytes;
+  CHECK(cudaMemcpyAsync(slot, host_in, bytes, cudaMemcpyHostToDevice,
+                        b.commStreams.at(axes)));
   ctx->timers.hostCopyBytes += bytes;
+  return slot;
 }
 
 cudaEvent_t shardc_rt_cuda_event(shardc_rt_context *ctx, int32_t index) {

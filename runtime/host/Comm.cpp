@@ -118,6 +118,7 @@ shardc_rt_request *shardc_rt_all_gather_start(shardc_rt_context *ctx,
                                               shardc_rt_dtype dtype,
                                               const void *in, void *out,
                                               int64_t count, const char *what) {
+  // MPI_IN_PLACE: this member's elements are in its slot of out already.
   const char *call = "MPI_Iallgather";
   shardc_rt_request *r =
       start(ctx, call, SHARDC_RT_ALL_GATHER, axes, dtype, out, count, what);
@@ -129,6 +130,19 @@ shardc_rt_request *shardc_rt_all_gather_start(shardc_rt_context *ctx,
            call);
   ctx->timers.bytesSent += bytesSent(SHARDC_RT_ALL_GATHER, group, count, dtype);
   return r;
+}
+
+shardc_rt_request *shardc_rt_all_gather_from_host_start(
+    shardc_rt_context *ctx, shardc_rt_axes axes, shardc_rt_dtype dtype,
+    const void *host_in, void *out, int64_t count, const char *what) {
+  int member = 0;
+  MPI_Comm_rank(ctx->comms[axes], &member);
+  int64_t bytes = count * elementBytes(dtype);
+  backendCopyInput(*ctx, static_cast<char *>(out) + member * bytes, host_in,
+                   bytes);
+  ctx->timers.hostCopyBytes += bytes;
+  return shardc_rt_all_gather_start(ctx, axes, dtype, MPI_IN_PLACE, out, count,
+                                    what);
 }
 
 shardc_rt_request *

@@ -111,12 +111,6 @@ void shardc_rt_free(shardc_rt_context *ctx, void *ptr) {
     ctx->trace->liveBytes(backendTraceMark(*ctx), ctx->allocator.liveBytes());
 }
 
-void shardc_rt_copy_from_host(shardc_rt_context *ctx, void *dst,
-                              const void *src, int64_t bytes) {
-  backendCopyInput(*ctx, dst, src, bytes);
-  ctx->timers.hostCopyBytes += bytes;
-}
-
 void shardc_rt_region_begin(shardc_rt_context *ctx, const char *name) {
   if (ctx->trace)
     ctx->trace->openSpan(name, backendTraceMark(*ctx));

@@ -76,9 +76,10 @@ CONFIGURATIONS += [
      ["--param-dtype", "bf16", "--offload-optimizer", "true"],
      {"CUDASIM_STREAMS": "lazy", "SHARDC_OFFLOAD_STAGING_KB": "2"}, ROUNDED),
     # The params offloaded too: each gather's shard copied from host memory
-    # to its staging on the communication stream (NCCL reads only device
-    # memory: cudasim checks), the updates writing host memory in place; on
-    # one rank, the gathers stay to make those copies.
+    # into its slot of the result on the communication stream, gathered in
+    # place (NCCL reads only device memory: cudasim checks), the updates
+    # writing host memory in place; on one rank, the gathers stay to make
+    # those copies.
     ("zero3-2-bf16-offload-params-lazy", "zero3", "2",
      ["--param-dtype", "bf16", "--offload-optimizer", "true",
       "--offload-params", "true"],

@@ -13,7 +13,9 @@ true (then --offload-params true too) and checks that
   host and device per step are the ledger's, to the byte;
 - its peak is the other's less exactly the optimizer state, which is now in
   host memory; with the params offloaded too, the device keeps no state
-  between steps, and the peak is lower still (each gather stages its shard).
+  between steps, and the peak is lower by exactly the params too (each
+  gather copies its shard into its own slot of the result), but on one
+  rank, whose gathers stay as those copies: lower, by less.
 
 BIG.mlir, a model of more params than one thread updates, is updated on
 3 threads (OMP_NUM_THREADS=3), and through 64 KiB halves of staging
@@ -89,13 +91,18 @@ def compare_runs(shardc, model, out_dir, configs, offload):
             if last[measured] != last["predicted_" + measured]:
                 problems.append("%s %d, predicted %d" % (
                     measured, last[measured], last["predicted_" + measured]))
+        # Exactly by what went to the host; but on one rank with the params
+        # there, whose gathers then stay, as their copies to the device.
         fell = plain["peak_bytes"] - last["peak_bytes"]
-        if not params and fell != last["host_bytes"]:
+        one_rank = params and mesh == "1"
+        if not one_rank and fell != last["host_bytes"]:
             problems.append("the peak fell by %d, not the host's %d" % (
                 fell, last["host_bytes"]))
-        if params and (last["persistent_bytes"] != 0 or fell <= 0):
-            problems.append("the device keeps %d bytes of state, the peak "
-                            "fell by %d" % (last["persistent_bytes"], fell))
+        if one_rank and fell <= 0:
+            problems.append("the peak fell by %d" % fell)
+        if params and last["persistent_bytes"] != 0:
+            problems.append("the device keeps %d bytes of state" %
+                            last["persistent_bytes"])
         if "host_bytes" in plain:
             problems.append("the plain run reports host bytes")
         failures += bool(problems)

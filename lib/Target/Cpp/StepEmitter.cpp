@@ -910,14 +910,6 @@ std::string StepEmitter::emitStaging(Operation *op, Value in, Type wire) {
   os << type << " *" << staging << " = static_cast<" << type
      << " *>(shardc_rt_alloc(ctx, " << bytes << "));\n";
   stagings[op->getResult(0)] = staging;
-  // A shard in host memory: copied in as it is (a gather has no cast or
-  // padding), on a device by the gather's stream (emitNcclCollective).
-  if (readsHostMemory(op)) {
-    if (target == Target::host)
-      os << "shardc_rt_copy_from_host(ctx, " << staging << ", " << name(in)
-         << ", " << bytes << ");\n";
-    return staging;
-  }
   os << copyKernel(in, wire) << staging << ", " << name(in) << ", " << numel(in)
      << ");\n";
   int64_t sent = bytes / (wire.getIntOrFloatBitWidth() / 8);
@@ -1024,8 +1016,12 @@ LogicalResult StepEmitter::emitCollective(Operation *op) {
   std::string common = llvm::formatv("ctx, {0}u, {1}, {2}, {3}, {4}", mask,
                                      dtypeEnum(wire), source, out, count);
   std::string what = quoted(carriedBy(op));
+  // A shard in host memory is copied into its slot of the result and
+  // gathered in place.
   if (isa<AllGatherOp, AllGatherStartOp>(op))
-    call = "shardc_rt_all_gather_start(" + common + ", " + what + ")";
+    call = (readsHostMemory(op) ? "shardc_rt_all_gather_from_host_start("
+                                : "shardc_rt_all_gather_start(") +
+           common + ", " + what + ")";
   else if (isa<ReduceScatterOp, ReduceScatterStartOp>(op))
     call = "shardc_rt_reduce_scatter_start(" + common + ", " +
            (average ? "1" : "0") + ", " + what + ")";
@@ -1056,9 +1052,14 @@ LogicalResult StepEmitter::emitNcclCollective(Operation *op, StringRef source,
   const char *type = wireTypeOf(op).isBF16() ? "ncclBfloat16" : "ncclFloat";
   std::string call;
   const char *kind;
+  // A shard in host memory comes into its slot of the result on this
+  // stream (the copy overlapping the compute stream's work as the gather
+  // does), and is gathered in place.
+  std::string slot = readsHostMemory(op) ? fresh("slot") : "";
   if (isa<AllGatherOp, AllGatherStartOp>(op)) {
-    call = llvm::formatv("ncclAllGather({0}, {1}, {2}, {3}, {4}, {5})", source,
-                         out, count, type, comm, stream);
+    call = llvm::formatv("ncclAllGather({0}, {1}, {2}, {3}, {4}, {5})",
+                         slot.empty() ? source : StringRef(slot), out, count,
+                         type, comm, stream);
     kind = "SHARDC_RT_ALL_GATHER";
   } else if (isa<ReduceScatterOp, ReduceScatterStartOp>(op)) {
     call = llvm::formatv(
@@ -1076,12 +1077,10 @@ LogicalResult StepEmitter::emitNcclCollective(Operation *op, StringRef source,
      << ", 0));\n";
   os << "shardc_rt_cuda_collective_start(ctx, " << mask << "u, "
      << quoted(carriedBy(op)) << ");\n";
-  // A shard in host memory comes to its staging on this stream, the copy
-  // overlapping the compute stream's work as the gather does.
-  if (readsHostMemory(op))
-    os << "shardc_rt_cuda_copy_from_host(ctx, " << mask << "u, " << source
-       << ", " << name(op->getOperand(0)) << ", " << getStagingBytes(op)
-       << ");\n";
+  if (!slot.empty())
+    os << "void *" << slot << " = shardc_rt_cuda_copy_to_gather_slot(ctx, "
+       << mask << "u, " << out << ", " << source << ", "
+       << getBufferBytes(op->getOperand(0)) << ");\n";
   os << "SHARDC_NCCL(" << call << ");\n";
   os << "shardc_rt_cuda_sent(ctx, " << kind << ", " << mask << "u, "
      << dtypeEnum(wireTypeOf(op)) << ", " << count << ");\n";

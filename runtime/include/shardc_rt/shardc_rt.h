@@ -145,9 +145,9 @@ typedef struct shardc_rt_model {
   int32_t offload_optimizer;
   /* 1 (with offload_optimizer): the stored params (ZeRO-3's and HSDP's
    * shards, flat or not) live in host memory too, where the updates write
-   * them; each gather copies its shard to the device first
-   * (shardc_rt_copy_from_host; shardc-shard offload-params, FSDP2's
-   * CPUOffloadPolicy). */
+   * them; each gather copies its shard into its slot of the gathered buffer
+   * and gathers in place (shardc_rt_all_gather_from_host_start; shardc-shard
+   * offload-params, FSDP2's CPUOffloadPolicy). */
   int32_t offload_params;
   shardc_rt_prediction predicted;
   /* One training step: reads params and inputs, ends with the optimizer
@@ -167,11 +167,6 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model);
  * high-water mark. */
 void *shardc_rt_alloc(shardc_rt_context *ctx, int64_t bytes);
 void shardc_rt_free(shardc_rt_context *ctx, void *ptr);
-
-/* offload_params: copies `bytes` of a stored param in host memory to `dst`
- * (a gather's staging), counted as a host copy. */
-void shardc_rt_copy_from_host(shardc_rt_context *ctx, void *dst,
-                              const void *src, int64_t bytes);
 
 /* A region of the step (a unit's forward or backward, "forward h.0"), for
  * --trace's timeline: regions nest, and each one begun ends in the step. */
@@ -205,6 +200,12 @@ shardc_rt_request *shardc_rt_all_gather_start(shardc_rt_context *ctx,
                                               shardc_rt_dtype dtype,
                                               const void *in, void *out,
                                               int64_t count, const char *what);
+/* offload_params: the same, where this member's `count` elements are a
+ * stored param in host memory at `host_in`: copied into this member's slot
+ * of out (counted as a host copy), then gathered in place. */
+shardc_rt_request *shardc_rt_all_gather_from_host_start(
+    shardc_rt_context *ctx, shardc_rt_axes axes, shardc_rt_dtype dtype,
+    const void *host_in, void *out, int64_t count, const char *what);
 /* in holds group x count elements; out = this member's count elements of
  * the sum (or average) over the group. */
 shardc_rt_request *

@@ -38,11 +38,13 @@ void shardc_rt_cuda_collective_start(shardc_rt_context *ctx,
 void shardc_rt_cuda_sent(shardc_rt_context *ctx, shardc_rt_collective kind,
                          shardc_rt_axes axes, shardc_rt_dtype dtype,
                          int64_t count);
-/* offload_params: copies `bytes` of a stored param in host memory to `dst`
- * (its gather's staging) on `axes`'s stream, between
- * shardc_rt_cuda_collective_start and the gather; counted as a host copy. */
-void shardc_rt_cuda_copy_from_host(shardc_rt_context *ctx, shardc_rt_axes axes,
-                                   void *dst, const void *src, int64_t bytes);
+/* offload_params: copies `bytes` of a stored param in host memory into this
+ * member's slot of `out` (a gather's result) on `axes`'s stream, between
+ * shardc_rt_cuda_collective_start and the gather, counted as a host copy;
+ * returns the slot, the in-place gather's sendbuff. */
+void *shardc_rt_cuda_copy_to_gather_slot(shardc_rt_context *ctx,
+                                         shardc_rt_axes axes, void *out,
+                                         const void *host_in, int64_t bytes);
 /* Event i of the model's num_events, created once. */
 cudaEvent_t shardc_rt_cuda_event(shardc_rt_context *ctx, int32_t index);
 /* Reports a failed CUDA or NCCL call with the rank and ends the job. */

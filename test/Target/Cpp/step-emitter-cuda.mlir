@@ -30,16 +30,15 @@
 // OFFLOAD:      model.offload_optimizer = 1;
 // OFFLOAD:      model.predicted = {{{.*}}, [[COPIES:[1-9][0-9]*]]};
 // offload-params: each gather first copies its shard from host memory
-// into a staging buffer, on the gather's stream once the compute stream is
-// there, then gathers from it; the model says so.
+// into its slot of the result, on the gather's stream once the compute
+// stream is there, then gathers in place; the model says so.
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 offload-optimizer=true offload-params=true output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=HOSTPARAMS
 // HOSTPARAMS:      [[W:v[0-9]+]] = static_cast<shardc_rt_bf16 *>(shardc_rt_param(ctx, 0)); // l0.w
-// HOSTPARAMS:      shardc_rt_bf16 *[[STAGED:v[0-9]+]] = static_cast<shardc_rt_bf16 *>(shardc_rt_alloc(ctx, 18));
+// HOSTPARAMS:      shardc_rt_bf16 *[[OUT:v[0-9]+]] = static_cast<shardc_rt_bf16 *>(shardc_rt_alloc(ctx, 36));
 // HOSTPARAMS:      SHARDC_CUDA(cudaStreamWaitEvent(comm1, [[READY:.*]], 0));
 // HOSTPARAMS-NEXT: shardc_rt_cuda_collective_start(ctx, 1u, "l0.w");
-// HOSTPARAMS-NEXT: shardc_rt_cuda_copy_from_host(ctx, 1u, [[STAGED]], [[W]], 18);
-// HOSTPARAMS-NEXT: SHARDC_NCCL(ncclAllGather([[STAGED]], {{v[0-9]+}}, 9, ncclBfloat16, nccl1, comm1));
-// HOSTPARAMS:      shardc_rt_free(ctx, [[STAGED]]);
+// HOSTPARAMS-NEXT: void *[[SLOT:slot[0-9]+]] = shardc_rt_cuda_copy_to_gather_slot(ctx, 1u, [[OUT]], [[W]], 18);
+// HOSTPARAMS-NEXT: SHARDC_NCCL(ncclAllGather([[SLOT]], [[OUT]], 9, ncclBfloat16, nccl1, comm1));
 // HOSTPARAMS:      model.offload_params = 1;
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: %shardc build %s --target cuda --strategy ddp --mesh 2 --quiet -o %t/ddp

@@ -8,6 +8,13 @@
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 fuse=false output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=UNFUSED
 // RUN: shardc-opt %s --shardc-pipeline="strategy=ddp mesh=2 param-dtype=bf16 reduce-dtype=bf16 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=BF16-WIRE
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 recompute=l0 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=RECOMPUTE
+// offload-params: each gather copies its shard from host memory into its
+// slot of the result and gathers in place (the runtime's call does both).
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 offload-optimizer=true offload-params=true output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=HOSTPARAMS --implicit-check-not=shardc_rt_all_gather_start
+// HOSTPARAMS:      float *[[W:v[0-9]+]] = static_cast<float *>(shardc_rt_param(ctx, 0)); // l0.w
+// HOSTPARAMS:      float *[[OUT:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
+// HOSTPARAMS-NEXT: shardc_rt_request *{{r[0-9]+}} = shardc_rt_all_gather_from_host_start(ctx, 1u, SHARDC_RT_F32, [[W]], [[OUT]], 9, "l0.w");
+// HOSTPARAMS:      model.offload_params = 1;
 
 // A unit of 5 rows sharded over 2 ranks: 3-row shards, the second padded.
 // CHECK-LABEL: const shardc_rt_param_info kParams[] = {

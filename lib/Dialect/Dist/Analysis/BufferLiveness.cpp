@@ -60,8 +60,7 @@ int64_t dist::getStagingBytes(Operation *op) {
   if (!wire)
     return 0;
   auto inputType = cast<RankedTensorType>(input.getType());
-  if (inputType.getElementType() == wire &&
-      inputType.getNumElements() == sent && !readsHostMemory(op))
+  if (inputType.getElementType() == wire && inputType.getNumElements() == sent)
     return 0;
   return sent * ((wire.getIntOrFloatBitWidth() + 7) / 8);
 }

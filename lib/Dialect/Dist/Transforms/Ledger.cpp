@@ -165,9 +165,9 @@ struct ShardcLedgerPass
         else if (report.offloadsOptimizer && !report.offloadsParams && gathers)
           diag.attachNote()
               << "offload-params=true would keep the " << report.paramBytes
-              << " bytes of stored params in host memory, each gather "
-                 "staging its shard on the device instead (the peak falls "
-                 "by less)";
+              << " bytes of stored params in host memory (over a shard "
+                 "axis of one rank, the peak falls by less: its gathers "
+                 "stay, as copies)";
         return signalPassFailure();
       }
     }

@@ -29,14 +29,14 @@ int64_t getGroupSize(mlir::Operation *op, mlir::FlatSymbolRefAttr meshRef,
                      mlir::ArrayAttr axes);
 
 /// Whether a gather's input is a stored param in host memory (the model's
-/// `dist.offload_params`): the gather copies it to the device first.
+/// `dist.offload_params`): the gather copies it into its slot of the
+/// result, and gathers in place.
 bool readsHostMemory(mlir::Operation *collective);
 
 /// The bytes of the copy a collective sends from and keeps until its wait
 /// (0 when it sends its input itself): its input cast to the wire type
-/// where the types differ (mixed precision), for a reduce-scatter of
-/// uneven dim-0 shards padded to N equal pieces, and a gather's input in
-/// host memory copied to the device (readsHostMemory).
+/// where the types differ (mixed precision), and for a reduce-scatter of
+/// uneven dim-0 shards padded to N equal pieces.
 int64_t getStagingBytes(mlir::Operation *collective);
 
 class BufferLiveness {

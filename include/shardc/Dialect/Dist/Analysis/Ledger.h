@@ -41,8 +41,8 @@ struct LedgerReport {
   bool offloadsOptimizer = false;
   /// offload-params: paramBytes are host memory too; the updates write the
   /// values there (no copy back), and each gather of a stored shard copies
-  /// it to the device (into its staging, in commBytes), counted in
-  /// hostCopyBytes once per run.
+  /// it into its slot of the gathered buffer, counted in hostCopyBytes once
+  /// per run.
   bool offloadsParams = false;
   int64_t hostCopyBytes = 0;
   int64_t modelState() const {

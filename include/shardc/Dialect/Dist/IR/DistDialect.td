@@ -33,8 +33,9 @@ def Dist_Dialect : Dialect {
     bytes each step copies between host and device. With it,
     `dist.offload_params` (a unit attribute) says the stored params
     (`train.param`, `dist.flat_param`) live in host memory too: only
-    gathers read them, each staging a copy of its shard on the device
-    first, and the updates write them there.
+    gathers read them, each copying its shard into its slot of the
+    gathered buffer and gathering in place, and the updates write them
+    there.
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;

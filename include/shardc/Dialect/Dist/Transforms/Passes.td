@@ -68,11 +68,12 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
        off the device's peak, and the bytes copied each step. With
        `offload-params=true` too (zero3, hsdp) it marks the model
        `dist.offload_params`: the stored shards live in host memory as
-       well, where the update writes them, and each gather of one stages a
-       copy of it on the device first, even over a group of one rank
-       (FSDP2's CPUOffloadPolicy, DeepSpeed's `offload_param`): the shards
-       leave the device's peak, the gradients still come to the host, and
-       no updated value goes back, but each gather copies its shard in.
+       well, where the update writes them, and each gather of one copies
+       it into its slot of the gathered buffer and gathers in place, even
+       over a group of one rank (FSDP2's CPUOffloadPolicy, DeepSpeed's
+       `offload_param`): the shards leave the device's peak, the gradients
+       still come to the host, and no updated value goes back, but each
+       gather copies its shard in.
 
     Before (one unit, one param):
 
