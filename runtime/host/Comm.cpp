@@ -118,7 +118,8 @@ shardc_rt_request *shardc_rt_all_gather_start(shardc_rt_context *ctx,
                                               shardc_rt_dtype dtype,
                                               const void *in, void *out,
                                               int64_t count, const char *what) {
-  // MPI_IN_PLACE: this member's elements are in its slot of out already.
+  // `in` is MPI_IN_PLACE where this member's elements are in its slot of
+  // out already (shardc_rt_all_gather_from_host_start).
   const char *call = "MPI_Iallgather";
   shardc_rt_request *r =
       start(ctx, call, SHARDC_RT_ALL_GATHER, axes, dtype, out, count, what);
