@@ -113,3 +113,6 @@
 // RUN: not shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=2 memory-budget=1000 offload-optimizer=true offload-params=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HINT-NONE
 // HINT-NONE: error: 'train.model' op needs a predicted peak of
 // HINT-NONE-NOT: would keep
+// Each unit's note says where its params are.
+// RUN: not shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=2 memory-budget=1000 offload-optimizer=true offload-params=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNIT-HOST
+// UNIT-HOST: note: unit 'layers.0': params (host) 288 bytes, gathered 576 bytes

@@ -346,10 +346,13 @@ void Ledger::explainUnits(InFlightDiagnostic &diag) {
           }))
         units[unit.getName()][2] += getBufferBytes(result);
   }
+  // With offload-params, the stored params are in host memory.
+  const char *params =
+      model->hasAttr(kOffloadParamsAttrName) ? ": params (host) " : ": params ";
   for (auto &[name, b] : units)
     diag.attachNote() << (name.empty() ? std::string("the root unit")
                                        : ("unit '" + name + "'").str())
-                      << ": params " << b[0] << " bytes, gathered " << b[1]
+                      << params << b[0] << " bytes, gathered " << b[1]
                       << " bytes, activations kept for backward " << b[2]
                       << " bytes";
 }
