@@ -909,7 +909,6 @@ std::string StepEmitter::emitStaging(Operation *op, Value in, Type wire) {
   std::string staging = fresh(), type = cType(wire);
   os << type << " *" << staging << " = static_cast<" << type
      << " *>(shardc_rt_alloc(ctx, " << bytes << "));\n";
-  stagings[op->getResult(0)] = staging;
   os << copyKernel(in, wire) << staging << ", " << name(in) << ", " << numel(in)
      << ");\n";
   int64_t sent = bytes / (wire.getIntOrFloatBitWidth() / 8);
@@ -917,6 +916,7 @@ std::string StepEmitter::emitStaging(Operation *op, Value in, Type wire) {
   if (sent > numel(in))
     os << kernel(("fill_" + dtypeSuffix(wire)).str()) << staging << " + "
        << numel(in) << ", 0.0f, " << sent - numel(in) << ");\n";
+  stagings[op->getResult(0)] = staging;
   return staging;
 }
 
