@@ -996,6 +996,51 @@ EOF
   done
 }
 
+# rerun_row ROWF NAME PREC PEAK BATCH LOG [VAR=VALUE...]: runs EXE_CMD
+# (exe_cmd's) for the timed steps in the environment given, into LOG.out
+# and LOG.jsonl, and makes ROWF its table row (MFU against PEAK); a failed
+# run makes the row and the run FAILED, and returns 1.
+rerun_row() {
+  local rowf=$1 name=$2 prec=$3 peak=$4 batch=$5 log=$6 t rc
+  shift 6
+  t=$(cap "$SHARDC_ATTEMPT_BUDGET")
+  say "$name batch $batch: $((SHARDC_WARMUP + SHARDC_STEPS)) steps (limit ${t}s) ..."
+  run_limited "$t" "$log.out" env "$@" "${EXE_CMD[@]}" \
+    --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json "$log.jsonl"
+  rc=$?
+  if [ "$rc" != 0 ]; then
+    tail_of "$log.out" 6
+    row "$rowf" "$name" "FAILED: $([ "$rc" = 124 ] && echo "timed out after ${t}s" || echo "exit $rc: $(one_line "$log.out")")"
+    FAILED=1
+    return 1
+  fi
+  python3 "$HERE/compare.py" shardc-row --log "$log.jsonl" --name "$name" \
+    --warmup "$SHARDC_WARMUP" --batch "$batch" --seq $G_SEQ --hidden $G_HIDDEN \
+    --layers $G_LAYERS --params "$G_PARAMS" --peak-tflops "$peak" --precision "$prec" \
+    --out "$rowf"
+}
+
+# check_loss ROWF WHAT LINE LOG REF_LOG RTOL WHY: the loss on line LINE of
+# LOG within RTOL of REF_LOG's, relative to the reference's, is recorded as
+# check WHAT; otherwise WHAT fails and ROWF's status is "FAILED: WHY".
+check_loss() {
+  local rowf=$1 what=$2 line=$3 loss ref_loss rtol=$6 why=$7
+  loss=$(json_line_get "$4" "$line" 'd["loss"]')
+  ref_loss=$(json_line_get "$5" "$line" 'd["loss"]')
+  if [ -n "$loss" ] && [ -n "$ref_loss" ] &&
+    awk -v a="$ref_loss" -v b="$loss" -v r="$rtol" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= r * (a < 0 ? -a : a)) }'; then
+    record "$what" "ok ($loss against $ref_loss, within $rtol relative)"
+  else
+    fail "$what" "${loss:-none} against ${ref_loss:-none} (tolerance $rtol relative)"
+    python3 - "$rowf" "$why" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["status"] = "FAILED: " + sys.argv[2]
+json.dump(r, open(sys.argv[1], "w"))
+EOF
+  fi
+}
+
 # The other attention: time_other_attention PREC runs zero3's executable of
 # precision PREC at its timed batch once more with the attention the timed
 # rows did not use (the fused kernels, SHARDC_ATTENTION=flash, are the
@@ -1018,7 +1063,7 @@ time_other_attention() {
   next_row "shardc-$key+$other-attn"
   local rowf=$ROWF name="shardc zero3 $prec $other-attn" batch=${FOUND[$key]:-}
   [ "$prec" = fp32 ] && phase "4/5 last: ${PREC_DESC[fp32]}: $name (SHARDC_ATTENTION=$other), in what is left of the budget"
-  local log t rc
+  local log t
   case " $TIME_VARIANTS " in *" $key "*) ;; *) row "$rowf" "$name" "skipped (TIME_VARIANTS)"; return 0 ;; esac
   if [ "$HAVE_GPU" != 1 ]; then row "$rowf" "$name" "no GPU: skipped"; return 0; fi
   if [ -z "$batch" ]; then row "$rowf" "$name" "n/a: $(shardc_name "$key") did not run"; return 0; fi
@@ -1032,39 +1077,12 @@ time_other_attention() {
   fi
   get_exe gpt2 cuda "$key" "$batch" || { row "$rowf" "$name" "FAILED: $EXE_WHY"; FAILED=1; return 0; }
   exe_cmd "$EXE"
-  t=$(cap "$SHARDC_ATTEMPT_BUDGET")
   log="$WORK/logs/shardc-$key+$other-attn-b$batch"
-  say "$name batch $batch: $((SHARDC_WARMUP + SHARDC_STEPS)) steps (limit ${t}s) ..."
-  run_limited "$t" "$log.out" env SHARDC_ATTENTION=$other "${EXE_CMD[@]}" \
-    --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json "$log.jsonl"
-  rc=$?
-  if [ "$rc" != 0 ]; then
-    tail_of "$log.out" 6
-    row "$rowf" "$name" "FAILED: $([ "$rc" = 124 ] && echo "timed out after ${t}s" || echo "exit $rc: $(one_line "$log.out")")"
-    FAILED=1
-    return 0
-  fi
-  python3 "$HERE/compare.py" shardc-row --log "$log.jsonl" --name "$name" \
-    --warmup "$SHARDC_WARMUP" --batch "$batch" --seq $G_SEQ --hidden $G_HIDDEN \
-    --layers $G_LAYERS --params "$G_PARAMS" --peak-tflops "$peak" --precision "$prec" \
-    --out "$rowf"
+  rerun_row "$rowf" "$name" "$prec" "$peak" "$batch" "$log" SHARDC_ATTENTION=$other || return 0
   # Same executable, seed and data: the first step's loss is the timed
   # run's up to the precision's rounding.
-  local main_loss other_loss
-  main_loss=$(head -n 1 "$WORK/logs/shardc-$key-b$batch.jsonl" 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["loss"])' 2>/dev/null)
-  other_loss=$(head -n 1 "$log.jsonl" | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["loss"])' 2>/dev/null)
-  if [ -n "$main_loss" ] && [ -n "$other_loss" ] &&
-    awk -v a="$main_loss" -v b="$other_loss" -v r="$rtol" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= r * (a < 0 ? -a : a)) }'; then
-    record "$prec $other vs $main attention first loss" "ok ($other_loss against $main_loss, within $rtol relative)"
-  else
-    fail "$prec $other vs $main attention first loss" "${other_loss:-none} against ${main_loss:-none} (tolerance $rtol relative)"
-    python3 - "$rowf" "$main" <<'EOF'
-import json, sys
-r = json.load(open(sys.argv[1]))
-r["status"] = "FAILED: first loss differs from the %s attention's" % sys.argv[2]
-json.dump(r, open(sys.argv[1], "w"))
-EOF
-  fi
+  check_loss "$rowf" "$prec $other vs $main attention first loss" 1 "$log.jsonl" \
+    "$WORK/logs/shardc-$key-b$batch.jsonl" "$rtol" "first loss differs from the $main attention's"
   grep -E '^step ' "$log.out" | sed 's/^/     /' | head -n 12
   t=$(cap "$SHARDC_PROFILE_BUDGET")
   if [ "$t" -ge 10 ]; then
@@ -1084,7 +1102,7 @@ EOF
 time_offload() {
   local key=zero3+bf16+offload plain=zero3+bf16 name="shardc zero3 bf16 offload"
   next_row "shardc-$key"
-  local rowf=$ROWF batch=${FOUND[zero3+bf16]:-} log t rc
+  local rowf=$ROWF batch=${FOUND[zero3+bf16]:-} log
   phase "4/5 last: $name (the optimizer state and params in host memory), in what is left of the budget"
   case " $TIME_VARIANTS " in *" $plain "*) ;; *) row "$rowf" "$name" "skipped (TIME_VARIANTS)"; return 0 ;; esac
   if [ "$HAVE_GPU" != 1 ]; then
@@ -1098,41 +1116,15 @@ time_offload() {
   if [ -z "$batch" ]; then row "$rowf" "$name" "n/a: $(shardc_name "$plain") did not run"; return 0; fi
   get_exe gpt2 cuda "$key" "$batch" || { row "$rowf" "$name" "n/a: $EXE_WHY"; return 0; }
   exe_cmd "$EXE"
-  t=$(cap "$SHARDC_ATTEMPT_BUDGET")
   log="$WORK/logs/shardc-$key-b$batch"
-  say "$name batch $batch: $((SHARDC_WARMUP + SHARDC_STEPS)) steps (limit ${t}s) ..."
-  run_limited "$t" "$log.out" "${EXE_CMD[@]}" --steps $((SHARDC_WARMUP + SHARDC_STEPS)) \
-    --seed $TIME_SEED --log-json "$log.jsonl"
-  rc=$?
-  if [ "$rc" != 0 ]; then
-    tail_of "$log.out" 6
-    row "$rowf" "$name" "FAILED: $([ "$rc" = 124 ] && echo "timed out after ${t}s" || echo "exit $rc: $(one_line "$log.out")")"
-    FAILED=1
-    return 0
-  fi
-  python3 "$HERE/compare.py" shardc-row --log "$log.jsonl" --name "$name" \
-    --warmup "$SHARDC_WARMUP" --batch "$batch" --seq $G_SEQ --hidden $G_HIDDEN \
-    --layers $G_LAYERS --params "$G_PARAMS" --peak-tflops "$BF16_PEAK_TFLOPS" --precision bf16 \
-    --out "$rowf"
-  # The second step's loss follows one update: on the host here, on the
-  # device in the plain run; the same maths up to rounding.
-  local second plain_second copies
-  second=$(json_line_get "$log.jsonl" 2 'd["loss"]')
-  plain_second=$(json_line_get "$WORK/logs/shardc-$plain-b$batch.jsonl" 2 'd["loss"]')
+  rerun_row "$rowf" "$name" bf16 "$BF16_PEAK_TFLOPS" "$batch" "$log" || return 0
+  local copies
   copies=$(json_line_get "$log.jsonl" "\$" '"%d (predicted %d)" % (d["host_copy_bytes"], d["predicted_host_copy_bytes"])')
   say "host copies per step: ${copies:-none}"
-  if [ -n "$second" ] && [ -n "$plain_second" ] &&
-    awk -v a="$second" -v b="$plain_second" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-2 * (b < 0 ? -b : b)) }'; then
-    record "bf16 offloaded vs plain second loss" "ok ($second against $plain_second, within 1e-2 relative)"
-  else
-    fail "bf16 offloaded vs plain second loss" "${second:-none} against ${plain_second:-none} (tolerance 1e-2 relative)"
-    python3 - "$rowf" <<'EOF'
-import json, sys
-r = json.load(open(sys.argv[1]))
-r["status"] = "FAILED: second loss differs from the plain run's"
-json.dump(r, open(sys.argv[1], "w"))
-EOF
-  fi
+  # The second step's loss follows one update: on the host here, on the
+  # device in the plain run; the same maths up to rounding.
+  check_loss "$rowf" "bf16 offloaded vs plain second loss" 2 "$log.jsonl" \
+    "$WORK/logs/shardc-$plain-b$batch.jsonl" 1e-2 "second loss differs from the plain run's"
   grep -E '^(@|step )' "$log.out" | sed 's/^/     /' | head -n 12
   COMMANDS+=("shardc build gpt2-b$batch.mlir --strategy zero3 --param-dtype bf16 --offload-optimizer true --offload-params true --mesh 1 --target cuda -o gpt2-$key-b$batch")
   COMMANDS+=("./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG   # median step_ms of steps $((SHARDC_WARMUP + 1))..$((SHARDC_WARMUP + SHARDC_STEPS))")
