@@ -517,14 +517,15 @@ float *allocateFloats(shardc_rt_context &ctx, int64_t count) {
 }
 
 /// `bytes` of zeroed host memory (backendAllocateHost), released at
-/// tear-down; `what` they hold, for the error.
+/// tear-down; `option` asked for them, and they hold `what` (for the
+/// error).
 void *allocateHostZeroed(shardc_rt_context &ctx, int64_t bytes,
-                         const char *what) {
+                         const char *option, const char *what) {
   // At least a byte: a param of no elements still gets a pointer.
   void *ptr = backendAllocateHost(std::max<int64_t>(bytes, 1));
-  SHARDC_RT_CHECK(
-      ptr, ctx.model->offload_params ? "offload_params" : "offload_optimizer",
-      "out of host memory for " + std::to_string(bytes) + " bytes of " + what);
+  SHARDC_RT_CHECK(ptr, option,
+                  "out of host memory for " + std::to_string(bytes) +
+                      " bytes of " + what);
   std::memset(ptr, 0, bytes);
   ctx.host.blocks.push_back(ptr);
   return ptr;
@@ -536,8 +537,8 @@ float *allocateOptimizerState(shardc_rt_context &ctx, int64_t count) {
   if (!ctx.model->offload_optimizer)
     return allocateFloats(ctx, count);
   ctx.host.stateBytes += count * 4;
-  return static_cast<float *>(
-      allocateHostZeroed(ctx, count * 4, "optimizer state"));
+  return static_cast<float *>(allocateHostZeroed(
+      ctx, count * 4, "offload_optimizer", "optimizer state"));
 }
 
 /// A zeroed stored value (a param's, or a flat parameter's piece): backend
@@ -546,7 +547,7 @@ void *allocateStoredValue(shardc_rt_context &ctx, int64_t bytes) {
   if (!ctx.model->offload_params)
     return allocateZeroed(ctx, bytes);
   ctx.host.paramBytes += bytes;
-  return allocateHostZeroed(ctx, bytes, "params");
+  return allocateHostZeroed(ctx, bytes, "offload_params", "params");
 }
 
 /// Copies `count` elements of state at `data`, of `dtype`, in backend memory

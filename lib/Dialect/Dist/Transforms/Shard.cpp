@@ -1,5 +1,6 @@
 //===- Shard.cpp - Insert the collectives of a data-parallel strategy -----===//
 
+#include "shardc/Dialect/Dist/Analysis/BufferLiveness.h"
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
 
 #include "Retype.h"
@@ -77,7 +78,6 @@ struct Plan {
   int64_t bucketBytes; // ddp, zero1/zero2 flat; 0: a collective per gradient
   Layout layout;
   int64_t unitBucketBytes; // zero3/hsdp flat: small units share a flat param
-  bool offloadParams;      // stored shards in host memory: gathers stay
 
   bool shardsParams() const {
     return strategy == Strategy::zero3 || strategy == Strategy::hsdp;
@@ -1127,8 +1127,7 @@ void Sharder::foldSingleRankCollectives() {
     if (!input || groupSize(axes) != 1)
       return;
     // A stored shard in host memory: the gather is its copy to the device.
-    if (plan.offloadParams && isa<AllGatherOp>(op) &&
-        isa_and_nonnull<ParamOp, FlatParamOp>(input.getDefiningOp()))
+    if (readsHostMemory(op))
       return;
     auto in = typeOf(input), out = typeOf(op->getResult(0));
     Type element = in.getElementType();
@@ -1293,8 +1292,7 @@ void ShardcShardPass::runOnOperation() {
             gradSync,
             bucketMB * (int64_t(1) << 20),
             layout,
-            unitBucketMB * (int64_t(1) << 20),
-            offloadParams};
+            unitBucketMB * (int64_t(1) << 20)};
   if (gradSync == GradSync::microbatch && gradAccum == 1)
     module.emitWarning() << "grad-sync=microbatch: ignored without "
                             "grad-accum > 1 (the step is one micro-batch)";
@@ -1358,15 +1356,17 @@ void ShardcShardPass::runOnOperation() {
                  b.getStrArrayAttr(plan.allAxes()),
                  b.getDenseI64ArrayAttr(plan.meshShape));
 
+  // Where the state lives, before sharding: the fold of single-rank
+  // gathers asks it (readsHostMemory).
+  if (offloadOptimizer)
+    model->setAttr(kOffloadOptimizerAttrName, b.getUnitAttr());
+  if (offloadParams)
+    model->setAttr(kOffloadParamsAttrName, b.getUnitAttr());
   if (failed(Sharder(model, plan).run()))
     return signalPassFailure();
   // What the ledger needs to know of the strategy beyond the IR: whether a
   // rank holds whole gradients until its optimizer step (ddp, zero1).
   model->setAttr(kStrategyAttrName, b.getStringAttr(name));
-  if (offloadOptimizer)
-    model->setAttr(kOffloadOptimizerAttrName, b.getUnitAttr());
-  if (offloadParams)
-    model->setAttr(kOffloadParamsAttrName, b.getUnitAttr());
 }
 
 } // namespace
