@@ -53,12 +53,7 @@ for config in "zero2 8" "zero3 8" "zero3 8 flat" "hsdp 2x4"; do
   done
 done
 
-echo
-echo "# time: CPU executable, gpt 4 layers, hidden 256, seq 128, batch 8, zero3 on 2 ranks,"
-echo "#   2 micro-batches, median over $ROUNDS runs x $STEPS steps after a warm-up each, the"
-echo "#   builds taking turns; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-"$bin/shardc-gen" gpt --layers 4 --hidden 256 --heads 4 --seq 128 --batch 8 \
-  >"$work/small.mlir"
+shardc_bench_small_gpt "zero3 on 2 ranks, 2 micro-batches"
 for sync in step microbatch; do
   "$bin/shardc" build "$work/small.mlir" --strategy zero3 --mesh 2 \
     --grad-accum 2 --grad-sync "$sync" --quiet -o "$work/small-$sync" >&2

@@ -70,12 +70,7 @@ for config in "1 8" "8 64"; do
   done
 done
 
-echo
-echo "# time: CPU executable, gpt 4 layers, hidden 256, seq 128, batch 8, zero3 on 2 ranks,"
-echo "#   median over $ROUNDS runs x $STEPS steps after a warm-up each, the builds taking"
-echo "#   turns; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-"$bin/shardc-gen" gpt --layers 4 --hidden 256 --heads 4 --seq 128 --batch 8 \
-  >"$work/small.mlir"
+shardc_bench_small_gpt "zero3 on 2 ranks"
 for mode in "${MODES[@]}"; do
   # shellcheck disable=SC2046
   "$bin/shardc" build "$work/small.mlir" --strategy zero3 --mesh 2 --quiet \

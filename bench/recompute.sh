@@ -103,12 +103,7 @@ echo "# f32 zero3, 1 rank, batch $batch, memory-budget $CAPACITY_GIB GiB:" \
   "$(sed -nE 's/.*remark: (recompute=auto: [0-9]+ of [0-9]+ units).*/\1/p' "$work/auto.err")," \
   "peak $(gb "$(ledger_peak "$work/auto.json")") GB"
 
-echo
-echo "# time: CPU executable, gpt 4 layers, hidden 256, seq 128, batch 8, zero3 on 1 rank,"
-echo "#   median over $ROUNDS runs x $STEPS steps after a warm-up each, the builds taking"
-echo "#   turns; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-"$bin/shardc-gen" gpt --layers 4 --hidden 256 --heads 4 --seq 128 --batch 8 \
-  >"$work/small.mlir"
+shardc_bench_small_gpt "zero3 on 1 rank"
 for how in none all selective; do
   flags=()
   [ "$how" = all ] && flags=(--recompute '*')

@@ -49,3 +49,15 @@ shardc_bench_setup() {
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' EXIT
 }
+
+# The time section of a bench: its header (what runs, "zero3 on 2 ranks";
+# $ROUNDS runs of $STEPS steps, the builds taking turns; the machine's load)
+# and the small GPT it times, written to $work/small.mlir.
+shardc_bench_small_gpt() {
+  echo
+  echo "# time: CPU executable, gpt 4 layers, hidden 256, seq 128, batch 8, $1,"
+  echo "#   median over $ROUNDS runs x $STEPS steps after a warm-up each, the builds taking"
+  echo "#   turns; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  "$bin/shardc-gen" gpt --layers 4 --hidden 256 --heads 4 --seq 128 --batch 8 \
+    >"$work/small.mlir"
+}

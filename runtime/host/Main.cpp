@@ -1134,11 +1134,16 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   MPI_Comm_rank(MPI_COMM_WORLD, &ctx.worldRank);
   MPI_Comm_size(MPI_COMM_WORLD, &ctx.worldSize);
   int64_t meshRanks = 1;
-  std::string mesh;
+  std::string mesh, axes;
   for (int32_t a = 0; a < model->mesh_rank; ++a) {
     meshRanks *= model->mesh_shape[a];
     mesh += (a ? "x" : "") + std::to_string(model->mesh_shape[a]);
+    axes += (a ? " x " : "") + std::string(model->axis_names[a]);
   }
+  // The axes of a mesh of several: 2x2 is hsdp's (replicate x shard) or a
+  // shard axis cut by reshard-after-forward (node x local).
+  if (model->mesh_rank > 1)
+    mesh += " (" + axes + ")";
   Flags flags = parseFlags(argc, argv, *model, static_cast<int>(meshRanks));
   checkRanksAgree(flags, *model);
   SHARDC_RT_CHECK_ALL(

@@ -42,6 +42,9 @@ def main():
     failures = 0
     for tag, strategy, mesh, extra, source, tolerance in (
             ("zero3-4", "zero3", "4", [], ckpt, 0.0),
+            # Stored over the mesh [node 2, local 2]: the same shards.
+            ("zero3-4-reshard2", "zero3", "4",
+             ["--reshard-after-forward", "2"], ckpt, 0.0),
             ("zero2-2", "zero2", "2", [], ckpt, TOLERANCE),
             ("hsdp-2x2", "hsdp", "2x2", [], ckpt, TOLERANCE),
             ("ddp-1", "ddp", "1", [], ckpt, TOLERANCE),

@@ -1,5 +1,6 @@
 """The correctness contract: for every strategy, rank count, layout,
-reshard-after-forward, micro-batch count and when micro-batches' gradients
+reshard-after-forward (true, false, and K: the backward gathering over K
+ranks), micro-batch count and when micro-batches' gradients
 are reduced (--grad-sync), K AdamW steps of the sharded
 executable give the loss and every param of the single-rank executable.
 
@@ -36,20 +37,30 @@ def configurations(layouts):
         for strategy in ("ddp", "zero1", "zero2")[layout == "flat":]:
             for n in (1, 2, 4):
                 for accum in (1, 2):
-                    yield strategy, str(n), layout, True, accum, "step"
+                    yield strategy, str(n), layout, "true", accum, "step"
         for n in ("1", "2", "4", "2x2"):
             strategy = "hsdp" if "x" in n else "zero3"
-            for reshard in (True, False):
+            # K = 2 of a shard axis of 4: mesh [node 2, local 2].
+            for reshard in ("true", "false") + (("2",) if n == "4" else ()):
                 for accum in (1, 2):
                     yield strategy, n, layout, reshard, accum, "step"
+        # hsdp's mesh [replicate 2, node 2, local 2].
+        yield "hsdp", "2x4", layout, "2", 1, "step"
         # Each micro-batch's gradients reduced into the shard.
         for strategy, n in (("zero2", "4"), ("zero3", "4"), ("hsdp", "2x2")):
-            yield strategy, n, layout, True, 2, "microbatch"
+            yield strategy, n, layout, "true", 2, "microbatch"
+        yield "zero3", "4", layout, "2", 2, "microbatch"
     # Small units bucketed into one flat parameter.
     if "flat" in layouts:
         for strategy, n in (("zero3", "4"), ("hsdp", "2x2")):
-            for reshard in (True, False):
+            for reshard in ("true", "false"):
                 yield strategy, n, "flat-merged", reshard, 2, "step"
+        yield "zero3", "4", "flat-merged", "2", 2, "step"
+
+
+def reshard_tag(reshard):
+    """reshard1 (true), reshard0 (false), reshardK."""
+    return "reshard" + {"true": "1", "false": "0"}.get(reshard, reshard)
 
 
 def main():
@@ -66,8 +77,8 @@ def main():
     failures = 0
     for strategy, mesh, layout, reshard, accum, sync in configurations(
             layouts):
-        tag = "%s-%s-%s-reshard%d-accum%d" % (strategy, mesh, layout,
-                                               reshard, accum)
+        tag = "%s-%s-%s-%s-accum%d" % (strategy, mesh, layout,
+                                        reshard_tag(reshard), accum)
         extra = ["--grad-accum", str(accum)]
         if sync != "step":
             tag += "-" + sync
@@ -77,7 +88,7 @@ def main():
         elif layout == "flat-merged":
             extra += ["--layout", "flat", "--unit-bucket-mb", "100"]
         if strategy in ("zero3", "hsdp"):
-            extra += ["--reshard-after-forward", "true" if reshard else "false"]
+            extra += ["--reshard-after-forward", reshard]
         params, log = lib.train(shardc, model, out_dir, tag, strategy, mesh,
                                 STEPS, extra)
         loss_diff, param_diff = lib.differences(ref_log, ref_params, log,

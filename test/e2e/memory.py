@@ -22,6 +22,10 @@ CONFIGS = [
     ("zero2", "4", []),
     ("zero3", "4", []),
     ("zero3", "4", ["--reshard-after-forward", "false"]),
+    # The forward keeps its shard over 2 of the 4 ranks for the backward.
+    ("zero3", "4", ["--reshard-after-forward", "2"]),
+    ("hsdp", "1x4", ["--reshard-after-forward", "2", "--layout", "flat",
+                     "--param-dtype", "bf16", "--grad-accum", "2"]),
     ("zero3", "2", ["--grad-accum", "2"]),
     ("hsdp", "2x2", []),
     ("zero3", "4", ["--layout", "flat"]),

@@ -62,7 +62,12 @@ options (as --shardc-pipeline's):
   --recompute-policy full|save-matmuls
                                save-matmuls: the recomputed units keep GEMM
                                and attention results, recompute the rest
-  --reshard-after-forward true|false
+  --reshard-after-forward true|false|K
+                               zero3/hsdp: gather again for the backward,
+                               keep the forward's gather, or keep its shard
+                               over K consecutive ranks (a node) and gather
+                               the backward's over those (FSDP2's int form,
+                               ZeRO++'s hpZ)
   --layout dim0|flat           FSDP2 per-param shards, or FSDP1 flat params
   --param-dtype f32|bf16  --reduce-dtype f32|bf16
   --bucket-mb MB  --grad-accum K  --prefetch D
@@ -149,10 +154,15 @@ std::string checkPipelineValue(const std::string &name,
     return expect({"step", "microbatch"}, "step or microbatch");
   if (name == "recompute-policy")
     return expect({"full", "save-matmuls"}, "full or save-matmuls");
-  if (name == "reshard-after-forward" || name == "fuse" ||
-      name == "offload-optimizer" || name == "offload-params")
+  if (name == "fuse" || name == "offload-optimizer" || name == "offload-params")
     return expect({"true", "false", "1", "0"}, "true or false");
   int64_t number;
+  if (name == "reshard-after-forward" && value != "true" && value != "false" &&
+      (llvm::StringRef(value).getAsInteger(10, number) || number < 2))
+    return "--" + name +
+           ": expected true, false or a number of ranks from "
+           "2, got '" +
+           value + "'";
   if ((name == "bucket-mb" || name == "unit-bucket-mb" ||
        name == "grad-accum" || name == "prefetch" ||
        name == "memory-budget") &&

@@ -864,6 +864,24 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         }
         return success();
       })
+      .Case([&](TakeShardOp take) {
+        // The rank's piece of the group's whole tensor: its rows past the
+        // tensor's end (uneven dim-0 shards) are zeros.
+        std::string out = allocate(take.getResult());
+        std::string first = fresh("first"), taken = fresh("taken");
+        int64_t count = numel(take.getResult()), total = numel(take.getInput());
+        os << "const int64_t " << first << " = shardc_rt_group_index(ctx, "
+           << axesMask(take.getAxes()) << "u) * " << count << ";\n";
+        os << "const int64_t " << taken << " = " << first << " >= " << total
+           << " ? 0 : " << first << " + " << count << " > " << total << " ? "
+           << total << " - " << first << " : " << count << ";\n";
+        os << kernel("copy", take.getResult()) << out << ", "
+           << name(take.getInput()) << " + " << first << ", " << taken
+           << ");\n";
+        os << kernel("fill", take.getResult()) << out << " + " << taken
+           << ", 0.0f, " << count << " - " << taken << ");\n";
+        return success();
+      })
       .Case([&](WaitOp wait) {
         names[wait.getResult()] = name(wait.getToken());
         if (target == Target::host)
@@ -933,6 +951,14 @@ static std::string carriedBy(Operation *collective) {
   Value in = collective->getOperand(0);
   while (auto convert = in.getDefiningOp<ConvertOp>())
     in = convert.getInput();
+  // A shard kept from the forward's gather (reshard-after-forward=K): what
+  // that gather brought.
+  if (auto take = in.getDefiningOp<TakeShardOp>()) {
+    Operation *gather = take.getInput().getDefiningOp();
+    if (auto wait = dyn_cast<WaitOp>(gather))
+      gather = wait.getToken().getDefiningOp();
+    return carriedBy(gather);
+  }
   Operation *src = in.getDefiningOp();
   if (auto param = dyn_cast_or_null<train::ParamOp>(src))
     return param.getName().str();

@@ -15,8 +15,8 @@ dist.mesh @world axes ["shard", "shard"] shape [2, 2]
 
 // -----
 
-// expected-error @+1 {{'dist.mesh' op expected 1 or 2 axes, got 3}}
-dist.mesh @world axes ["a", "b", "c"] shape [2, 2, 2]
+// expected-error @+1 {{'dist.mesh' op expected 1 to 3 axes, got 4}}
+dist.mesh @world axes ["a", "b", "c", "d"] shape [2, 2, 2, 2]
 
 // -----
 
@@ -368,6 +368,42 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   // expected-error @+1 {{'dist.clip_coefficient' op expected 1 to 16 sums of squares, got 0}}
   %c = "dist.clip_coefficient"() <{max_norm = 1.0 : f64}> : () -> tensor<f32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+dist.mesh @hpz axes ["node", "local"] shape [2, 2]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.param "x" init(#train.zeros) : tensor<5x16xf32>
+  // expected-error @+1 {{'dist.take_shard' op expected a dim0 shard of 3 rows for 5 rows over 2 ranks, got 2}}
+  %k = dist.take_shard %x on @hpz ["local"] dim0 : tensor<5x16xf32> -> tensor<2x16xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+dist.mesh @hpz axes ["node", "local"] shape [2, 2]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<4x16xf32>
+  // expected-error @+1 {{'dist.take_shard' op unknown axis 'shard' of mesh @hpz (axes: 'node', 'local')}}
+  %k = dist.take_shard %x on @hpz ["shard"] dim0 : tensor<4x16xf32> -> tensor<2x16xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+dist.mesh @hpz axes ["node", "local"] shape [2, 2]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<4x16xf32>
+  // expected-error @+1 {{'dist.take_shard' op expected the input's element type, got 'bf16'}}
+  %k = dist.take_shard %x on @hpz ["local"] dim0 : tensor<4x16xf32> -> tensor<2x16xbf16>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }

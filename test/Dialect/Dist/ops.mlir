@@ -7,6 +7,8 @@
 dist.mesh @world axes ["shard"] shape [4]
 // CHECK: dist.mesh @hsdp axes ["replicate", "shard"] shape [2, 4]
 dist.mesh @hsdp axes ["replicate", "shard"] shape [2, 4]
+// CHECK: dist.mesh @hpz axes ["node", "local"] shape [2, 2]
+dist.mesh @hpz axes ["node", "local"] shape [2, 2]
 
 // CHECK-LABEL: train.model @collectives
 train.model @collectives batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
@@ -24,6 +26,15 @@ train.model @collectives batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.
   %lowp = dist.all_gather %shard on @world ["shard"] dim0 wire bf16 : tensor<1x16xf32> -> tensor<3x16xbf16>
   // CHECK: dist.reduce_scatter %{{.*}} on @world ["shard"] avg dim0 wire f32 : tensor<3x16xbf16> -> tensor<1x16xf32>
   %g = dist.reduce_scatter %lowp on @world ["shard"] avg dim0 wire f32 : tensor<3x16xbf16> -> tensor<1x16xf32>
+  // reshard-after-forward=K: the shard of the gathered tensor over `local`
+  // (3 rows over 2 ranks: 2 rows, the last rank's padded), gathered again.
+  // CHECK: dist.take_shard %{{.*}} on @hpz ["local"] dim0 : tensor<3x16xf32> -> tensor<2x16xf32>
+  %kept = dist.take_shard %full on @hpz ["local"] dim0 : tensor<3x16xf32> -> tensor<2x16xf32>
+  // CHECK: dist.all_gather %{{.*}} on @hpz ["local"] dim0 : tensor<2x16xf32> -> tensor<3x16xf32>
+  %again = dist.all_gather %kept on @hpz ["local"] dim0 : tensor<2x16xf32> -> tensor<3x16xf32>
+  // CHECK: dist.take_shard %{{.*}} on @hpz ["node", "local"] flat : tensor<16xf32> -> tensor<4xf32>
+  %flatWhole = train.reshape %shard : tensor<1x16xf32> to tensor<16xf32>
+  %flatHalf = dist.take_shard %flatWhole on @hpz ["node", "local"] flat : tensor<16xf32> -> tensor<4xf32>
   // What a reduction over one rank casting to f32 folds to.
   // CHECK: dist.convert %{{.*}} : tensor<3x16xbf16> -> tensor<3x16xf32>
   %wide = dist.convert %lowp : tensor<3x16xbf16> -> tensor<3x16xf32>

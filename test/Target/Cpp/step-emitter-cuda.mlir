@@ -59,6 +59,13 @@
 // RUN: FileCheck %s --check-prefix=GPT --input-file=%t.gpt/step.cu
 // RUN: %shardc build %S/../../../examples/tiny-gpt.mlir --target cuda --strategy zero3 --mesh 2 --quiet -o %t.gpt/f32
 // RUN: %shardc build %S/../../../examples/tiny-gpt.mlir --target cuda --strategy zero3 --mesh 2 --param-dtype bf16 --quiet -o %t.gpt/bf16
+// reshard-after-forward=2 over mesh [node 2, local 2]: after a unit's
+// forward the compute stream copies the rank's piece over `local` of each
+// gathered param its backward reads, which the backward gathers on the
+// `local` communicator (mask 2).
+// RUN: %shardc emit %S/../../../examples/tiny-gpt.mlir --target cuda --strategy zero3 --mesh 4 --reshard-after-forward 2 --quiet -o %t.gpt/reshard.cu
+// RUN: FileCheck %s --check-prefix=RESHARD --input-file=%t.gpt/reshard.cu
+// RUN: %shardc build %S/../../../examples/tiny-gpt.mlir --target cuda --strategy zero3 --mesh 4 --reshard-after-forward 2 --param-dtype bf16 --quiet -o %t.gpt/reshard-bf16
 // RUN: ls %t.gpt | FileCheck %s --check-prefix=GPT-BUILT
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 param-dtype=bf16 output=/dev/null" | shardc-translate --shardc-to-cuda | FileCheck %s --check-prefix=BF16
 
@@ -68,6 +75,14 @@
 // GPT: shardc_rt_cuda_layernorm_grad_add_f32(K,
 // GPT-BUILT: bf16
 // GPT-BUILT: f32
+// GPT-BUILT: reshard-bf16
+// RESHARD:      ncclComm_t nccl2 = shardc_rt_cuda_comm(ctx, 2u);
+// RESHARD:      const int64_t [[FIRST:first[0-9]+]] = shardc_rt_group_index(ctx, 2u) * 8192;
+// RESHARD-NEXT: const int64_t [[TAKEN:taken[0-9]+]] = [[FIRST]] >= 16384 ? 0 : [[FIRST]] + 8192 > 16384 ? 16384 - [[FIRST]] : 8192;
+// RESHARD-NEXT: shardc_rt_cuda_copy_f32(K, [[KEPT:v[0-9]+]], [[FULL:v[0-9]+]] + [[FIRST]], [[TAKEN]]);
+// RESHARD-NEXT: shardc_rt_cuda_fill_f32(K, [[KEPT]] + [[TAKEN]], 0.0f, 8192 - [[TAKEN]]);
+// RESHARD-NEXT: shardc_rt_free(ctx, [[FULL]]);
+// RESHARD:      SHARDC_NCCL(ncclAllGather([[KEPT]], {{v[0-9]+}}, 8192, ncclFloat, nccl2, comm2));
 
 // CHECK: #include "shardc_rt/shardc_rt_cuda.h"
 // CHECK-LABEL: void step(shardc_rt_context *ctx, float *loss) {

@@ -85,13 +85,20 @@ private:
   SymbolTableCollection symbols;
 };
 
-/// Gathered parameters: a gather of a stored param, or of an updated shard.
+/// Gathered parameters: a gather of a stored param, of an updated shard or
+/// of the shard a unit keeps from its forward to its backward, and that
+/// shard.
 void Ledger::categorize() {
   model.walk([&](Operation *op) {
+    if (isa<TakeShardOp>(op)) {
+      categories[op->getResult(0)] = Gathered;
+      return;
+    }
     if (!isa<AllGatherOp, AllGatherStartOp>(op))
       return;
     Operation *src = op->getOperand(0).getDefiningOp();
-    if (isa_and_nonnull<ParamOp, AdamWShardOp, FlatParamOp, AdamWFlatOp>(src))
+    if (isa_and_nonnull<ParamOp, AdamWShardOp, FlatParamOp, AdamWFlatOp,
+                        TakeShardOp>(src))
       categories[op->getResult(0)] = Gathered;
   });
 }
@@ -134,7 +141,7 @@ void Ledger::countTraffic(LedgerReport &report) {
       report.hostCopyBytes +=
           runsPerStep(op) * getBufferBytes(op->getOperand(0));
     auto account = [&](auto coll, LedgerTraffic &traffic, bool gathers,
-                       int64_t factor) {
+                       int64_t factor, LedgerTraffic *local = nullptr) {
       auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, coll.getMeshAttr());
       if (!mesh)
         return;
@@ -154,10 +161,17 @@ void Ledger::countTraffic(LedgerReport &report) {
                                  : (group - 1) * d;
       traffic.bytes += runs * once;
       traffic.count += runs;
+      ArrayAttr axes = coll.getAxes();
+      if (local && axes.size() == 1 &&
+          cast<StringAttr>(axes[0]).getValue() == kLocalAxisName) {
+        local->bytes += runs * once;
+        local->count += runs;
+      }
     };
     TypeSwitch<Operation *>(op)
-        .Case<AllGatherOp, AllGatherStartOp>(
-            [&](auto c) { account(c, report.allGather, true, 1); })
+        .Case<AllGatherOp, AllGatherStartOp>([&](auto c) {
+          account(c, report.allGather, true, 1, &report.localAllGather);
+        })
         .Case<ReduceScatterOp, ReduceScatterStartOp>(
             [&](auto c) { account(c, report.reduceScatter, false, 1); })
         .Case<AllReduceOp, AllReduceStartOp>(

@@ -116,8 +116,8 @@ int64_t MeshOp::getNumRanks() {
 }
 
 LogicalResult MeshOp::verify() {
-  if (getAxes().empty() || getAxes().size() > 2)
-    return emitOpError() << "expected 1 or 2 axes, got " << getAxes().size();
+  if (getAxes().empty() || getAxes().size() > 3)
+    return emitOpError() << "expected 1 to 3 axes, got " << getAxes().size();
   if (getAxes().size() != getShape().size())
     return emitOpError() << "expected one size per axis, got "
                          << getShape().size() << " sizes for "
@@ -281,6 +281,22 @@ DIST_COLLECTIVE_METHODS(ReduceScatterStartOp)
 DIST_COLLECTIVE_METHODS(AllReduceOp)
 DIST_COLLECTIVE_METHODS(AllReduceStartOp)
 #undef DIST_COLLECTIVE_METHODS
+
+//===--- dist.take_shard --------------------------------------------------===//
+
+LogicalResult
+TakeShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<int64_t> n =
+      groupSize(*this, getMeshAttr(), getAxes(), symbolTable);
+  if (failed(n))
+    return failure();
+  if (getInput().getType().getElementType() !=
+      getResult().getType().getElementType())
+    return emitOpError() << "expected the input's element type, got "
+                         << getResult().getType().getElementType();
+  return verifyShardOf(*this, getLayout(), getResult().getType(),
+                       getInput().getType(), *n);
+}
 
 //===--- dist.wait --------------------------------------------------------===//
 

@@ -61,6 +61,8 @@ void printText(const LedgerReport &r, int64_t evalPeak, llvm::raw_ostream &os) {
                        static_cast<long long>(t.bytes), formatBytes(t.bytes).c_str());
   };
   comm("all_gather", r.allGather);
+  if (r.localAllGather.count)
+    comm("  over local", r.localAllGather);
   comm("reduce_scatter", r.reduceScatter);
   comm("all_reduce", r.allReduce);
   if (r.offloadsOptimizer)
@@ -105,6 +107,12 @@ llvm::json::Value toJson(const LedgerReport &r, int64_t evalPeak) {
                           {"all_reduce_count", r.allReduce.count}}}};
   if (r.trains)
     json.getObject("per_rank")->try_emplace("eval_peak_bytes", evalPeak);
+  if (r.localAllGather.count) {
+    json.getObject("comm")->try_emplace("local_all_gather_bytes",
+                                        r.localAllGather.bytes);
+    json.getObject("comm")->try_emplace("local_all_gather_count",
+                                        r.localAllGather.count);
+  }
   if (r.offloadsOptimizer) {
     json.try_emplace("offload_optimizer", true);
     if (r.offloadsParams)

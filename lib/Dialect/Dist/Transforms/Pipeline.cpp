@@ -49,10 +49,12 @@ struct ShardcPipelineOptions
   Option<std::string> mesh{*this, "mesh",
                            llvm::cl::desc("N, or RxS for hsdp"),
                            llvm::cl::init("1")};
-  Option<bool> reshardAfterForward{
+  Option<std::string> reshardAfterForward{
       *this, "reshard-after-forward",
-      llvm::cl::desc("zero3/hsdp: gather again for the backward"),
-      llvm::cl::init(true)};
+      llvm::cl::desc("zero3/hsdp: true gathers again for the backward, "
+                     "false keeps the forward's gather, K keeps a shard "
+                     "over K ranks and gathers over those"),
+      llvm::cl::init("true")};
   Option<Layout> layout{
       *this, "layout", llvm::cl::desc("how shards are cut"),
       llvm::cl::init(Layout::dim0),

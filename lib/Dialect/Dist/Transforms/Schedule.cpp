@@ -49,7 +49,7 @@ public:
     SmallVector<AllGatherOp> gathers;
     for (Block *block : blocks)
       for (auto gather : block->getOps<AllGatherOp>())
-        if (isa_and_nonnull<train::ParamOp, FlatParamOp>(
+        if (isa_and_nonnull<train::ParamOp, FlatParamOp, TakeShardOp>(
                 gather.getInput().getDefiningOp()))
           gathers.push_back(gather);
     for (AllGatherOp gather : gathers)
@@ -131,6 +131,8 @@ private:
     b.setInsertionPoint(consumer);
     auto wait = WaitOp::create(b, gather.getLoc(), start.getToken());
     gather.getResult().replaceAllUsesWith(wait.getResult());
+    // A kept shard (reshard-after-forward=K) is a buffer, read until then.
+    asyncReads[start] = wait;
     gather.erase();
   }
 

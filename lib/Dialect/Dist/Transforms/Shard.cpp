@@ -51,6 +51,10 @@ namespace {
 constexpr StringLiteral kMeshName = "mesh";
 constexpr StringLiteral kShardAxis = "shard";
 constexpr StringLiteral kReplicateAxis = "replicate";
+// The shard axis cut in two by reshard-after-forward=K: `local` groups K
+// consecutive ranks, `node` the S / K such groups.
+constexpr StringLiteral kNodeAxis = "node";
+constexpr StringLiteral kLocalAxis = kLocalAxisName;
 
 Type elementTypeOf(MLIRContext *ctx, DType d) {
   return d == DType::bf16 ? Type(BFloat16Type::get(ctx))
@@ -70,8 +74,11 @@ RankedTensorType dim0Shard(RankedTensorType full, int64_t n) {
 /// Everything the pass decides once per run.
 struct Plan {
   Strategy strategy;
-  SmallVector<int64_t> meshShape; // [N] or [R, S]
-  bool reshardAfterForward;
+  SmallVector<int64_t> meshShape; // [N] or [R, S], as the option says
+  /// The ranks a unit's gathered params stay sharded over from its forward
+  /// to its backward (reshard-after-forward): the shard axis's (true), 1
+  /// (false: kept whole), or K between them.
+  int64_t reshardRanks;
   Type paramType, reduceType;
   int64_t gradAccum;
   GradSync gradSync;
@@ -94,6 +101,16 @@ struct Plan {
     return layout == Layout::flat && strategy != Strategy::ddp;
   }
   int64_t shardRanks() const { return meshShape.back(); }
+  /// reshard-after-forward=K with 1 < K < S: the shard axis is cut in two.
+  bool reshardsPartly() const {
+    return reshardRanks > 1 && reshardRanks < shardRanks();
+  }
+  /// The axes a shard spans: `shard`, or `node` and `local`.
+  SmallVector<StringRef> shardAxisNames() const {
+    if (reshardsPartly())
+      return {kNodeAxis, kLocalAxis};
+    return {kShardAxis};
+  }
   int64_t dataParallelRanks() const {
     int64_t n = 1;
     for (int64_t s : meshShape)
@@ -101,9 +118,20 @@ struct Plan {
     return n;
   }
   SmallVector<StringRef> allAxes() const {
+    SmallVector<StringRef> axes;
     if (meshShape.size() == 2)
-      return {kReplicateAxis, kShardAxis};
-    return {kShardAxis};
+      axes.push_back(kReplicateAxis);
+    llvm::append_range(axes, shardAxisNames());
+    return axes;
+  }
+  /// The sizes of allAxes().
+  SmallVector<int64_t> meshOpShape() const {
+    SmallVector<int64_t> shape(meshShape.begin(), meshShape.end() - 1);
+    if (reshardsPartly())
+      llvm::append_values(shape, shardRanks() / reshardRanks, reshardRanks);
+    else
+      shape.push_back(shardRanks());
+    return shape;
   }
 };
 
@@ -168,7 +196,14 @@ private:
   ArrayAttr axesAttr(ArrayRef<StringRef> axes) {
     return Builder(ctx).getStrArrayAttr(axes);
   }
-  ArrayAttr shardAxes() { return axesAttr({kShardAxis}); }
+  ArrayAttr shardAxes() { return axesAttr(plan.shardAxisNames()); }
+  ArrayAttr localAxes() { return axesAttr({kLocalAxis}); }
+  ShardAttr shardingOf(Layout layout) {
+    SmallVector<StringAttr> axes;
+    for (StringRef axis : plan.shardAxisNames())
+      axes.push_back(StringAttr::get(ctx, axis));
+    return ShardAttr::get(ctx, layout, meshRef, axes);
+  }
 
   void hoistParams();
   void accumulateMicrobatches();
@@ -196,10 +231,33 @@ private:
   void foldSingleRankCollectives();
 
   Value allGather(OpBuilder &b, Value shard, RankedTensorType full,
-                  Layout layout = Layout::dim0) {
+                  Layout layout = Layout::dim0, ArrayAttr axes = {}) {
     return AllGatherOp::create(b, shard.getLoc(), full, shard, meshRef,
-                               shardAxes(), /*wire=*/TypeAttr(),
+                               axes ? axes : shardAxes(), /*wire=*/TypeAttr(),
                                LayoutAttr::get(ctx, layout));
+  }
+  /// reshard-after-forward=K: after `forward`, keeps this rank's shard over
+  /// `local` of the params it gathered, and frees them.
+  Value keepLocalShard(Operation *forward, Value gathered, Layout layout) {
+    OpBuilder b(ctx);
+    b.setInsertionPointAfter(forward);
+    RankedTensorType full = typeOf(gathered);
+    RankedTensorType shard =
+        layout == Layout::flat
+            ? full.clone({full.getNumElements() / plan.reshardRanks})
+            : dim0Shard(full, plan.reshardRanks);
+    Value kept =
+        TakeShardOp::create(b, forward->getLoc(), shard, gathered, meshRef,
+                            localAxes(), LayoutAttr::get(ctx, layout));
+    FreeOp::create(b, forward->getLoc(), gathered);
+    return kept;
+  }
+  /// Gathers a kept shard over `local` for the backward, and frees it.
+  Value regatherLocalShard(OpBuilder &b, Value kept, RankedTensorType full,
+                           Layout layout) {
+    Value gathered = allGather(b, kept, full, layout, localAxes());
+    FreeOp::create(b, kept.getLoc(), kept);
+    return gathered;
   }
   /// The whole flat buffer of a piece: N pieces.
   RankedTensorType flatWhole(RankedTensorType piece) {
@@ -208,7 +266,12 @@ private:
   /// Gathers a flat piece and views the members' full tensors in it.
   UnpackOp gatherMembers(OpBuilder &b, Location loc, Value piece,
                          ArrayRef<ParamOp> members) {
-    Value whole = allGather(b, piece, flatWhole(typeOf(piece)), Layout::flat);
+    return unpackMembers(
+        b, loc, allGather(b, piece, flatWhole(typeOf(piece)), Layout::flat),
+        members);
+  }
+  UnpackOp unpackMembers(OpBuilder &b, Location loc, Value whole,
+                         ArrayRef<ParamOp> members) {
     SmallVector<Type> types;
     for (ParamOp member : members)
       types.push_back(member.getFullType());
@@ -455,8 +518,7 @@ void Sharder::shardStorage() {
       continue;
     }
     param.getResult().setType(dim0Shard(full, plan.shardRanks()));
-    param.setShardingAttr(ShardAttr::get(ctx, Layout::dim0, meshRef,
-                                     {StringAttr::get(ctx, kShardAxis)}));
+    param.setShardingAttr(shardingOf(Layout::dim0));
     param.setFullAttr(TypeAttr::get(full));
     if (param.getUnit())
       gatherForUnits(param);
@@ -474,8 +536,7 @@ void Sharder::flattenStorage() {
     for (ParamOp member : members) {
       RankedTensorType full = member.getType().clone(plan.paramType);
       member.getResult().setType(full);
-      member.setShardingAttr(ShardAttr::get(
-          ctx, Layout::flat, meshRef, {StringAttr::get(ctx, kShardAxis)}));
+      member.setShardingAttr(shardingOf(Layout::flat));
       member.setFullAttr(TypeAttr::get(full));
       total += full.getNumElements();
       names.push_back(member.getName());
@@ -496,26 +557,38 @@ void Sharder::flattenStorage() {
 
 /// zero3: gather before the unit's forward and again before its backward,
 /// freeing each gather after; with reshard-after-forward=false the first
-/// gather serves both. `gatherFor(b, user, kept)` rewires `user` to a new
-/// gather, or to `kept`, and returns the gathered buffer.
+/// gather serves both, and with K the forward keeps its shard over `local`,
+/// which the backward gathers. `gatherFor(b, user, kept)` rewires `user` to
+/// a new gather, or to `kept`, and returns the gathered buffer.
 void Sharder::gatherAroundUsers(
     SmallVector<Operation *> users,
     function_ref<Value(OpBuilder &, Operation *, Value)> gatherFor) {
   // The unit's forward first, then its backward.
   llvm::sort(users,
              [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
-  Value kept;
+  Value kept, keptShard;
+  RankedTensorType fullType;
   Operation *keptBy = nullptr;
-  for (Operation *user : users) {
+  for (auto [i, user] : llvm::enumerate(users)) {
     OpBuilder b(user);
     bool forward = isa<train::UnitOp>(user);
+    if (!forward && keptShard)
+      kept = regatherLocalShard(b, keptShard, fullType, Layout::dim0);
+    keptShard = nullptr;
     Value gathered = gatherFor(b, user, forward ? Value() : kept);
-    if (forward && !plan.reshardAfterForward) {
+    if (forward && plan.reshardRanks == 1) {
       kept = gathered;
       keptBy = user;
       continue;
     }
     kept = nullptr;
+    bool backwardNext =
+        i + 1 < users.size() && !isa<train::UnitOp>(users[i + 1]);
+    if (forward && plan.reshardsPartly() && backwardNext) {
+      fullType = typeOf(gathered);
+      keptShard = keepLocalShard(user, gathered, Layout::dim0);
+      continue;
+    }
     b.setInsertionPointAfter(user);
     FreeOp::create(b, user->getLoc(), gathered);
   }
@@ -565,8 +638,8 @@ void Sharder::gatherForRoot(ParamOp param) {
 /// gatherForUnits for a flat parameter: one gather of the whole group of
 /// units, the members unpacked from it. A group of several small units is
 /// gathered once before the first unit's forward and freed after the last's
-/// (after the last backward with reshard-after-forward=false), and gathered
-/// once more around their backwards.
+/// (after the last backward with reshard-after-forward=false; with K, its
+/// shard over `local` kept), and gathered once more around their backwards.
 void Sharder::gatherFlatForUnit(FlatParamOp flat, ArrayRef<ParamOp> members) {
   SmallVector<Operation *> forwards, backwards;
   for (ParamOp member : members)
@@ -592,11 +665,16 @@ void Sharder::gatherFlatForUnit(FlatParamOp flat, ArrayRef<ParamOp> members) {
     FreeOp::create(b, last->getLoc(), views.getInput());
   };
   UnpackOp kept;
+  Value keptShard;
   if (!forwards.empty()) {
     OpBuilder b(forwards.front());
     kept = gatherMembers(b, forwards.front()->getLoc(), flat, members);
     rewire(kept, forwards);
-    if (plan.reshardAfterForward || backwards.empty()) {
+    if (plan.reshardsPartly() && !backwards.empty()) {
+      keptShard =
+          keepLocalShard(forwards.back(), kept.getInput(), Layout::flat);
+      kept = nullptr;
+    } else if (plan.reshardRanks != 1 || backwards.empty()) {
       freeAfter(forwards.back(), kept);
       kept = nullptr;
     }
@@ -606,7 +684,14 @@ void Sharder::gatherFlatForUnit(FlatParamOp flat, ArrayRef<ParamOp> members) {
   UnpackOp views = kept;
   if (!views) {
     OpBuilder b(backwards.front());
-    views = gatherMembers(b, backwards.front()->getLoc(), flat, members);
+    Location loc = backwards.front()->getLoc();
+    views = keptShard
+                ? unpackMembers(b, loc,
+                                regatherLocalShard(b, keptShard,
+                                                   flatWhole(typeOf(flat)),
+                                                   Layout::flat),
+                                members)
+                : gatherMembers(b, loc, flat, members);
   }
   rewire(views, backwards);
   freeAfter(backwards.back(), views);
@@ -1105,14 +1190,6 @@ static bool runsAfter(Operation *user, Operation *op) {
 /// never freed. With offload-params a gather of a stored shard stays: it
 /// brings the shard from host memory.
 void Sharder::foldSingleRankCollectives() {
-  auto groupSize = [&](ArrayAttr axes) {
-    int64_t size = 1;
-    for (Attribute axis : axes)
-      size *= cast<StringAttr>(axis).getValue() == kReplicateAxis
-                  ? plan.meshShape.front()
-                  : plan.shardRanks();
-    return size;
-  };
   SmallVector<Operation *> folded;
   model.walk([&](Operation *op) {
     auto [input, axes, wire] =
@@ -1124,7 +1201,7 @@ void Sharder::foldSingleRankCollectives() {
             .Default([](Operation *) {
               return std::make_tuple(Value(), ArrayAttr(), TypeAttr());
             });
-    if (!input || groupSize(axes) != 1)
+    if (!input || getGroupSize(op, meshRef, axes) != 1)
       return;
     // A stored shard in host memory: the gather is its copy to the device.
     if (readsHostMemory(op))
@@ -1261,10 +1338,23 @@ void ShardcShardPass::runOnOperation() {
   if (strategy == Strategy::ddp && flat)
     module.emitWarning() << "layout=flat: ignored by strategy ddp, which "
                             "shards nothing";
-  if (!shardsParams && !reshardAfterForward)
-    module.emitWarning() << "reshard-after-forward=false: ignored by "
-                         << setting << ", which does not gather params "
+  // reshard-after-forward: true, false, or the ranks to reshard to.
+  int64_t shardRanks = meshShape->back(), reshardRanks = shardRanks;
+  StringRef reshard = reshardAfterForward;
+  if (!shardsParams && reshard != "true")
+    module.emitWarning() << "reshard-after-forward=" << reshard
+                         << ": ignored by " << setting
+                         << ", which does not gather params "
                          << "(it applies to zero3 and hsdp)";
+  else if (reshard == "false")
+    reshardRanks = 1;
+  else if (reshard != "true" &&
+           (reshard.getAsInteger(10, reshardRanks) || reshardRanks < 2 ||
+            shardRanks % reshardRanks != 0))
+    return fail("invalid reshard-after-forward '" + reshard +
+                "': expected true, false, or a number of ranks from 2 "
+                "dividing the shard axis's " +
+                Twine(shardRanks) + " (mesh=" + mesh + ")");
   if (!bucketsGrads && bucketMB != kDefaultBucketMB)
     module.emitWarning() << "bucket-mb: ignored by " << setting
                          << " (it applies to ddp, and zero1/zero2 with "
@@ -1285,7 +1375,7 @@ void ShardcShardPass::runOnOperation() {
                 name + " reads them in place on the device");
   Plan plan{strategy,
             *meshShape,
-            reshardAfterForward,
+            reshardRanks,
             elementTypeOf(&getContext(), paramDType),
             elementTypeOf(&getContext(), reduceDType),
             gradAccum,
@@ -1354,7 +1444,7 @@ void ShardcShardPass::runOnOperation() {
   b.setInsertionPointToStart(module.getBody());
   MeshOp::create(b, model.getLoc(), kMeshName,
                  b.getStrArrayAttr(plan.allAxes()),
-                 b.getDenseI64ArrayAttr(plan.meshShape));
+                 b.getDenseI64ArrayAttr(plan.meshOpShape()));
 
   // Where the state lives, before sharding: the fold of single-rank
   // gathers asks it (readsHostMemory).

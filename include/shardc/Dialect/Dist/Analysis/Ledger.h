@@ -21,6 +21,9 @@ struct LedgerReport {
   int64_t paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
   int64_t activationBytes = 0, gatheredBytes = 0, commBytes = 0, peak = 0;
   LedgerTraffic allGather, reduceScatter, allReduce;
+  /// Of allGather, the gathers over axis `local` alone (reshard-after-
+  /// forward=K's backward gathers): within a node.
+  LedgerTraffic localAllGather;
   /// The step's model FLOPs on this rank, as llm.c counts them for MFU: the
   /// forward's matrix products (2 per multiply-add, a causal attention's
   /// half of the scores and of their product with the values; nanoGPT and

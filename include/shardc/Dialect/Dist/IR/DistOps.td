@@ -22,15 +22,18 @@ def Dist_Scalar : 0DTensorOf<[F32]>,
 def Dist_MeshOp : Dist_Op<"mesh", [Symbol]> {
   let summary = "a device mesh with named axes";
   let description = [{
-    The ranks of a job arranged as a 1-D or 2-D grid. Rank `r` of a
-    `[R, S]` mesh sits at `(r / S, r % S)`: consecutive ranks share a
-    replicate group's shard axis, as HSDP lays ranks out. Collectives name
+    The ranks of a job arranged as a grid of 1 to 3 axes, row-major: rank
+    `r` of a `[R, S]` mesh sits at `(r / S, r % S)`, so consecutive ranks
+    share a replicate group's shard axis, as HSDP lays ranks out. A shard
+    axis cut in two (`reshard-after-forward=K`: `node` of `S / K` and
+    `local` of `K`) keeps a group of `local` on consecutive ranks. Collectives name
     the axes they run over; the group of a collective over axis `shard` is
     the ranks that differ only in their `shard` coordinate.
 
     ```mlir
     dist.mesh @world axes ["shard"] shape [8]
     dist.mesh @hsdp axes ["replicate", "shard"] shape [2, 4]
+    dist.mesh @hpz axes ["replicate", "node", "local"] shape [2, 2, 4]
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axes,
@@ -196,6 +199,36 @@ def Dist_AllReduceStartOp : Dist_AllReduceBase<"all_reduce_start"> {
   let assemblyFormat = [{
     $input `on` $mesh $axes $reduction (`wire` $wire^)? attr-dict `:`
     type($input) `->` qualified(type($token))
+  }];
+}
+
+def Dist_TakeShardOp : Dist_Op<"take_shard", [
+    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "keeps this rank's shard of a tensor its group holds whole";
+  let description = [{
+    The inverse of `dist.all_gather` over the same `axes` and `layout`: of
+    a tensor every rank of the group holds whole, the piece this rank would
+    contribute to gathering it, in a buffer of its own. With `dim0`, rows
+    `[i * ceil(n / N), (i + 1) * ceil(n / N))` of the `n` rows, where `i`
+    is the rank's index in the group of `N`, zero rows past the end; with
+    `flat`, the `i`-th of `N` equal pieces.
+
+    `--shardc-shard` with `reshard-after-forward=K` puts it after a unit's
+    forward (FSDP2's `reshard_after_forward=K`, ZeRO++'s hpZ): the unit
+    keeps its params sharded over the `K` ranks of axis `local` instead of
+    the whole shard axis, and the backward's gather runs over `local` alone.
+
+    ```mlir
+    %kept = dist.take_shard %full on @mesh ["local"] dim0
+        : tensor<5x16xbf16> -> tensor<3x16xbf16>
+    ```
+  }];
+  let arguments = (ins Dist_Tensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, Dist_LayoutAttr:$layout);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh $axes $layout attr-dict `:` type($input) `->`
+    type($result)
   }];
 }
 

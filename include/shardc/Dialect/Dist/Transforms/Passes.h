@@ -34,6 +34,11 @@ constexpr llvm::StringLiteral kOffloadOptimizerAttrName =
 /// DeepSpeed's offload_param).
 constexpr llvm::StringLiteral kOffloadParamsAttrName = "dist.offload_params";
 
+/// The mesh axis of reshard-after-forward=K: K consecutive ranks (a node's
+/// GPUs where K is their number), over which a unit's backward gathers the
+/// shard its forward kept.
+constexpr llvm::StringLiteral kLocalAxisName = "local";
+
 /// Element types a step can compute and communicate in.
 enum class DType { f32, bf16 };
 

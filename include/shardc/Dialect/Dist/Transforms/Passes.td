@@ -24,6 +24,9 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
 
     1. adds `dist.mesh @mesh`: `axes ["shard"] shape [N]` for `mesh=N`,
        `axes ["replicate", "shard"] shape [R, S]` for `mesh=RxS` (HSDP);
+       with `reshard-after-forward=K` (1 < K < S) the shard axis is cut in
+       two, `node` of S / K and `local` of K (`axes ["node", "local"]
+       shape [N / K, K]`), shards spanning both;
     2. moves each unit's parameters out to the model body (`of unit`), so a
        unit takes its gathered parameters as inputs, and a backward takes
        them in place of `train.param_ref`;
@@ -31,6 +34,12 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
        shards (`sharded(...)`, uneven and empty shards allowed), gathered
        per unit as above; with `reshard-after-forward=false` the forward's
        gather is kept for the backward (one All-Gather fewer per unit);
+       with `reshard-after-forward=K` (FSDP2's `reshard_after_forward=K`,
+       ZeRO++'s hpZ) the unit keeps, from its forward to its backward, its
+       shard over the K ranks of axis `local` (`dist.take_shard` of the
+       gathered params, 1/K of them), and the backward gathers over `local`
+       alone: K consecutive ranks, a node's GPUs where K is their number,
+       so the backward's gathers stay inside a node;
        with `layout=flat` each unit's trainable parameters are one
        `dist.flat_param` instead (FSDP1), gathered whole and viewed through
        `dist.unpack`, their gradients packed and reduce-scattered in one
@@ -108,7 +117,8 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
     ```
 
     Errors: an unknown strategy or layout, a mesh that is not `N` or `RxS`
-    with positive sizes, `hsdp` without a 2-D mesh or a 2-D mesh for any
+    with positive sizes, a `reshard-after-forward` that is not `true`,
+    `false` or a number of ranks from 2 dividing the shard axis, `hsdp` without a 2-D mesh or a 2-D mesh for any
     other strategy, a global batch or an activation that does not divide over
     the data-parallel ranks (times `grad-accum`), a model that is not
     differentiated yet or is sharded already.
@@ -135,9 +145,12 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
                         "HSDP: zero3 on the shard axis, replicas on the other (HYBRID_SHARD)"))}]>,
     Option<"mesh", "mesh", "std::string", "\"1\"",
            "ranks: N, or RxS (replicate x shard) for hsdp">,
-    Option<"reshardAfterForward", "reshard-after-forward", "bool", "true",
-           "zero3/hsdp: free gathered params after a unit's forward and "
-           "gather them again for its backward">,
+    Option<"reshardAfterForward", "reshard-after-forward", "std::string",
+           "\"true\"",
+           "zero3/hsdp: true frees gathered params after a unit's forward "
+           "and gathers them again for its backward; false keeps them; K "
+           "keeps 1/K of them, sharded over K ranks, and gathers the "
+           "backward's over those K">,
     Option<"layout", "layout", "::shardc::dist::Layout",
            "::shardc::dist::Layout::dim0", "how shards are cut",
            [{::llvm::cl::values(
