@@ -405,7 +405,7 @@ void shardc_rt_cuda_collective_start(shardc_rt_context *ctx,
 
 void shardc_rt_cuda_sent(shardc_rt_context *ctx, shardc_rt_collective kind,
                          shardc_rt_axes axes, shardc_rt_dtype dtype,
-                         int64_t count) {
+                         int64_t count, int32_t calls) {
   ctx->timers.bytesSent +=
       shardc::rt::bytesSent(kind, ctx->groupSize(axes), count, dtype);
   if (!ctx->trace)
@@ -416,7 +416,7 @@ void shardc_rt_cuda_sent(shardc_rt_context *ctx, shardc_rt_collective kind,
   TraceMark begin = std::exchange(b.collectiveStart, -1);
   ctx->trace->collective(axes, collectiveName(kind, b.collectiveWhat), begin,
                          markOn(*ctx, b.commStreams.at(axes)),
-                         collectiveArgs(*ctx, kind, axes, dtype, count));
+                         collectiveArgs(*ctx, kind, axes, dtype, count, calls));
 }
 
 void *shardc_rt_cuda_copy_to_gather_slot(shardc_rt_context *ctx,

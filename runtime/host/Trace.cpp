@@ -168,12 +168,14 @@ std::string collectiveName(shardc_rt_collective kind, const char *what) {
 
 std::string collectiveArgs(const shardc_rt_context &ctx,
                            shardc_rt_collective kind, shardc_rt_axes axes,
-                           shardc_rt_dtype dtype, int64_t count) {
+                           shardc_rt_dtype dtype, int64_t count,
+                           int32_t calls) {
   int64_t group = ctx.groupSize(axes);
   return "\"elements\": " + std::to_string(count) + ", \"dtype\": \"" +
          (dtype == SHARDC_RT_BF16 ? "bf16" : "f32") +
          "\", \"group\": " + std::to_string(group) + ", \"bytes sent\": " +
-         std::to_string(bytesSent(kind, group, count, dtype));
+         std::to_string(bytesSent(kind, group, count, dtype)) +
+         (calls > 1 ? ", \"calls\": " + std::to_string(calls) : "");
 }
 
 std::string writeTrace(shardc_rt_context &ctx, const Trace &trace,

@@ -106,10 +106,12 @@ private:
 /// where that is not "": "all_gather h.0.attn.c_attn.weight".
 std::string collectiveName(shardc_rt_collective kind, const char *what);
 /// A collective's args in the trace: its elements per rank, dtype, group
-/// and the bytes this rank sends (as the ledger counts them).
+/// and the bytes this rank sends (as the ledger counts them), and for an
+/// NCCL group the number of its calls.
 std::string collectiveArgs(const shardc_rt_context &ctx,
                            shardc_rt_collective kind, shardc_rt_axes axes,
-                           shardc_rt_dtype dtype, int64_t count);
+                           shardc_rt_dtype dtype, int64_t count,
+                           int32_t calls = 1);
 
 /// Writes every rank's events to `path` on rank 0 (a temporary file renamed
 /// over it); returns "" or what went wrong, on rank 0. Every rank calls it.

@@ -63,6 +63,11 @@ CONFIGURATIONS += [
      ["--grad-accum", "2", "--grad-sync", "microbatch"], LAZY, EXACT),
     ("zero3-2-bf16-lazy", "zero3", "2", ["--param-dtype", "bf16"],
      {"CUDASIM_STREAMS": "lazy"}, ROUNDED),
+    # reshard-after-forward=2 over mesh [node 2, local 2]: each kept shard
+    # copied on the compute stream after its unit's forward, gathered on
+    # the `local` communicator's stream before its backward.
+    ("zero3-4-reshard-2-lazy", "zero3", "4",
+     ["--reshard-after-forward", "2"], LAZY, EXACT),
     # Activation checkpointing: the backward's recomputed forward kernels.
     ("zero3-2-recompute-lazy", "zero3", "2", ["--recompute", "*"], LAZY,
      EXACT),

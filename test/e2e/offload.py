@@ -54,6 +54,9 @@ PARAM_CONFIGS = [
     ("zero3", "1", []),
     ("zero3", "4", []),
     ("zero3", "2", ["--reshard-after-forward", "false", "--recompute", "*"]),
+    # The backward gathers the shards its forward kept on the device: only
+    # the forward's gathers copy from host memory.
+    ("zero3", "4", ["--reshard-after-forward", "2", "--recompute", "*"]),
     ("zero3", "4", ["--layout", "flat", "--param-dtype", "bf16"]),
     ("hsdp", "2x2", ["--param-dtype", "bf16", "--grad-accum", "2",
                      "--grad-sync", "microbatch"]),

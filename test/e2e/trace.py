@@ -160,9 +160,10 @@ def check(trace, ledger, units, input_names, ranks, accum, recompute, host):
             # "all_gather h.0.attn.c_attn.weight": the kind, and what the
             # collective carries.
             mine_now = [e for e in collectives if inside(e)]
-            kinds = Counter(e["name"].split(" ")[0] for e in mine_now)
-            sent = Counter()
+            # An NCCL group is one span of several calls.
+            kinds, sent = Counter(), Counter()
             for e in mine_now:
+                kinds[e["name"].split(" ")[0]] += e["args"].get("calls", 1)
                 sent[e["name"].split(" ")[0]] += e["args"]["bytes sent"]
             unlabelled = [e["name"] for e in mine_now
                           if len(e["name"].split(" ", 1)) < 2]

@@ -29,6 +29,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/Support/IndentedOstream.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -154,12 +155,21 @@ private:
   void emitFrees(Operation *lastUser);
   LogicalResult emitOp(Operation *op);
   LogicalResult emitCompute(Operation *op);
+  /// A collective whose buffers are in place: it sends `count` elements of
+  /// its wire type per rank from `source` into `out`.
+  struct PreparedCollective {
+    Operation *op;
+    std::string source, out;
+    int64_t count;
+    uint32_t mask;
+    bool average;
+  };
+  /// Emits a collective's staging copy and allocates its result.
+  PreparedCollective prepareCollective(Operation *op);
   LogicalResult emitCollective(Operation *op);
-  /// target=cuda: the NCCL call of a collective sending `count` elements
-  /// of its wire type per rank from `source` into `out`.
-  LogicalResult emitNcclCollective(Operation *op, StringRef source,
-                                   StringRef out, int64_t count, uint32_t mask,
-                                   bool average);
+  /// target=cuda: the NCCL calls of collectives on one communicator, one
+  /// NCCL group (one launch) where there are several.
+  void emitNcclCollectives(ArrayRef<PreparedCollective> collectives);
 
   /// "shardc_rt_NAME(" on the host, "shardc_rt_cuda_NAME(K, " on a device.
   std::string kernel(StringRef name) {
@@ -233,6 +243,8 @@ private:
   /// target=cuda: the event each token's wait waits on. Both targets: the
   /// staging copy (emitStaging) a collective frees at its wait.
   llvm::DenseMap<Value, std::string> tokenEvents, stagings;
+  /// target=cuda: the events the compute stream has waited for.
+  llvm::StringSet<> waitedEvents;
 };
 
 std::string StepEmitter::where(Operation *op) {
@@ -565,6 +577,7 @@ LogicalResult StepEmitter::emitFunction(StringRef name, ModelOp body) {
   for (auto &[value, buffer] : liveness->getBuffers())
     freesAfter[buffer.lastUser].push_back(value);
   nextEvent = 0;
+  waitedEvents.clear();
   os << "void " << name << "(shardc_rt_context *ctx, float *loss) {\n";
   os.indent();
   if (target == Target::cuda) {
@@ -602,6 +615,21 @@ static bool isStoredUpdate(Operation &op) {
   return flat && !flat.getUpdated();
 }
 
+/// Whether `next` joins the NCCL group of the started collective `first`
+/// (target=cuda): the same kind over the same axes in the same wire type
+/// and reduction. All-reduces stay alone, their bytes sent being rounded
+/// per call.
+static bool joinsNcclGroup(Operation &first, Operation &next) {
+  if (first.getName() != next.getName() ||
+      !isa<AllGatherStartOp, ReduceScatterStartOp>(first) ||
+      wireTypeOf(&first) != wireTypeOf(&next) ||
+      first.getAttr("axes") != next.getAttr("axes"))
+    return false;
+  auto scatter = dyn_cast<ReduceScatterStartOp>(first);
+  return !scatter || scatter.getReduction() ==
+                         cast<ReduceScatterStartOp>(next).getReduction();
+}
+
 LogicalResult StepEmitter::emitBlock(Block &block) {
   // A backward's recomputation of its unit's forward: a region of --trace's
   // timeline.
@@ -627,6 +655,23 @@ LogicalResult StepEmitter::emitBlock(Block &block) {
       for (Operation &op : run)
         emitFrees(&op);
       it = runEnd;
+      continue;
+    }
+    // Started collectives one after the other on one communicator: each
+    // staged and allocated, with the frees that follow it, in turn, then
+    // one NCCL group.
+    Operation &first = *it;
+    auto groupEnd = std::find_if_not(it, block.end(), [&](Operation &op) {
+      return joinsNcclGroup(first, op);
+    });
+    if (target == Target::cuda && std::distance(it, groupEnd) > 1) {
+      SmallVector<PreparedCollective> group;
+      for (Operation &op : llvm::make_range(it, groupEnd)) {
+        group.push_back(prepareCollective(&op));
+        emitFrees(&op);
+      }
+      emitNcclCollectives(group);
+      it = groupEnd;
       continue;
     }
     Operation &op = *it++;
@@ -887,9 +932,12 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
         if (target == Target::host)
           os << "shardc_rt_wait(ctx, " << requests.lookup(wait.getToken())
              << ");\n";
-        else
-          os << "SHARDC_CUDA(cudaStreamWaitEvent(compute, "
-             << tokenEvents.lookup(wait.getToken()) << ", 0));\n";
+        // The collectives of an NCCL group share one event: the compute
+        // stream waits for it once.
+        else if (std::string done = tokenEvents.lookup(wait.getToken());
+                 waitedEvents.insert(done).second)
+          os << "SHARDC_CUDA(cudaStreamWaitEvent(compute, " << done
+             << ", 0));\n";
         if (std::string staging = stagings.lookup(wait.getToken());
             !staging.empty())
           os << "shardc_rt_free(ctx, " << staging << ");\n";
@@ -1014,9 +1062,8 @@ static std::string carriedBy(Operation *collective) {
          std::to_string(updates.size()) + ")";
 }
 
-LogicalResult StepEmitter::emitCollective(Operation *op) {
+StepEmitter::PreparedCollective StepEmitter::prepareCollective(Operation *op) {
   Value in = op->getOperand(0), result = op->getResult(0);
-  bool async = isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op);
   ArrayAttr axes;
   bool average = false;
   TypeSwitch<Operation *>(op)
@@ -1026,21 +1073,27 @@ LogicalResult StepEmitter::emitCollective(Operation *op) {
         axes = c.getAxes();
         average = c.getReduction() == Reduction::avg;
       });
-  Type wire = wireTypeOf(op);
-  uint32_t mask = axesMask(axes);
-  std::string source = emitStaging(op, in, wire);
+  std::string source = emitStaging(op, in, wireTypeOf(op));
   // Elements per rank: a gather's padded piece (the gathered buffer has room
   // for every rank's, BufferLiveness), a reduce-scatter's shard (its source
   // holds every rank's), an all-reduce's whole tensor.
   int64_t count = isa<ReduceScatterOp, ReduceScatterStartOp>(op)
                       ? numel(result)
                       : numel(in);
-  std::string out = allocate(result);
-  if (target == Target::cuda)
-    return emitNcclCollective(op, source, out, count, mask, average);
+  return {op, source, allocate(result), count, axesMask(axes), average};
+}
+
+LogicalResult StepEmitter::emitCollective(Operation *op) {
+  PreparedCollective c = prepareCollective(op);
+  if (target == Target::cuda) {
+    emitNcclCollectives(c);
+    return success();
+  }
+  Value result = op->getResult(0);
   std::string call;
-  std::string common = llvm::formatv("ctx, {0}u, {1}, {2}, {3}, {4}", mask,
-                                     dtypeEnum(wire), source, out, count);
+  std::string common =
+      llvm::formatv("ctx, {0}u, {1}, {2}, {3}, {4}", c.mask,
+                    dtypeEnum(wireTypeOf(op)), c.source, c.out, c.count);
   std::string what = quoted(carriedBy(op));
   // A shard in host memory is copied into its slot of the result and
   // gathered in place.
@@ -1050,13 +1103,13 @@ LogicalResult StepEmitter::emitCollective(Operation *op) {
            common + ", " + what + ")";
   else if (isa<ReduceScatterOp, ReduceScatterStartOp>(op))
     call = "shardc_rt_reduce_scatter_start(" + common + ", " +
-           (average ? "1" : "0") + ", " + what + ")";
+           (c.average ? "1" : "0") + ", " + what + ")";
   else
     call = "shardc_rt_all_reduce_start(" + common + ", " +
-           (average ? "1" : "0") + ", " + what + ")";
+           (c.average ? "1" : "0") + ", " + what + ")";
   std::string request = fresh("r");
   os << "shardc_rt_request *" << request << " = " << call << ";\n";
-  if (async) {
+  if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op)) {
     requests[result] = request;
     return success();
   }
@@ -1066,60 +1119,78 @@ LogicalResult StepEmitter::emitCollective(Operation *op) {
   return success();
 }
 
-/// A collective on its communicator's stream: it starts once the compute
-/// stream has produced its input (and released its output buffer), and the
-/// compute stream waits for its event where the schedule waits.
-LogicalResult StepEmitter::emitNcclCollective(Operation *op, StringRef source,
-                                              StringRef out, int64_t count,
-                                              uint32_t mask, bool average) {
-  std::string comm = "nccl" + std::to_string(mask);
-  std::string stream = "comm" + std::to_string(mask);
-  const char *reduction = average ? "ncclAvg" : "ncclSum";
+/// Collectives on their communicator's stream: they start once the compute
+/// stream has produced their inputs (and released their output buffers),
+/// and the compute stream waits for their event where the schedule waits.
+/// Several are one NCCL group, one launch, as FSDP2 gathers a unit's params
+/// in one call.
+void StepEmitter::emitNcclCollectives(
+    ArrayRef<PreparedCollective> collectives) {
+  const PreparedCollective &first = collectives.front();
+  Operation *op = first.op;
+  std::string comm = "nccl" + std::to_string(first.mask);
+  std::string stream = "comm" + std::to_string(first.mask);
+  const char *reduction = first.average ? "ncclAvg" : "ncclSum";
   const char *type = wireTypeOf(op).isBF16() ? "ncclBfloat16" : "ncclFloat";
-  std::string call;
-  const char *kind;
-  // A shard in host memory comes into its slot of the result on this
-  // stream (the copy overlapping the compute stream's work as the gather
-  // does), and is gathered in place.
-  std::string slot = readsHostMemory(op) ? fresh("slot") : "";
-  if (isa<AllGatherOp, AllGatherStartOp>(op)) {
-    call = llvm::formatv("ncclAllGather({0}, {1}, {2}, {3}, {4}, {5})",
-                         slot.empty() ? source : StringRef(slot), out, count,
-                         type, comm, stream);
-    kind = "SHARDC_RT_ALL_GATHER";
-  } else if (isa<ReduceScatterOp, ReduceScatterStartOp>(op)) {
-    call = llvm::formatv(
-        "ncclReduceScatter({0}, {1}, {2}, {3}, {4}, {5}, {6})", source, out,
-        count, type, reduction, comm, stream);
-    kind = "SHARDC_RT_REDUCE_SCATTER";
-  } else {
-    call = llvm::formatv("ncclAllReduce({0}, {1}, {2}, {3}, {4}, {5}, {6})",
-                         source, out, count, type, reduction, comm, stream);
-    kind = "SHARDC_RT_ALL_REDUCE";
-  }
+  const char *kind = isa<AllGatherOp, AllGatherStartOp>(op)
+                         ? "SHARDC_RT_ALL_GATHER"
+                     : isa<ReduceScatterOp, ReduceScatterStartOp>(op)
+                         ? "SHARDC_RT_REDUCE_SCATTER"
+                         : "SHARDC_RT_ALL_REDUCE";
+  std::string what = carriedBy(op);
+  if (collectives.size() > 1)
+    what += " .. " + carriedBy(collectives.back().op) + " (" +
+            std::to_string(collectives.size()) + ")";
   std::string ready = event(), done = event();
   os << "SHARDC_CUDA(cudaEventRecord(" << ready << ", compute));\n";
   os << "SHARDC_CUDA(cudaStreamWaitEvent(" << stream << ", " << ready
      << ", 0));\n";
-  os << "shardc_rt_cuda_collective_start(ctx, " << mask << "u, "
-     << quoted(carriedBy(op)) << ");\n";
-  if (!slot.empty())
-    os << "void *" << slot << " = shardc_rt_cuda_copy_to_gather_slot(ctx, "
-       << mask << "u, " << out << ", " << source << ", "
-       << getBufferBytes(op->getOperand(0)) << ");\n";
-  os << "SHARDC_NCCL(" << call << ");\n";
-  os << "shardc_rt_cuda_sent(ctx, " << kind << ", " << mask << "u, "
-     << dtypeEnum(wireTypeOf(op)) << ", " << count << ");\n";
-  os << "SHARDC_CUDA(cudaEventRecord(" << done << ", " << stream << "));\n";
-  Value result = op->getResult(0);
-  if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op)) {
-    tokenEvents[result] = done;
-    return success();
+  os << "shardc_rt_cuda_collective_start(ctx, " << first.mask << "u, "
+     << quoted(what) << ");\n";
+  if (collectives.size() > 1)
+    os << "SHARDC_NCCL(ncclGroupStart());\n";
+  int64_t count = 0;
+  for (const PreparedCollective &c : collectives) {
+    count += c.count;
+    // A shard in host memory comes into its slot of the result on this
+    // stream (the copy overlapping the compute stream's work as the gather
+    // does), and is gathered in place.
+    std::string source = c.source;
+    if (readsHostMemory(c.op)) {
+      source = fresh("slot");
+      os << "void *" << source << " = shardc_rt_cuda_copy_to_gather_slot(ctx, "
+         << c.mask << "u, " << c.out << ", " << c.source << ", "
+         << getBufferBytes(c.op->getOperand(0)) << ");\n";
+    }
+    if (isa<AllGatherOp, AllGatherStartOp>(c.op))
+      os << llvm::formatv(
+          "SHARDC_NCCL(ncclAllGather({0}, {1}, {2}, {3}, {4}, {5}));\n", source,
+          c.out, c.count, type, comm, stream);
+    else if (isa<ReduceScatterOp, ReduceScatterStartOp>(c.op))
+      os << llvm::formatv(
+          "SHARDC_NCCL(ncclReduceScatter({0}, {1}, {2}, {3}, {4}, {5}, "
+          "{6}));\n",
+          source, c.out, c.count, type, reduction, comm, stream);
+    else
+      os << llvm::formatv(
+          "SHARDC_NCCL(ncclAllReduce({0}, {1}, {2}, {3}, {4}, {5}, {6}));\n",
+          source, c.out, c.count, type, reduction, comm, stream);
   }
+  if (collectives.size() > 1)
+    os << "SHARDC_NCCL(ncclGroupEnd());\n";
+  os << "shardc_rt_cuda_sent(ctx, " << kind << ", " << first.mask << "u, "
+     << dtypeEnum(wireTypeOf(op)) << ", " << count << ", " << collectives.size()
+     << ");\n";
+  os << "SHARDC_CUDA(cudaEventRecord(" << done << ", " << stream << "));\n";
+  if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op)) {
+    for (const PreparedCollective &c : collectives)
+      tokenEvents[c.op->getResult(0)] = done;
+    return;
+  }
+  Value result = op->getResult(0);
   os << "SHARDC_CUDA(cudaStreamWaitEvent(compute, " << done << ", 0));\n";
   if (std::string staging = stagings.lookup(result); !staging.empty())
     os << "shardc_rt_free(ctx, " << staging << ");\n";
-  return success();
 }
 
 LogicalResult StepEmitter::emitCompute(Operation *op) {

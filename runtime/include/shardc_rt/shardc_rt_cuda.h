@@ -28,16 +28,17 @@ cudaStream_t shardc_rt_cuda_compute_stream(shardc_rt_context *ctx);
 ncclComm_t shardc_rt_cuda_comm(shardc_rt_context *ctx, shardc_rt_axes axes);
 cudaStream_t shardc_rt_cuda_comm_stream(shardc_rt_context *ctx,
                                         shardc_rt_axes axes);
-/* Around each NCCL call on `axes`'s stream: shardc_rt_cuda_collective_start
- * before it (marks its start on the stream for --trace, with `what` it
- * carries, as shardc_rt_all_gather_start's), shardc_rt_cuda_sent
- * after it: counts the bytes it sends (the host backend's count, for the step
- * lines and --log-json) and marks its end. */
+/* Around each NCCL call, or NCCL group of `calls` calls, on `axes`'s
+ * stream: shardc_rt_cuda_collective_start before it (marks its start on the
+ * stream for --trace, with `what` it carries, as
+ * shardc_rt_all_gather_start's), shardc_rt_cuda_sent after it: counts the
+ * bytes it sends, `count` elements per rank in all (the host backend's
+ * count, for the step lines and --log-json), and marks its end. */
 void shardc_rt_cuda_collective_start(shardc_rt_context *ctx,
                                      shardc_rt_axes axes, const char *what);
 void shardc_rt_cuda_sent(shardc_rt_context *ctx, shardc_rt_collective kind,
                          shardc_rt_axes axes, shardc_rt_dtype dtype,
-                         int64_t count);
+                         int64_t count, int32_t calls);
 /* offload_params: copies `bytes` of a stored param in host memory into this
  * member's slot of `out` (a gather's result) on `axes`'s stream, between
  * shardc_rt_cuda_collective_start and the gather, counted as a host copy;

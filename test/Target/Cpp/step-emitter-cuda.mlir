@@ -36,7 +36,8 @@
 // HOSTPARAMS:      [[W:v[0-9]+]] = static_cast<shardc_rt_bf16 *>(shardc_rt_param(ctx, 0)); // l0.w
 // HOSTPARAMS:      shardc_rt_bf16 *[[OUT:v[0-9]+]] = static_cast<shardc_rt_bf16 *>(shardc_rt_alloc(ctx, 36));
 // HOSTPARAMS:      SHARDC_CUDA(cudaStreamWaitEvent(comm1, [[READY:.*]], 0));
-// HOSTPARAMS-NEXT: shardc_rt_cuda_collective_start(ctx, 1u, "l0.w");
+// HOSTPARAMS-NEXT: shardc_rt_cuda_collective_start(ctx, 1u, "l0.w .. l0.b (2)");
+// HOSTPARAMS-NEXT: SHARDC_NCCL(ncclGroupStart());
 // HOSTPARAMS-NEXT: void *[[SLOT:slot[0-9]+]] = shardc_rt_cuda_copy_to_gather_slot(ctx, 1u, [[OUT]], [[W]], 18);
 // HOSTPARAMS-NEXT: SHARDC_NCCL(ncclAllGather([[SLOT]], [[OUT]], 9, ncclBfloat16, nccl1, comm1));
 // HOSTPARAMS:      model.offload_params = 1;
@@ -90,19 +91,24 @@
 // CHECK-NEXT: cudaStream_t compute = shardc_rt_cuda_compute_stream(ctx);
 // CHECK-NEXT: ncclComm_t nccl1 = shardc_rt_cuda_comm(ctx, 1u);
 // CHECK-NEXT: cudaStream_t comm1 = shardc_rt_cuda_comm_stream(ctx, 1u);
-// A gather: the communication stream waits for the compute stream's event,
-// gathers, counts the bytes it sends ((2 - 1) x 9 f32), and records the
-// event the unit waits on.
+// The unit's gathers, started one after the other: the communication
+// stream waits for the compute stream's event, gathers both params in one
+// NCCL group (one launch), counts the bytes they send ((2 - 1) x (9 + 3)
+// f32), and records the one event the unit waits on, once.
 // CHECK: float *[[WF:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
+// CHECK-NEXT: float *[[BF:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 24));
 // CHECK-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E0:[0-9]+]]), compute));
 // CHECK-NEXT: SHARDC_CUDA(cudaStreamWaitEvent(comm1, shardc_rt_cuda_event(ctx, [[E0]]), 0));
 // Its start and end are marked on the stream for --trace.
-// CHECK-NEXT: shardc_rt_cuda_collective_start(ctx, 1u, "l0.w");
+// CHECK-NEXT: shardc_rt_cuda_collective_start(ctx, 1u, "l0.w .. l0.b (2)");
+// CHECK-NEXT: SHARDC_NCCL(ncclGroupStart());
 // CHECK-NEXT: SHARDC_NCCL(ncclAllGather([[W:v[0-9]+]], [[WF]], 9, ncclFloat, nccl1, comm1));
-// CHECK-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_ALL_GATHER, 1u, SHARDC_RT_F32, 9);
+// CHECK-NEXT: SHARDC_NCCL(ncclAllGather({{v[0-9]+}}, [[BF]], 3, ncclFloat, nccl1, comm1));
+// CHECK-NEXT: SHARDC_NCCL(ncclGroupEnd());
+// CHECK-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_ALL_GATHER, 1u, SHARDC_RT_F32, 12, 2);
 // CHECK-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E1:[0-9]+]]), comm1));
-// CHECK: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E1]]), 0));
-// CHECK: // unit "l0"
+// CHECK-NEXT: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E1]]), 0));
+// CHECK-NEXT: // unit "l0"
 // CHECK-NEXT: shardc_rt_region_begin(ctx, "forward l0");
 // The linear and its GELU are one kernel (a GEMM epilogue): the
 // preactivation and the activation are both written.
@@ -117,7 +123,7 @@
 // CHECK: float *[[ST:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
 // CHECK-NEXT: shardc_rt_cuda_copy_f32(K, [[ST]], {{v[0-9]+}}, 15);
 // CHECK: SHARDC_NCCL(ncclReduceScatter([[ST]], {{v[0-9]+}}, 9, ncclFloat, ncclAvg, nccl1, comm1));
-// CHECK-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_REDUCE_SCATTER, 1u, SHARDC_RT_F32, 9);
+// CHECK-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_REDUCE_SCATTER, 1u, SHARDC_RT_F32, 9, 1);
 // CHECK-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E2:[0-9]+]]), comm1));
 // CHECK: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E2]]), 0));
 // CHECK-NEXT: shardc_rt_free(ctx, [[ST]]);
@@ -142,7 +148,7 @@
 // AdamW.
 // DDP: shardc_rt_cuda_copy_f32(K, [[B:v[0-9]+]] + 0,
 // DDP: SHARDC_NCCL(ncclAllReduce([[B]], [[R:v[0-9]+]], 20, ncclFloat, ncclAvg, nccl1, comm1));
-// DDP-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_ALL_REDUCE, 1u, SHARDC_RT_F32, 20);
+// DDP-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_ALL_REDUCE, 1u, SHARDC_RT_F32, 20, 1);
 // DDP-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E:[0-9]+]]), comm1));
 // DDP: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E]]), 0));
 // DDP: {0, 0, ([[R]] + 0), SHARDC_RT_F32, nullptr}, // l0.w
@@ -172,7 +178,7 @@
 // BF16-NEXT: shardc_rt_cuda_convert_bf16_f32(K, [[ST]], {{v[0-9]+}}, 15);
 // BF16-NEXT: shardc_rt_cuda_fill_f32(K, [[ST]] + 15, 0.0f, 3);
 // BF16: SHARDC_NCCL(ncclReduceScatter([[ST]], {{v[0-9]+}}, 9, ncclFloat, ncclAvg, nccl1, comm1));
-// BF16-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_REDUCE_SCATTER, 1u, SHARDC_RT_F32, 9);
+// BF16-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_REDUCE_SCATTER, 1u, SHARDC_RT_F32, 9, 1);
 // BF16-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E:[0-9]+]]), comm1));
 // BF16: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E]]), 0));
 // BF16-NEXT: shardc_rt_free(ctx, [[ST]]);
