@@ -69,6 +69,10 @@
 // JSON: "local_all_gather_bytes": 640,
 // JSON: "local_all_gather_count": 2,
 
+// Over a memory budget, each unit's note names the shards it keeps.
+// RUN: not shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=4 reshard-after-forward=2 memory-budget=4000" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET
+// BUDGET: note: unit 'layers.1': params 272 bytes, gathered 1088 bytes, activations kept for backward 256 bytes, param shards kept for backward 512 bytes
+
 // Errors name the value and the shard axis; other strategies warn.
 // RUN: not shardc-opt %t.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=4 reshard-after-forward=3" 2>&1 | FileCheck %s --check-prefix=ERR3
 // ERR3: error: invalid reshard-after-forward '3': expected true, false, or a number of ranks from 2 dividing the shard axis's 4 (mesh=4)

@@ -343,14 +343,20 @@ LedgerReport Ledger::build() {
 }
 
 void Ledger::explainUnits(InFlightDiagnostic &diag) {
-  llvm::MapVector<StringRef, std::array<int64_t, 3>> units; // params, gathered, kept
-  units[""] = {0, 0, 0};
+  // params, gathered, activations kept, shards kept (reshard-after-forward=K)
+  llvm::MapVector<StringRef, std::array<int64_t, 4>> units;
+  units[""] = {0, 0, 0, 0};
+  StringRef lastUnit;
   for (Operation &op : model.getBody().front()) {
     if (auto param = dyn_cast<ParamOp>(op))
       units[param.getUnitName()][0] += bytesOf(param.getType());
+    // A shard kept after a unit's forward, for its backward.
+    if (isa<TakeShardOp>(op))
+      units[lastUnit][3] += getBufferBytes(op.getResult(0));
     auto unit = dyn_cast<train::UnitOp>(op);
     if (!unit)
       continue;
+    lastUnit = unit.getName();
     for (Value input : unit.getInputs())
       if (isa_and_nonnull<AllGatherOp, WaitOp, UnpackOp>(input.getDefiningOp()))
         units[unit.getName()][1] += getBufferBytes(input);
@@ -368,7 +374,10 @@ void Ledger::explainUnits(InFlightDiagnostic &diag) {
                                        : ("unit '" + name + "'").str())
                       << params << b[0] << " bytes, gathered " << b[1]
                       << " bytes, activations kept for backward " << b[2]
-                      << " bytes";
+                      << " bytes"
+                      << (b[3] ? ", param shards kept for backward " +
+                                     std::to_string(b[3]) + " bytes"
+                               : std::string());
 }
 
 } // namespace
