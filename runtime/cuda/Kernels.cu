@@ -54,6 +54,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardc_rt/CudaKernels.h"
+#include "shardc_rt/shardc_rt.h" // SHARDC_RT_MAX_CLIP_SUMS
 
 #include "Check.h"
 #include "FlashAttention.h"
@@ -610,7 +611,7 @@ __global__ void finishSumSquaresKernel(const double *partials, float *sum) {
 }
 
 /// shardc_rt_cuda_clip_coefficient's sums (a kernel parameter).
-constexpr int kClipSums = 16;
+constexpr int kClipSums = SHARDC_RT_MAX_CLIP_SUMS;
 struct ClipSums {
   const float *sums[kClipSums];
   int count;

@@ -478,7 +478,8 @@ void shardc_rt_sum_squares(shardc_rt_context *ctx, int32_t count,
 void shardc_rt_clip_coefficient(shardc_rt_context *ctx, int32_t count,
                                 const float *const *sums, double maxNorm,
                                 float *coef) {
-  SHARDC_RT_CHECK(count > 0 && count <= 16 && sums && coef && maxNorm > 0,
+  SHARDC_RT_CHECK(count > 0 && count <= SHARDC_RT_MAX_CLIP_SUMS && sums &&
+                      coef && maxNorm > 0,
                   "shardc_rt_clip_coefficient",
                   "max_norm " + std::to_string(maxNorm) + " over " +
                       std::to_string(count) + " sums" +

@@ -24,6 +24,7 @@
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
 #include "shardc/Dialect/Train/IR/TrainOps.h"
 #include "shardc/InitAll.h"
+#include "shardc_rt/shardc_rt.h" // the ABI the emitted code calls
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -325,6 +326,13 @@ LogicalResult StepEmitter::checkLowerable() {
         return WalkResult::interrupt();
       }
       coefficient = clip;
+      if (clip.getSums().size() > SHARDC_RT_MAX_CLIP_SUMS) {
+        op->emitOpError() << "takes " << clip.getSums().size()
+                          << " sums of squares; the runtime's "
+                             "shardc_rt_clip_coefficient takes at most "
+                          << SHARDC_RT_MAX_CLIP_SUMS;
+        return WalkResult::interrupt();
+      }
       if (clip.getMaxNorm().convertToDouble() != maxNorm) {
         op->emitOpError() << "clips to max_norm "
                           << clip.getMaxNorm().convertToDouble()

@@ -390,7 +390,8 @@ void shardc_rt_cuda_sum_squares(shardc_rt_cuda_kernels *k,
                                 const shardc_rt_cuda_squares_tensor *tensors,
                                 int32_t count, float *sum);
 
-/// torch.nn.utils.clip_grad_norm_'s coefficient from `count` (at most 16)
+/// torch.nn.utils.clip_grad_norm_'s coefficient from `count` (at most
+/// SHARDC_RT_MAX_CLIP_SUMS)
 /// squared-norm sums in device memory: *norm = sqrt(sum of the sums, added
 /// in order in f32) and *coef = min(1, maxNorm / (*norm + 1e-6)), in f32, as
 /// runtime/host/Backend.cpp computes them.

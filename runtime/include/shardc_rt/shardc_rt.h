@@ -273,7 +273,12 @@ typedef struct {
  * rounded to f32. */
 void shardc_rt_sum_squares(shardc_rt_context *ctx, int32_t count,
                            const shardc_rt_tensor_ref *tensors, float *sum);
-/* norm = sqrt(*sums[0] + ... + *sums[count - 1]) (1 to 16 sums) and
+/* The most sums shardc_rt_clip_coefficient takes: a step has one per group
+ * of ranks its gradients' pieces span, a handful (the compiler refuses more).
+ */
+#define SHARDC_RT_MAX_CLIP_SUMS 16
+/* norm = sqrt(*sums[0] + ... + *sums[count - 1]) (1 to
+ * SHARDC_RT_MAX_CLIP_SUMS sums) and
  * *coef = min(1, max_norm / (norm + 1e-6)); the step's norm is what the log
  * reports as grad_norm. */
 void shardc_rt_clip_coefficient(shardc_rt_context *ctx, int32_t count,

@@ -11,6 +11,8 @@
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 output=/dev/null" | sed 's/max_norm 1.0/max_norm 2.0/' | not shardc-translate --shardc-to-host-cpp 2>&1 | FileCheck %s --check-prefix=MISMATCH
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 output=/dev/null" | sed -E 's/(train.adamw "l0.b", %%[0-9]+) clip %%[0-9]+/\1 clip %%loss/' | not shardc-translate --shardc-to-host-cpp 2>&1 | FileCheck %s --check-prefix=NOT-COEFFICIENT
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 output=/dev/null" | sed -E 's/^( *)(%%[0-9]+) = dist.clip_coefficient (.*)$/&\n\1%%again = dist.clip_coefficient \3/' | not shardc-translate --shardc-to-host-cpp 2>&1 | FileCheck %s --check-prefix=SECOND
+// The runtime takes at most SHARDC_RT_MAX_CLIP_SUMS (16) sums: 17 are refused.
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 output=/dev/null" | sed -E 's/dist.clip_coefficient (%%[0-9]+)/dist.clip_coefficient \1, \1, \1, \1, \1, \1, \1, \1, \1, \1, \1, \1, \1, \1, \1, \1, \1/' | not shardc-translate --shardc-to-host-cpp 2>&1 | FileCheck %s --check-prefix=MANY
 // RUN: sed 's/, max_grad_norm = 1.0//' %s | shardc-opt --shardc-pipeline="strategy=zero3 mesh=2 output=/dev/null" | sed 's/weight_decay = 0.0>/weight_decay = 0.0, max_grad_norm = 1.0>/' | not shardc-translate --shardc-to-host-cpp 2>&1 | FileCheck %s --check-prefix=UNCLIPPED
 
 // CHECK-LABEL: void step(shardc_rt_context *ctx, float *loss) {
@@ -53,6 +55,7 @@
 // MISMATCH: error: 'dist.clip_coefficient' op clips to max_norm 2.{{0+}}e+00, but the model's optimizer has max_grad_norm 1.{{0+}}e+00
 // NOT-COEFFICIENT: error: 'train.adamw' op takes a clip that is not a dist.clip_coefficient
 // SECOND: error: 'dist.clip_coefficient' op is a second clip coefficient of the step
+// MANY: error: 'dist.clip_coefficient' op takes 17 sums of squares; the runtime's shardc_rt_clip_coefficient takes at most 16
 // UNCLIPPED: error: 'train.adamw' op takes its gradient unclipped, but the model's optimizer has max_grad_norm 1.{{0+}}e+00 (--shardc-shard inserts the clipping)
 
 module {
