@@ -6,13 +6,16 @@
 // MPI_COMM_WORLD in its order; MPI_Comm_split's for ncclCommSplit). A
 // collective runs on its stream (Runtime.cpp: at once, or later on a lazy
 // stream), blocking: every rank issues the same collectives in the same
-// order, as NCCL requires, and runs them at the same points, so groups need
-// nothing more. f32 and bf16 reduce in f32 and round once; ncclAvg multiplies
-// each contribution by 1 / ranks before the sum, as NCCL's floating-point
-// average does (NCCL rounds each hop of its ring to bf16: it can differ from
-// this at 3 or more ranks). Buffers must lie in live device allocations, the
-// sizes NCCL assumes (recvbuff of ranks x sendcount elements for an
-// all-gather, sendbuff of ranks x recvcount for a reduce-scatter) are
+// order, as NCCL requires, and runs them at the same points. Inside
+// ncclGroupStart/End a collective is checked at once but reaches its
+// stream at ncclGroupEnd, as NCCL launches a group: work a caller puts on
+// the stream between the calls (a copy into a gather's slot) runs before
+// every collective of the group. f32 and bf16 reduce in f32 and round once;
+// ncclAvg multiplies each contribution by 1 / ranks before the sum, as NCCL's
+// floating-point average does (NCCL rounds each hop of its ring to bf16: it can
+// differ from this at 3 or more ranks). Buffers must lie in live device
+// allocations, the sizes NCCL assumes (recvbuff of ranks x sendcount elements
+// for an all-gather, sendbuff of ranks x recvcount for a reduce-scatter) are
 // checked, and so is overlap: only NCCL's in-place forms may overlap.
 //
 //===----------------------------------------------------------------------===//
@@ -27,8 +30,10 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct ncclComm {
@@ -123,6 +128,21 @@ std::vector<float> contributions(const void *send, size_t n,
   return values;
 }
 
+/// The collectives of the open ncclGroupStart, and how deep it is.
+struct Group {
+  int depth = 0;
+  std::vector<std::pair<cudaStream_t, std::function<void()>>> pending;
+};
+Group group;
+
+/// A collective's work on its stream: now, or at the group's end.
+void submit(cudaStream_t stream, std::function<void()> work) {
+  if (group.depth > 0)
+    group.pending.emplace_back(stream, std::move(work));
+  else
+    cudasim::enqueue(stream, std::move(work));
+}
+
 } // namespace
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
@@ -197,8 +217,22 @@ const char *ncclGetErrorString(ncclResult_t result) {
   }
 }
 
-ncclResult_t ncclGroupStart() { return ncclSuccess; }
-ncclResult_t ncclGroupEnd() { return ncclSuccess; }
+ncclResult_t ncclGroupStart() {
+  ++group.depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  if (group.depth == 0) {
+    std::fprintf(stderr, "cudasim: ncclGroupEnd without ncclGroupStart\n");
+    return ncclInvalidUsage;
+  }
+  if (--group.depth > 0)
+    return ncclSuccess;
+  for (auto &[stream, work] : std::exchange(group.pending, {}))
+    cudasim::enqueue(stream, std::move(work));
+  return ncclSuccess;
+}
 
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff,
                            size_t sendcount, ncclDataType_t datatype,
@@ -211,7 +245,7 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff,
                             "ncclAllGather: recvbuff (ranks x sendcount)");
   checkBuffers("ncclAllGather", sendbuff, bytes, recvbuff, bytes * comm->size,
                static_cast<char *>(recvbuff) + bytes * comm->rank);
-  cudasim::enqueue(stream, [=] {
+  submit(stream, [=] {
     // A copy of the input: in place, it is part of the output.
     std::vector<char> input(static_cast<const char *>(sendbuff),
                             static_cast<const char *>(sendbuff) + bytes);
@@ -237,7 +271,7 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
   checkBuffers("ncclReduceScatter", sendbuff, elements * size, recvbuff,
                recvcount * size,
                static_cast<char *>(recvbuff) - recvcount * size * comm->rank);
-  cudasim::enqueue(stream, [=] {
+  submit(stream, [=] {
     std::vector<float> input =
         contributions(sendbuff, elements, datatype, op, comm);
     std::vector<float> output(recvcount);
@@ -260,7 +294,7 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
   cudasim::checkDeviceRange(sendbuff, bytes, "ncclAllReduce: sendbuff");
   cudasim::checkDeviceRange(recvbuff, bytes, "ncclAllReduce: recvbuff");
   checkBuffers("ncclAllReduce", sendbuff, bytes, recvbuff, bytes, recvbuff);
-  cudasim::enqueue(stream, [=] {
+  submit(stream, [=] {
     std::vector<float> values =
         contributions(sendbuff, count, datatype, op, comm);
     MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(count),
