@@ -159,10 +159,8 @@ std::string checkPipelineValue(const std::string &name,
   int64_t number;
   if (name == "reshard-after-forward" && value != "true" && value != "false" &&
       (llvm::StringRef(value).getAsInteger(10, number) || number < 2))
-    return "--" + name +
-           ": expected true, false or a number of ranks from "
-           "2, got '" +
-           value + "'";
+    return "--" + name + ": expected true, false or a number of ranks " +
+           "from 2, got '" + value + "'";
   if ((name == "bucket-mb" || name == "unit-bucket-mb" ||
        name == "grad-accum" || name == "prefetch" ||
        name == "memory-budget") &&

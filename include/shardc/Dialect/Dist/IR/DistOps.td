@@ -26,9 +26,9 @@ def Dist_MeshOp : Dist_Op<"mesh", [Symbol]> {
     `r` of a `[R, S]` mesh sits at `(r / S, r % S)`, so consecutive ranks
     share a replicate group's shard axis, as HSDP lays ranks out. A shard
     axis cut in two (`reshard-after-forward=K`: `node` of `S / K` and
-    `local` of `K`) keeps a group of `local` on consecutive ranks. Collectives name
-    the axes they run over; the group of a collective over axis `shard` is
-    the ranks that differ only in their `shard` coordinate.
+    `local` of `K`) keeps a group of `local` on consecutive ranks.
+    Collectives name the axes they run over; the group of a collective over
+    axis `shard` is the ranks that differ only in their `shard` coordinate.
 
     ```mlir
     dist.mesh @world axes ["shard"] shape [8]

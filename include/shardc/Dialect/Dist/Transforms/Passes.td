@@ -118,8 +118,8 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
 
     Errors: an unknown strategy or layout, a mesh that is not `N` or `RxS`
     with positive sizes, a `reshard-after-forward` that is not `true`,
-    `false` or a number of ranks from 2 dividing the shard axis, `hsdp` without a 2-D mesh or a 2-D mesh for any
-    other strategy, a global batch or an activation that does not divide over
+    `false` or a number of ranks from 2 dividing the shard axis, `hsdp`
+    without a 2-D mesh or a 2-D mesh for any other strategy, a global batch or an activation that does not divide over
     the data-parallel ranks (times `grad-accum`), a model that is not
     differentiated yet or is sharded already.
 
