@@ -665,17 +665,21 @@ LogicalResult StepEmitter::emitBlock(Block &block) {
       it = runEnd;
       continue;
     }
-    // Started collectives one after the other on one communicator: each
-    // staged and allocated, with the frees that follow it, in turn, then
-    // one NCCL group.
+    // Started collectives one after the other on one communicator (with
+    // only dist.frees between them): each staged and allocated, with the
+    // frees that follow it, in turn, then one NCCL group.
     Operation &first = *it;
     auto groupEnd = std::find_if_not(it, block.end(), [&](Operation &op) {
-      return joinsNcclGroup(first, op);
+      return isa<FreeOp>(op) || joinsNcclGroup(first, op);
     });
-    if (target == Target::cuda && std::distance(it, groupEnd) > 1) {
+    auto run = llvm::make_range(it, groupEnd);
+    if (target == Target::cuda && joinsNcclGroup(first, first) &&
+        llvm::count_if(run, [](Operation &op) { return !isa<FreeOp>(op); }) >
+            1) {
       SmallVector<PreparedCollective> group;
-      for (Operation &op : llvm::make_range(it, groupEnd)) {
-        group.push_back(prepareCollective(&op));
+      for (Operation &op : run) {
+        if (!isa<FreeOp>(op))
+          group.push_back(prepareCollective(&op));
         emitFrees(&op);
       }
       emitNcclCollectives(group);

@@ -118,16 +118,26 @@
 // The loss and the logits' gradient: one kernel, written over the logits.
 // CHECK: float *[[DL:v[0-9]+]] = [[ACT]]; // in place: [[ACT]] dies here
 // CHECK-NEXT: shardc_rt_cuda_cross_entropy_and_grad_f32(K, {{v[0-9]+}}, [[ACT]], {{v[0-9]+}}, {{v[0-9]+}}, [[DL]], 2, 5, 5);
-// The weight gradient: 15 elements reduce-scattered into 9-element shards
-// need a padded staging copy, freed once the compute stream has waited.
+// The gradients: 15 and 5 elements reduce-scattered into 9- and 3-element
+// shards need padded staging copies, each made (and its gradient freed)
+// before the one NCCL group of both, and freed at its wait; the compute
+// stream waits for the group's event once.
 // CHECK: float *[[ST:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
 // CHECK-NEXT: shardc_rt_cuda_copy_f32(K, [[ST]], {{v[0-9]+}}, 15);
-// CHECK: SHARDC_NCCL(ncclReduceScatter([[ST]], {{v[0-9]+}}, 9, ncclFloat, ncclAvg, nccl1, comm1));
-// CHECK-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_REDUCE_SCATTER, 1u, SHARDC_RT_F32, 9, 1);
+// CHECK: float *[[STB:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 24));
+// CHECK-NEXT: shardc_rt_cuda_copy_f32(K, [[STB]], {{v[0-9]+}}, 5);
+// CHECK: SHARDC_NCCL(ncclGroupStart());
+// CHECK-NEXT: SHARDC_NCCL(ncclReduceScatter([[ST]], {{v[0-9]+}}, 9, ncclFloat, ncclAvg, nccl1, comm1));
+// CHECK-NEXT: SHARDC_NCCL(ncclReduceScatter([[STB]], {{v[0-9]+}}, 3, ncclFloat, ncclAvg, nccl1, comm1));
+// CHECK-NEXT: SHARDC_NCCL(ncclGroupEnd());
+// CHECK-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_REDUCE_SCATTER, 1u, SHARDC_RT_F32, 12, 2);
 // CHECK-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E2:[0-9]+]]), comm1));
-// CHECK: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E2]]), 0));
+// CHECK-NEXT: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E2]]), 0));
 // CHECK-NEXT: shardc_rt_free(ctx, [[ST]]);
-// CHECK: shardc_rt_adamw(ctx, 0,
+// CHECK-NEXT: shardc_rt_adamw(ctx, 0,
+// CHECK-NOT: cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E2]])
+// CHECK: shardc_rt_free(ctx, [[STB]]);
+// CHECK-NEXT: shardc_rt_adamw(ctx, 1,
 // CHECK: SHARDC_NCCL(ncclAllReduce({{v[0-9]+}}, [[L:v[0-9]+]], 1, ncclFloat, ncclAvg, nccl1, comm1));
 // CHECK: SHARDC_CUDA(cudaMemcpyAsync(loss, [[L]], sizeof(float), cudaMemcpyDeviceToHost, compute));
 // CHECK-NEXT: shardc_rt_free(ctx, [[L]]);
@@ -178,7 +188,9 @@
 // BF16-NEXT: shardc_rt_cuda_convert_bf16_f32(K, [[ST]], {{v[0-9]+}}, 15);
 // BF16-NEXT: shardc_rt_cuda_fill_f32(K, [[ST]] + 15, 0.0f, 3);
 // BF16: SHARDC_NCCL(ncclReduceScatter([[ST]], {{v[0-9]+}}, 9, ncclFloat, ncclAvg, nccl1, comm1));
-// BF16-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_REDUCE_SCATTER, 1u, SHARDC_RT_F32, 9, 1);
+// BF16-NEXT: SHARDC_NCCL(ncclReduceScatter({{v[0-9]+}}, {{v[0-9]+}}, 3, ncclFloat, ncclAvg, nccl1, comm1));
+// BF16-NEXT: SHARDC_NCCL(ncclGroupEnd());
+// BF16-NEXT: shardc_rt_cuda_sent(ctx, SHARDC_RT_REDUCE_SCATTER, 1u, SHARDC_RT_F32, 12, 2);
 // BF16-NEXT: SHARDC_CUDA(cudaEventRecord(shardc_rt_cuda_event(ctx, [[E:[0-9]+]]), comm1));
 // BF16: SHARDC_CUDA(cudaStreamWaitEvent(compute, shardc_rt_cuda_event(ctx, [[E]]), 0));
 // BF16-NEXT: shardc_rt_free(ctx, [[ST]]);
