@@ -107,6 +107,11 @@
 // BUDGET: note: the root unit: params 0 bytes, gathered 0 bytes, activations kept for backward 0 bytes
 // BUDGET: note: unit 'fc0': params 20 bytes, gathered 60 bytes, activations kept for backward 48 bytes
 // BUDGET: note: unit 'fc1': params 12 bytes, gathered 24 bytes, activations kept for backward 0 bytes
+// With micro-batches the units run in the loop: one micro-batch's figures
+// (2 ranks x 2 micro-batches: fc0's activations as over 4 ranks).
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 grad-accum=2" --shardc-ledger="memory-budget=100" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET-ACCUM
+// BUDGET-ACCUM: note: unit 'fc0': params 40 bytes, gathered 60 bytes, activations kept for backward 48 bytes
+// BUDGET-ACCUM: note: unit 'fc1': params 12 bytes, gathered 24 bytes, activations kept for backward 0 bytes
 // RUN: not shardc-opt %s --train-autodiff --shardc-ledger="format=yaml" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FORMAT
 // FORMAT: error: unknown ledger format 'yaml': expected text or json
 // RUN: not shardc-opt %s --train-autodiff --shardc-ledger="memory-budget=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGBUDGET

@@ -347,12 +347,21 @@ void Ledger::explainUnits(InFlightDiagnostic &diag) {
   llvm::MapVector<StringRef, std::array<int64_t, 4>> units;
   units[""] = {0, 0, 0, 0};
   StringRef lastUnit;
+  // The step's ops, a micro-batch loop's in its place (its units run there).
+  SmallVector<Operation *> ops;
   for (Operation &op : model.getBody().front()) {
+    if (auto loop = dyn_cast<train::MicrobatchesOp>(op))
+      for (Operation &inner : loop.getBody().front())
+        ops.push_back(&inner);
+    else
+      ops.push_back(&op);
+  }
+  for (Operation *op : ops) {
     if (auto param = dyn_cast<ParamOp>(op))
       units[param.getUnitName()][0] += bytesOf(param.getType());
     // A shard kept after a unit's forward, for its backward.
     if (isa<TakeShardOp>(op))
-      units[lastUnit][3] += getBufferBytes(op.getResult(0));
+      units[lastUnit][3] += getBufferBytes(op->getResult(0));
     auto unit = dyn_cast<train::UnitOp>(op);
     if (!unit)
       continue;
