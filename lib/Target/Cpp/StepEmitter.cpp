@@ -998,6 +998,14 @@ std::string StepEmitter::emitStaging(Operation *op, Value in, Type wire) {
   return staging;
 }
 
+/// What `count` things carry, named by the first and the last: "first ..
+/// last (count)", or `first` alone.
+static std::string firstToLast(StringRef first, StringRef last, size_t count) {
+  if (count == 1)
+    return first.str();
+  return (first + " .. " + last + " (" + Twine(count) + ")").str();
+}
+
 /// What a collective carries, for --trace's timeline: the param (or flat
 /// unit) whose values, or updated shards, a gather brings; the params whose
 /// gradients a reduction brings to their updates (of a bucket, the first and
@@ -1068,10 +1076,8 @@ static std::string carriedBy(Operation *collective) {
     llvm::sort(updates, [](const auto &a, const auto &b) {
       return a.first->isBeforeInBlock(b.first);
     });
-  if (updates.size() == 1)
-    return updates.front().second;
-  return updates.front().second + " .. " + updates.back().second + " (" +
-         std::to_string(updates.size()) + ")";
+  return firstToLast(updates.front().second, updates.back().second,
+                     updates.size());
 }
 
 StepEmitter::PreparedCollective StepEmitter::prepareCollective(Operation *op) {
@@ -1151,8 +1157,8 @@ void StepEmitter::emitNcclCollectives(
                          : "SHARDC_RT_ALL_REDUCE";
   std::string what = carriedBy(op);
   if (collectives.size() > 1)
-    what += " .. " + carriedBy(collectives.back().op) + " (" +
-            std::to_string(collectives.size()) + ")";
+    what =
+        firstToLast(what, carriedBy(collectives.back().op), collectives.size());
   std::string ready = event(), done = event();
   os << "SHARDC_CUDA(cudaEventRecord(" << ready << ", compute));\n";
   os << "SHARDC_CUDA(cudaStreamWaitEvent(" << stream << ", " << ready

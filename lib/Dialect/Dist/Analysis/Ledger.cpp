@@ -142,13 +142,7 @@ void Ledger::countTraffic(LedgerReport &report) {
           runsPerStep(op) * getBufferBytes(op->getOperand(0));
     auto account = [&](auto coll, LedgerTraffic &traffic, bool gathers,
                        int64_t factor, LedgerTraffic *local = nullptr) {
-      auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, coll.getMeshAttr());
-      if (!mesh)
-        return;
-      int64_t group = 1;
-      for (Attribute axis : coll.getAxes())
-        group *= mesh.getShape()[mesh.getAxisIndex(
-            cast<StringAttr>(axis).getValue())];
+      int64_t group = getGroupSize(op, coll.getMeshAttr(), coll.getAxes());
       // D: the whole tensor in the wire type, shards padded.
       RankedTensorType piece = gathers ? coll.getInput().getType()
                                        : coll.getResultTensorType();
