@@ -1,6 +1,7 @@
 """The correctness contract: for every strategy, rank count, layout,
 reshard-after-forward (true, false, and K: the backward gathering over K
-ranks), micro-batch count and when micro-batches' gradients
+ranks; the last unit keeping its gather, or resharding too: "all"),
+micro-batch count and when micro-batches' gradients
 are reduced (--grad-sync), K AdamW steps of the sharded
 executable give the loss and every param of the single-rank executable.
 
@@ -40,8 +41,10 @@ def configurations(layouts):
                     yield strategy, str(n), layout, "true", accum, "step"
         for n in ("1", "2", "4", "2x2"):
             strategy = "hsdp" if "x" in n else "zero3"
-            # K = 2 of a shard axis of 4: mesh [node 2, local 2].
-            for reshard in ("true", "false") + (("2",) if n == "4" else ()):
+            # K = 2 of a shard axis of 4: mesh [node 2, local 2]; "all":
+            # true with the last unit resharded too.
+            for reshard in ("true", "false") + (("2", "all") if n == "4"
+                                                else ()):
                 for accum in (1, 2):
                     yield strategy, n, layout, reshard, accum, "step"
         # hsdp's mesh [replicate 2, node 2, local 2].
@@ -55,11 +58,12 @@ def configurations(layouts):
         for strategy, n in (("zero3", "4"), ("hsdp", "2x2")):
             for reshard in ("true", "false"):
                 yield strategy, n, "flat-merged", reshard, 2, "step"
-        yield "zero3", "4", "flat-merged", "2", 2, "step"
+        for reshard in ("2", "all"):
+            yield "zero3", "4", "flat-merged", reshard, 2, "step"
 
 
 def reshard_tag(reshard):
-    """reshard1 (true), reshard0 (false), reshardK."""
+    """reshard1 (true), reshard0 (false), reshardK, reshardall."""
     return "reshard" + {"true": "1", "false": "0"}.get(reshard, reshard)
 
 
@@ -87,7 +91,9 @@ def main():
             extra += ["--layout", "flat"]
         elif layout == "flat-merged":
             extra += ["--layout", "flat", "--unit-bucket-mb", "100"]
-        if strategy in ("zero3", "hsdp"):
+        if reshard == "all":
+            extra += ["--reshard-last-unit", "true"]
+        elif strategy in ("zero3", "hsdp"):
             extra += ["--reshard-after-forward", reshard]
         params, log = lib.train(shardc, model, out_dir, tag, strategy, mesh,
                                 STEPS, extra)

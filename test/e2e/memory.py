@@ -22,6 +22,8 @@ CONFIGS = [
     ("zero2", "4", []),
     ("zero3", "4", []),
     ("zero3", "4", ["--reshard-after-forward", "false"]),
+    # The last unit gathers again for its backward.
+    ("zero3", "4", ["--reshard-last-unit", "true"]),
     # The forward keeps its shard over 2 of the 4 ranks for the backward.
     ("zero3", "4", ["--reshard-after-forward", "2"]),
     ("hsdp", "1x4", ["--reshard-after-forward", "2", "--layout", "flat",

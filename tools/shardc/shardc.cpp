@@ -68,6 +68,11 @@ options (as --shardc-pipeline's):
                                over K consecutive ranks (a node) and gather
                                the backward's over those (FSDP2's int form,
                                ZeRO++'s hpZ)
+  --reshard-last-unit true|false
+                               zero3/hsdp: the unit whose forward runs last
+                               reshards too (default false: it keeps its
+                               gather for its backward, which follows at
+                               once, as torchtitan does)
   --layout dim0|flat           FSDP2 per-param shards, or FSDP1 flat params
   --param-dtype f32|bf16  --reduce-dtype f32|bf16
   --bucket-mb MB  --grad-accum K  --prefetch D
@@ -154,7 +159,8 @@ std::string checkPipelineValue(const std::string &name,
     return expect({"step", "microbatch"}, "step or microbatch");
   if (name == "recompute-policy")
     return expect({"full", "save-matmuls"}, "full or save-matmuls");
-  if (name == "fuse" || name == "offload-optimizer" || name == "offload-params")
+  if (name == "fuse" || name == "offload-optimizer" ||
+      name == "offload-params" || name == "reshard-last-unit")
     return expect({"true", "false", "1", "0"}, "true or false");
   int64_t number;
   if (name == "reshard-after-forward" && value != "true" && value != "false" &&
@@ -227,6 +233,7 @@ Options parseArgs(int argc, char **argv) {
                                           "mesh",
                                           "wrap",
                                           "reshard-after-forward",
+                                          "reshard-last-unit",
                                           "param-dtype",
                                           "reduce-dtype",
                                           "bucket-mb",

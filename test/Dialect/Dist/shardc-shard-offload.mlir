@@ -68,16 +68,16 @@
 
 // The 424 bytes of params leave the device, and nothing comes in their
 // place: the peak goes from 1928 to 1504. Host copies: the 424 bytes of
-// gradients out, and each gather's shard in (552 bytes: the 424 of the
-// forward's, and layer 0's weight again for the backward), no updated
-// value back.
+// gradients out, and each gather's shard in (the forward's 424: the last
+// unit keeps its gather for its backward, and the first's backward reads
+// no param), no updated value back.
 // RUN: shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=2 offload-optimizer=true offload-params=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PARAMS
 // PARAMS:      params (host) 424 424.00 B
 // PARAMS:      optimizer (host) 848
 // PARAMS:      comm buffers 0
 // PARAMS-NEXT: peak 1504
 // PARAMS-NEXT: eval peak 1504
-// PARAMS:      host copies 976 976.00 B (gradients to the host, shards to the device for their gathers)
+// PARAMS:      host copies 848 848.00 B (gradients to the host, shards to the device for their gathers)
 // RUN: shardc-opt %t.mlir --shardc-pipeline="strategy=hsdp mesh=2x1 offload-optimizer=true offload-params=true format=json output=-" -o /dev/null | FileCheck %s --check-prefix=PARAMS-JSON
 // PARAMS-JSON: "offload_optimizer": true,
 // PARAMS-JSON: "offload_params": true,

@@ -4,6 +4,9 @@
 // unit keeps its shard over `local` (dist.take_shard, 1/K of the params)
 // instead of nothing (true) or everything (false). The backward gathers
 // that shard over `local` alone: K consecutive ranks, inside a node.
+// Under true and K alike, the unit whose forward runs last (layers.2 here)
+// keeps its gather whole for its backward, which follows at once
+// (torchtitan's default), unless reshard-last-unit=true.
 
 // RUN: shardc-gen mlp --sizes 8,16,16,4 --batch 8 > %t.mlir
 // RUN: shardc-opt %t.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=4 reshard-after-forward=2" | FileCheck %s --check-prefix=IR
@@ -21,9 +24,27 @@
 
 // A param its backward does not read (a bias, the first layer's weight)
 // keeps nothing: the bias's gather is freed after the forward as with true.
+// The last unit keeps its whole gather: one take_shard (layers.1.weight),
+// two with reshard-last-unit=true (layers.2.weight too).
 // RUN: shardc-opt %t.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=4 reshard-after-forward=2" | FileCheck %s --check-prefix=COUNT
-// COUNT-COUNT-2: dist.take_shard
+// COUNT-COUNT-1: dist.take_shard
 // COUNT-NOT:     dist.take_shard
+// RUN: shardc-opt %t.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=4 reshard-after-forward=2 reshard-last-unit=true" | FileCheck %s --check-prefix=ALL
+// ALL-COUNT-2: dist.take_shard
+// ALL-NOT:     dist.take_shard
+
+// The last unit: its forward's gather of layers.2.weight serves its
+// backward, freed after it; its bias's, which the backward does not read,
+// is freed after the forward.
+// RUN: shardc-opt %t.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=4" | FileCheck %s --check-prefix=LAST
+// LAST:      %[[W2:.*]] = dist.all_gather %{{.*}} on @mesh ["shard"] dim0 : tensor<1x16xf32> -> tensor<4x16xf32>
+// LAST:      %[[B2:.*]] = dist.all_gather %{{.*}} on @mesh ["shard"] dim0 : tensor<1xf32> -> tensor<4xf32>
+// LAST:      train.unit "layers.2"({{.*}}, %[[W2]], %[[B2]])
+// LAST:      dist.free %[[B2]]
+// LAST-NOT:  dist.all_gather
+// LAST-NOT:  dist.free %[[W2]]
+// LAST:      train.backward "layers.2"({{.*}}, %[[W2]])
+// LAST:      dist.free %[[W2]]
 
 // K = S is true (no axis is cut); so is `true` for any strategy.
 // RUN: shardc-opt %t.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=4 reshard-after-forward=4" | FileCheck %s --check-prefix=WHOLE
@@ -53,21 +74,29 @@
 // HSDP:      dist.all_reduce_start %{{.*}} on @mesh ["replicate"] avg
 // HSDP:      dist.all_reduce %{{.*}} on @mesh ["replicate", "node", "local"] avg
 
-// The ledger. Of the 2412 bytes true gathers, the backward's 960 (3/4 of
-// layers.1.weight's 1024 bytes and layers.2.weight's 256) become 640 over
-// `local` (1/2 of each): 2092 in all. The kept shards (512 + 128 bytes)
-// count as gathered params; false keeps the whole 1280 and gathers 1452.
+// The ledger. The forwards gather 1452 bytes; with reshard-last-unit=true,
+// true's backwards gather 960 more (3/4 of layers.1.weight's 1024 bytes and
+// layers.2.weight's 256), which K = 2 makes 640 over `local` (1/2 of each):
+// 2412 and 2092 in all. By default layers.2 keeps its gather: 192 bytes
+// fewer for true (2220), 128 fewer over `local` for K (1964). The kept
+// shards (512 bytes) count as gathered params; false keeps the whole 1280
+// and gathers 1452.
 // RUN: shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=4 reshard-after-forward=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LEDGER
-// LEDGER:      all_gather           8             2092
-// LEDGER-NEXT:   over local         2              640
+// LEDGER:      all_gather           7             1964
+// LEDGER-NEXT:   over local         1              512
 // LEDGER-NEXT: reduce_scatter       6             1452
+// RUN: shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=4 reshard-after-forward=2 reshard-last-unit=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LEDGER-ALL
+// LEDGER-ALL:      all_gather           8             2092
+// LEDGER-ALL-NEXT:   over local         2              640
 // RUN: shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=4" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TRUE
-// TRUE:      all_gather           8             2412
+// TRUE:      all_gather           7             2220
 // TRUE-NOT:  over local
+// RUN: shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=4 reshard-last-unit=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TRUE-ALL
+// TRUE-ALL:  all_gather           8             2412
 // RUN: shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=4 reshard-after-forward=2 format=json output=-" -o /dev/null | FileCheck %s --check-prefix=JSON
-// JSON: "all_gather_bytes": 2092,
-// JSON: "local_all_gather_bytes": 640,
-// JSON: "local_all_gather_count": 2,
+// JSON: "all_gather_bytes": 1964,
+// JSON: "local_all_gather_bytes": 512,
+// JSON: "local_all_gather_count": 1,
 
 // Over a memory budget, each unit's note names the shards it keeps.
 // RUN: not shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=4 reshard-after-forward=2 memory-budget=4000" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET
@@ -84,7 +113,13 @@
 // ERRW: error: invalid reshard-after-forward 'yes'
 // RUN: shardc-opt %t.mlir --train-autodiff --shardc-shard="strategy=zero2 mesh=4 reshard-after-forward=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=WARN
 // WARN: warning: reshard-after-forward=2: ignored by strategy zero2, which does not gather params (it applies to zero3 and hsdp)
+// RUN: shardc-opt %t.mlir --train-autodiff --shardc-shard="strategy=zero2 mesh=4 reshard-last-unit=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=WARN-LAST
+// WARN-LAST: warning: reshard-last-unit=true: ignored by strategy zero2, which does not gather params (it applies to zero3 and hsdp)
+// RUN: shardc-opt %t.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=4 reshard-after-forward=false reshard-last-unit=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=WARN-KEEP
+// WARN-KEEP: warning: reshard-last-unit=true: ignored with reshard-after-forward=false, which keeps every unit's gather
 
 // The driver takes the same values.
 // RUN: not shardc build %t.mlir --strategy zero3 --mesh 4 --reshard-after-forward 1 -o %t.exe 2>&1 | FileCheck %s --check-prefix=DRIVER
 // DRIVER: shardc: --reshard-after-forward: expected true, false or a number of ranks from 2, got '1'
+// RUN: not shardc build %t.mlir --strategy zero3 --mesh 4 --reshard-last-unit yes -o %t.exe 2>&1 | FileCheck %s --check-prefix=DRIVER-LAST
+// DRIVER-LAST: shardc: --reshard-last-unit: expected true or false, got 'yes'

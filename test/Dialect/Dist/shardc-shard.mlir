@@ -1,6 +1,7 @@
-// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4" | FileCheck %s --check-prefix=ZERO3
-// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=fsdp mesh=4" | FileCheck %s --check-prefix=ZERO3
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 reshard-last-unit=true" | FileCheck %s --check-prefix=ZERO3
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=fsdp mesh=4 reshard-last-unit=true" | FileCheck %s --check-prefix=ZERO3
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 reshard-after-forward=false" | FileCheck %s --check-prefix=KEEP
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2" | FileCheck %s --check-prefix=KEEP
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 param-dtype=bf16 reduce-dtype=f32 bucket-mb=0" | FileCheck %s --check-prefix=DDP
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2" | FileCheck %s --check-prefix=BUCKET
 // Buckets of 1 MiB: the 512x512 f32 weights are 1 MiB each; in the order
@@ -13,7 +14,8 @@
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 param-dtype=bf16 reduce-dtype=f32" | FileCheck %s --check-prefix=MIXED
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 grad-accum=2" | FileCheck %s --check-prefix=ACCUM
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 layout=flat" | FileCheck %s --check-prefix=FLAT
-// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 layout=flat unit-bucket-mb=1" | FileCheck %s --check-prefix=MERGED
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 layout=flat unit-bucket-mb=1 reshard-last-unit=true" | FileCheck %s --check-prefix=MERGED
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 layout=flat unit-bucket-mb=1" | FileCheck %s --check-prefix=MERGED-KEPT
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero1 mesh=2 layout=flat" | FileCheck %s --check-prefix=FLAT1
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=2 layout=flat bucket-mb=0" | FileCheck %s --check-prefix=FLAT2
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 layout=flat bucket-mb=0" 2>&1 | FileCheck %s --check-prefix=DDP-FLAT
@@ -89,7 +91,8 @@
 // ZERO3:      %[[G1:.*]] = dist.all_gather %[[W1]] on @mesh ["shard"] dim0 : tensor<1x3xf32> -> tensor<2x3xf32>
 // ZERO3:      train.unit "fc1"(%[[H0]]#0, %[[G1]])
 // ZERO3:      dist.free %[[G1]]
-// Gathered again for the backward, freed after it.
+// With reshard-last-unit=true, gathered again for the backward, freed after
+// it.
 // ZERO3:      %[[G1B:.*]] = dist.all_gather %[[W1]] on @mesh ["shard"] dim0
 // ZERO3:      %[[BW1:.*]]:2 = train.backward "fc1"(%{{.*}}, %[[H0]]#0, %[[G1B]]) params ["fc1.weight"]
 // ZERO3-NOT:  train.param_ref
@@ -107,7 +110,9 @@
 // ZERO3:      %[[LOSS:.*]] = dist.all_reduce %{{.*}} on @mesh ["shard"] avg : tensor<f32> -> tensor<f32>
 // ZERO3-NEXT: train.return %[[LOSS]]
 
-// reshard-after-forward=false: the forward's gather serves the backward.
+// reshard-after-forward=false: the forward's gather serves the backward. So
+// it does by default for the last unit, fc1, whose backward follows at once
+// (fc0's backward reads no param).
 // KEEP:       %[[G1:.*]] = dist.all_gather %{{.*}} on @mesh ["shard"] dim0 : tensor<1x3xf32> -> tensor<2x3xf32>
 // KEEP:       train.unit "fc1"(%{{.*}}, %[[G1]])
 // KEEP-NOT:   dist.all_gather
@@ -231,8 +236,9 @@
 // FLAT-NOT:  train.adamw
 
 // Small units bucketed: fc0 and fc1 (21 elements) share one flat parameter,
-// gathered once before fc0's forward and freed after fc1's, gathered once
-// around the backwards (only fc1's reads it), reduce-scattered once.
+// gathered once before fc0's forward and (with reshard-last-unit=true)
+// freed after fc1's, gathered once around the backwards (only fc1's reads
+// it), reduce-scattered once.
 // MERGED:      %[[F:.*]] = dist.flat_param "fc0+fc1" ["fc0.weight", "fc0.bias", "fc1.weight"] on @mesh ["shard"] : tensor<6xf32>
 // MERGED:      %[[G:.*]] = dist.all_gather %[[F]] on @mesh ["shard"] flat : tensor<6xf32> -> tensor<24xf32>
 // MERGED-NEXT: %[[V:.*]]:3 = dist.unpack %[[G]]
@@ -247,6 +253,15 @@
 // MERGED-NEXT: dist.reduce_scatter
 // MERGED:      dist.adamw_flat "fc0+fc1" ["fc0.weight", "fc0.bias", "fc1.weight"]
 // MERGED-NOT:  dist.all_gather
+// By default the group, which holds the last unit, keeps its gather for the
+// backwards.
+// MERGED-KEPT:     %[[G:.*]] = dist.all_gather %{{.*}} on @mesh ["shard"] flat : tensor<6xf32> -> tensor<24xf32>
+// MERGED-KEPT:     train.unit "fc1"
+// MERGED-KEPT-NOT: dist.all_gather
+// MERGED-KEPT-NOT: dist.free %[[G]]
+// MERGED-KEPT:     train.backward "fc1"
+// MERGED-KEPT:     dist.free %[[G]]
+// MERGED-KEPT-NOT: dist.all_gather
 
 // ZeRO-1 with flat pieces (DeepSpeed's layout): whole params; after the
 // backward the gradients, in the order the backward produced them, fill a

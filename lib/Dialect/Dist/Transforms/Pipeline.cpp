@@ -55,6 +55,12 @@ struct ShardcPipelineOptions
                      "false keeps the forward's gather, K keeps a shard "
                      "over K ranks and gathers over those"),
       llvm::cl::init("true")};
+  Option<bool> reshardLastUnit{
+      *this, "reshard-last-unit",
+      llvm::cl::desc("zero3/hsdp: the unit whose forward runs last "
+                     "reshards too, instead of keeping its gather for its "
+                     "backward"),
+      llvm::cl::init(false)};
   Option<Layout> layout{
       *this, "layout", llvm::cl::desc("how shards are cut"),
       llvm::cl::init(Layout::dim0),
@@ -417,6 +423,7 @@ void buildShardcPipeline(OpPassManager &pm,
   }
   steps.shard.mesh = options.mesh;
   steps.shard.reshardAfterForward = options.reshardAfterForward;
+  steps.shard.reshardLastUnit = options.reshardLastUnit;
   steps.shard.layout = options.layout;
   steps.shard.paramDType = options.paramDType;
   steps.shard.reduceDType = options.reduceDType;

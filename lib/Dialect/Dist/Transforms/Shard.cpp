@@ -79,6 +79,9 @@ struct Plan {
   /// to its backward (reshard-after-forward): the shard axis's (true), 1
   /// (false: kept whole), or K between them.
   int64_t reshardRanks;
+  /// Whether the unit whose forward runs last reshards too (else it keeps
+  /// its gather whole for its backward, which follows at once).
+  bool reshardLastUnit;
   Type paramType, reduceType;
   int64_t gradAccum;
   GradSync gradSync;
@@ -252,6 +255,13 @@ private:
     FreeOp::create(b, forward->getLoc(), gathered);
     return kept;
   }
+  /// Whether the unit run by `forward` keeps its gathered params whole until
+  /// its backward: with reshard-after-forward=false, and for the unit whose
+  /// forward runs last unless reshard-last-unit.
+  bool keepsWhole(Operation *forward) const {
+    return plan.reshardRanks == 1 ||
+           (forward == lastForward && !plan.reshardLastUnit);
+  }
   /// Gathers a kept shard over `local` for the backward, and frees it.
   Value regatherLocalShard(OpBuilder &b, Value kept, RankedTensorType full,
                            Layout layout) {
@@ -280,6 +290,8 @@ private:
 
   ModelOp model;
   const Plan &plan;
+  /// The train.unit whose forward runs last.
+  Operation *lastForward = nullptr;
   MLIRContext *ctx;
   FlatSymbolRefAttr meshRef;
   /// With a flat layout: each unit's trainable params, in order ("" is the
@@ -556,8 +568,9 @@ void Sharder::flattenStorage() {
 }
 
 /// zero3: gather before the unit's forward and again before its backward,
-/// freeing each gather after; with reshard-after-forward=false the first
-/// gather serves both, and with K the forward keeps its shard over `local`,
+/// freeing each gather after; with reshard-after-forward=false, and for the
+/// last unit (keepsWhole), the first gather serves both, and with K the
+/// forward keeps its shard over `local`,
 /// which the backward gathers. `gatherFor(b, user, kept)` rewires `user` to
 /// a new gather, or to `kept`, and returns the gathered buffer.
 void Sharder::gatherAroundUsers(
@@ -576,7 +589,7 @@ void Sharder::gatherAroundUsers(
       kept = regatherLocalShard(b, keptShard, fullType, Layout::dim0);
     keptShard = nullptr;
     Value gathered = gatherFor(b, user, forward ? Value() : kept);
-    if (forward && plan.reshardRanks == 1) {
+    if (forward && keepsWhole(user)) {
       kept = gathered;
       keptBy = user;
       continue;
@@ -638,8 +651,8 @@ void Sharder::gatherForRoot(ParamOp param) {
 /// gatherForUnits for a flat parameter: one gather of the whole group of
 /// units, the members unpacked from it. A group of several small units is
 /// gathered once before the first unit's forward and freed after the last's
-/// (after the last backward with reshard-after-forward=false; with K, its
-/// shard over `local` kept), and gathered once more around their backwards.
+/// (after the last backward where keepsWhole; with K, its shard over
+/// `local` kept), and gathered once more around their backwards.
 void Sharder::gatherFlatForUnit(FlatParamOp flat, ArrayRef<ParamOp> members) {
   SmallVector<Operation *> forwards, backwards;
   for (ParamOp member : members)
@@ -670,11 +683,12 @@ void Sharder::gatherFlatForUnit(FlatParamOp flat, ArrayRef<ParamOp> members) {
     OpBuilder b(forwards.front());
     kept = gatherMembers(b, forwards.front()->getLoc(), flat, members);
     rewire(kept, forwards);
-    if (plan.reshardsPartly() && !backwards.empty()) {
+    bool whole = keepsWhole(forwards.back());
+    if (plan.reshardsPartly() && !whole && !backwards.empty()) {
       keptShard =
           keepLocalShard(forwards.back(), kept.getInput(), Layout::flat);
       kept = nullptr;
-    } else if (plan.reshardRanks != 1 || backwards.empty()) {
+    } else if (!whole || backwards.empty()) {
       freeAfter(forwards.back(), kept);
       kept = nullptr;
     }
@@ -1263,6 +1277,7 @@ LogicalResult Sharder::run() {
   hoistParams();
   groupFlatParams();
   accumulateMicrobatches();
+  model.walk([&](train::UnitOp unit) { lastForward = unit; });
   shardStorage();
   if (failed(splitInputs()))
     return failure();
@@ -1355,6 +1370,14 @@ void ShardcShardPass::runOnOperation() {
                 "': expected true, false, or a number of ranks from 2 "
                 "dividing the shard axis's " +
                 Twine(shardRanks) + " (mesh=" + mesh + ")");
+  if (reshardLastUnit && !shardsParams)
+    module.emitWarning() << "reshard-last-unit=true: ignored by " << setting
+                         << ", which does not gather params (it applies to "
+                            "zero3 and hsdp)";
+  else if (reshardLastUnit && reshard == "false")
+    module.emitWarning() << "reshard-last-unit=true: ignored with "
+                            "reshard-after-forward=false, which keeps every "
+                            "unit's gather";
   if (!bucketsGrads && bucketMB != kDefaultBucketMB)
     module.emitWarning() << "bucket-mb: ignored by " << setting
                          << " (it applies to ddp, and zero1/zero2 with "
@@ -1376,6 +1399,7 @@ void ShardcShardPass::runOnOperation() {
   Plan plan{strategy,
             *meshShape,
             reshardRanks,
+            reshardLastUnit,
             elementTypeOf(&getContext(), paramDType),
             elementTypeOf(&getContext(), reduceDType),
             gradAccum,

@@ -40,6 +40,11 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
        gathered params, 1/K of them), and the backward gathers over `local`
        alone: K consecutive ranks, a node's GPUs where K is their number,
        so the backward's gathers stay inside a node;
+       under `true` and K alike, the unit whose forward runs last keeps
+       its gather whole for its backward, which follows at once (only the
+       root's head and loss run between): torchtitan's default, the gather
+       it saves being one no prefetch could hide; `reshard-last-unit=true`
+       reshards it too;
        with `layout=flat` each unit's trainable parameters are one
        `dist.flat_param` instead (FSDP1), gathered whole and viewed through
        `dist.unpack`, their gradients packed and reduce-scattered in one
@@ -98,7 +103,8 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
     train.adamw "fc0.w", %gw : tensor<4x16xf32>
     ```
 
-    After `--shardc-shard="strategy=zero3 mesh=2"`:
+    After `--shardc-shard="strategy=zero3 mesh=2 reshard-last-unit=true"`
+    (without the option, fc0, the last unit, keeps `%w0` for its backward):
 
     ```mlir
     dist.mesh @mesh axes ["shard"] shape [2]
@@ -151,6 +157,10 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
            "and gathers them again for its backward; false keeps them; K "
            "keeps 1/K of them, sharded over K ranks, and gathers the "
            "backward's over those K">,
+    Option<"reshardLastUnit", "reshard-last-unit", "bool", "false",
+           "zero3/hsdp with reshard-after-forward true or K: the unit whose "
+           "forward runs last reshards too, instead of keeping its gathered "
+           "params for its backward, which follows at once">,
     Option<"layout", "layout", "::shardc::dist::Layout",
            "::shardc::dist::Layout::dim0", "how shards are cut",
            [{::llvm::cl::values(
