@@ -8,6 +8,17 @@ import subprocess
 import sys
 
 
+class Checks:
+    """Prints a row per check, ok or FAIL, and counts the failures."""
+
+    def __init__(self):
+        self.failures = 0
+
+    def __call__(self, ok, text):
+        self.failures += not ok
+        print("%-4s %s" % ("ok" if ok else "FAIL", text))
+
+
 def read_safetensors(path):
     """{name: (shape, list of floats)} of an F32 safetensors file."""
     with open(path, "rb") as f:

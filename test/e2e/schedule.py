@@ -52,12 +52,7 @@ def generate(shardc, out_dir, name, flags):
 def main():
     shardc, out_dir = sys.argv[1:3]
     os.makedirs(out_dir, exist_ok=True)
-    failures = 0
-
-    def check(ok, text):
-        nonlocal failures
-        failures += not ok
-        print("%s %s" % ("ok  " if ok else "FAIL", text))
+    check = lib.Checks()
 
     model = generate(shardc, out_dir, "scheduled",
                      ["--lr", repr(LR), "--warmup", str(WARMUP),
@@ -113,8 +108,8 @@ def main():
     check(same and param == 0,
           "resumed after step 4: steps %s, lr and loss as uninterrupted; "
           "param diff %.1e" % (",".join(str(a["step"]) for a in log), param))
-    print("schedule: %d checks failed" % failures)
-    sys.exit(1 if failures else 0)
+    print("schedule: %d checks failed" % check.failures)
+    sys.exit(1 if check.failures else 0)
 
 
 if __name__ == "__main__":

@@ -95,6 +95,10 @@ options (as --shardc-pipeline's):
                                their gradients, and the loss with its
                                gradient (default true)
   --memory-budget BYTES        fail when the predicted peak is larger
+  --machine h100|h200          the ledger also predicts the step's time on
+                               this machine (a roofline of the scheduled
+                               step: compute, collectives, exposed waits)
+  --ranks-per-node N           with --machine: ranks per node (default 8)
   --ledger-json FILE           the ledger as JSON (- for stdout; else a table
                                on stderr)
   --quiet                      no ledger table
@@ -168,8 +172,8 @@ std::string checkPipelineValue(const std::string &name,
     return "--" + name + ": expected true, false or a number of ranks " +
            "from 2, got '" + value + "'";
   if ((name == "bucket-mb" || name == "unit-bucket-mb" ||
-       name == "grad-accum" || name == "prefetch" ||
-       name == "memory-budget") &&
+       name == "grad-accum" || name == "prefetch" || name == "memory-budget" ||
+       name == "ranks-per-node") &&
       llvm::StringRef(value).getAsInteger(10, number))
     return "--" + name + ": expected an integer, got '" + value + "'";
   return "";
@@ -247,7 +251,9 @@ Options parseArgs(int argc, char **argv) {
                                           "recompute",
                                           "recompute-policy",
                                           "offload-optimizer",
-                                          "offload-params"};
+                                          "offload-params",
+                                          "machine",
+                                          "ranks-per-node"};
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") {

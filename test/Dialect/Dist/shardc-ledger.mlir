@@ -62,6 +62,14 @@
 //     (the last unit, its gather kept for its backward) = 96 B in 3;
 //     reduce_scatter: 48 + 12 + 36 = 96 B in 3;
 //     all_reduce: the loss, 2 x 3/4 x 4 = 6 B.
+// A step without units trains too: its linear's 2 x 4 x 4 x 2 = 64 FLOPs,
+// times 3.
+// RUN: shardc-opt %S/Inputs/no-units.mlir --shardc-pipeline="strategy=ddp mesh=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NO-UNITS
+// NO-UNITS: model FLOPs 192 (forward + backward, for MFU)
+// Shapes of 2^40 elements (2^20 x 2^20 products) run more FLOPs than an
+// int64 holds: an error, not a wrapped count.
+// RUN: not shardc-opt %S/Inputs/flops-overflow.mlir --shardc-pipeline="strategy=ddp mesh=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OVERFLOW
+// OVERFLOW: error: 'train.model' op runs more than 9223372036854775807 FLOPs a step per rank, more than the ledger counts
 // RUN: shardc-opt %S/../../tools/shardc-opt/Inputs/mlp.mlir --train-autodiff --shardc-ledger -o /dev/null 2>&1 | FileCheck %s --check-prefix=NONE
 // NONE: ledger @mlp: none over 1 ranks, 864 params
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4" --shardc-ledger -o /dev/null 2>&1 | FileCheck %s --check-prefix=TEXT

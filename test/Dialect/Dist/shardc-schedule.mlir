@@ -2,6 +2,7 @@
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-schedule="prefetch=0" | FileCheck %s --check-prefix=NOPREFETCH
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 bucket-mb=0" --shardc-schedule | FileCheck %s --check-prefix=DDP
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=2x2" --shardc-schedule | shardc-opt | FileCheck %s --check-prefix=HSDP
+// RUN: shardc-gen mlp --sizes 512,512,512,10 --batch 4 | shardc-opt --train-autodiff --shardc-shard="strategy=ddp mesh=2 bucket-mb=1" --shardc-schedule | FileCheck %s --check-prefix=BUCKETS
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 param-dtype=bf16" --shardc-schedule | FileCheck %s --check-prefix=STAGED
 // A reduction whose result nothing reads completes before the step returns.
 // RUN: shardc-opt %S/Inputs/unused-reduction.mlir --shardc-schedule | FileCheck %s --check-prefix=UNUSED-REDUCTION
@@ -61,10 +62,26 @@
 // DDP-NEXT:   train.backward "fc0"
 // DDP:        dist.wait %[[AR]]
 
+// hsdp: fc1's reduce-scatter overlaps fc0's backward; its all-reduce over
+// the replicas starts once it is done (after fc0's backward), and is waited
+// on before the update.
 // HSDP:       %[[RS:.*]] = dist.reduce_scatter_start %{{.*}} on @mesh ["shard"]
-// HSDP-NEXT:  %[[S:.*]] = dist.wait %[[RS]]
+// HSDP-NEXT:  train.backward "fc0"
+// HSDP:       %[[S:.*]] = dist.wait %[[RS]]
 // HSDP:       %[[AR:.*]] = dist.all_reduce_start %[[S]] on @mesh ["replicate"] avg
-// HSDP:       dist.wait %[[AR]]
+// HSDP:       %[[R:.*]] = dist.wait %[[AR]]
+// HSDP-NEXT:  train.adamw "fc1.weight", %[[R]]
+
+// ddp's buckets: a bucket's all-reduce overlaps the next backward, its
+// views (dist.unpack) made where the updates read them.
+// BUCKETS:      %[[P:.*]] = dist.pack
+// BUCKETS-NEXT: %[[T:.*]] = dist.all_reduce_start %[[P]] on @mesh ["shard"] avg
+// BUCKETS-NEXT: train.backward "layers.0"
+// BUCKETS:      %[[R:.*]] = dist.wait %[[T]]
+// BUCKETS-NOT:  dist.unpack %[[R]]
+// BUCKETS:      train.adamw "layers.0.weight"
+// BUCKETS:      %[[V:.*]]:3 = dist.unpack %[[R]]
+// BUCKETS-NEXT: train.adamw "layers.1.weight", %[[V]]#2
 
 train.model @mlp batch 8 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %x = train.input "x" : tensor<8x4xf32>

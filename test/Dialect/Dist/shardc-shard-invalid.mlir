@@ -1,5 +1,12 @@
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=0" 2>&1 | FileCheck %s --check-prefix=MESH0
 // MESH0: error: invalid mesh '0': expected N, or RxS for hsdp, with positive sizes and at most 16777216 ranks
+// A step without inputs has nothing to cut into micro-batches.
+// RUN: not shardc-opt %S/Inputs/no-inputs.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=1 grad-accum=2" 2>&1 | FileCheck %s --check-prefix=NO-INPUTS
+// NO-INPUTS: error: 'train.model' op has no train.input for grad-accum=2 to split into micro-batches
+// A reshape whose size the split leaves alone (a loss reshaped to a scalar)
+// follows its input.
+// RUN: shardc-opt %S/Inputs/reshape-to-scalar.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2" | FileCheck %s --check-prefix=TO-SCALAR
+// TO-SCALAR: train.reshape %{{.*}} : tensor<1xf32> to tensor<f32>
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=4294967296x4294967296" 2>&1 | FileCheck %s --check-prefix=MESHBIG
 // MESHBIG: error: invalid mesh '4294967296x4294967296'
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=65536x65536" 2>&1 | FileCheck %s --check-prefix=MESHBIG2

@@ -5,6 +5,12 @@
 // RUN: shardc-opt %s --shardc-pipeline="wrap=min-params=500 strategy=zero3 mesh=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PIPE
 // RUN: not shardc-opt %s --shardc-wrap="policy=every-other" 2>&1 | FileCheck %s --check-prefix=POLICY
 // RUN: not shardc-opt %s --shardc-wrap --shardc-wrap 2>&1 | FileCheck %s --check-prefix=TWICE
+// An input declared after a layer that reads it (its labels, here) moves
+// up with the declarations, so the unit made there can take it.
+// RUN: shardc-opt %S/Inputs/late-input.mlir --shardc-wrap | FileCheck %s --check-prefix=LATE
+// LATE:      %[[X:.*]] = train.input "x"
+// LATE-NEXT: %[[Y:.*]] = train.input "y"
+// LATE-NEXT: train.unit "unit.0"(%[[X]], %[[Y]])
 
 // per-layer: a unit per param-reading op and the param-free ops after it;
 // the tied embedding and head read "wte" from two places, so both stay in

@@ -33,6 +33,42 @@ int64_t dist::getGroupSize(Operation *op, FlatSymbolRefAttr meshRef,
   return size;
 }
 
+int64_t dist::getGroupSpan(Operation *op, FlatSymbolRefAttr meshRef,
+                           ArrayAttr axes) {
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(op, meshRef);
+  if (!mesh)
+    return 1;
+  ArrayRef<int64_t> shape = mesh.getShape();
+  int64_t span = 1;
+  for (Attribute axis : axes) {
+    int64_t index = mesh.getAxisIndex(cast<StringAttr>(axis).getValue());
+    int64_t stride = 1;
+    for (int64_t inner : shape.drop_front(index + 1))
+      stride *= inner;
+    span += (shape[index] - 1) * stride;
+  }
+  return span;
+}
+
+int64_t dist::getBytesSent(Operation *op) {
+  int64_t sent = 0;
+  auto ring = [&](auto coll, bool gathers, int64_t factor) {
+    int64_t group = getGroupSize(op, coll.getMeshAttr(), coll.getAxes());
+    RankedTensorType piece =
+        gathers ? coll.getInput().getType() : coll.getResultTensorType();
+    int64_t wireBytes = (coll.getWireType().getIntOrFloatBitWidth() + 7) / 8;
+    int64_t d = piece.getNumElements() * wireBytes;
+    sent = factor == 2 ? (2 * (group - 1) * d + group / 2) / group
+                       : (group - 1) * d;
+  };
+  TypeSwitch<Operation *>(op)
+      .Case<AllGatherOp, AllGatherStartOp>([&](auto c) { ring(c, true, 1); })
+      .Case<ReduceScatterOp, ReduceScatterStartOp>(
+          [&](auto c) { ring(c, false, 1); })
+      .Case<AllReduceOp, AllReduceStartOp>([&](auto c) { ring(c, false, 2); });
+  return sent;
+}
+
 bool dist::readsHostMemory(Operation *op) {
   if (!isa<AllGatherOp, AllGatherStartOp>(op))
     return false;

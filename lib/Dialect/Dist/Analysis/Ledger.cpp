@@ -13,6 +13,7 @@
 
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace shardc;
@@ -29,32 +30,15 @@ int64_t bytesOf(RankedTensorType type) {
          ((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
 }
 
-/// A forward op's matrix-product FLOPs on this rank (0 for the rest).
-int64_t forwardFlops(Operation *op) {
-  auto shape = [](Value v) {
-    return cast<RankedTensorType>(v.getType()).getShape();
-  };
-  auto numel = [](Value v) {
-    return cast<RankedTensorType>(v.getType()).getNumElements();
-  };
-  return TypeSwitch<Operation *, int64_t>(op)
-      // [M, K] x [N, K]^T: 2 M K N.
-      .Case<train::LinearOp, train::LinearGeluOp>([&](auto o) {
-        return 2 * numel(o.getInput()) * shape(o.getWeight())[0];
-      })
-      // Each of the result's elements sums K products.
-      .Case([&](train::MatmulOp o) {
-        ArrayRef<int64_t> lhs = shape(o.getLhs());
-        int64_t k = lhs[lhs.size() - (o.getTransposeLhs() ? 2 : 1)];
-        return 2 * numel(o.getResult()) * k;
-      })
-      // [B, T, 3C]: Q K^T and P V over the causal half, 2 B T^2 C / 2
-      // each.
-      .Case([&](train::AttentionOp o) {
-        ArrayRef<int64_t> qkv = shape(o.getQkv());
-        return 2 * qkv[0] * qkv[1] * qkv[1] * (qkv[2] / 3);
-      })
-      .Default([](Operation *) { return int64_t(0); });
+/// a * b and a + b, or kFlopsOverflow where int64 cannot hold them (shapes
+/// of up to 2^40 elements can ask for more FLOPs than that).
+int64_t saturatingMul(int64_t a, int64_t b) {
+  int64_t product;
+  return llvm::MulOverflow(a, b, product) ? kFlopsOverflow : product;
+}
+int64_t saturatingAdd(int64_t a, int64_t b) {
+  int64_t sum;
+  return llvm::AddOverflow(a, b, sum) ? kFlopsOverflow : sum;
 }
 
 /// Runs of `op` per step: once per micro-batch of each loop around it.
@@ -140,22 +124,12 @@ void Ledger::countTraffic(LedgerReport &report) {
     if (readsHostMemory(op))
       report.hostCopyBytes +=
           runsPerStep(op) * getBufferBytes(op->getOperand(0));
-    auto account = [&](auto coll, LedgerTraffic &traffic, bool gathers,
-                       int64_t factor, LedgerTraffic *local = nullptr) {
-      int64_t group = getGroupSize(op, coll.getMeshAttr(), coll.getAxes());
-      // D: the whole tensor in the wire type, shards padded.
-      RankedTensorType piece = gathers ? coll.getInput().getType()
-                                       : coll.getResultTensorType();
-      Type wire = coll.getWireType();
-      int64_t wireBytes = (wire.getIntOrFloatBitWidth() + 7) / 8;
-      int64_t d = piece.getNumElements() * wireBytes;
+    auto account = [&](ArrayAttr axes, LedgerTraffic &traffic,
+                       LedgerTraffic *local = nullptr) {
       // A collective in a micro-batch loop runs once per micro-batch.
-      int64_t runs = runsPerStep(op);
-      int64_t once = factor == 2 ? (2 * (group - 1) * d + group / 2) / group
-                                 : (group - 1) * d;
+      int64_t runs = runsPerStep(op), once = getBytesSent(op);
       traffic.bytes += runs * once;
       traffic.count += runs;
-      ArrayAttr axes = coll.getAxes();
       if (local && axes.size() == 1 &&
           cast<StringAttr>(axes[0]).getValue() == kLocalAxisName) {
         local->bytes += runs * once;
@@ -164,12 +138,12 @@ void Ledger::countTraffic(LedgerReport &report) {
     };
     TypeSwitch<Operation *>(op)
         .Case<AllGatherOp, AllGatherStartOp>([&](auto c) {
-          account(c, report.allGather, true, 1, &report.localAllGather);
+          account(c.getAxes(), report.allGather, &report.localAllGather);
         })
         .Case<ReduceScatterOp, ReduceScatterStartOp>(
-            [&](auto c) { account(c, report.reduceScatter, false, 1); })
+            [&](auto c) { account(c.getAxes(), report.reduceScatter); })
         .Case<AllReduceOp, AllReduceStartOp>(
-            [&](auto c) { account(c, report.allReduce, false, 2); });
+            [&](auto c) { account(c.getAxes(), report.allReduce); });
   });
 }
 
@@ -319,7 +293,8 @@ LedgerReport Ledger::build() {
   // is) reaches before the loss, whose gradient starts the backward, but
   // the backwards' (where a recomputed forward runs).
   // A step without one (an evaluation step) counts its forward once.
-  model.walk([&](train::BackwardOp) { report.trains = true; });
+  // A step that updates params trains, with or without units.
+  model.walk([&](train::OptimizerUpdateOpInterface) { report.trains = true; });
   int64_t passes = report.trains ? 3 : 1;
   bool forward = true;
   int64_t recomputed = 0;
@@ -327,12 +302,15 @@ LedgerReport Ledger::build() {
     if (isa<train::CrossEntropyOp, train::CrossEntropyAndGradOp>(op))
       forward = false;
     else if (!op->getParentOfType<train::BackwardOp>())
-      report.modelFlops +=
-          forward ? passes * runsPerStep(op) * forwardFlops(op) : 0;
+      report.modelFlops = saturatingAdd(
+          report.modelFlops,
+          forward ? saturatingMul(passes * runsPerStep(op), getMatmulFlops(op))
+                  : 0);
     else if (op->hasAttr(train::kRecomputedAttrName))
-      recomputed += runsPerStep(op) * forwardFlops(op);
+      recomputed = saturatingAdd(
+          recomputed, saturatingMul(runsPerStep(op), getMatmulFlops(op)));
   });
-  report.hardwareFlops = report.modelFlops + recomputed;
+  report.hardwareFlops = saturatingAdd(report.modelFlops, recomputed);
   return report;
 }
 
@@ -384,6 +362,39 @@ void Ledger::explainUnits(InFlightDiagnostic &diag) {
 }
 
 } // namespace
+
+int64_t dist::getMatmulFlops(Operation *op) {
+  auto shape = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  };
+  auto numel = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getNumElements();
+  };
+  // Each of the result's elements sums K products.
+  auto matmul = [&](auto o) {
+    ArrayRef<int64_t> lhs = shape(o.getLhs());
+    int64_t k = lhs[lhs.size() - (o.getTransposeLhs() ? 2 : 1)];
+    return saturatingMul(2 * numel(o.getResult()), k);
+  };
+  // [B, T, 3C]: Q K^T or P V over the causal half, 2 B T^2 C / 2.
+  auto causalProduct = [&](Value qkv) {
+    ArrayRef<int64_t> s = shape(qkv);
+    return saturatingMul(saturatingMul(s[0] * s[1], s[1]), s[2] / 3);
+  };
+  return TypeSwitch<Operation *, int64_t>(op)
+      // [M, K] x [N, K]^T: 2 M K N.
+      .Case<train::LinearOp, train::LinearGeluOp>([&](auto o) {
+        return saturatingMul(2 * numel(o.getInput()), shape(o.getWeight())[0]);
+      })
+      .Case<train::MatmulOp, train::MatmulGeluGradOp>(matmul)
+      .Case([&](train::AttentionOp o) {
+        return saturatingMul(2, causalProduct(o.getQkv()));
+      })
+      .Case([&](train::AttentionGradOp o) {
+        return saturatingMul(5, causalProduct(o.getQkv()));
+      })
+      .Default([](Operation *) { return int64_t(0); });
+}
 
 LedgerReport dist::computeLedger(ModelOp model) { return Ledger(model).build(); }
 

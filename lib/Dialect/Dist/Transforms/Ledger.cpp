@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardc/Dialect/Dist/Analysis/Ledger.h"
+#include "shardc/Dialect/Dist/Analysis/Timeline.h"
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
 #include "shardc/Support/Bytes.h"
 
@@ -82,6 +83,47 @@ void printText(const LedgerReport &r, int64_t evalPeak, llvm::raw_ostream &os) {
                        "with recomputation, for HFU");
 }
 
+/// The timeline's rows, in milliseconds.
+void printText(const TimelineReport &t, llvm::raw_ostream &os) {
+  os << "  timeline on " << t.machine << ", " << t.ranksPerNode
+     << " ranks per node    ms  (a roofline, not a measurement)\n";
+  auto row = [&](StringRef name, double seconds, StringRef note = "") {
+    os << llvm::format("  %-22s %16.3f", name.str().c_str(), seconds * 1e3);
+    if (!note.empty())
+      os << "  " << note;
+    os << "\n";
+  };
+  row("compute", t.matmulSeconds + t.memorySeconds,
+      llvm::formatv("matmuls {0:F3}, the rest {1:F3}", t.matmulSeconds * 1e3,
+                    t.memorySeconds * 1e3)
+          .str());
+  row("all_gather", t.allGatherSeconds, "on the communicators' streams");
+  row("reduce_scatter", t.reduceScatterSeconds);
+  row("all_reduce", t.allReduceSeconds);
+  row("exposed communication", t.exposedSeconds,
+      "the compute stream waiting on collectives");
+  row("step", t.stepSeconds, llvm::formatv("MFU {0:F1}%", t.mfu * 100).str());
+  for (auto [what, seconds] : ArrayRef(t.waits).take_front(3))
+    row("  wait", seconds, what);
+}
+
+llvm::json::Value toJson(const TimelineReport &t) {
+  llvm::json::Array waits;
+  for (auto [what, seconds] : t.waits)
+    waits.push_back(llvm::json::Object{{"what", what}, {"ms", seconds * 1e3}});
+  return llvm::json::Object{{"machine", t.machine},
+                            {"ranks_per_node", t.ranksPerNode},
+                            {"matmul_ms", t.matmulSeconds * 1e3},
+                            {"memory_ms", t.memorySeconds * 1e3},
+                            {"all_gather_ms", t.allGatherSeconds * 1e3},
+                            {"reduce_scatter_ms", t.reduceScatterSeconds * 1e3},
+                            {"all_reduce_ms", t.allReduceSeconds * 1e3},
+                            {"exposed_ms", t.exposedSeconds * 1e3},
+                            {"step_ms", t.stepSeconds * 1e3},
+                            {"mfu", t.mfu},
+                            {"waits", std::move(waits)}};
+}
+
 llvm::json::Value toJson(const LedgerReport &r, int64_t evalPeak) {
   llvm::json::Object json{
       {"model", r.model},
@@ -138,6 +180,23 @@ struct ShardcLedgerPass
                          << "': expected text or json";
       return signalPassFailure();
     }
+    if (ranksPerNode < 0) {
+      module.emitError() << "expected ranks-per-node >= 1 (0: the "
+                            "machine's), got "
+                         << static_cast<int64_t>(ranksPerNode);
+      return signalPassFailure();
+    }
+    std::optional<Machine> onMachine;
+    if (!machine.empty()) {
+      onMachine = lookupMachine(machine, ranksPerNode);
+      if (!onMachine) {
+        module.emitError() << "unknown machine '" << machine
+                           << "': expected one of " << getMachineNames();
+        return signalPassFailure();
+      }
+    }
+    if (machine.empty() && ranksPerNode > 0)
+      module.emitWarning() << "ranks-per-node: ignored without machine";
     FailureOr<SmallVector<ModelOp>> models = train::getModels(module);
     if (failed(models))
       return signalPassFailure();
@@ -145,6 +204,12 @@ struct ShardcLedgerPass
     llvm::raw_string_ostream os(text);
     for (ModelOp model : *models) {
       LedgerReport report = computeLedger(model);
+      if (report.hardwareFlops == kFlopsOverflow) {
+        model.emitOpError() << "runs more than " << kFlopsOverflow
+                            << " FLOPs a step per rank, more than the "
+                               "ledger counts";
+        return signalPassFailure();
+      }
       int64_t evalPeak = report.peak;
       if (report.trains) {
         FailureOr<EvalStep> eval = buildEvalStep(model);
@@ -152,10 +217,24 @@ struct ShardcLedgerPass
           return signalPassFailure();
         evalPeak = predictEvalPeak(report, eval->model);
       }
-      if (format == "json")
-        os << llvm::formatv("{0:2}", toJson(report, evalPeak)) << "\n";
-      else
+      std::optional<TimelineReport> timeline;
+      if (onMachine) {
+        FailureOr<TimelineReport> played =
+            predictTimeline(model, *onMachine, report.modelFlops);
+        if (failed(played))
+          return signalPassFailure();
+        timeline = *played;
+      }
+      if (format == "json") {
+        llvm::json::Value json = toJson(report, evalPeak);
+        if (timeline)
+          json.getAsObject()->try_emplace("timeline", toJson(*timeline));
+        os << llvm::formatv("{0:2}", std::move(json)) << "\n";
+      } else {
         printText(report, evalPeak, os);
+        if (timeline)
+          printText(*timeline, os);
+      }
       if (memoryBudget > 0 && report.peak > memoryBudget) {
         InFlightDiagnostic diag =
             model.emitOpError()

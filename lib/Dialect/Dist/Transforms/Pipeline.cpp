@@ -122,6 +122,15 @@ struct ShardcPipelineOptions
       *this, "memory-budget",
       llvm::cl::desc("fail over this many bytes per rank (0: none)"),
       llvm::cl::init(0)};
+  Option<std::string> machine{
+      *this, "machine",
+      llvm::cl::desc("ledger: also predict the step's time on h100 or h200"),
+      llvm::cl::init("")};
+  Option<int64_t> ranksPerNode{
+      *this, "ranks-per-node",
+      llvm::cl::desc("ledger with machine: ranks per node (0: the "
+                     "machine's)"),
+      llvm::cl::init(0)};
 };
 
 /// What the pipeline runs, as the passes' own options.
@@ -301,6 +310,13 @@ public:
     FailureOr<int64_t> peak = peakRecomputing(lo);
     if (failed(kept) || failed(peak))
       return signalPassFailure();
+    // Nothing fits, and recomputing does not lower the peak (a model whose
+    // peak is not its kept activations): none.
+    bool raises = *peak > steps.ledger.memoryBudget && *kept <= *peak && lo;
+    if (raises) {
+      lo = 0;
+      peak = kept;
+    }
     InFlightDiagnostic remark = model.emitRemark()
                                 << "recompute=auto: " << lo << " of " << units
                                 << " units";
@@ -308,6 +324,8 @@ public:
       remark << ": " << llvm::join(ArrayRef(candidates).take_front(lo), ", ");
     if (lo > 0 && lo == candidates.size())
       remark << " (all but the last, the most that lowers the peak)";
+    if (raises)
+      remark << " (recomputing all but the last does not lower the peak)";
     remark << "; predicted peak " << *peak << " bytes per rank, " << *kept
            << " keeping every activation";
     remark.report();
@@ -434,7 +452,8 @@ void buildShardcPipeline(OpPassManager &pm,
   steps.shard.bucketMB = options.bucketMB;
   steps.shard.unitBucketMB = options.unitBucketMB;
   steps.schedule.prefetch = options.prefetch;
-  steps.ledger = {options.format, options.output, options.memoryBudget};
+  steps.ledger = {options.format, options.output, options.memoryBudget,
+                  options.machine, options.ranksPerNode};
   if (options.strategy == StrategyChoice::automatic)
     pm.addPass(std::make_unique<AutoStrategyPass>(steps));
   else

@@ -84,10 +84,13 @@ FailureOr<SmallVector<Type>> inferResults(Operation *op) {
         int64_t oldCount = oldResult.getNumElements();
         int64_t newCount = in.getNumElements();
         SmallVector<int64_t> shape(oldResult.getShape());
+        if (newCount == oldCount)
+          return one(withShape(in, shape));
         if (shape.empty() || (shape[0] * newCount) % oldCount != 0)
           return op.emitOpError()
-                 << "cannot follow its input from "
-                 << oldCount << " to " << newCount << " elements";
+                 << "cannot follow its input from " << oldCount << " to "
+                 << newCount << " elements: its result's leading dimension "
+                 << "would have to take up the change";
         shape[0] = shape[0] * newCount / oldCount;
         return one(withShape(in, shape));
       })

@@ -56,10 +56,13 @@ public:
       scheduleGather(gather);
     // Gradient reductions: after the loop, or in it (grad-sync=microbatch).
     Operation *loss = model.getLoss().getDefiningOp();
+    SmallVector<Operation *> reductions;
     for (Block *block : blocks)
-      for (Operation &op : llvm::make_early_inc_range(*block))
+      for (Operation &op : *block)
         if (isa<ReduceScatterOp, AllReduceOp>(op) && &op != loss)
-          scheduleReduction(&op);
+          reductions.push_back(&op);
+    for (Operation *op : reductions)
+      scheduleReduction(op);
     SmallVector<FreeOp> frees;
     model.walk([&](FreeOp free) { frees.push_back(free); });
     for (FreeOp free : frees)
@@ -136,23 +139,57 @@ private:
     gather.erase();
   }
 
+  /// The op after the first backward following `op` up to `until`, or null.
+  Operation *afterNextBackward(Operation *op, Operation *until) {
+    for (Operation *next = op->getNextNode(); next && next != until;
+         next = next->getNextNode())
+      if (isa<train::BackwardOp>(next))
+        return next->getNextNode();
+    return nullptr;
+  }
+
+  /// Moves down what reads a reduction's result without needing it yet, so
+  /// that its wait does not land right after its start: the views a
+  /// dist.unpack makes of a bucket (ddp), to their first user, and a
+  /// reduction of it (hsdp's all-reduce over the replicas of a
+  /// reduce-scatter's shard), to after the next backward, which the first
+  /// reduction then overlaps.
+  void deferReaders(Value result, Block &block) {
+    for (Operation *user : llvm::to_vector(result.getUsers())) {
+      if (user->getBlock() != &block)
+        continue;
+      Operation *until = nullptr;
+      if (auto unpack = dyn_cast<UnpackOp>(user)) {
+        for (Value view : unpack.getResults())
+          if (Operation *first = firstUser(view, block, true);
+              first && (!until || first->isBeforeInBlock(until)))
+            until = first;
+        if (until)
+          user->moveBefore(until);
+        continue;
+      }
+      if (!isa<ReduceScatterOp, AllReduceOp>(user))
+        continue;
+      until = firstUser(user->getResult(0), block);
+      if (Operation *after = afterNextBackward(user, until))
+        user->moveBefore(after);
+    }
+  }
+
   /// Starts where the gradient appears; waits after the next backward has
   /// been issued, or before the result's first use if earlier.
   void scheduleReduction(Operation *op) {
     Value result = op->getResult(0);
     Block &block = *op->getBlock();
+    deferReaders(result, block);
     // A result nothing reads still completes within the step (or the
     // micro-batch).
     Operation *use = firstUser(result, block);
     if (!use)
       use = block.getTerminator();
-    Operation *waitBefore = use;
-    for (Operation *next = op->getNextNode(); next && next != use;
-         next = next->getNextNode())
-      if (isa<train::BackwardOp>(next)) {
-        waitBefore = next->getNextNode();
-        break;
-      }
+    Operation *waitBefore = afterNextBackward(op, use);
+    if (!waitBefore)
+      waitBefore = use;
     OpBuilder b(op);
     auto tokenType =
         TokenType::get(b.getContext(), cast<RankedTensorType>(result.getType()));

@@ -1463,6 +1463,11 @@ void ShardcShardPass::runOnOperation() {
                                           " micro-batches"
                                     : std::string())),
            signalPassFailure();
+  if (gradAccum > 1 && model.getBody().getOps<train::InputOp>().empty())
+    return (void)(model.emitOpError() << "has no train.input for grad-accum="
+                                      << static_cast<int64_t>(gradAccum)
+                                      << " to split into micro-batches"),
+           signalPassFailure();
 
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToStart(module.getBody());

@@ -242,12 +242,16 @@ llvm::StringMap<ParamOp> ModelOp::getParamsByName() {
 }
 
 LogicalResult ModelOp::verify() {
-  if (getBatch() <= 0)
-    return emitOpError() << "expected batch > 0, got " << getBatch();
-  if (std::optional<int64_t> split = getSplit())
-    if (*split <= 0 || getBatch() % *split != 0)
-      return emitOpError() << "expected a split dividing the batch "
-                           << getBatch() << ", got " << *split;
+  // I64Attr's getters read the value unsigned: -4 would pass as 2^64 - 4.
+  auto batch = static_cast<int64_t>(getBatch());
+  if (batch <= 0)
+    return emitOpError() << "expected batch > 0, got " << batch;
+  if (std::optional<uint64_t> unsignedSplit = getSplit()) {
+    auto split = static_cast<int64_t>(*unsignedSplit);
+    if (split <= 0 || batch % split != 0)
+      return emitOpError() << "expected a split dividing the batch " << batch
+                           << ", got " << split;
+  }
   return success();
 }
 

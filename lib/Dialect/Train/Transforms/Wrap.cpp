@@ -170,6 +170,16 @@ struct ShardcWrapPass
                "written without units";
         return signalPassFailure();
       }
+      // Inputs and params declare values from nothing: first, in order, so
+      // that a unit made where its layer starts can take any of them.
+      Operation *before = &body.front();
+      for (Operation &op : llvm::make_early_inc_range(body))
+        if (isa<InputOp, ParamOp>(op)) {
+          if (&op == before)
+            before = op.getNextNode();
+          else
+            op.moveBefore(before);
+        }
       SmallVector<Layer> layers = findLayers(body);
       // min-params: merge consecutive layers until each holds enough.
       SmallVector<Layer> units;

@@ -28,6 +28,20 @@ int64_t getBufferBytes(mlir::Value value);
 int64_t getGroupSize(mlir::Operation *op, mlir::FlatSymbolRefAttr meshRef,
                      mlir::ArrayAttr axes);
 
+/// How far apart the ranks of one group over `axes` lie: the highest rank
+/// less the lowest, plus one, where ranks number the mesh row-major (the
+/// last axis fastest, as the runtimes split their communicators); 1 if the
+/// mesh is unknown. A group lies within a node of M ranks when its span is
+/// M or less (M a multiple of it, the groups aligned).
+int64_t getGroupSpan(mlir::Operation *op, mlir::FlatSymbolRefAttr meshRef,
+                     mlir::ArrayAttr axes);
+
+/// The bytes a rank sends for one run of a collective, by ring algorithms
+/// over the group of N ranks of its axes, D the bytes of the whole tensor in
+/// the wire type (shards padded): All-Gather and Reduce-Scatter (N-1)/N·D,
+/// All-Reduce 2(N-1)/N·D (rounded to the nearest byte); 0 for another op.
+int64_t getBytesSent(mlir::Operation *collective);
+
 /// Whether a gather's input is a stored param in host memory (the model's
 /// `dist.offload_params`): the gather copies it into its slot of the
 /// result, and gathers in place.

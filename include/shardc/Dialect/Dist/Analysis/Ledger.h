@@ -5,6 +5,7 @@
 
 #include "shardc/Dialect/Train/IR/TrainOps.h"
 
+#include <cstdint>
 #include <string>
 
 namespace shardc::dist {
@@ -13,6 +14,9 @@ namespace shardc::dist {
 struct LedgerTraffic {
   int64_t bytes = 0, count = 0;
 };
+
+/// The FLOPs a count saturates at, where int64 cannot hold them.
+constexpr int64_t kFlopsOverflow = INT64_MAX;
 
 /// One rank's bytes (and FLOPs) for one step of a sharded model.
 struct LedgerReport {
@@ -60,6 +64,14 @@ struct LedgerReport {
 };
 
 LedgerReport computeLedger(train::ModelOp model);
+
+/// An op's matrix-product FLOPs on this rank (0 for an op without any): a
+/// forward's (2 per multiply-add, a causal attention's half of the scores
+/// and of their product with the values) and a backward's (a GEMM with a
+/// GELU' epilogue as its GEMM; attention's backward 2.5 times its forward:
+/// the scores again, and the gradients of the values, the probabilities,
+/// the queries and the keys).
+int64_t getMatmulFlops(mlir::Operation *op);
 
 /// Attaches a note per unit: its stored params, gathered params and kept
 /// activations.

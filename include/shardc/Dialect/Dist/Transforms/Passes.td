@@ -237,7 +237,11 @@ def ShardcSchedulePass : Pass<"shardc-schedule", "::mlir::ModuleOp"> {
     - gradient Reduce-Scatters and All-Reduces start where the gradient
       appears; the step waits for one after the next unit's backward has
       been issued (so it overlaps that compute), or before its result is
-      first used if that comes first. The whole gradient is freed after the
+      first used if that comes first. What reads the result without
+      needing it yet moves down first: a DDP bucket's `dist.unpack` views
+      to the updates that read them, and HSDP's All-Reduce over the replicas
+      of a Reduce-Scatter's shard to after the next backward, so neither
+      pulls the wait up to right after the start. The whole gradient is freed after the
       wait, not before, since the collective reads it until then; unless the
       collective sends a staged copy (cast to a `wire` type, or padded for
       uneven shards), which the step makes as it starts: then the gradient
@@ -365,6 +369,32 @@ def ShardcLedgerPass : Pass<"shardc-ledger", "::mlir::ModuleOp"> {
     empty, `-` for stdout). With `memory-budget=BYTES`, compilation fails
     when the peak exceeds it, with a per-unit breakdown.
 
+    With `machine=h100` or `h200` (SXM GPUs, 8 a node, or
+    `ranks-per-node`), the report adds a timeline: the scheduled step
+    played as the CUDA executable runs it, the compute stream running every
+    kernel in program order, each collective running on its communicator's
+    stream from its start (once that stream is free), and each `dist.wait`
+    holding the compute stream until its collective ends. A kernel takes
+    its matrix-product FLOPs at 70% of the peak of its operands' type (bf16,
+    or TF32 for f32) or its bytes in and out at 80% of HBM's bandwidth,
+    whichever is longer; a collective takes its bytes sent (as above) at
+    NCCL's bus bandwidth, 360 GB/s for a group inside a node (its ranks
+    within `ranks-per-node` consecutive ones) and 45 GB/s for one across
+    nodes, plus 15 us per NCCL launch (collectives started together on one
+    communicator share one). It prints the compute stream's time (matrix
+    products, the rest), each collective kind's time on its streams, the
+    time the compute stream waits on them (`exposed communication`: what
+    the schedule does not hide), the step's time, its MFU (the model FLOPs
+    at the peak of the params' type), and the longest waits, named by the
+    collective's kind and the unit it holds up. The figures are a
+    roofline, not a measurement: it ranks schedules (prefetch depth,
+    `reshard-after-forward`, bucket sizes, a node's share of a group)
+    before anything runs. `format=json` adds `timeline.{machine,
+    ranks_per_node, matmul_ms, memory_ms, all_gather_ms,
+    reduce_scatter_ms, all_reduce_ms, exposed_ms, step_ms, mfu, waits}`.
+    A step offloading its optimizer has no timeline: its updates run at the
+    host CPU's speed, which no machine figure gives.
+
     Sizes are in bytes; GB below means 10^9 bytes. Mixed-precision Adam
     (`param-dtype=bf16 reduce-dtype=bf16`) reproduces the ZeRO paper's
     model state: 16Ψ (ddp), 4Ψ + 12Ψ/N (zero1), 2Ψ + 14Ψ/N (zero2),
@@ -378,6 +408,10 @@ def ShardcLedgerPass : Pass<"shardc-ledger", "::mlir::ModuleOp"> {
     Option<"memoryBudget", "memory-budget", "int64_t", "0",
            "fail when the predicted per-rank peak exceeds this many bytes "
            "(0: no budget)">,
+    Option<"machine", "machine", "std::string", "\"\"",
+           "also predict the step's time on this machine (h100, h200)">,
+    Option<"ranksPerNode", "ranks-per-node", "int64_t", "0",
+           "with machine: ranks per node, in place of the machine's (8)">,
   ];
 }
 

@@ -1,0 +1,270 @@
+//===- Timeline.cpp - A step's predicted time on a machine ----------------===//
+//
+// A walk over the scheduled step in program order (micro-batch loops
+// unrolled), keeping a clock per stream.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardc/Dialect/Dist/Analysis/Timeline.h"
+
+#include "shardc/Dialect/Dist/Analysis/BufferLiveness.h"
+#include "shardc/Dialect/Dist/Analysis/Ledger.h"
+#include "shardc/Dialect/Dist/IR/DistOps.h"
+#include "shardc/Dialect/Dist/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace shardc;
+using namespace shardc::dist;
+
+// The public figures of NVIDIA's SXM parts (dense, without sparsity), with
+// what nccl-tests and GEMM benchmarks reach of them: NVLink 4's 450 GB/s a
+// direction gives about 360 GB/s of bus bandwidth to 8 GPUs; a 400 Gb/s
+// NIC per GPU about 45 GB/s across nodes.
+std::optional<Machine> dist::lookupMachine(StringRef name,
+                                           int64_t ranksPerNode) {
+  Machine m;
+  if (name == "h100")
+    m = {"h100", 989e12, 494e12, 0.7, 3.35e12, 0.8, 360e9, 45e9, 15e-6, 8};
+  else if (name == "h200")
+    m = {"h200", 989e12, 494e12, 0.7, 4.8e12, 0.8, 360e9, 45e9, 15e-6, 8};
+  else
+    return std::nullopt;
+  if (ranksPerNode > 0)
+    m.ranksPerNode = ranksPerNode;
+  return m;
+}
+
+StringRef dist::getMachineNames() { return "h100, h200"; }
+
+namespace {
+
+/// The bytes a kernel moves through memory: its tensors in and out, but
+/// for an optimizer update, which streams its gradient in, its f32 moments
+/// and its master (or f32 param) in and out (24 bytes an element), and
+/// writes its result; and for dist.take_shard, which copies its piece.
+int64_t bytesMoved(Operation *op) {
+  auto tensorBytes = [](ValueRange values) {
+    int64_t bytes = 0;
+    for (Value v : values)
+      if (isa<RankedTensorType>(v.getType()))
+        bytes += getBufferBytes(v);
+    return bytes;
+  };
+  if (auto update = dyn_cast<train::OptimizerUpdateOpInterface>(op)) {
+    Value grad = update.getGrad();
+    return cast<RankedTensorType>(grad.getType()).getNumElements() * 24 +
+           getBufferBytes(grad) + tensorBytes(op->getResults());
+  }
+  if (isa<TakeShardOp>(op))
+    return 2 * tensorBytes(op->getResults());
+  return tensorBytes(op->getOperands()) + tensorBytes(op->getResults());
+}
+
+/// Ops that run no kernel: declarations, views, frees and terminators.
+bool isFree(Operation *op) {
+  return isa<train::ParamOp, FlatParamOp, train::ParamRefOp, train::InputOp,
+             train::ReshapeOp, UnpackOp, train::YieldOp, train::ReturnOp,
+             FreeOp, arith::ConstantOp>(op);
+}
+
+StringRef kindOf(Operation *collective) {
+  return TypeSwitch<Operation *, StringRef>(collective)
+      .Case<AllGatherOp, AllGatherStartOp>([](auto) { return "all_gather"; })
+      .Case<ReduceScatterOp, ReduceScatterStartOp>(
+          [](auto) { return "reduce_scatter"; })
+      .Default([](Operation *) { return "all_reduce"; });
+}
+
+class Player {
+public:
+  Player(const Machine &machine, TimelineReport &report)
+      : machine(machine), report(report) {}
+
+  void playBlock(Block &block) {
+    for (Operation &op : block)
+      play(&op);
+  }
+
+  /// The step ends when the compute stream and every collective have.
+  double finish() {
+    double end = now;
+    for (auto &stream : streams)
+      end = std::max(end, stream.getValue());
+    return end;
+  }
+
+private:
+  void play(Operation *op) {
+    if (auto loop = dyn_cast<train::MicrobatchesOp>(op)) {
+      for (uint64_t i = 0; i < loop.getCount(); ++i)
+        playBlock(loop.getBody().front());
+      return;
+    }
+    if (isa<train::UnitOp, train::BackwardOp>(op)) {
+      playBlock(op->getRegion(0).front());
+      return;
+    }
+    if (isFree(op))
+      return;
+    if (auto wait = dyn_cast<WaitOp>(op)) {
+      waitUntil(ends.lookup(wait.getToken()), wait);
+      return;
+    }
+    if (isa<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
+            ReduceScatterStartOp, AllReduceOp, AllReduceStartOp>(op)) {
+      double end = startCollective(op);
+      if (op->getNumResults() && isa<TokenType>(op->getResult(0).getType()))
+        ends[op->getResult(0)] = end;
+      else
+        waitUntil(end, op);
+      return;
+    }
+    runKernel(op);
+  }
+
+  /// A kernel on the compute stream: its FLOPs at the peak of its operands'
+  /// type, or its bytes at the memory's bandwidth, whichever takes longer.
+  void runKernel(Operation *op) {
+    double bytes = bytesMoved(op);
+    double memory =
+        bytes / (machine.memoryBandwidth * machine.memoryEfficiency);
+    int64_t flops = getMatmulFlops(op);
+    if (!flops) {
+      report.memorySeconds += memory;
+      now += memory;
+      lastStarted = nullptr;
+      return;
+    }
+    Type element = getElementTypeOrSelf(op->getOperand(0).getType());
+    double peak = element.isBF16() ? machine.bf16Flops : machine.f32Flops;
+    double seconds =
+        std::max(memory, flops / (peak * machine.matmulEfficiency));
+    report.matmulSeconds += seconds;
+    now += seconds;
+    lastStarted = nullptr;
+  }
+
+  /// Starts `op` on its communicator's stream once the compute stream has
+  /// reached it and that stream is free; returns when it ends. Collectives
+  /// started one after the other on one communicator (frees between them
+  /// aside) are one NCCL launch, as the CUDA target groups them: one
+  /// latency.
+  double startCollective(Operation *op) {
+    auto axes = op->getAttrOfType<ArrayAttr>("axes");
+    auto mesh = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
+    std::string communicator;
+    for (Attribute axis : axes)
+      communicator += cast<StringAttr>(axis).getValue().str() + ",";
+    int64_t span = getGroupSpan(op, mesh, axes);
+    double bandwidth = span <= machine.ranksPerNode
+                           ? machine.nodeBusBandwidth
+                           : machine.networkBusBandwidth;
+    double seconds = getBytesSent(op) / bandwidth;
+    bool grouped = lastStarted && lastStarted->getName() == op->getName() &&
+                   lastCommunicator == communicator;
+    if (!grouped)
+      seconds += machine.collectiveLatency;
+    double &streamFree = streams[communicator];
+    double start = std::max(now, streamFree);
+    streamFree = start + seconds;
+    StringRef kind = kindOf(op);
+    if (kind == "all_gather")
+      report.allGatherSeconds += seconds;
+    else if (kind == "reduce_scatter")
+      report.reduceScatterSeconds += seconds;
+    else
+      report.allReduceSeconds += seconds;
+    lastStarted = op;
+    lastCommunicator = communicator;
+    return streamFree;
+  }
+
+  /// Holds the compute stream until `end`, charging the wait to what
+  /// `waiter` feeds.
+  void waitUntil(double end, Operation *waiter) {
+    lastStarted = nullptr;
+    if (end <= now)
+      return;
+    std::string what = describeWait(waiter);
+    double waited = end - now;
+    report.exposedSeconds += waited;
+    auto [it, inserted] = waitIndex.try_emplace(what, report.waits.size());
+    if (inserted)
+      report.waits.push_back({what, 0.0});
+    report.waits[it->second].second += waited;
+    now = end;
+  }
+
+  /// "all_gather before unit 'h.0' backward": the collective's kind and the
+  /// first op after the wait that runs a kernel on the compute stream.
+  std::string describeWait(Operation *waiter) {
+    StringRef kind = kindOf(waiter);
+    if (auto wait = dyn_cast<WaitOp>(waiter))
+      kind = kindOf(wait.getToken().getDefiningOp());
+    // Declarations, views, frees, waits and starts queue no kernel.
+    auto queuesNoKernel = [](Operation *op) {
+      return (isFree(op) && !op->hasTrait<OpTrait::IsTerminator>()) ||
+             isa<WaitOp, AllGatherStartOp, ReduceScatterStartOp,
+                 AllReduceStartOp>(op);
+    };
+    Operation *next = waiter->getNextNode();
+    while (next && queuesNoKernel(next))
+      next = next->getNextNode();
+    std::string before;
+    if (!next || next->hasTrait<OpTrait::IsTerminator>())
+      before = "the end of the step";
+    else if (auto unit = dyn_cast<train::UnitOp>(next))
+      before = ("unit '" + unit.getName() + "' forward").str();
+    else if (auto backward = dyn_cast<train::BackwardOp>(next))
+      before = ("unit '" + backward.getUnit() + "' backward").str();
+    else if (isa<train::OptimizerUpdateOpInterface>(next))
+      before = "the optimizer step";
+    else
+      before = next->getName().getStringRef().str();
+    return (kind + " before " + before).str();
+  }
+
+  const Machine &machine;
+  TimelineReport &report;
+  double now = 0;
+  llvm::DenseMap<Value, double> ends;
+  llvm::StringMap<double> streams;
+  llvm::StringMap<size_t> waitIndex;
+  Operation *lastStarted = nullptr;
+  std::string lastCommunicator;
+};
+
+} // namespace
+
+FailureOr<TimelineReport> dist::predictTimeline(train::ModelOp model,
+                                                const Machine &machine,
+                                                int64_t modelFlops) {
+  if (model->hasAttr(kOffloadOptimizerAttrName))
+    return model.emitOpError()
+           << "offloads its optimizer to the host (offload-optimizer), "
+              "whose updates run at the CPU's speed: machine '"
+           << machine.name << "' does not price them";
+  TimelineReport report;
+  report.machine = machine.name;
+  report.ranksPerNode = machine.ranksPerNode;
+  Player player(machine, report);
+  player.playBlock(model.getBody().front());
+  report.stepSeconds = player.finish();
+  llvm::stable_sort(report.waits, [](const auto &a, const auto &b) {
+    return a.second > b.second;
+  });
+  // MFU at the peak of the params' type, as llm.c and nanoGPT report it.
+  bool bf16 = false;
+  model.walk([&](train::ParamOp param) {
+    bf16 = param.getType().getElementType().isBF16();
+  });
+  double peak = bf16 ? machine.bf16Flops : machine.f32Flops;
+  if (report.stepSeconds > 0)
+    report.mfu = modelFlops / (report.stepSeconds * peak);
+  return report;
+}
