@@ -39,7 +39,18 @@ std::optional<Machine> dist::lookupMachine(StringRef name,
   return m;
 }
 
-StringRef dist::getMachineNames() { return "h100, h200"; }
+FailureOr<Machine> dist::getMachine(Operation *where, StringRef name,
+                                    int64_t ranksPerNode) {
+  if (ranksPerNode < 0)
+    return where->emitError() << "expected ranks-per-node >= 1 (0: the "
+                                 "machine's), got "
+                              << ranksPerNode;
+  std::optional<Machine> machine = lookupMachine(name, ranksPerNode);
+  if (!machine)
+    return where->emitError()
+           << "unknown machine '" << name << "': expected one of h100, h200";
+  return *machine;
+}
 
 namespace {
 

@@ -180,23 +180,15 @@ struct ShardcLedgerPass
                          << "': expected text or json";
       return signalPassFailure();
     }
-    if (ranksPerNode < 0) {
-      module.emitError() << "expected ranks-per-node >= 1 (0: the "
-                            "machine's), got "
-                         << static_cast<int64_t>(ranksPerNode);
-      return signalPassFailure();
-    }
     std::optional<Machine> onMachine;
     if (!machine.empty()) {
-      onMachine = lookupMachine(machine, ranksPerNode);
-      if (!onMachine) {
-        module.emitError() << "unknown machine '" << machine
-                           << "': expected one of " << getMachineNames();
+      FailureOr<Machine> found = getMachine(module, machine, ranksPerNode);
+      if (failed(found))
         return signalPassFailure();
-      }
-    }
-    if (machine.empty() && ranksPerNode > 0)
+      onMachine = *found;
+    } else if (ranksPerNode != 0) {
       module.emitWarning() << "ranks-per-node: ignored without machine";
+    }
     FailureOr<SmallVector<ModelOp>> models = train::getModels(module);
     if (failed(models))
       return signalPassFailure();

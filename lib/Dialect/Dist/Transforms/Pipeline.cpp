@@ -1,12 +1,14 @@
 //===- Pipeline.cpp - shardc-pipeline, and the searches of its autos -----===//
 
 #include "shardc/Dialect/Dist/Analysis/Ledger.h"
+#include "shardc/Dialect/Dist/Analysis/Timeline.h"
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
 #include "shardc/Dialect/Train/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace shardc;
@@ -45,7 +47,8 @@ struct ShardcPipelineOptions
           clEnumValN(StrategyChoice::hsdp, "hsdp", "HSDP"),
           clEnumValN(StrategyChoice::automatic, "auto",
                      "the first of ddp, zero1, zero2, zero3 that fits "
-                     "memory-budget"))};
+                     "memory-budget; with machine, the fastest predicted "
+                     "that fits"))};
   Option<std::string> mesh{*this, "mesh",
                            llvm::cl::desc("N, or RxS for hsdp"),
                            llvm::cl::init("1")};
@@ -157,9 +160,17 @@ void addSteps(OpPassManager &pm, const PipelineSteps &steps,
     pm.addPass(createShardcLedgerPass(steps.ledger));
 }
 
-/// The ledger of `module`'s one model compiled with `probe`, from the
+/// What a probe of the pipeline predicts: the ledger, and the timeline on
+/// `machine` where one is given.
+struct Prediction {
+  LedgerReport ledger;
+  std::optional<TimelineReport> timeline;
+};
+
+/// The prediction for `module`'s one model compiled with `probe`, from the
 /// pipeline run on a copy (its warnings and remarks dropped).
-FailureOr<LedgerReport> predict(ModuleOp module, const PipelineSteps &probe) {
+FailureOr<Prediction> predict(ModuleOp module, const PipelineSteps &probe,
+                              const std::optional<Machine> &machine = {}) {
   OwningOpRef<ModuleOp> copy = module.clone();
   ScopedDiagnosticHandler errorsOnly(module.getContext(), [](Diagnostic &diag) {
     return success(diag.getSeverity() != DiagnosticSeverity::Error);
@@ -168,7 +179,16 @@ FailureOr<LedgerReport> predict(ModuleOp module, const PipelineSteps &probe) {
   addSteps(pm, probe, /*withLedger=*/false);
   if (failed(pm.run(*copy)))
     return failure();
-  return computeLedger(train::getModels(*copy)->front());
+  train::ModelOp model = train::getModels(*copy)->front();
+  Prediction prediction{computeLedger(model), std::nullopt};
+  if (machine) {
+    FailureOr<TimelineReport> timeline =
+        predictTimeline(model, *machine, prediction.ledger.modelFlops);
+    if (failed(timeline))
+      return failure();
+    prediction.timeline = *timeline;
+  }
+  return prediction;
 }
 
 /// The one model of `module`, or an error naming `option` (the searches
@@ -289,10 +309,11 @@ public:
     auto peakRecomputing = [&](size_t count) -> FailureOr<int64_t> {
       if (auto it = peaks.find(count); it != peaks.end())
         return it->second;
-      FailureOr<LedgerReport> ledger = predict(module, recomputingFirst(count));
-      if (failed(ledger))
+      FailureOr<Prediction> prediction =
+          predict(module, recomputingFirst(count));
+      if (failed(prediction))
         return failure();
-      return peaks[count] = ledger->peak;
+      return peaks[count] = prediction->ledger.peak;
     };
     size_t lo = 0, hi = candidates.size();
     while (lo < hi) {
@@ -343,6 +364,9 @@ public:
 /// any model. A remark names the choice with its predicted peak and bytes
 /// sent, and the peaks of the rungs below it. With offload-params the
 /// ladder is zero3 alone: the lower rungs keep params on the device.
+/// With machine=, the rung whose step the ledger's timeline predicts
+/// fastest of those that fit (of all, without a budget), the remark adding
+/// each one's predicted step.
 class AutoStrategyPass : public PipelineSearch<AutoStrategyPass> {
 public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(AutoStrategyPass)
@@ -351,8 +375,17 @@ public:
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (failed(requireBudget(module, "strategy=auto chooses a strategy")))
+    std::optional<Machine> machine;
+    if (!steps.ledger.machine.empty()) {
+      FailureOr<Machine> found =
+          getMachine(module, steps.ledger.machine, steps.ledger.ranksPerNode);
+      if (failed(found))
+        return signalPassFailure();
+      machine = *found;
+    } else if (failed(
+                   requireBudget(module, "strategy=auto chooses a strategy"))) {
       return signalPassFailure();
+    }
     if (StringRef(steps.shard.mesh).contains('x')) {
       module.emitError() << "strategy=auto climbs ddp, zero1, zero2, zero3 "
                             "over a mesh of N ranks, got mesh '"
@@ -368,40 +401,72 @@ public:
       probe.autodiff.recompute.clear();
     const Strategy ladder[] = {Strategy::ddp, Strategy::zero1, Strategy::zero2,
                                Strategy::zero3};
+    int64_t budget = steps.ledger.memoryBudget;
     std::string below;
+    // The rungs that fit: without a machine the first, with one all.
+    SmallVector<std::pair<Strategy, Prediction>, 4> fits;
     for (Strategy rung : ladder) {
       // offload-params: only zero3 gathers its params from host memory.
       if (steps.shard.offloadParams && rung != Strategy::zero3)
         continue;
       probe.shard.strategy = rung;
-      FailureOr<LedgerReport> ledger = predict(module, probe);
-      if (failed(ledger))
+      FailureOr<Prediction> prediction = predict(module, probe, machine);
+      if (failed(prediction))
         return signalPassFailure();
-      if (ledger->peak > steps.ledger.memoryBudget) {
+      if (budget > 0 && prediction->ledger.peak > budget) {
         below += (below.empty() ? "" : ", ") + std::string(strategyName(rung)) +
-                 " peaks at " + std::to_string(ledger->peak);
+                 " peaks at " + std::to_string(prediction->ledger.peak);
         continue;
       }
-      int64_t sent = ledger->allGather.bytes + ledger->reduceScatter.bytes +
-                     ledger->allReduce.bytes;
-      InFlightDiagnostic remark = model->emitRemark()
-                                  << "strategy=auto: " << strategyName(rung)
-                                  << ", predicted peak " << ledger->peak
-                                  << " bytes per rank, " << sent
-                                  << " bytes sent per step";
-      if (!below.empty())
-        remark << " (" << below << ")";
-      remark.report();
-      runChosen(probe);
+      fits.push_back({rung, *prediction});
+      if (!machine)
+        break;
+    }
+    if (fits.empty()) {
+      model->emitRemark() << "strategy=auto: no strategy fits memory-budget "
+                          << budget << " (" << below << ")"
+                          << (recomputeAuto ? "; zero3 with recompute=auto"
+                                            : "; zero3");
+      PipelineSteps last = steps;
+      last.shard.strategy = Strategy::zero3;
+      runChosen(last);
       return;
     }
-    model->emitRemark() << "strategy=auto: no strategy fits memory-budget "
-                        << steps.ledger.memoryBudget << " (" << below << ")"
-                        << (recomputeAuto ? "; zero3 with recompute=auto"
-                                          : "; zero3");
-    PipelineSteps last = steps;
-    last.shard.strategy = Strategy::zero3;
-    runChosen(last);
+    auto stepMs = [](const Prediction &p) {
+      return p.timeline->stepSeconds * 1e3;
+    };
+    // The fastest, the lower rung on a tie.
+    auto *chosen = fits.begin();
+    if (machine)
+      for (auto *fit = fits.begin(); fit != fits.end(); ++fit)
+        if (stepMs(fit->second) < stepMs(chosen->second))
+          chosen = fit;
+    const LedgerReport &ledger = chosen->second.ledger;
+    int64_t sent = ledger.allGather.bytes + ledger.reduceScatter.bytes +
+                   ledger.allReduce.bytes;
+    InFlightDiagnostic remark =
+        model->emitRemark()
+        << "strategy=auto: " << strategyName(chosen->first)
+        << ", predicted peak " << ledger.peak << " bytes per rank, " << sent
+        << " bytes sent per step";
+    if (machine) {
+      std::string others;
+      for (auto &[rung, prediction] : fits)
+        if (rung != chosen->first)
+          others +=
+              llvm::formatv("{0}{1} {2:F3} ms", others.empty() ? ": " : ", ",
+                            strategyName(rung), stepMs(prediction))
+                  .str();
+      remark << llvm::formatv(", {0:F3} ms a step on {1} (the fastest{2}{3})",
+                              stepMs(chosen->second), machine->name,
+                              budget > 0 ? " that fits" : "", others)
+                    .str();
+    }
+    if (!below.empty())
+      remark << " (" << below << ")";
+    remark.report();
+    probe.shard.strategy = chosen->first;
+    runChosen(probe);
   }
 };
 

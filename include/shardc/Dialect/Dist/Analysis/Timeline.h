@@ -47,8 +47,10 @@ struct Machine {
 /// name.
 std::optional<Machine> lookupMachine(llvm::StringRef name,
                                      int64_t ranksPerNode = 0);
-/// The names lookupMachine knows, for an error message.
-llvm::StringRef getMachineNames();
+/// lookupMachine's machine, or an error on `where` naming the value: an
+/// unknown name, or ranksPerNode < 0 (0 keeps the machine's).
+mlir::FailureOr<Machine> getMachine(mlir::Operation *where,
+                                    llvm::StringRef name, int64_t ranksPerNode);
 
 /// One step of a sharded model on a machine, in seconds.
 struct TimelineReport {
