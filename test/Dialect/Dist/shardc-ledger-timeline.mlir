@@ -32,6 +32,13 @@
 // JSON-NEXT:       "ms": 0.0300001
 // JSON-NEXT:       "what": "reduce_scatter before the optimizer step"
 
+// Two micro-batches, each reducing its gradients (grad-sync=microbatch):
+// the loss's all-reduce once, the rest twice: 9 launches, fc0's
+// reduce-scatters waited on as each micro-batch ends.
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=4 grad-accum=2 grad-sync=microbatch machine=h200" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ACCUM
+// ACCUM: exposed communication 0.135
+// ACCUM: wait 0.030 reduce_scatter before the end of a micro-batch
+
 // Over 16 ranks in nodes of 8, the groups span nodes: 45 GB/s. fc0's
 // gathers send 15 x 20 B, fc1's 15 x 12 B: 2 x 15 us + 480 B / 45 GB/s
 // = 0.0300106667 ms. In nodes of 16, 360 GB/s again: 0.0300013333 ms.

@@ -227,7 +227,10 @@ private:
     while (next && queuesNoKernel(next))
       next = next->getNextNode();
     std::string before;
-    if (!next || next->hasTrait<OpTrait::IsTerminator>())
+    if (next && isa<train::MicrobatchesOp>(next->getParentOp()) &&
+        next->hasTrait<OpTrait::IsTerminator>())
+      before = "the end of a micro-batch";
+    else if (!next || next->hasTrait<OpTrait::IsTerminator>())
       before = "the end of the step";
     else if (auto unit = dyn_cast<train::UnitOp>(next))
       before = ("unit '" + unit.getName() + "' forward").str();
