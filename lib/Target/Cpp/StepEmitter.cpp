@@ -623,21 +623,6 @@ static bool isStoredUpdate(Operation &op) {
   return flat && !flat.getUpdated();
 }
 
-/// Whether `next` joins the NCCL group of the started collective `first`
-/// (target=cuda): the same kind over the same axes in the same wire type
-/// and reduction. All-reduces stay alone, their bytes sent being rounded
-/// per call.
-static bool joinsNcclGroup(Operation &first, Operation &next) {
-  if (first.getName() != next.getName() ||
-      !isa<AllGatherStartOp, ReduceScatterStartOp>(first) ||
-      wireTypeOf(&first) != wireTypeOf(&next) ||
-      first.getAttr("axes") != next.getAttr("axes"))
-    return false;
-  auto scatter = dyn_cast<ReduceScatterStartOp>(first);
-  return !scatter || scatter.getReduction() ==
-                         cast<ReduceScatterStartOp>(next).getReduction();
-}
-
 LogicalResult StepEmitter::emitBlock(Block &block) {
   // A backward's recomputation of its unit's forward: a region of --trace's
   // timeline.
@@ -670,10 +655,10 @@ LogicalResult StepEmitter::emitBlock(Block &block) {
     // frees that follow it, in turn, then one NCCL group.
     Operation &first = *it;
     auto groupEnd = std::find_if_not(it, block.end(), [&](Operation &op) {
-      return isa<FreeOp>(op) || joinsNcclGroup(first, op);
+      return isa<FreeOp>(op) || joinsNcclGroup(&first, &op);
     });
     auto run = llvm::make_range(it, groupEnd);
-    if (target == Target::cuda && joinsNcclGroup(first, first) &&
+    if (target == Target::cuda && joinsNcclGroup(&first, &first) &&
         llvm::count_if(run, [](Operation &op) { return !isa<FreeOp>(op); }) >
             1) {
       SmallVector<PreparedCollective> group;

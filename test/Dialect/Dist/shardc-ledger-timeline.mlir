@@ -48,6 +48,16 @@
 // NODE16: "all_gather_ms": 0.03000133333
 // NODE16: "ranks_per_node": 16,
 
+// In nodes of 2, the 4 ranks' groups cross a node's edge: 45 GB/s,
+// 2 x 15 us + 96 B / 45 GB/s = 0.0300021333 ms.
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=4 machine=h200 ranks-per-node=2 format=json output=-" -o /dev/null | FileCheck %s --check-prefix=NODE2
+// NODE2: "all_gather_ms": 0.03000213333
+
+// Each all-reduce is its own NCCL launch, as the CUDA target issues them:
+// ddp without buckets, 3 gradients and the loss, 4 x 15 us.
+// RUN: shardc-opt %s --shardc-pipeline="strategy=ddp mesh=4 bucket-mb=0 machine=h200" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ALL-REDUCES
+// ALL-REDUCES: all_reduce 0.060
+
 // Errors, and the option without a machine.
 // RUN: not shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=4 machine=a100" -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // UNKNOWN: error: unknown machine 'a100': expected one of h100, h200

@@ -33,21 +33,45 @@ int64_t dist::getGroupSize(Operation *op, FlatSymbolRefAttr meshRef,
   return size;
 }
 
-int64_t dist::getGroupSpan(Operation *op, FlatSymbolRefAttr meshRef,
-                           ArrayAttr axes) {
+bool dist::isWithinNodes(Operation *op, FlatSymbolRefAttr meshRef,
+                         ArrayAttr axes, int64_t ranksPerNode) {
   auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(op, meshRef);
   if (!mesh)
-    return 1;
+    return true;
   ArrayRef<int64_t> shape = mesh.getShape();
-  int64_t span = 1;
-  for (Attribute axis : axes) {
-    int64_t index = mesh.getAxisIndex(cast<StringAttr>(axis).getValue());
-    int64_t stride = 1;
-    for (int64_t inner : shape.drop_front(index + 1))
-      stride *= inner;
-    span += (shape[index] - 1) * stride;
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t a = static_cast<int64_t>(shape.size()) - 2; a >= 0; --a)
+    strides[a] = strides[a + 1] * shape[a + 1];
+  SmallVector<int64_t> indices;
+  for (Attribute axis : axes)
+    indices.push_back(mesh.getAxisIndex(cast<StringAttr>(axis).getValue()));
+  // Each rank shares a node with its group's first rank (its coordinates
+  // on `axes` zeroed), or some group crosses a node's edge.
+  for (int64_t rank = 0, n = mesh.getNumRanks(); rank < n; ++rank) {
+    int64_t first = rank;
+    for (int64_t a : indices)
+      first -= (rank / strides[a]) % shape[a] * strides[a];
+    if (rank / ranksPerNode != first / ranksPerNode)
+      return false;
   }
-  return span;
+  return true;
+}
+
+bool dist::joinsNcclGroup(Operation *first, Operation *next) {
+  auto wireOf = [](Operation *op) {
+    return TypeSwitch<Operation *, Type>(op)
+        .Case<AllGatherStartOp, ReduceScatterStartOp>(
+            [](auto c) { return c.getWireType(); })
+        .Default([](Operation *) { return Type(); });
+  };
+  if (first->getName() != next->getName() ||
+      !isa<AllGatherStartOp, ReduceScatterStartOp>(first) ||
+      wireOf(first) != wireOf(next) ||
+      first->getAttr("axes") != next->getAttr("axes"))
+    return false;
+  auto scatter = dyn_cast<ReduceScatterStartOp>(first);
+  return !scatter || scatter.getReduction() ==
+                         cast<ReduceScatterStartOp>(next).getReduction();
 }
 
 int64_t dist::getBytesSent(Operation *op) {

@@ -120,8 +120,12 @@ private:
       playBlock(op->getRegion(0).front());
       return;
     }
-    if (isFree(op))
+    if (isFree(op)) {
+      // Only frees may stand between the members of an NCCL group.
+      if (!isa<FreeOp>(op))
+        lastStarted = nullptr;
       return;
+    }
     if (auto wait = dyn_cast<WaitOp>(op)) {
       waitUntil(ends.lookup(wait.getToken()), wait);
       return;
@@ -161,24 +165,23 @@ private:
   }
 
   /// Starts `op` on its communicator's stream once the compute stream has
-  /// reached it and that stream is free; returns when it ends. Collectives
-  /// started one after the other on one communicator (frees between them
-  /// aside) are one NCCL launch, as the CUDA target groups them: one
-  /// latency.
+  /// reached it and that stream is free; returns when it ends. A collective
+  /// joining the NCCL group of the one started before it (joinsNcclGroup:
+  /// frees between them aside, as the CUDA target groups them) adds no
+  /// launch latency.
   double startCollective(Operation *op) {
     auto axes = op->getAttrOfType<ArrayAttr>("axes");
     auto mesh = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
     std::string communicator;
     for (Attribute axis : axes)
       communicator += cast<StringAttr>(axis).getValue().str() + ",";
-    int64_t span = getGroupSpan(op, mesh, axes);
-    double bandwidth = span <= machine.ranksPerNode
-                           ? machine.nodeBusBandwidth
-                           : machine.networkBusBandwidth;
+    auto [it, inserted] = inNode.try_emplace(communicator, false);
+    if (inserted)
+      it->second = isWithinNodes(op, mesh, axes, machine.ranksPerNode);
+    double bandwidth =
+        it->second ? machine.nodeBusBandwidth : machine.networkBusBandwidth;
     double seconds = getBytesSent(op) / bandwidth;
-    bool grouped = lastStarted && lastStarted->getName() == op->getName() &&
-                   lastCommunicator == communicator;
-    if (!grouped)
+    if (!lastStarted || !joinsNcclGroup(lastStarted, op))
       seconds += machine.collectiveLatency;
     double &streamFree = streams[communicator];
     double start = std::max(now, streamFree);
@@ -191,7 +194,6 @@ private:
     else
       report.allReduceSeconds += seconds;
     lastStarted = op;
-    lastCommunicator = communicator;
     return streamFree;
   }
 
@@ -217,11 +219,11 @@ private:
     StringRef kind = kindOf(waiter);
     if (auto wait = dyn_cast<WaitOp>(waiter))
       kind = kindOf(wait.getToken().getDefiningOp());
-    // Declarations, views, frees, waits and starts queue no kernel.
+    // Declarations, views, frees, waits and collectives queue no kernel.
     auto queuesNoKernel = [](Operation *op) {
       return (isFree(op) && !op->hasTrait<OpTrait::IsTerminator>()) ||
-             isa<WaitOp, AllGatherStartOp, ReduceScatterStartOp,
-                 AllReduceStartOp>(op);
+             isa<WaitOp, AllGatherOp, AllGatherStartOp, ReduceScatterOp,
+                 ReduceScatterStartOp, AllReduceOp, AllReduceStartOp>(op);
     };
     Operation *next = waiter->getNextNode();
     while (next && queuesNoKernel(next))
@@ -249,8 +251,10 @@ private:
   llvm::DenseMap<Value, double> ends;
   llvm::StringMap<double> streams;
   llvm::StringMap<size_t> waitIndex;
+  /// The collective started last, with only frees since (null otherwise).
   Operation *lastStarted = nullptr;
-  std::string lastCommunicator;
+  /// Per communicator, whether its groups lie within nodes.
+  llvm::StringMap<bool> inNode;
 };
 
 } // namespace

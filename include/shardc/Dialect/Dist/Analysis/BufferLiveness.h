@@ -28,13 +28,18 @@ int64_t getBufferBytes(mlir::Value value);
 int64_t getGroupSize(mlir::Operation *op, mlir::FlatSymbolRefAttr meshRef,
                      mlir::ArrayAttr axes);
 
-/// How far apart the ranks of one group over `axes` lie: the highest rank
-/// less the lowest, plus one, where ranks number the mesh row-major (the
-/// last axis fastest, as the runtimes split their communicators); 1 if the
-/// mesh is unknown. A group lies within a node of M ranks when its span is
-/// M or less (M a multiple of it, the groups aligned).
-int64_t getGroupSpan(mlir::Operation *op, mlir::FlatSymbolRefAttr meshRef,
-                     mlir::ArrayAttr axes);
+/// Whether every group over `axes` of mesh `meshRef` lies within a node of
+/// `ranksPerNode` consecutive ranks, ranks numbering the mesh row-major
+/// (the last axis fastest, as the runtimes split their communicators);
+/// true if the mesh is unknown.
+bool isWithinNodes(mlir::Operation *op, mlir::FlatSymbolRefAttr meshRef,
+                   mlir::ArrayAttr axes, int64_t ranksPerNode);
+
+/// Whether the started collective `next` joins the NCCL group of the
+/// started collective `first` (target=cuda): the same kind over the same
+/// axes in the same wire type and reduction. All-reduces stay alone, their
+/// bytes sent being rounded per call.
+bool joinsNcclGroup(mlir::Operation *first, mlir::Operation *next);
 
 /// The bytes a rank sends for one run of a collective, by ring algorithms
 /// over the group of N ranks of its axes, D the bytes of the whole tensor in

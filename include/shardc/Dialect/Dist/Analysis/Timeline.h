@@ -37,7 +37,7 @@ struct Machine {
   /// NCCL's bus bandwidth (the bytes a rank sends per second, as
   /// nccl-tests report it) for a group inside a node (NVLink) and for one
   /// spanning nodes (the network, per GPU), and the latency each NCCL
-  /// launch adds (one per group of collectives started together).
+  /// launch adds (one per NCCL group, joinsNcclGroup).
   double nodeBusBandwidth, networkBusBandwidth, collectiveLatency;
   int64_t ranksPerNode;
 };

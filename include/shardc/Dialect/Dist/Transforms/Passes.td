@@ -380,8 +380,9 @@ def ShardcLedgerPass : Pass<"shardc-ledger", "::mlir::ModuleOp"> {
     whichever is longer; a collective takes its bytes sent (as above) at
     NCCL's bus bandwidth, 360 GB/s for a group inside a node (its ranks
     within `ranks-per-node` consecutive ones) and 45 GB/s for one across
-    nodes, plus 15 us per NCCL launch (collectives started together on one
-    communicator share one). It prints the compute stream's time (matrix
+    nodes, plus 15 us per NCCL launch (all-gathers or reduce-scatters
+    started together on one communicator share one, as the CUDA target
+    groups them; each all-reduce is its own). It prints the compute stream's time (matrix
     products, the rest), each collective kind's time on its streams, the
     time the compute stream waits on them (`exposed communication`: what
     the schedule does not hide), the step's time, its MFU (the model FLOPs
