@@ -110,15 +110,6 @@ std::string commented(StringRef text) {
   return out;
 }
 
-/// A collective's wire type; null for other ops.
-Type wireTypeOf(Operation *op) {
-  return TypeSwitch<Operation *, Type>(op)
-      .Case<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
-            ReduceScatterStartOp, AllReduceOp, AllReduceStartOp>(
-          [](auto c) { return c.getWireType(); })
-      .Default([](Operation *) { return Type(); });
-}
-
 /// A double as C++ reads it back exactly.
 std::string literal(double value) { return llvm::formatv("{0:e17}", value); }
 
@@ -302,7 +293,7 @@ LogicalResult StepEmitter::checkLowerable() {
     for (Value v : op->getResults())
       if (failed(checkType(op, v.getType())))
         return WalkResult::interrupt();
-    if (Type wire = wireTypeOf(op)) {
+    if (Type wire = getWireType(op)) {
       if (elementTypeOf(op->getResult(0)) != wire) {
         op->emitOpError() << "receives " << elementTypeOf(op->getResult(0))
                           << " from a " << wire
@@ -1076,7 +1067,7 @@ StepEmitter::PreparedCollective StepEmitter::prepareCollective(Operation *op) {
         axes = c.getAxes();
         average = c.getReduction() == Reduction::avg;
       });
-  std::string source = emitStaging(op, in, wireTypeOf(op));
+  std::string source = emitStaging(op, in, getWireType(op));
   // Elements per rank: a gather's padded piece (the gathered buffer has room
   // for every rank's, BufferLiveness), a reduce-scatter's shard (its source
   // holds every rank's), an all-reduce's whole tensor.
@@ -1096,7 +1087,7 @@ LogicalResult StepEmitter::emitCollective(Operation *op) {
   std::string call;
   std::string common =
       llvm::formatv("ctx, {0}u, {1}, {2}, {3}, {4}", c.mask,
-                    dtypeEnum(wireTypeOf(op)), c.source, c.out, c.count);
+                    dtypeEnum(getWireType(op)), c.source, c.out, c.count);
   std::string what = quoted(carriedBy(op));
   // A shard in host memory is copied into its slot of the result and
   // gathered in place.
@@ -1134,7 +1125,7 @@ void StepEmitter::emitNcclCollectives(
   std::string comm = "nccl" + std::to_string(first.mask);
   std::string stream = "comm" + std::to_string(first.mask);
   const char *reduction = first.average ? "ncclAvg" : "ncclSum";
-  const char *type = wireTypeOf(op).isBF16() ? "ncclBfloat16" : "ncclFloat";
+  const char *type = getWireType(op).isBF16() ? "ncclBfloat16" : "ncclFloat";
   const char *kind = isa<AllGatherOp, AllGatherStartOp>(op)
                          ? "SHARDC_RT_ALL_GATHER"
                      : isa<ReduceScatterOp, ReduceScatterStartOp>(op)
@@ -1182,8 +1173,8 @@ void StepEmitter::emitNcclCollectives(
   if (collectives.size() > 1)
     os << "SHARDC_NCCL(ncclGroupEnd());\n";
   os << "shardc_rt_cuda_sent(ctx, " << kind << ", " << first.mask << "u, "
-     << dtypeEnum(wireTypeOf(op)) << ", " << count << ", " << collectives.size()
-     << ");\n";
+     << dtypeEnum(getWireType(op)) << ", " << count << ", "
+     << collectives.size() << ");\n";
   os << "SHARDC_CUDA(cudaEventRecord(" << done << ", " << stream << "));\n";
   if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op)) {
     for (const PreparedCollective &c : collectives)

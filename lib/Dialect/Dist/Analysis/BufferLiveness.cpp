@@ -22,6 +22,14 @@ int64_t dist::getBufferBytes(Value value) {
          ((tensor.getElementType().getIntOrFloatBitWidth() + 7) / 8);
 }
 
+Type dist::getWireType(Operation *op) {
+  return TypeSwitch<Operation *, Type>(op)
+      .Case<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
+            ReduceScatterStartOp, AllReduceOp, AllReduceStartOp>(
+          [](auto c) { return c.getWireType(); })
+      .Default([](Operation *) { return Type(); });
+}
+
 int64_t dist::getGroupSize(Operation *op, FlatSymbolRefAttr meshRef,
                            ArrayAttr axes) {
   auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(op, meshRef);
@@ -58,15 +66,9 @@ bool dist::isWithinNodes(Operation *op, FlatSymbolRefAttr meshRef,
 }
 
 bool dist::joinsNcclGroup(Operation *first, Operation *next) {
-  auto wireOf = [](Operation *op) {
-    return TypeSwitch<Operation *, Type>(op)
-        .Case<AllGatherStartOp, ReduceScatterStartOp>(
-            [](auto c) { return c.getWireType(); })
-        .Default([](Operation *) { return Type(); });
-  };
   if (first->getName() != next->getName() ||
       !isa<AllGatherStartOp, ReduceScatterStartOp>(first) ||
-      wireOf(first) != wireOf(next) ||
+      getWireType(first) != getWireType(next) ||
       first->getAttr("axes") != next->getAttr("axes"))
     return false;
   auto scatter = dyn_cast<ReduceScatterStartOp>(first);

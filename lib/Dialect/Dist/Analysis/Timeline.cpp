@@ -267,6 +267,10 @@ FailureOr<TimelineReport> dist::predictTimeline(train::ModelOp model,
            << "offloads its optimizer to the host (offload-optimizer), "
               "whose updates run at the CPU's speed: machine '"
            << machine.name << "' does not price them";
+  if (modelFlops == kFlopsOverflow)
+    return model.emitOpError()
+           << "runs more than " << kFlopsOverflow
+           << " FLOPs a step per rank: no timeline can price it";
   TimelineReport report;
   report.machine = machine.name;
   report.ranksPerNode = machine.ranksPerNode;

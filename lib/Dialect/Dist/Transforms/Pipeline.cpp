@@ -181,10 +181,6 @@ FailureOr<Prediction> predict(ModuleOp module, const PipelineSteps &probe,
     return failure();
   train::ModelOp model = train::getModels(*copy)->front();
   Prediction prediction{computeLedger(model), std::nullopt};
-  if (machine && prediction.ledger.hardwareFlops == kFlopsOverflow)
-    return module.emitError()
-           << "runs more than " << kFlopsOverflow
-           << " FLOPs a step per rank: no timeline can price it";
   if (machine) {
     FailureOr<TimelineReport> timeline =
         predictTimeline(model, *machine, prediction.ledger.modelFlops);

@@ -24,6 +24,9 @@ namespace shardc::dist {
 /// Bytes of a tensor, or of the tensor a token completes to.
 int64_t getBufferBytes(mlir::Value value);
 
+/// A collective's wire type; null for other ops.
+mlir::Type getWireType(mlir::Operation *op);
+
 /// Ranks in the group spanning `axes` of mesh `meshRef` (1 if unknown).
 int64_t getGroupSize(mlir::Operation *op, mlir::FlatSymbolRefAttr meshRef,
                      mlir::ArrayAttr axes);

@@ -74,7 +74,8 @@ struct TimelineReport {
 
 /// Plays `model`'s step on `machine`; `modelFlops` (the ledger's) gives
 /// the MFU. Fails, with an error on the model, where the step offloads its
-/// optimizer to the host, whose speed the machine's figures do not give.
+/// optimizer to the host, whose speed the machine's figures do not give,
+/// or runs more FLOPs than the ledger counts (kFlopsOverflow).
 mlir::FailureOr<TimelineReport> predictTimeline(train::ModelOp model,
                                                 const Machine &machine,
                                                 int64_t modelFlops);
