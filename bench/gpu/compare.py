@@ -25,6 +25,7 @@
 import argparse
 import json
 import math
+import os
 import statistics
 import struct
 import sys
@@ -226,6 +227,11 @@ def cmd_shardc_row(args):
             row["status"] = "FAILED: non-finite loss"
     if args.smi_gb is not None:
         row["smi_gb"] = args.smi_gb
+    if args.ledger and os.path.exists(args.ledger):
+        with open(args.ledger) as f:
+            timeline = json.load(f).get("timeline")
+        if timeline:
+            row["predicted_ms"] = timeline["step_ms"]
     with open(args.out, "w") as f:
         json.dump(row, f)
     return 0
@@ -240,7 +246,7 @@ def cmd_table(args):
     for path in args.rows:
         with open(path) as f:
             rows.append(json.load(f))
-    head = ["run", "batch", "ms/step", "tokens/s", "MFU", "peak GB",
+    head = ["run", "batch", "ms/step", "pred ms", "tokens/s", "MFU", "peak GB",
             "smi GB", "status"]
     lines = []
     for r in rows:
@@ -254,6 +260,7 @@ def cmd_table(args):
             r["name"],
             str(r.get("batch") or ""),
             fmt(r.get("ms") if ok else None, "%.1f"),
+            fmt(r.get("predicted_ms") if ok else None, "%.1f"),
             fmt(r.get("tok_s") if ok else None, "%.0f"),
             fmt(100 * r["mfu"] if ok and "mfu" in r else None, "%.1f%%"),
             peak,
@@ -314,6 +321,7 @@ def main():
     r.add_argument("--peak-tflops", type=float, required=True)
     r.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     r.add_argument("--smi-gb", type=float)
+    r.add_argument("--ledger", help="the ledger's JSON: its timeline's step_ms")
     r.add_argument("--out", required=True)
 
     b = sub.add_parser("table")
