@@ -171,8 +171,8 @@ def build_model_classes(torch):
             logits = self.lm_head(self.transformer.ln_f(x))
             # fp32 loss: bf16 logits (fsdp2-bf16) widened, as shardc's
             # mixed precision does and as autocast does for cross_entropy.
-            return F.cross_entropy(logits.view(-1, self.vocab).float(),
-                                   targets.view(-1))
+            return F.cross_entropy(logits.reshape(-1, self.vocab).float(),
+                                   targets.reshape(-1))
 
     return GPT
 
