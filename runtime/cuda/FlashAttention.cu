@@ -22,11 +22,13 @@
 //
 // Products round their inputs as cuBLAS does: bf16 as stored, f32 to TF32
 // (q, k, v, dy, and P and dS, as the bf16 kernels round P and dS to bf16).
-// Shared rows are 16 bytes longer than their data, so that a warp's
-// fragment loads hit 32 different banks: every load for bf16; for f32 the
-// row-wise ones, while those reading a tile down its columns (v; in the
+// bf16 fragments come from shared memory by ldmatrix, one instruction per
+// fragment (.trans for the tiles read down their columns: v; in the
 // backward q, dy and k as b operands of the accumulations, and dS^T as the
-// a operand of dq's) meet 2-way conflicts.
+// a operand of dq's); f32 ones element by element. Shared rows are 16
+// bytes longer than their data, so that the 8 rows an ldmatrix phase reads
+// and a warp's f32 row-wise loads hit 32 different banks, while the f32
+// loads down a tile's columns meet 2-way conflicts.
 //
 //===----------------------------------------------------------------------===//
 
@@ -76,19 +78,34 @@ template <> struct Tiles<bf16> {
       return *reinterpret_cast<const uint32_t *>(p);
     return packBf16(p[0], p[stride]);
   }
-  /// a (16 x 16): a(r, k) = p[r rs + k ks].
+  /// a (16 x 16): a(r, k) = p[r rs + k ks]. One ldmatrix where either
+  /// stride is 1 (every call here): register i is the 8 x 8 matrix at rows
+  /// 8 (i % 2), columns 8 (i / 2), whose rows lane 8 i + r addresses;
+  /// transposed where a is stored down its columns.
   __device__ static void loadA(uint32_t (&a)[4], const bf16 *p, int rs,
                                int ks) {
-    int g = (threadIdx.x & 31) / 4, q = threadIdx.x & 3;
-    for (int i = 0; i < 4; ++i)
-      a[i] = pair(p + (g + 8 * (i % 2)) * rs + (2 * q + 8 * (i / 2)) * ks, ks);
+    int lane = threadIdx.x & 31, i = lane / 8, r = lane % 8;
+    if (ks == 1)
+      return ldMatrix<4, false>(a, p + (r + 8 * (i % 2)) * rs + 8 * (i / 2));
+    if (rs == 1)
+      return ldMatrix<4, true>(a, p + (r + 8 * (i / 2)) * ks + 8 * (i % 2));
+    int g = lane / 4, q = lane & 3;
+    for (int j = 0; j < 4; ++j)
+      a[j] = pair(p + (g + 8 * (j % 2)) * rs + (2 * q + 8 * (j / 2)) * ks, ks);
   }
-  /// b (16 x 8): b(k, n) = p[k ks + n ns].
+  /// b (16 x 8): b(k, n) = p[k ks + n ns]. One ldmatrix where either stride
+  /// is 1: register i is the matrix at rows (k) 8 i, transposed where b is
+  /// stored along n; lanes 16-31 repeat lanes 0-15's rows.
   __device__ static void loadB(uint32_t (&b)[2], const bf16 *p, int ks,
                                int ns) {
-    int g = (threadIdx.x & 31) / 4, q = threadIdx.x & 3;
-    for (int i = 0; i < 2; ++i)
-      b[i] = pair(p + (2 * q + 8 * i) * ks + g * ns, ks);
+    int lane = threadIdx.x & 31, i = lane / 8 % 2, r = lane % 8;
+    if (ks == 1)
+      return ldMatrix<2, false>(b, p + r * ns + 8 * i);
+    if (ns == 1)
+      return ldMatrix<2, true>(b, p + (r + 8 * i) * ks);
+    int g = lane / 4, q = lane & 3;
+    for (int j = 0; j < 2; ++j)
+      b[j] = pair(p + (2 * q + 8 * j) * ks + g * ns, ks);
   }
   /// The a fragment of columns [16j, 16j + 16) of c: tiles 2j and 2j + 1,
   /// whose layout is a's.

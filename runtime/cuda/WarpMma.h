@@ -65,6 +65,42 @@ __device__ inline void mmaTf32(float (&c)[4], const uint32_t (&a)[4],
 #endif
 }
 
+/// ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16: the running warp loads
+/// N (2 or 4) 8 x 8 matrices of 16-bit elements from shared memory, lane
+/// 8 i + r passing in `row` the address of matrix i's row r (16 bytes,
+/// 16-byte aligned; for N = 2 lanes 16-31's are ignored). Register i of
+/// lane l receives elements 2 (l % 4) and 2 (l % 4) + 1 (the first in the
+/// low half) of matrix i's row l / 4, or with Trans of its column l / 4:
+/// as an mma a or b register wants them (the ISA's figures; g = l / 4).
+template <int N, bool Trans>
+__device__ inline void ldMatrix(uint32_t (&r)[N], const void *row) {
+  static_assert(N == 2 || N == 4, "ldmatrix here: x2 or x4");
+#ifdef SHARDC_CUDASIM
+  ::cudasim::ldMatrix(N, Trans, r, row);
+#else
+  auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  if constexpr (N == 4 && Trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
+                 "{%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+  else if constexpr (N == 4)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 "
+                 "{%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+  else if constexpr (Trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 "
+                 "{%0, %1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(address));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(address));
+#endif
+}
+
 /// x rounded to TF32 (nearest, ties away from zero: cvt.rna.tf32.f32), as
 /// the .b32 register an m16n8k8 tf32 operand takes.
 __device__ inline uint32_t toTf32(float x) {

@@ -96,6 +96,7 @@ struct Engine {
   void *context = nullptr;
   std::vector<SimThread> threads;
   std::vector<uint32_t> fragments; // mmaSync's: a and b, 6 words per thread
+  std::vector<const void *> matrixRows; // ldMatrix's: a row per thread
   SimThread *current = nullptr;
   void *schedulerSp = nullptr;
   bool reverse = false; // the running block's threads in descending order
@@ -598,6 +599,52 @@ void mmaSync(Mma kind, float (&c)[4], const uint32_t (&a)[4],
     c[i] = sum;
   }
   // No lane passes its next fragments before every lane has read these.
+  syncWarp(0xffffffffu);
+}
+
+void ldMatrix(int count, bool trans, uint32_t *r, const void *row) {
+  SimThread &thread = running("ldmatrix");
+  size_t first = size_t(thread.warp) * 32;
+  if (first + 32 > engine.threads.size())
+    deviceError("ldmatrix in a warp of fewer than 32 threads");
+  if (engine.matrixRows.size() < engine.threads.size())
+    engine.matrixRows.resize(engine.threads.size());
+  engine.matrixRows[first + thread.lane] = row;
+  syncWarp(0xffffffffu);
+  for (int lane = 0; lane < 32; ++lane)
+    if (engine.threads[first + lane].state == State::Done)
+      deviceError(("ldmatrix: lane " + std::to_string(lane) +
+                   " of the warp has returned (.aligned: every lane must "
+                   "execute it)")
+                      .c_str());
+  for (int lane = 0; lane < 8 * count; ++lane) {
+    auto *p = static_cast<const unsigned char *>(
+        engine.matrixRows[first + lane]);
+    if (p < engine.shared || p + 16 > engine.sharedEnd ||
+        reinterpret_cast<uintptr_t>(p) % 16 != 0)
+      deviceError(("ldmatrix: lane " + std::to_string(lane) +
+                   "'s row is not 16 aligned bytes of dynamic shared memory")
+                      .c_str());
+  }
+  // Register i: matrix i's row lane / 4 (.trans: its column), elements
+  // 2 (lane % 4) and 2 (lane % 4) + 1.
+  int l = thread.lane;
+  for (int i = 0; i < count; ++i) {
+    uint32_t value = 0;
+    for (int h = 0; h < 2; ++h) {
+      int rowIndex = trans ? 2 * (l % 4) + h : l / 4;
+      int column = trans ? l / 4 : 2 * (l % 4) + h;
+      uint16_t element;
+      std::memcpy(&element,
+                  static_cast<const unsigned char *>(
+                      engine.matrixRows[first + 8 * i + rowIndex]) +
+                      2 * column,
+                  2);
+      value |= uint32_t(element) << (16 * h);
+    }
+    r[i] = value;
+  }
+  // No lane passes its next row before every lane has read these.
   syncWarp(0xffffffffu);
 }
 

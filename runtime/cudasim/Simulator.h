@@ -97,6 +97,13 @@ enum class Mma {
 void mmaSync(Mma kind, float (&c)[4], const uint32_t (&a)[4],
              const uint32_t (&b)[2]);
 
+/// ldmatrix.sync.aligned.m8n8.x`count`{.trans}.shared.b16 for the running
+/// warp (WarpMma.h's ldMatrix): each lane passes `row`, lane 8 i + r the
+/// address of row r of matrix i (16 bytes, 16-byte aligned, in the block's
+/// dynamic shared memory; for x2 only lanes 0-15's are read); waits for all
+/// 32 lanes, then sets the lane's registers r[0, count).
+void ldMatrix(int count, bool trans, uint32_t *r, const void *row);
+
 /// cvt.rna.tf32.f32: x rounded to TF32 (nearest, ties away from zero),
 /// as f32 bits with the low 13 mantissa bits zero.
 uint32_t roundToTf32(float x);

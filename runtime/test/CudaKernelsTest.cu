@@ -1101,6 +1101,13 @@ constexpr double kGeluEpilogueTolerance = 2e-2;
 /// and pre's layout.
 constexpr double kDGeluEpilogueTolerance = 1e-1;
 
+/// linear_gelu's y in bf16 where GELU runs apart from the GEMM: a rounding
+/// flip of the bf16 pre (one ulp) carried through GELU's slope (up to 1.13)
+/// plus y's own rounding make two ulps of y, 2^-6 relative just above a
+/// power of two. An H200 showed it: 2.046875 against the CPU's 2.015625,
+/// 1.2e-2 of the mixed bound, epilogue on (n = 65: not fused) and off alike.
+constexpr double kBf16GeluTolerance = 1.6e-2;
+
 /// The tolerance of a fused check of E (f32 or bf16): the usual one, or
 /// `looser` (an epilogue's approximate GELU), and at least the switch's.
 template <typename E> double toleranceOf(const Switch &s, double looser = 0) {
@@ -1359,7 +1366,9 @@ void testLinearGelu(int64_t m, int64_t kd, int64_t n, bool bias,
     check(name + ": pre" + s.gemmTag, gatherRows(dpre.download(), n, rows),
           wantPre, toleranceOf<E>(s));
     check(name + ": y" + s.gemmTag, gatherRows(dy.download(), n, rows), wantY,
-          toleranceOf<E>(s, fused ? kGeluEpilogueTolerance : 0));
+          toleranceOf<E>(s, fused                      ? kGeluEpilogueTolerance
+                            : std::is_same_v<E, float> ? 0
+                                                       : kBf16GeluTolerance));
   }
 }
 
