@@ -1023,12 +1023,64 @@ struct RowSoftmax {
 /// loads in flight per thread.
 constexpr int kRowLoads = 4;
 
-/// Calls f(j, l[j]) (as f32) for this thread's elements of a row of v,
-/// j = threadIdx.x, + blockDim.x, ... in order, loading kRowLoads of them
-/// before using them.
+/// Calls f(j, l[j]) (as f32) for this thread's elements of a row of v, each
+/// element once, in increasing j for the thread. Where f returns a value,
+/// out[j] = f's (rounded to T; out may be l: a thread reads an element
+/// before it writes it). Where l (and out) are 16-byte aligned the thread
+/// takes 16-byte chunks, threadIdx.x, + blockDim.x, ..., each one load and
+/// one store (a bf16 row element by element is 2-byte accesses, bound by
+/// their instructions on an H200, not by bandwidth); the rest of the row,
+/// or a misaligned one, element by element. kRowLoads loads in flight
+/// either way.
 template <typename T, typename F>
-__device__ void forThreadsElements(const T *l, int64_t v, F f) {
+__device__ void forThreadsElements(const T *l, int64_t v, F f,
+                                   T *out = nullptr) {
+  constexpr bool kWrites =
+      !std::is_void_v<std::invoke_result_t<F, int64_t, float>>;
+  constexpr int kVector = 16 / sizeof(T);
+  auto aligned = [](const void *p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  };
   int64_t stride = blockDim.x, j = threadIdx.x;
+  if (aligned(l) && (!kWrites || aligned(out))) {
+    int64_t chunks = v / kVector, c = threadIdx.x;
+    // Through memcpy, not a cast: cudasim's host compiler assumes that a
+    // T and a uint4 never alias.
+    auto chunk = [&](int64_t at, uint4 bits) {
+      T x[kVector];
+      memcpy(x, &bits, sizeof bits);
+#pragma unroll
+      for (int e = 0; e < kVector; ++e) {
+        if constexpr (kWrites)
+          x[e] = store<T>(f(at * kVector + e, load(x[e])));
+        else
+          f(at * kVector + e, load(x[e]));
+      }
+      if constexpr (kWrites) {
+        memcpy(&bits, x, sizeof bits);
+        reinterpret_cast<uint4 *>(out)[at] = bits;
+      }
+    };
+    const uint4 *chunksOfL = reinterpret_cast<const uint4 *>(l);
+    for (; c + (kRowLoads - 1) * stride < chunks; c += kRowLoads * stride) {
+      uint4 bits[kRowLoads];
+#pragma unroll
+      for (int u = 0; u < kRowLoads; ++u)
+        bits[u] = chunksOfL[c + u * stride];
+#pragma unroll
+      for (int u = 0; u < kRowLoads; ++u)
+        chunk(c + u * stride, bits[u]);
+    }
+    for (; c < chunks; c += stride)
+      chunk(c, chunksOfL[c]);
+    j = chunks * kVector + threadIdx.x;
+  }
+  auto element = [&](int64_t at, float x) {
+    if constexpr (kWrites)
+      out[at] = store<T>(f(at, x));
+    else
+      f(at, x);
+  };
   for (; j + (kRowLoads - 1) * stride < v; j += kRowLoads * stride) {
     float x[kRowLoads];
 #pragma unroll
@@ -1036,10 +1088,10 @@ __device__ void forThreadsElements(const T *l, int64_t v, F f) {
       x[u] = load(l[j + u * stride]);
 #pragma unroll
     for (int u = 0; u < kRowLoads; ++u)
-      f(j + u * stride, x[u]);
+      element(j + u * stride, x[u]);
   }
   for (; j < v; j += stride)
-    f(j, load(l[j]));
+    element(j, load(l[j]));
 }
 
 /// Adds logit x to a thread's running max and sum (rowSoftmax).
@@ -1098,12 +1150,13 @@ __device__ void writeRowGrad(const T *l, T *out, RowSoftmax softmax,
                              int64_t ld) {
   float factor = static_cast<float>(perRow / softmax.sum);
   float perRowF = static_cast<float>(perRow);
-  forThreadsElements(l, v, [&](int64_t j, float x) {
-    float value = expf(x - softmax.max) * factor;
-    if (j == target)
-      value -= perRowF;
-    out[j] = store<T>(value);
-  });
+  forThreadsElements(
+      l, v,
+      [&](int64_t j, float x) {
+        float value = expf(x - softmax.max) * factor;
+        return j == target ? value - perRowF : value;
+      },
+      out);
   for (int64_t j = v + threadIdx.x; j < ld; j += blockDim.x)
     out[j] = store<T>(0.0f);
 }
