@@ -22,13 +22,15 @@
 //
 // Products round their inputs as cuBLAS does: bf16 as stored, f32 to TF32
 // (q, k, v, dy, and P and dS, as the bf16 kernels round P and dS to bf16).
-// bf16 fragments come from shared memory by ldmatrix, one instruction per
-// fragment (.trans for the tiles read down their columns: v; in the
-// backward q, dy and k as b operands of the accumulations, and dS^T as the
-// a operand of dq's); f32 ones element by element. Shared rows are 16
-// bytes longer than their data, so that the 8 rows an ldmatrix phase reads
-// and a warp's f32 row-wise loads hit 32 different banks, while the f32
-// loads down a tile's columns meet 2-way conflicts.
+// The forward's bf16 fragments come from shared memory by ldmatrix, one
+// instruction per fragment (.trans for v, read down its columns); the
+// backward's, and f32 ones, element by element (kBackwardByMatrix says
+// why). Shared rows are 16 bytes longer than their data, so that the 8
+// rows an ldmatrix phase reads, and a warp's element loads, hit 32
+// different banks: every bf16 load; for f32 the row-wise ones, while those
+// reading a tile down its columns (v; in the backward q, dy and k as b
+// operands of the accumulations, and dS^T as the a operand of dq's) meet
+// 2-way conflicts.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,6 +54,17 @@ constexpr int kBlock = 64; // queries (forward) or keys (backward) per block
 constexpr int kWarps = 4;  // each owns 16 of the block's rows
 constexpr int kThreads = 32 * kWarps;
 constexpr int kTiles = kBlock / 8; // 8-column accumulator tiles of a row
+
+/// Whether each kernel loads its bf16 fragments by ldmatrix (Tiles<bf16>).
+/// On an H200 (GPT-2 small, bf16, batch 128, 12 layers) ldmatrix took the
+/// forward from 28.6 to 27.1 ms but the backward from 93.7 to 104.7: each
+/// ldmatrix (asm volatile) issues in program order right before its mma,
+/// and the backward's 4 blocks per multiprocessor (its shared memory) hide
+/// too little of that latency, where the compiler hoists plain shared
+/// loads. Loading a k-step's fragments before its mmas is the next thing
+/// to measure.
+constexpr bool kForwardByMatrix = true;
+constexpr bool kBackwardByMatrix = false;
 
 /// The accumulators of a warp's 16 rows by kBlock columns: tile n holds
 /// columns [8n, 8n + 8) (WarpMma.h's c layout).
@@ -78,30 +91,34 @@ template <> struct Tiles<bf16> {
       return *reinterpret_cast<const uint32_t *>(p);
     return packBf16(p[0], p[stride]);
   }
-  /// a (16 x 16): a(r, k) = p[r rs + k ks]. One ldmatrix where either
-  /// stride is 1 (every call here): register i is the 8 x 8 matrix at rows
-  /// 8 (i % 2), columns 8 (i / 2), whose rows lane 8 i + r addresses;
-  /// transposed where a is stored down its columns.
+  /// a (16 x 16): a(r, k) = p[r rs + k ks]. ByMatrix: one ldmatrix where
+  /// either stride is 1 (every call here): register i is the 8 x 8 matrix
+  /// at rows 8 (i % 2), columns 8 (i / 2), whose rows lane 8 i + r
+  /// addresses; transposed where a is stored down its columns. Else (or
+  /// with neither stride 1) element by element.
+  template <bool ByMatrix>
   __device__ static void loadA(uint32_t (&a)[4], const bf16 *p, int rs,
                                int ks) {
     int lane = threadIdx.x & 31, i = lane / 8, r = lane % 8;
-    if (ks == 1)
+    if (ByMatrix && ks == 1)
       return ldMatrix<4, false>(a, p + (r + 8 * (i % 2)) * rs + 8 * (i / 2));
-    if (rs == 1)
+    if (ByMatrix && rs == 1)
       return ldMatrix<4, true>(a, p + (r + 8 * (i / 2)) * ks + 8 * (i % 2));
     int g = lane / 4, q = lane & 3;
     for (int j = 0; j < 4; ++j)
       a[j] = pair(p + (g + 8 * (j % 2)) * rs + (2 * q + 8 * (j / 2)) * ks, ks);
   }
-  /// b (16 x 8): b(k, n) = p[k ks + n ns]. One ldmatrix where either stride
-  /// is 1: register i is the matrix at rows (k) 8 i, transposed where b is
-  /// stored along n; lanes 16-31 repeat lanes 0-15's rows.
+  /// b (16 x 8): b(k, n) = p[k ks + n ns]. ByMatrix: one ldmatrix where
+  /// either stride is 1: register i is the matrix at rows (k) 8 i,
+  /// transposed where b is stored along n; lanes 16-31 repeat lanes 0-15's
+  /// rows. Else element by element.
+  template <bool ByMatrix>
   __device__ static void loadB(uint32_t (&b)[2], const bf16 *p, int ks,
                                int ns) {
     int lane = threadIdx.x & 31, i = lane / 8 % 2, r = lane % 8;
-    if (ks == 1)
+    if (ByMatrix && ks == 1)
       return ldMatrix<2, false>(b, p + r * ns + 8 * i);
-    if (ns == 1)
+    if (ByMatrix && ns == 1)
       return ldMatrix<2, true>(b, p + (r + 8 * i) * ks);
     int g = lane / 4, q = lane & 3;
     for (int j = 0; j < 2; ++j)
@@ -128,12 +145,14 @@ template <> struct Tiles<float> {
                              const uint32_t (&b)[2]) {
     mmaTf32(c, a, b);
   }
+  template <bool>
   __device__ static void loadA(uint32_t (&a)[4], const float *p, int rs,
                                int ks) {
     int g = (threadIdx.x & 31) / 4, q = threadIdx.x & 3;
     for (int i = 0; i < 4; ++i)
       a[i] = toTf32(p[(g + 8 * (i % 2)) * rs + (q + 4 * (i / 2)) * ks]);
   }
+  template <bool>
   __device__ static void loadB(uint32_t (&b)[2], const float *p, int ks,
                                int ns) {
     int g = (threadIdx.x & 31) / 4, q = threadIdx.x & 3;
@@ -208,15 +227,15 @@ __device__ void loadTile(T *dst, int ldd, const T *src, int64_t ld,
 
 /// c[n] += a b over the warp's 16 rows: a(r, k) = a[r ld + k] for k in
 /// [0, D), b(k, n) = b[n ld + k] for the kBlock rows of b (S = a b^T).
-template <typename T, int D>
+template <typename T, int D, bool ByMatrix>
 __device__ void warpABT(RowAccumulators &c, const T *a, const T *b) {
   constexpr int ld = D + kPad<T>;
   for (int k = 0; k < D; k += Tiles<T>::kK) {
     uint32_t fa[4];
-    Tiles<T>::loadA(fa, a + k, ld, 1);
+    Tiles<T>::template loadA<ByMatrix>(fa, a + k, ld, 1);
     for (int n = 0; n < kTiles; ++n) {
       uint32_t fb[2];
-      Tiles<T>::loadB(fb, b + n * 8 * ld + k, 1, ld);
+      Tiles<T>::template loadB<ByMatrix>(fb, b + n * 8 * ld + k, 1, ld);
       Tiles<T>::mma(c[n], fa, fb);
     }
   }
@@ -224,7 +243,7 @@ __device__ void warpABT(RowAccumulators &c, const T *a, const T *b) {
 
 /// o[n] (16 x D) += p b, where p is the warp's 16 x kBlock accumulators and
 /// b[kBlock][D] (row stride D + padding) in shared memory.
-template <typename T, int D>
+template <typename T, int D, bool ByMatrix>
 __device__ void warpAccumulatePB(float (&o)[D / 8][4], const RowAccumulators &p,
                                  const T *b) {
   constexpr int ld = D + kPad<T>, kK = Tiles<T>::kK;
@@ -233,7 +252,7 @@ __device__ void warpAccumulatePB(float (&o)[D / 8][4], const RowAccumulators &p,
     Tiles<T>::accumulatorsToA(fa, p, j);
     for (int n = 0; n < D / 8; ++n) {
       uint32_t fb[2];
-      Tiles<T>::loadB(fb, b + j * kK * ld + n * 8, ld, 1);
+      Tiles<T>::template loadB<ByMatrix>(fb, b + j * kK * ld + n * 8, ld, 1);
       Tiles<T>::mma(o[n], fa, fb);
     }
   }
@@ -276,7 +295,7 @@ __global__ void __launch_bounds__(kThreads)
     loadTile(vs, ld, head + 2 * c + k0 * ldg, ldg, t - k0, D);
     __syncthreads();
     RowAccumulators s = {};
-    warpABT<T, D>(s, qs + r0 * ld, ks);
+    warpABT<T, D, kForwardByMatrix>(s, qs + r0 * ld, ks);
     float alpha[2];
     for (int half = 0; half < 2; ++half) {
       int64_t qi = q0 + r0 + g + 8 * half;
@@ -304,7 +323,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < D / 8; ++n)
       for (int i = 0; i < 4; ++i)
         o[n][i] *= alpha[i / 2];
-    warpAccumulatePB<T, D>(o, s, vs);
+    warpAccumulatePB<T, D, kForwardByMatrix>(o, s, vs);
   }
   for (int half = 0; half < 2; ++half) {
     int64_t qi = q0 + r0 + g + 8 * half;
@@ -392,8 +411,8 @@ __global__ void __launch_bounds__(kThreads)
     // The warp's 16 keys against the block's queries: S^T = k q^T and
     // dP^T = v dy^T; then P^T and dS^T over them.
     RowAccumulators s = {}, dp = {};
-    warpABT<T, D>(s, ks + r0 * ld, qs);
-    warpABT<T, D>(dp, vs + r0 * ld, dys);
+    warpABT<T, D, kBackwardByMatrix>(s, ks + r0 * ld, qs);
+    warpABT<T, D, kBackwardByMatrix>(dp, vs + r0 * ld, dys);
     for (int n = 0; n < kTiles; ++n)
       for (int i = 0; i < 4; ++i) {
         int r = r0 + g + 8 * (i / 2), col = n * 8 + 2 * q + i % 2;
@@ -406,18 +425,20 @@ __global__ void __launch_bounds__(kThreads)
         dsT[r * ldS + col] = Tiles<T>::fromFloat(ds);
       }
     // The warp's keys: dv += P^T dy, dk += dS^T q.
-    warpAccumulatePB<T, D>(dv, s, dys);
-    warpAccumulatePB<T, D>(dk, dp, qs);
+    warpAccumulatePB<T, D, kBackwardByMatrix>(dv, s, dys);
+    warpAccumulatePB<T, D, kBackwardByMatrix>(dk, dp, qs);
     __syncthreads(); // dS^T of every key
     // The warp's 16 queries: dq += scale dS k, dS(query, key) = dS^T's
     // (key, query).
     float acc[D / 8][4] = {};
     for (int j = 0; j < kBlock / kK; ++j) {
       uint32_t fa[4];
-      Tiles<T>::loadA(fa, dsT + j * kK * ldS + r0, 1, ldS);
+      Tiles<T>::template loadA<kBackwardByMatrix>(fa, dsT + j * kK * ldS + r0,
+                                                  1, ldS);
       for (int n = 0; n < D / 8; ++n) {
         uint32_t fb[2];
-        Tiles<T>::loadB(fb, ks + j * kK * ld + n * 8, ld, 1);
+        Tiles<T>::template loadB<kBackwardByMatrix>(
+            fb, ks + j * kK * ld + n * 8, ld, 1);
         Tiles<T>::mma(acc[n], fa, fb);
       }
     }
