@@ -57,12 +57,12 @@ constexpr int kTiles = kBlock / 8; // 8-column accumulator tiles of a row
 
 /// Whether each kernel loads its bf16 fragments by ldmatrix (Tiles<bf16>).
 /// On an H200 (GPT-2 small, bf16, batch 128, 12 layers) ldmatrix took the
-/// forward from 28.6 to 27.1 ms but the backward from 93.7 to 104.7: each
-/// ldmatrix (asm volatile) issues in program order right before its mma,
-/// and the backward's 4 blocks per multiprocessor (its shared memory) hide
-/// too little of that latency, where the compiler hoists plain shared
-/// loads. Loading a k-step's fragments before its mmas is the next thing
-/// to measure.
+/// forward from 28.6 to 27.1 ms but the backward from 93.7 to 104.7. A
+/// guess, not yet checked with counters: each ldmatrix (asm volatile)
+/// issues in program order right before its mma, and the backward's 4
+/// blocks per multiprocessor (its shared memory) hide too little of that
+/// latency, where the compiler may hoist plain shared loads. Loading a
+/// k-step's fragments before its mmas is the next thing to measure.
 constexpr bool kForwardByMatrix = true;
 constexpr bool kBackwardByMatrix = false;
 

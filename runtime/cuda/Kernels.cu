@@ -1028,10 +1028,11 @@ constexpr int kRowLoads = 4;
 /// out[j] = f's (rounded to T; out may be l: a thread reads an element
 /// before it writes it). Where l (and out) are 16-byte aligned the thread
 /// takes 16-byte chunks, threadIdx.x, + blockDim.x, ..., each one load and
-/// one store (a bf16 row element by element is 2-byte accesses, bound by
-/// their instructions on an H200, not by bandwidth); the rest of the row,
-/// or a misaligned one, element by element. kRowLoads loads in flight
-/// either way.
+/// one store; the rest of the row, or a misaligned one, element by element.
+/// kRowLoads loads in flight either way. On an H200 the chunks took GPT-2
+/// small's cross entropy from 12.6 to 10.6 ms in f32 (batch 64) but only
+/// from 23.7 to 22.3 in bf16 (batch 128, the same bytes): what holds bf16
+/// at twice f32's time, 2.4 times its bandwidth floor, is not the accesses.
 template <typename T, typename F>
 __device__ void forThreadsElements(const T *l, int64_t v, F f,
                                    T *out = nullptr) {

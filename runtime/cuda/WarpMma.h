@@ -1,7 +1,8 @@
 //===- WarpMma.h - PTX warp-level matrix multiply-accumulate ----*- C++ -*-===//
 //
 // The two tensor-core instructions the flash attention kernels run, as PTX
-// gives them (mma.sync.aligned .row.col, f32 accumulators):
+// gives them (mma.sync.aligned .row.col, f32 accumulators), and ldmatrix,
+// which loads their bf16 fragments from shared memory:
 //
 //   MmaBf16: m16n8k16, bf16 inputs, each .b32 register two bf16 (the lower
 //            index in the low half);

@@ -32,7 +32,8 @@
 // Not modelled: concurrency between streams (everything runs in issue
 // order, so a missing cross-stream wait does not show), and the speed of
 // anything. Each lane of a warp holds whole wmma a and b tiles
-// (include/mma.h); PTX's mma.sync (mmaSync) exchanges the lanes' fragments.
+// (include/mma.h); PTX's mma.sync (mmaSync) exchanges the lanes' fragments,
+// and ldmatrix (ldMatrix) the rows they address.
 //
 //===----------------------------------------------------------------------===//
 
