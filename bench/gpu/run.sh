@@ -1225,7 +1225,7 @@ NOTES_OUT=(
   "MFU = tokens/s x FLOPs/token / peak: fp32 rows / ${PEAK_TFLOPS} TFLOP/s (H200 dense TF32 peak), bf16 rows / ${BF16_PEAK_TFLOPS} TFLOP/s (H200 dense BF16 peak)"
   "FLOPs/token = 6N + 6LTC (llm.c) = $(awk -v f="$FPT" 'BEGIN { printf "%.1f", f / 1e6 }') MFLOP, N = $G_PARAMS = every parameter counted once (the tied wte once with its padding rows, wpe included), L=$G_LAYERS T=$G_SEQ C=$G_HIDDEN"
   "ms/step: median over the steps after the warm-up (shardc $SHARDC_WARMUP + $SHARDC_STEPS, torch $TORCH_WARMUP + $TORCH_STEPS), host clock around a synchronised step; batches tried largest first, fp32 $BATCHES, bf16 $BF16_BATCHES; torch at the batch shardc's rows of the same precision ran"
-  "pred ms: the ledger's predicted step on an H200 (shardc build --machine h200: GEMMs at 70% of the precision's peak, other kernels at 80% of HBM bandwidth, 15 us per launch), uncalibrated until set beside these measurements"
+  "pred ms: the ledger's predicted step on an H200 (shardc build --machine h200: a roofline whose kernel efficiencies were measured on an H200 on 2026-12-04, lookupMachine in lib/Dialect/Dist/Analysis/Timeline.cpp)"
   "peak GB (10^9 B): shardc = measured allocator high-water mark / the ledger's prediction; torch = torch.cuda.max_memory_allocated; smi GB = the largest nvidia-smi memory.used sampled during the run (whole process: CUDA context, cuBLAS workspace, caches)"
   "shardc GEMM epilogues (cuBLASLt bias/GELU/GELU-derivative fusion) in the timed runs: ${SHARDC_GEMM_EPILOGUES:-on}"
   "world size 1: shardc folds every collective over one rank away (a unit reads its params' storage, no DDP bucket copies: --shardc-shard step 7); torch FSDP2 at world size 1 still runs its all-gathers and reduce-scatters"

@@ -21,17 +21,27 @@ using namespace mlir;
 using namespace shardc;
 using namespace shardc::dist;
 
-// The public figures of NVIDIA's SXM parts (dense, without sparsity), with
-// what nccl-tests and GEMM benchmarks reach of them: NVLink 4's 450 GB/s a
-// direction gives about 360 GB/s of bus bandwidth to 8 GPUs; a 400 Gb/s
-// NIC per GPU about 45 GB/s across nodes.
+// The public figures of NVIDIA's SXM parts (dense, without sparsity). The
+// kernels' efficiencies are what the CUDA target's reached on an H200
+// (bench/RESULTS.md, 2026-12-04: GPT-2 small at world size 1, bf16 batch
+// 128 and f32 batch 64, each kind's GPU time per step from --profile over
+// the FLOPs or bytes this timeline counts for it), taken for the H100 too:
+// bf16 GEMMs 132.8 ms for 97.2 TFLOP (0.74 of 989 TFLOP/s), f32 (TF32)
+// 203.9 ms for 48.6 (0.48 of 494); flash attention 120.8 ms for 8.66 TFLOP
+// (0.072) and 99.5 ms for 4.33 (0.088); the rest 62.8 and 37.4 ms for
+// 95.8 and 95.5 GB (0.32 and 0.53 of 4.8 TB/s: a bf16 kernel does an f32
+// kernel's work per element on half the bytes). The links are what
+// nccl-tests reach: NVLink 4's 450 GB/s a direction gives about 360 GB/s
+// of bus bandwidth to 8 GPUs; a 400 Gb/s NIC per GPU about 45 GB/s across
+// nodes.
 std::optional<Machine> dist::lookupMachine(StringRef name,
                                            int64_t ranksPerNode) {
+  KernelEfficiency bf16{0.74, 0.072, 0.32}, f32{0.48, 0.088, 0.53};
   Machine m;
   if (name == "h100")
-    m = {"h100", 989e12, 494e12, 0.7, 3.35e12, 0.8, 360e9, 45e9, 15e-6, 8};
+    m = {"h100", 989e12, 494e12, 3.35e12, bf16, f32, 360e9, 45e9, 15e-6, 8};
   else if (name == "h200")
-    m = {"h200", 989e12, 494e12, 0.7, 4.8e12, 0.8, 360e9, 45e9, 15e-6, 8};
+    m = {"h200", 989e12, 494e12, 4.8e12, bf16, f32, 360e9, 45e9, 15e-6, 8};
   else
     return std::nullopt;
   if (ranksPerNode > 0)
@@ -74,6 +84,18 @@ int64_t bytesMoved(Operation *op) {
   if (isa<TakeShardOp>(op))
     return 2 * tensorBytes(op->getResults());
   return tensorBytes(op->getOperands()) + tensorBytes(op->getResults());
+}
+
+/// Whether a kernel computes in bf16: the type of its first tensor operand,
+/// or of its first tensor result where it has none (a fill).
+bool runsInBf16(Operation *op) {
+  for (Value v : op->getOperands())
+    if (auto tensor = dyn_cast<RankedTensorType>(v.getType()))
+      return tensor.getElementType().isBF16();
+  for (Value v : op->getResults())
+    if (auto tensor = dyn_cast<RankedTensorType>(v.getType()))
+      return tensor.getElementType().isBF16();
+  return false;
 }
 
 /// Ops that run no kernel: declarations, views, frees and terminators.
@@ -142,12 +164,14 @@ private:
     runKernel(op);
   }
 
-  /// A kernel on the compute stream: its FLOPs at the peak of its operands'
-  /// type, or its bytes at the memory's bandwidth, whichever takes longer.
+  /// A kernel on the compute stream: its FLOPs at the peak of its first
+  /// tensor's type, or its bytes at the memory's bandwidth, whichever takes
+  /// longer, each at what that type's kernels reach of it.
   void runKernel(Operation *op) {
-    double bytes = bytesMoved(op);
+    bool bf16 = runsInBf16(op);
+    const KernelEfficiency &efficiency = bf16 ? machine.bf16 : machine.f32;
     double memory =
-        bytes / (machine.memoryBandwidth * machine.memoryEfficiency);
+        bytesMoved(op) / (machine.memoryBandwidth * efficiency.memory);
     int64_t flops = getMatmulFlops(op);
     if (!flops) {
       report.memorySeconds += memory;
@@ -155,10 +179,11 @@ private:
       lastStarted = nullptr;
       return;
     }
-    Type element = getElementTypeOrSelf(op->getOperand(0).getType());
-    double peak = element.isBF16() ? machine.bf16Flops : machine.f32Flops;
+    double peak = bf16 ? machine.bf16Flops : machine.f32Flops;
+    bool attention = isa<train::AttentionOp, train::AttentionGradOp>(op);
     double seconds =
-        std::max(memory, flops / (peak * machine.matmulEfficiency));
+        std::max(memory, flops / (peak * (attention ? efficiency.attention
+                                                    : efficiency.matmul)));
     report.matmulSeconds += seconds;
     now += seconds;
     lastStarted = nullptr;

@@ -86,7 +86,7 @@ void printText(const LedgerReport &r, int64_t evalPeak, llvm::raw_ostream &os) {
 /// The timeline's rows, in milliseconds.
 void printText(const TimelineReport &t, llvm::raw_ostream &os) {
   os << "  timeline on " << t.machine << ", " << t.ranksPerNode
-     << " ranks per node    ms  (a roofline, not a measurement)\n";
+     << " ranks per node    ms  (a calibrated roofline, not a measurement)\n";
   auto row = [&](StringRef name, double seconds, StringRef note = "") {
     os << llvm::format("  %-22s %16.3f", name.str().c_str(), seconds * 1e3);
     if (!note.empty())

@@ -23,17 +23,24 @@
 
 namespace shardc::dist {
 
+/// What the CUDA target's kernels reach of a machine's peaks, for one
+/// operand type: GEMMs (cuBLAS, cuBLASLt) and the flash attention kernels
+/// of the FLOP peak, the other kernels of the memory bandwidth.
+struct KernelEfficiency {
+  double matmul, attention, memory;
+};
+
 /// One GPU of a machine, and the links between them, as a timeline prices
-/// them. Rates are per second; the efficiencies are what large GEMMs and
-/// streaming kernels reach of the peaks.
+/// them. Rates are per second.
 struct Machine {
   std::string name;
   /// Dense matrix-product peaks with bf16 operands, and with f32 ones
   /// (TF32 tensor cores, which the CUDA target allows for f32).
   double bf16Flops, f32Flops;
-  double matmulEfficiency;
-  /// HBM bytes per second, and the share of it a memory-bound kernel gets.
-  double memoryBandwidth, memoryEfficiency;
+  /// HBM bytes per second.
+  double memoryBandwidth;
+  /// Kernels with bf16 operands, and with f32 ones.
+  KernelEfficiency bf16, f32;
   /// NCCL's bus bandwidth (the bytes a rank sends per second, as
   /// nccl-tests report it) for a group inside a node (NVLink) and for one
   /// spanning nodes (the network, per GPU), and the latency each NCCL

@@ -375,9 +375,12 @@ def ShardcLedgerPass : Pass<"shardc-ledger", "::mlir::ModuleOp"> {
     kernel in program order, each collective running on its communicator's
     stream from its start (once that stream is free), and each `dist.wait`
     holding the compute stream until its collective ends. A kernel takes
-    its matrix-product FLOPs at 70% of the peak of its operands' type (bf16,
-    or TF32 for f32) or its bytes in and out at 80% of HBM's bandwidth,
-    whichever is longer; a collective takes its bytes sent (as above) at
+    its matrix-product FLOPs at the peak of its operands' type (bf16, or
+    TF32 for f32) or its bytes in and out at HBM's bandwidth, whichever is
+    longer, each at the share the CUDA target's kernels of that type
+    reached on an H200 (GEMMs 74% of the bf16 peak and 48% of TF32's, flash
+    attention 7.2% and 8.8%, the other kernels 32% and 53% of the
+    bandwidth: lookupMachine says how they were measured); a collective takes its bytes sent (as above) at
     NCCL's bus bandwidth, 360 GB/s for a group inside a node (its ranks
     within `ranks-per-node` consecutive ones) and 45 GB/s for one across
     nodes, plus 15 us per NCCL launch (all-gathers or reduce-scatters
@@ -388,7 +391,9 @@ def ShardcLedgerPass : Pass<"shardc-ledger", "::mlir::ModuleOp"> {
     the schedule does not hide), the step's time, its MFU (the model FLOPs
     at the peak of the params' type), and the longest waits, named by the
     collective's kind and the unit it holds up. The figures are a
-    roofline, not a measurement: it ranks schedules (prefetch depth,
+    calibrated roofline, not a measurement (GPT-2 small at world size 1
+    within 2% of the H200's step, test/e2e/timeline-measured.test): it
+    ranks schedules (prefetch depth,
     `reshard-after-forward`, bucket sizes, a node's share of a group)
     before anything runs. `format=json` adds `timeline.{machine,
     ranks_per_node, matmul_ms, memory_ms, all_gather_ms,
