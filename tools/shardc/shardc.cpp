@@ -48,7 +48,9 @@ options (as --shardc-pipeline's):
   --strategy ddp|zero1|zero2|zero3|fsdp|hsdp|auto   (default zero3; auto:
                                the first of ddp, zero1, zero2, zero3 whose
                                predicted peak fits --memory-budget; with
-                               --machine, the fastest predicted that fits)
+                               --machine, the fastest predicted that fits,
+                               zero3's reshard-after-forward settings too
+                               where it is not given)
   --mesh N|RxS                 ranks (RxS: hsdp's replicate x shard)
   --target host|cuda|cudasim   (default host: C++ over MPI, BLAS; cudasim:
                                target=cuda's code run on the CPU by

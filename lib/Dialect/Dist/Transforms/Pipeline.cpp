@@ -48,7 +48,8 @@ struct ShardcPipelineOptions
           clEnumValN(StrategyChoice::automatic, "auto",
                      "the first of ddp, zero1, zero2, zero3 that fits "
                      "memory-budget; with machine, the fastest predicted "
-                     "that fits"))};
+                     "that fits, zero3's reshard-after-forward settings "
+                     "too where it is not given"))};
   Option<std::string> mesh{*this, "mesh",
                            llvm::cl::desc("N, or RxS for hsdp"),
                            llvm::cl::init("1")};
@@ -142,6 +143,9 @@ struct PipelineSteps {
   train::TrainAutodiffPassOptions autodiff;
   bool fuse = true;
   ShardcShardPassOptions shard;
+  /// Whether reshard-after-forward was given (strategy=auto with a machine
+  /// tries zero3's other settings where it was not).
+  bool reshardGiven = false;
   ShardcSchedulePassOptions schedule;
   ShardcLedgerPassOptions ledger;
 };
@@ -366,7 +370,31 @@ public:
 /// ladder is zero3 alone: the lower rungs keep params on the device.
 /// With machine=, the rung whose step the ledger's timeline predicts
 /// fastest of those that fit (of all, without a budget), the remark adding
-/// each one's predicted step.
+/// each one's predicted step; where reshard-after-forward is not given,
+/// the ladder goes on with zero3's other settings of it, which users of
+/// FSDP2 tune by hand: reshard to a node's ranks (`reshard-after-forward=`
+/// ranks-per-node, where the mesh spans whole nodes), then not at all
+/// (`false`, FSDP's SHARD_GRAD_OP), each chosen only when faster than the
+/// rungs before it.
+/// A rung of strategy=auto's ladder: a strategy, with a setting of
+/// reshard-after-forward where not empty.
+struct Rung {
+  Strategy strategy;
+  std::string reshard;
+
+  std::string name() const {
+    std::string text = strategyName(strategy);
+    return reshard.empty() ? text : text + " reshard-after-forward=" + reshard;
+  }
+  /// `steps` compiling this rung.
+  PipelineSteps apply(PipelineSteps steps) const {
+    steps.shard.strategy = strategy;
+    if (!reshard.empty())
+      steps.shard.reshardAfterForward = reshard;
+    return steps;
+  }
+};
+
 class AutoStrategyPass : public PipelineSearch<AutoStrategyPass> {
 public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(AutoStrategyPass)
@@ -399,23 +427,32 @@ public:
     PipelineSteps probe = steps;
     if (recomputeAuto)
       probe.autodiff.recompute.clear();
-    const Strategy ladder[] = {Strategy::ddp, Strategy::zero1, Strategy::zero2,
-                               Strategy::zero3};
+    SmallVector<Rung, 6> ladder = {{Strategy::ddp, ""},
+                                   {Strategy::zero1, ""},
+                                   {Strategy::zero2, ""},
+                                   {Strategy::zero3, ""}};
+    if (machine && !steps.reshardGiven) {
+      int64_t ranks = 0, perNode = machine->ranksPerNode;
+      if (!StringRef(steps.shard.mesh).getAsInteger(10, ranks) && perNode > 1 &&
+          perNode < ranks && ranks % perNode == 0)
+        ladder.push_back({Strategy::zero3, std::to_string(perNode)});
+      ladder.push_back({Strategy::zero3, "false"});
+    }
     int64_t budget = steps.ledger.memoryBudget;
     std::string below;
     // The rungs that fit: without a machine the first, with one all.
-    SmallVector<std::pair<Strategy, Prediction>, 4> fits;
-    for (Strategy rung : ladder) {
+    SmallVector<std::pair<Rung, Prediction>, 6> fits;
+    for (const Rung &rung : ladder) {
       // offload-params: only zero3 gathers its params from host memory.
-      if (steps.shard.offloadParams && rung != Strategy::zero3)
+      if (steps.shard.offloadParams && rung.strategy != Strategy::zero3)
         continue;
-      probe.shard.strategy = rung;
-      FailureOr<Prediction> prediction = predict(module, probe, machine);
+      PipelineSteps rungProbe = rung.apply(probe);
+      FailureOr<Prediction> prediction = predict(module, rungProbe, machine);
       if (failed(prediction))
         return signalPassFailure();
       if (budget > 0 && prediction->ledger.peak > budget) {
-        below += (below.empty() ? "" : ", ") + std::string(strategyName(rung)) +
-                 " peaks at " + std::to_string(prediction->ledger.peak);
+        below += (below.empty() ? "" : ", ") + rung.name() + " peaks at " +
+                 std::to_string(prediction->ledger.peak);
         continue;
       }
       fits.push_back({rung, *prediction});
@@ -446,16 +483,15 @@ public:
                    ledger.allReduce.bytes;
     InFlightDiagnostic remark =
         model->emitRemark()
-        << "strategy=auto: " << strategyName(chosen->first)
-        << ", predicted peak " << ledger.peak << " bytes per rank, " << sent
-        << " bytes sent per step";
+        << "strategy=auto: " << chosen->first.name() << ", predicted peak "
+        << ledger.peak << " bytes per rank, " << sent << " bytes sent per step";
     if (machine) {
       std::string others;
-      for (auto &[rung, prediction] : fits)
-        if (rung != chosen->first)
+      for (auto *fit = fits.begin(); fit != fits.end(); ++fit)
+        if (fit != chosen)
           others +=
               llvm::formatv("{0}{1} {2:F3} ms", others.empty() ? ": " : ", ",
-                            strategyName(rung), stepMs(prediction))
+                            fit->first.name(), stepMs(fit->second))
                   .str();
       remark << llvm::formatv(", {0:F3} ms a step on {1} (the fastest{2}{3})",
                               stepMs(chosen->second), machine->name,
@@ -465,8 +501,7 @@ public:
     if (!below.empty())
       remark << " (" << below << ")";
     remark.report();
-    probe.shard.strategy = chosen->first;
-    runChosen(probe);
+    runChosen(chosen->first.apply(probe));
   }
 };
 
@@ -506,6 +541,7 @@ void buildShardcPipeline(OpPassManager &pm,
   }
   steps.shard.mesh = options.mesh;
   steps.shard.reshardAfterForward = options.reshardAfterForward;
+  steps.reshardGiven = options.reshardAfterForward.hasValue();
   steps.shard.reshardLastUnit = options.reshardLastUnit;
   steps.shard.layout = options.layout;
   steps.shard.paramDType = options.paramDType;
