@@ -7,8 +7,8 @@
 //    cublasSgemmStridedBatched for batches), row-major by the usual trick: a
 //    row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T;
 //  - GEMM epilogues (on unless set_gemm_epilogues turns them off): linear's
-//    bias, linear_gelu's bias, preactivation and GELU, and matmul_gelu_grad's
-//    GELU derivative are applied by one cuBLASLt matmul
+//    bias, linear_gelu's bias, preactivation and GELU, and (bf16)
+//    matmul_gelu_grad's GELU derivative are applied by one cuBLASLt matmul
 //    (CUBLASLT_EPILOGUE_BIAS, GELU_AUX(_BIAS), DGELU) to the f32
 //    accumulator, by the same column-major trick (the bias has n elements,
 //    one per row of the column-major D). Descriptors, layouts and the
@@ -1680,16 +1680,19 @@ void linearGelu(Kernels *k, const T *x, const T *w, const T *b, T *pre, T *y,
 }
 
 /// matmul_gelu_grad: dx = gelu_grad(op(lhs) op(rhs), pre), batch 1. With
-/// epilogues, one cuBLASLt GEMM whose epilogue multiplies the f32 product by
-/// gelu'(pre) (for bf16 before rounding the product, where the unfused path
-/// rounds it first); else matmul into dx, then gelu_grad in place.
+/// epilogues, for bf16, one cuBLASLt GEMM whose epilogue multiplies the f32
+/// product by gelu'(pre) before rounding it (the unfused path rounds it
+/// first); else, and for f32, matmul into dx, then gelu_grad in place. On
+/// an H200 (GPT-2 small, 12 layers) the DGELU epilogue took bf16's from
+/// 31.6 to 14.1 ms a step but f32's (TF32) from 22.2 to 27.7.
 template <typename T>
 void matmulGeluGrad(Kernels *k, const T *lhs, const T *rhs, const T *pre, T *dx,
                     int64_t m, int64_t kdim, int64_t n, int transposeLhs,
                     int transposeRhs) {
   if (m <= 0 || n <= 0)
     return;
-  if (gemmEpilogue(k, CUBLASLT_EPILOGUE_DGELU, transposeLhs != 0,
+  if (!std::is_same_v<T, float> &&
+      gemmEpilogue(k, CUBLASLT_EPILOGUE_DGELU, transposeLhs != 0,
                    transposeRhs != 0, m, n, kdim, lhs, rhs, dx,
                    static_cast<const T *>(nullptr),
                    static_cast<const void *>(pre)))
