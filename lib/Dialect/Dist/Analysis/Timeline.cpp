@@ -99,7 +99,7 @@ bool runsInBf16(Operation *op) {
 }
 
 /// Ops that run no kernel: declarations, views, frees and terminators.
-bool isFree(Operation *op) {
+bool runsNoKernel(Operation *op) {
   return isa<train::ParamOp, FlatParamOp, train::ParamRefOp, train::InputOp,
              train::ReshapeOp, UnpackOp, train::YieldOp, train::ReturnOp,
              FreeOp, arith::ConstantOp>(op);
@@ -142,7 +142,7 @@ private:
       playBlock(op->getRegion(0).front());
       return;
     }
-    if (isFree(op)) {
+    if (runsNoKernel(op)) {
       // Only frees may stand between the members of an NCCL group.
       if (!isa<FreeOp>(op))
         lastStarted = nullptr;
@@ -246,7 +246,7 @@ private:
       kind = kindOf(wait.getToken().getDefiningOp());
     // Declarations, views, frees, waits and collectives queue no kernel.
     auto queuesNoKernel = [](Operation *op) {
-      return (isFree(op) && !op->hasTrait<OpTrait::IsTerminator>()) ||
+      return (runsNoKernel(op) && !op->hasTrait<OpTrait::IsTerminator>()) ||
              isa<WaitOp, AllGatherOp, AllGatherStartOp, ReduceScatterOp,
                  ReduceScatterStartOp, AllReduceOp, AllReduceStartOp>(op);
     };
