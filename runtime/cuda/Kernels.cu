@@ -1009,10 +1009,10 @@ constexpr int kRowThreads = 512;
 
 /// A row's largest logit and sum_j exp(l_j - max), the exponentials in f32
 /// and their sum in double (as the CPU kernel), in one pass over the row:
-/// each thread keeps a running max and rescales its sum when the max grows
-/// (the online softmax), then the block merges them. A vocabulary-wide row
-/// is read once instead of twice (for the max, then the sum): it is the
-/// largest tensor of a language model's step.
+/// each thread keeps its max and a sum against a reference it seldom moves
+/// (SoftmaxShare, an online softmax), then the block merges them. A
+/// vocabulary-wide row is read once instead of twice (for the max, then the
+/// sum): it is the largest tensor of a language model's step.
 struct RowSoftmax {
   float max;
   double sum;
@@ -1095,27 +1095,42 @@ __device__ void forThreadsElements(const T *l, int64_t v, F f,
     element(j, load(l[j]));
 }
 
-/// Adds logit x to a thread's running max and sum (rowSoftmax).
-__device__ void addToSoftmax(float x, float &max, double &sum) {
-  if (x > max) {
-    // In double: a thread may rescale once per element of an ascending
-    // row, and f32 factors would add up their rounding (1e-6 over 98).
-    sum = sum * exp(static_cast<double>(max) - static_cast<double>(x)) + 1.0;
-    max = x;
-  } else if (x != -INFINITY) { // exp(-inf) is 0, even where max is -inf
-    sum += static_cast<double>(expf(x - max)); // NaN stays NaN
+/// A thread's share of a row's softmax: its largest logit, and the sum of
+/// exp(x - ref) over its logits for a reference ref (in double). The sum
+/// moves to a new reference (rescaled by a double exp) only where a logit
+/// exceeds ref by more than kSoftmaxMargin, in practice at a thread's first
+/// logit alone: moving it at every new max, as the plain online softmax
+/// does, ran a double exp in most iterations of a warp (some lane of 32
+/// sees a new max while its elements are few), which held the cross
+/// entropy at twice its bandwidth floor on an H200. exp(64) in f32 leaves
+/// the terms far from overflow, and each term is one expf either way.
+struct SoftmaxShare {
+  float max = -INFINITY, ref = -INFINITY;
+  double sum = 0.0;
+};
+constexpr float kSoftmaxMargin = 64.0f;
+
+/// Adds logit x to a thread's share (rowSoftmax).
+__device__ void addToSoftmax(float x, SoftmaxShare &share) {
+  share.max = fmaxf(share.max, x); // skips NaN: the sum carries it
+  if (x > share.ref + kSoftmaxMargin) {
+    share.sum = share.sum * exp(static_cast<double>(share.ref) -
+                                static_cast<double>(x)) +
+                1.0;
+    share.ref = x;
+  } else if (x != -INFINITY) { // exp(-inf) is 0, even where ref is -inf
+    share.sum += static_cast<double>(expf(x - share.ref)); // NaN stays NaN
   }
 }
 
 template <typename T> __device__ RowSoftmax rowSoftmax(const T *l, int64_t v) {
-  float max = -INFINITY;
-  double sum = 0.0;
-  forThreadsElements(l, v,
-                     [&](int64_t, float x) { addToSoftmax(x, max, sum); });
-  float rowMax = blockReduce(max, MaxOp(), -INFINITY);
+  SoftmaxShare share;
+  forThreadsElements(l, v, [&](int64_t, float x) { addToSoftmax(x, share); });
+  float rowMax = blockReduce(share.max, MaxOp(), -INFINITY);
   // A thread that saw only -inf (or nothing) adds 0, not 0 x exp(NaN).
+  double sum = share.sum;
   if (sum != 0.0)
-    sum *= exp(static_cast<double>(max) - static_cast<double>(rowMax));
+    sum *= exp(static_cast<double>(share.ref) - static_cast<double>(rowMax));
   return {rowMax, blockReduce(sum, SumOp(), 0.0)};
 }
 

@@ -462,9 +462,19 @@ void testAttention(shardc_rt_cuda_kernels *k, int64_t b, int64_t t, int64_t c,
 
 /// Rows of ld logits, the first v of them classes (ld > v: padding, as
 /// train.cross_entropy's `classes` makes; its gradient must be written 0).
-void testCrossEntropy(int64_t n, int64_t v, int64_t ld) {
+/// `wide`: logits rising along each row by 0.1 a class (a thread's next
+/// one 51 higher: the kernel moves its sum's reference at most of them),
+/// every 7th -inf but the target's.
+void testCrossEntropy(int64_t n, int64_t v, int64_t ld, bool wide = false) {
   Floats logits = random(n * ld, -3.0f, 3.0f);
   Ids targets = randomIds(n, static_cast<int32_t>(std::max<int64_t>(v, 1)));
+  if (wide)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < v; ++j)
+        logits[i * ld + j] =
+            j % 7 == 3 && j != targets[i]
+                ? -INFINITY
+                : 0.1f * static_cast<float>(j) + 0.01f * logits[i * ld + j];
   Buffer<float> dlogits(logits), dloss(1), dgrad(Floats(n * ld, 6.0f));
   Buffer<int32_t> dtargets(targets);
   shardc_rt_cuda_fill_f32(kernels, dloss.get(), 5.0f, 1); // overwritten
@@ -473,7 +483,8 @@ void testCrossEntropy(int64_t n, int64_t v, int64_t ld) {
   Doubles wlogits = widen(logits), loss(1);
   cpu::crossEntropy<double>(wlogits.data(), targets.data(), loss.data(), n, v,
                             ld);
-  std::string name = shape({n, v}) + (ld > v ? " of " + shape({n, ld}) : "");
+  std::string name = shape({n, v}) + (ld > v ? " of " + shape({n, ld}) : "") +
+                     (wide ? " rising, -inf" : "");
   compare("cross_entropy " + name, dloss.download(), loss);
   // dloss = 2.5 n: per-row cotangent 2.5, gradients of O(1 / v) and O(1).
   float seed = 2.5f * static_cast<float>(n);
@@ -1609,6 +1620,7 @@ int main() {
 
   testCrossEntropy(1100, 77, 77);
   testCrossEntropy(3, 5003, 5003);
+  testCrossEntropy(3, 5003, 5003, /*wide=*/true);
   testCrossEntropy(1, 1, 1);
   testCrossEntropy(0, 10, 10);
   testCrossEntropy(300, 5003, 5056); // padded to a multiple of 64
