@@ -1031,8 +1031,9 @@ constexpr int kRowLoads = 4;
 /// one store; the rest of the row, or a misaligned one, element by element.
 /// kRowLoads loads in flight either way. On an H200 the chunks took GPT-2
 /// small's cross entropy from 12.6 to 10.6 ms in f32 (batch 64) but only
-/// from 23.7 to 22.3 in bf16 (batch 128, the same bytes): what holds bf16
-/// at twice f32's time, 2.4 times its bandwidth floor, is not the accesses.
+/// from 23.7 to 22.3 in bf16 (batch 128, the same bytes, twice the
+/// elements): its time goes with the elements, not the bytes (SoftmaxShare
+/// says what we think held it).
 template <typename T, typename F>
 __device__ void forThreadsElements(const T *l, int64_t v, F f,
                                    T *out = nullptr) {
