@@ -359,23 +359,6 @@ public:
   }
 };
 
-/// strategy=auto: the first rung of the ladder ddp, zero1, zero2, zero3
-/// whose predicted peak fits memory-budget, DeepSpeed's advice (the lowest
-/// ZeRO stage that fits: each rung up sends as many bytes or more, in more
-/// collectives, to hold less), with the other options as given. Where no
-/// rung fits and recompute=auto is asked, zero3 with recompute=auto's
-/// choice; otherwise zero3, over budget, which the ledger reports as for
-/// any model. A remark names the choice with its predicted peak and bytes
-/// sent, and the peaks of the rungs below it. With offload-params the
-/// ladder is zero3 alone: the lower rungs keep params on the device.
-/// With machine=, the rung whose step the ledger's timeline predicts
-/// fastest of those that fit (of all, without a budget), the remark adding
-/// each one's predicted step; where reshard-after-forward is not given,
-/// the ladder goes on with zero3's other settings of it, which users of
-/// FSDP2 tune by hand: reshard to a node's ranks (`reshard-after-forward=`
-/// ranks-per-node, where the mesh spans whole nodes), then not at all
-/// (`false`, FSDP's SHARD_GRAD_OP), each chosen only when faster than the
-/// rungs before it.
 /// A rung of strategy=auto's ladder: a strategy, with a setting of
 /// reshard-after-forward where not empty.
 struct Rung {
@@ -395,6 +378,23 @@ struct Rung {
   }
 };
 
+/// strategy=auto: the first rung of the ladder ddp, zero1, zero2, zero3
+/// whose predicted peak fits memory-budget, DeepSpeed's advice (the lowest
+/// ZeRO stage that fits: each rung up sends as many bytes or more, in more
+/// collectives, to hold less), with the other options as given. Where no
+/// rung fits and recompute=auto is asked, zero3 with recompute=auto's
+/// choice; otherwise zero3, over budget, which the ledger reports as for
+/// any model. A remark names the choice with its predicted peak and bytes
+/// sent, and the peaks of the rungs below it. With offload-params the
+/// ladder is zero3 alone: the lower rungs keep params on the device.
+/// With machine=, the rung whose step the ledger's timeline predicts
+/// fastest of those that fit (of all, without a budget), the remark adding
+/// each one's predicted step; where reshard-after-forward is not given,
+/// the ladder goes on with zero3's other settings of it, which users of
+/// FSDP2 tune by hand: reshard to a node's ranks (`reshard-after-forward=`
+/// ranks-per-node, where the mesh spans whole nodes), then not at all
+/// (`false`, FSDP's SHARD_GRAD_OP), each chosen only when faster than the
+/// rungs before it.
 class AutoStrategyPass : public PipelineSearch<AutoStrategyPass> {
 public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(AutoStrategyPass)
