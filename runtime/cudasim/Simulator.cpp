@@ -548,6 +548,20 @@ float bf16Input(uint32_t reg, int half) {
 float tf32Input(uint32_t reg) { return fromBits<float>(reg & ~0x1fffu); }
 } // namespace
 
+namespace {
+/// After a warp-wide instruction's syncWarp: a device error naming `what`
+/// unless all 32 lanes of the warp from thread `first` execute it
+/// (.aligned).
+void requireWholeWarp(size_t first, const char *what) {
+  for (int lane = 0; lane < 32; ++lane)
+    if (engine.threads[first + lane].state == State::Done)
+      deviceError((std::string(what) + ": lane " + std::to_string(lane) +
+                   " of the warp has returned (.aligned: every lane must "
+                   "execute it)")
+                      .c_str());
+}
+} // namespace
+
 void mmaSync(Mma kind, float (&c)[4], const uint32_t (&a)[4],
              const uint32_t (&b)[2]) {
   SimThread &thread = running("mma.sync");
@@ -560,12 +574,7 @@ void mmaSync(Mma kind, float (&c)[4], const uint32_t (&a)[4],
   std::copy(a, a + 4, mine);
   std::copy(b, b + 2, mine + 4);
   syncWarp(0xffffffffu);
-  for (int lane = 0; lane < 32; ++lane)
-    if (engine.threads[first + lane].state == State::Done)
-      deviceError(("mma.sync: lane " + std::to_string(lane) +
-                   " of the warp has returned (.aligned: every lane must "
-                   "execute it)")
-                      .c_str());
+  requireWholeWarp(first, "mma.sync");
   // The whole a (16 x k) and b (k x 8) from every lane's registers.
   bool bf16 = kind == Mma::Bf16M16N8K16;
   int depth = bf16 ? 16 : 8;
@@ -611,12 +620,7 @@ void ldMatrix(int count, bool trans, uint32_t *r, const void *row) {
     engine.matrixRows.resize(engine.threads.size());
   engine.matrixRows[first + thread.lane] = row;
   syncWarp(0xffffffffu);
-  for (int lane = 0; lane < 32; ++lane)
-    if (engine.threads[first + lane].state == State::Done)
-      deviceError(("ldmatrix: lane " + std::to_string(lane) +
-                   " of the warp has returned (.aligned: every lane must "
-                   "execute it)")
-                      .c_str());
+  requireWholeWarp(first, "ldmatrix");
   for (int lane = 0; lane < 8 * count; ++lane) {
     auto *p = static_cast<const unsigned char *>(
         engine.matrixRows[first + lane]);
