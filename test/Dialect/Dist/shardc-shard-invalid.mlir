@@ -3,6 +3,12 @@
 // A step without inputs has nothing to cut into micro-batches.
 // RUN: not shardc-opt %S/Inputs/no-inputs.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=1 grad-accum=2" 2>&1 | FileCheck %s --check-prefix=NO-INPUTS
 // NO-INPUTS: error: 'train.model' op has no train.input for grad-accum=2 to split into micro-batches
+// An op the batch's split breaks is named with the split, by ranks and by
+// micro-batches, not left to the verifier after the pass.
+// RUN: not shardc-opt %S/Inputs/batch-sized-param.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2" 2>&1 | FileCheck %s --check-prefix=BATCH-PARAM
+// BATCH-PARAM: batch-sized-param.mlir:9:10: error: 'train.add' op does not follow the split of the batch: 4 over 2 data-parallel ranks is 2 a rank, where it expected rhs shape 4x3 to be a suffix of lhs shape 2x3 (an operand sized by the whole batch, such as a param, does not split with it)
+// RUN: not shardc-opt %S/Inputs/batch-sized-param.mlir --train-autodiff --shardc-shard="strategy=ddp mesh=1 grad-accum=2" 2>&1 | FileCheck %s --check-prefix=BATCH-PARAM-MICRO
+// BATCH-PARAM-MICRO: error: 'train.add' op does not follow the split of the batch: 4 over 1 data-parallel rank and 2 micro-batches is 2 a micro-batch, where it expected
 // A reshape whose size the split leaves alone (a loss reshaped to a scalar)
 // follows its input.
 // RUN: shardc-opt %S/Inputs/reshape-to-scalar.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2" | FileCheck %s --check-prefix=TO-SCALAR

@@ -8,6 +8,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Verifier.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -221,6 +222,7 @@ private:
   void gatherFlatForUnit(FlatParamOp flat, ArrayRef<ParamOp> members);
   void gatherFlatForRoot(FlatParamOp flat, ArrayRef<ParamOp> members);
   LogicalResult splitInputs();
+  LogicalResult verifySplit();
   void updateAfterBackward();
   Value reduce(Value grad, Operation *firstUpdate,
                llvm::DenseMap<Operation *, Operation *> &lastAfter);
@@ -749,7 +751,47 @@ LogicalResult Sharder::splitInputs() {
                        : type.getElementType();
     input.getResult().setType(RankedTensorType::get(shape, element));
   }
-  return retypeModel(model);
+  if (failed(retypeModel(model)))
+    return failure();
+  return verifySplit();
+}
+
+/// An op whose operands no longer agree once the batch is split (one sized
+/// by the whole batch, a param or a constant, meeting a split activation)
+/// fails here, naming the split, rather than in the verifier after the pass
+/// with shapes the model never had.
+LogicalResult Sharder::verifySplit() {
+  std::string why;
+  Operation *bad = nullptr;
+  {
+    ScopedDiagnosticHandler capture(model.getContext(), [&](Diagnostic &d) {
+      if (why.empty())
+        why = d.str();
+      return success();
+    });
+    model.walk([&](Operation *op) {
+      if (op == model.getOperation() ||
+          succeeded(mlir::verify(op, /*verifyRecursively=*/false)))
+        return WalkResult::advance();
+      bad = op;
+      return WalkResult::interrupt();
+    });
+  }
+  if (!bad)
+    return success();
+  StringRef reason(why);
+  reason.consume_front(("'" + bad->getName().getStringRef() + "' op ").str());
+  int64_t ranks = plan.dataParallelRanks();
+  bool micro = plan.gradAccum > 1;
+  return bad->emitOpError()
+         << "does not follow the split of the batch: " << model.getBatch()
+         << " over " << ranks << " data-parallel rank" << (ranks > 1 ? "s" : "")
+         << (micro ? " and " + std::to_string(plan.gradAccum) + " micro-batches"
+                   : std::string())
+         << " is " << model.getBatch() / ranks / plan.gradAccum
+         << (micro ? " a micro-batch" : " a rank") << ", where it " << reason
+         << " (an operand sized by the whole batch, such as a param, does "
+            "not split with it)";
 }
 
 //===----------------------------------------------------------------------===//
