@@ -22,14 +22,14 @@
 //
 // Products round their inputs as cuBLAS does: bf16 as stored, f32 to TF32
 // (q, k, v, dy, and P and dS, as the bf16 kernels round P and dS to bf16).
-// The forward's bf16 fragments come from shared memory by ldmatrix, one
-// instruction per fragment (.trans for v, read down its columns); the
-// backward's, and f32 ones, element by element (kBackwardByMatrix says
-// why). Shared rows are 16 bytes longer than their data, so that the 8
-// rows an ldmatrix phase reads, and a warp's element loads, hit 32
-// different banks: every bf16 load; for f32 the row-wise ones, while those
-// reading a tile down its columns (v; in the backward q, dy and k as b
-// operands of the accumulations, and dS^T as the a operand of dq's) meet
+// bf16 fragments come from shared memory by ldmatrix, one instruction per
+// fragment (.trans for tiles read down their columns); f32 ones element
+// by element. Softmaxes run in base 2 (kLog2e), and only the diagonal
+// block's step compiles the causal mask. Shared rows are 16 bytes longer than
+// their data, so that the 8 rows an ldmatrix phase reads, and a warp's element
+// loads, hit 32 different banks: every bf16 load; for f32 the row-wise ones,
+// while those reading a tile down its columns (v; in the backward q, dy and k
+// as b operands of the accumulations, and dS^T as the a operand of dq's) meet
 // 2-way conflicts.
 //
 //===----------------------------------------------------------------------===//
@@ -55,16 +55,28 @@ constexpr int kWarps = 4;  // each owns 16 of the block's rows
 constexpr int kThreads = 32 * kWarps;
 constexpr int kTiles = kBlock / 8; // 8-column accumulator tiles of a row
 
+/// Softmaxes run in base 2: exp(x scale) = exp2(x scale log2(e)), the
+/// scale folded into one multiply and exp2 one instruction (ex2), as
+/// FlashAttention-2 does; log-sum-exps are stored in natural units.
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
 /// Whether each kernel loads its bf16 fragments by ldmatrix (Tiles<bf16>).
 /// On an H200 (GPT-2 small, bf16, batch 128, 12 layers) ldmatrix took the
-/// forward from 28.6 to 27.1 ms but the backward from 93.7 to 104.7. A
-/// guess, not yet checked with counters: each ldmatrix (asm volatile)
-/// issues in program order right before its mma, and the backward's 4
-/// blocks per multiprocessor (its shared memory) hide too little of that
-/// latency, where the compiler may hoist plain shared loads. Loading a
-/// k-step's fragments before its mmas is the next thing to measure.
+/// forward from 28.6 to 27.1 ms but the backward from 93.7 to 104.7 ms.
+/// ptxas says why: the backward then took 185 registers a thread, so 2
+/// blocks fit a multiprocessor's 64K where 3 had (165). It now asks for 3
+/// (backwardBlocks): 168 registers with ldmatrix at d = 64. Not yet timed
+/// on a GPU.
 constexpr bool kForwardByMatrix = true;
-constexpr bool kBackwardByMatrix = false;
+constexpr bool kBackwardByMatrix = true;
+
+/// The backward blocks a multiprocessor should hold at once, which its
+/// registers (__launch_bounds__) then allow, as many as fit without spills
+/// (ptxas, sm_90; 20 bytes at most): 4 at d = 16; 3 up to 64 (its shared
+/// memory allows 4 in bf16, but 128 registers are fewer than its
+/// accumulators take); 2 past that, where 3 spills 96 to 988 bytes.
+constexpr int backwardBlocks(int d) { return d <= 16 ? 4 : d <= 64 ? 3 : 2; }
 
 /// The accumulators of a warp's 16 rows by kBlock columns: tile n holds
 /// columns [8n, 8n + 8) (WarpMma.h's c layout).
@@ -134,6 +146,11 @@ template <> struct Tiles<bf16> {
     }
   }
   __device__ static bf16 fromFloat(float x) { return __float2bfloat16(x); }
+  /// p[0], p[1] = x, y in one store (p 4-byte aligned).
+  __device__ static void storePair(bf16 *p, float x, float y) {
+    *reinterpret_cast<uint32_t *>(p) =
+        packBf16(__float2bfloat16(x), __float2bfloat16(y));
+  }
   __device__ static float toFloat(bf16 x) { return __bfloat162float(x); }
 };
 
@@ -174,6 +191,10 @@ template <> struct Tiles<float> {
     }
   }
   __device__ static float fromFloat(float x) { return x; }
+  /// p[0], p[1] = x, y in one store (p 8-byte aligned).
+  __device__ static void storePair(float *p, float x, float y) {
+    *reinterpret_cast<float2 *>(p) = make_float2(x, y);
+  }
   __device__ static float toFloat(float x) { return x; }
 };
 
@@ -267,7 +288,7 @@ template <typename T> size_t forwardSharedBytes(int d) {
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
     forwardKernel(const T *qkv, T *out, float *lse, int64_t t, int64_t c,
-                  int heads, float scale) {
+                  int heads, float scaleLog2) {
   constexpr int ld = D + kPad<T>;
   extern __shared__ __align__(128) unsigned char shared[];
   T *qs = reinterpret_cast<T *>(shared);
@@ -285,10 +306,14 @@ __global__ void __launch_bounds__(kThreads)
 
   loadTile(qs, ld, head + q0 * ldg, ldg, t - q0, D);
   float o[D / 8][4] = {};
-  // Rows g and g + 8 of the warp's: running max and sum.
+  // Rows g and g + 8 of the warp's: running max (of scaled scores, in
+  // log2 units) and sum.
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  // Causal: the key blocks up to the query block's own.
-  for (int64_t kb = 0; kb <= qb; ++kb) {
+  // Causal: the key blocks up to the query block's own, that one first.
+  // Only it holds keys after a query and keys at or after t (every block
+  // before it is whole): the mask is compiled into its step alone, as
+  // FlashAttention-2 splits its loop.
+  auto step = [&](int64_t kb, auto diagonal) {
     int64_t k0 = kb * kBlock;
     __syncthreads(); // every warp is done with the previous k and v
     loadTile(ks, ld, head + c + k0 * ldg, ldg, t - k0, D);
@@ -298,25 +323,30 @@ __global__ void __launch_bounds__(kThreads)
     warpABT<T, D, kForwardByMatrix>(s, qs + r0 * ld, ks);
     float alpha[2];
     for (int half = 0; half < 2; ++half) {
-      int64_t qi = q0 + r0 + g + 8 * half;
+      int row = r0 + g + 8 * half; // of the block; keys' index alike
+      bool inside = q0 + row < t;
       float rowMax = -INFINITY;
       for (int n = 0; n < kTiles; ++n)
         for (int e = 0; e < 2; ++e) {
           float &x = s[n][2 * half + e];
-          int64_t key = k0 + n * 8 + 2 * q + e;
-          x = qi < t && key <= qi ? x * scale : -INFINITY; // key < t follows
+          x *= scaleLog2;
+          if (decltype(diagonal)::value &&
+              !(inside && n * 8 + 2 * q + e <= row))
+            x = -INFINITY; // key < t follows
           rowMax = fmaxf(rowMax, x);
         }
       float mNew = fmaxf(m[half], quadMax(rowMax));
+      // A row masked whole so far (past t) subtracts 0, not -inf - -inf.
+      float mSafe = mNew == -INFINITY ? 0.0f : mNew;
       float sum = 0.0f;
       for (int n = 0; n < kTiles; ++n)
         for (int e = 0; e < 2; ++e) {
           float &x = s[n][2 * half + e];
-          x = x == -INFINITY ? 0.0f : expf(x - mNew); // P over S
+          x = exp2f(x - mSafe); // P over S; exp2(-inf) = 0
           sum += x;
         }
-      // The output so far was weighted by exp(-mOld): now by exp(-mNew).
-      alpha[half] = m[half] == -INFINITY ? 0.0f : expf(m[half] - mNew);
+      // The output so far was weighted by 2^-mOld: now by 2^-mNew.
+      alpha[half] = exp2f(m[half] - mSafe);
       l[half] = l[half] * alpha[half] + quadSum(sum);
       m[half] = mNew;
     }
@@ -324,7 +354,10 @@ __global__ void __launch_bounds__(kThreads)
       for (int i = 0; i < 4; ++i)
         o[n][i] *= alpha[i / 2];
     warpAccumulatePB<T, D, kForwardByMatrix>(o, s, vs);
-  }
+  };
+  step(qb, std::true_type());
+  for (int64_t kb = qb - 1; kb >= 0; --kb)
+    step(kb, std::false_type());
   for (int half = 0; half < 2; ++half) {
     int64_t qi = q0 + r0 + g + 8 * half;
     if (qi >= t)
@@ -334,8 +367,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int e = 0; e < 2; ++e)
         row[n * 8 + 2 * q + e] =
             Tiles<T>::fromFloat(o[n][2 * half + e] / l[half]);
-    if (q == 0)
-      lse[bh * t + qi] = m[half] + logf(l[half]);
+    if (q == 0) // natural log: m and log2(l) are log2 units
+      lse[bh * t + qi] = (m[half] + log2f(l[half])) * kLn2;
   }
 }
 
@@ -370,10 +403,11 @@ template <typename T> size_t backwardSharedBytes(int d) {
 
 /// grid (batch x heads, key blocks). dq accumulates (scaled) in f32.
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, backwardBlocks(D))
     backwardKernel(const T *qkv, const T *dy, const float *lse,
                    const float *delta, float *dq, T *dqkv, int64_t t, int64_t c,
                    int heads, float scale) {
+  const float scaleLog2 = scale * kLog2e;
   constexpr int ld = D + kPad<T>, ldS = kBlock + kPad<T>, kK = Tiles<T>::kK;
   extern __shared__ __align__(128) unsigned char shared[];
   T *ks = reinterpret_cast<T *>(shared);
@@ -395,16 +429,19 @@ __global__ void __launch_bounds__(kThreads)
   loadTile(vs, ld, head + 2 * c + k0 * ldg, ldg, t - k0, D);
   // The warp's 16 keys (rows g and g + 8 of each tile).
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
-  // Causal: the query blocks from the key block's own on.
-  int64_t queryBlocks = (t + kBlock - 1) / kBlock;
-  for (int64_t qb = kb; qb < queryBlocks; ++qb) {
+  // Causal: the query blocks from the key block's own on, that one first
+  // and the only one the mask cuts (compiled into its step alone). Queries
+  // and keys at or after t need none: their q, dy (and lse, delta), k and
+  // v rows are zeros, so their P reaches only dk, dv and dq rows that are
+  // never stored, and the others through zeros.
+  auto step = [&](int64_t qb, auto diagonal) {
     int64_t q0 = qb * kBlock;
     __syncthreads(); // every warp is done with the previous query block
     loadTile(qs, ld, head + q0 * ldg, ldg, t - q0, D);
     loadTile(dys, ld, dyHead + q0 * c, c, t - q0, D);
     for (int i = threadIdx.x; i < kBlock; i += kThreads) {
       bool in = q0 + i < t;
-      lses[i] = in ? lse[bh * t + q0 + i] : 0.0f;
+      lses[i] = in ? lse[bh * t + q0 + i] * kLog2e : 0.0f;
       deltas[i] = in ? delta[bh * t + q0 + i] : 0.0f;
     }
     __syncthreads();
@@ -414,15 +451,18 @@ __global__ void __launch_bounds__(kThreads)
     warpABT<T, D, kBackwardByMatrix>(s, ks + r0 * ld, qs);
     warpABT<T, D, kBackwardByMatrix>(dp, vs + r0 * ld, dys);
     for (int n = 0; n < kTiles; ++n)
-      for (int i = 0; i < 4; ++i) {
-        int r = r0 + g + 8 * (i / 2), col = n * 8 + 2 * q + i % 2;
-        int64_t qi = q0 + col;
-        bool valid = qi < t && k0 + r <= qi;
-        float p = valid ? expf(s[n][i] * scale - lses[col]) : 0.0f;
-        float ds = p * (dp[n][i] - deltas[col]);
-        s[n][i] = p;
-        dp[n][i] = ds;
-        dsT[r * ldS + col] = Tiles<T>::fromFloat(ds);
+      for (int half = 0; half < 2; ++half) {
+        int r = r0 + g + 8 * half, col = n * 8 + 2 * q;
+        float ds[2];
+        for (int e = 0; e < 2; ++e) {
+          float &x = s[n][2 * half + e];
+          bool valid = !decltype(diagonal)::value || r <= col + e;
+          float p = valid ? exp2f(x * scaleLog2 - lses[col + e]) : 0.0f;
+          ds[e] = p * (dp[n][2 * half + e] - deltas[col + e]);
+          x = p;
+          dp[n][2 * half + e] = ds[e];
+        }
+        Tiles<T>::storePair(dsT + r * ldS + col, ds[0], ds[1]);
       }
     // The warp's keys: dv += P^T dy, dk += dS^T q.
     warpAccumulatePB<T, D, kBackwardByMatrix>(dv, s, dys);
@@ -447,11 +487,15 @@ __global__ void __launch_bounds__(kThreads)
       if (qi >= t)
         continue;
       float *row = dq + (batch * t + qi) * c + h * D;
-      for (int n = 0; n < D / 8; ++n)
-        for (int e = 0; e < 2; ++e)
-          atomicAdd(row + n * 8 + 2 * q + e, scale * acc[n][2 * half + e]);
+      for (int n = 0; n < D / 8; ++n) // a column pair per atomic (sm_90)
+        atomicAdd(reinterpret_cast<float2 *>(row + n * 8 + 2 * q),
+                  make_float2(scale * acc[n][2 * half],
+                              scale * acc[n][2 * half + 1]));
     }
-  }
+  };
+  step(kb, std::true_type());
+  for (int64_t qb = kb + 1; qb < (t + kBlock - 1) / kBlock; ++qb)
+    step(qb, std::false_type());
   for (int half = 0; half < 2; ++half) {
     int64_t kj = k0 + r0 + g + 8 * half;
     if (kj >= t)
@@ -544,7 +588,8 @@ void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
   if (b <= 0 || t <= 0 || c <= 0)
     return;
   int d = static_cast<int>(c / heads);
-  float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  float scaleLog2 =
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) * kLog2e;
   dim3 grid(static_cast<unsigned>(b * heads),
             static_cast<unsigned>((t + kBlock - 1) / kBlock));
   size_t shared = forwardSharedBytes<T>(d);
@@ -552,7 +597,7 @@ void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
     constexpr int D = decltype(size)::value;
     allowShared(forwardKernel<T, D>, shared);
     forwardKernel<T, D><<<grid, kThreads, shared, stream>>>(
-        qkv, out, lse, t, c, static_cast<int>(heads), scale);
+        qkv, out, lse, t, c, static_cast<int>(heads), scaleLog2);
     SHARDC_CUDA_CHECK_LAUNCH();
   });
 }

@@ -77,6 +77,14 @@ template <typename T> T atomicAdd(T *address, T value) {
   *address = old + value;
   return old;
 }
+// sm_90's vector add: both elements, each as its own float.
+inline float2 atomicAdd(float2 *address, float2 value) {
+  float *elements = reinterpret_cast<float *>(address);
+  float2 old = make_float2(elements[0], elements[1]);
+  elements[0] += value.x;
+  elements[1] += value.y;
+  return old;
+}
 template <typename T> T atomicMin(T *address, T value) {
   static_assert(std::is_integral_v<T>, "CUDA's atomicMin takes integers");
   T old = *address;
