@@ -29,7 +29,9 @@
 //    for bf16, and for f32 where TF32 is allowed (TF32 tensor cores; with
 //    TF32 off, f32 keeps the GEMMs' full fp32 products);
 //  - layernorm and its gradient: one warp per row, fp32 accumulation; dweight
-//    and dbias are column sums over rows, in two deterministic stages.
+//    and dbias are column sums over rows, in two deterministic stages, the
+//    first in the gradient's own pass where a block's shared memory holds
+//    its warps' sums (c up to 3,632 on an H200), else a pass of its own.
 //    add_layernorm is the layernorm kernel with a second input: each lane
 //    stores its elements of the sum, then normalises the row read back from
 //    the stored (for bf16: rounded) sum; layernorm_grad_add is the gradient
@@ -207,6 +209,9 @@ struct shardc_rt_cuda_kernels {
   ErrorSlot *slot = nullptr;     // device
   ErrorSlot *hostSlot = nullptr; // pinned, for check
   int smCount = 1;
+  /// The shared memory a block may opt in to (layernorm_grad's fused
+  /// column sums).
+  int sharedOptin = 0;
   int64_t attentionScoreFloats = kAttentionScoreFloats;
   /// Whether the device has stream-ordered memory pools (allocateWorkspace).
   bool memoryPools = true;
@@ -742,44 +747,69 @@ __global__ void layerNormKernel(const T *x, const T *rhs, const T *w,
 }
 
 /// dx of layernorm, row by row: with xhat = (x - mean) rstd and g = dy w,
-/// dx = rstd (g - mean(g) - xhat mean(g xhat)). Keeps mean and rstd of each
-/// row for the dweight / dbias column sums. With `addend`
+/// dx = rstd (g - mean(g) - xhat mean(g xhat)). With `addend`
 /// (layernorm_grad_add), dx = addend + that gradient as layernorm_grad
 /// stores it: rounded to T first, then added in one IEEE-rounded addition
 /// (__fadd_rn: no FMA contraction with the gradient's last product), as
-/// accumulate would add it.
+/// accumulate would add it. The grid's warps take rows w, w + warps, ...
+///
+/// dweight and dbias (column sums of dy xhat and dy) come one of two ways.
+/// With `partials` (layerNormGrad's fused plan, where the block's shared
+/// memory holds two rows of c floats per warp), in the same pass: each
+/// lane adds its columns' terms to its warp's rows (no other lane's), then
+/// the block sums its warps' rows in warp order into partials[0][block]
+/// (dweight) and partials[1][block] (dbias), of gridDim.x rows of c each;
+/// dy and x are read once, and the sums depend on the shape and the grid
+/// alone. Without, each row keeps its mean and rstd for columnSums' pass.
 template <typename T>
 __global__ void layerNormGradKernel(const T *dy, const T *x, const T *w,
                                     const T *addend, T *dx, float *means,
-                                    float *rstds, int64_t rows, int64_t c,
-                                    float eps) {
-  int64_t row = warpRow();
-  if (row >= rows)
+                                    float *rstds, float *partials, int64_t rows,
+                                    int64_t c, float eps) {
+  extern __shared__ float warpSums[]; // [warp][dweight, dbias][c]
+  int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  float *sums = partials ? warpSums + 2 * c * warp : nullptr;
+  if (sums)
+    for (int64_t j = lane; j < 2 * c; j += 32)
+      sums[j] = 0.0f;
+  int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t row = warpRow(); row < rows; row += warps) {
+    const T *xr = x + row * c, *dyr = dy + row * c;
+    const T *ar = addend ? addend + row * c : nullptr;
+    T *dxr = dx + row * c;
+    float mean, rstd;
+    rowStats(xr, c, eps, lane, mean, rstd);
+    float sumG = 0.0f, sumGXhat = 0.0f;
+    for (int64_t j = lane; j < c; j += 32) {
+      float xhat = (load(xr[j]) - mean) * rstd;
+      float g = load(dyr[j]) * load(w[j]);
+      sumG += g;
+      sumGXhat += g * xhat;
+    }
+    float meanG = warpReduce(sumG, SumOp()) / static_cast<float>(c);
+    float meanGXhat = warpReduce(sumGXhat, SumOp()) / static_cast<float>(c);
+    for (int64_t j = lane; j < c; j += 32) {
+      float xhat = (load(xr[j]) - mean) * rstd, dyj = load(dyr[j]);
+      T grad = store<T>(rstd * (dyj * load(w[j]) - meanG - xhat * meanGXhat));
+      dxr[j] = ar ? store<T>(__fadd_rn(load(ar[j]), load(grad))) : grad;
+      if (sums) {
+        sums[j] += dyj * xhat;
+        sums[c + j] += dyj;
+      }
+    }
+    if (!sums && lane == 0) {
+      means[row] = mean;
+      rstds[row] = rstd;
+    }
+  }
+  if (!partials)
     return;
-  int lane = threadIdx.x & 31;
-  const T *xr = x + row * c, *dyr = dy + row * c;
-  const T *ar = addend ? addend + row * c : nullptr;
-  T *dxr = dx + row * c;
-  float mean, rstd;
-  rowStats(xr, c, eps, lane, mean, rstd);
-  float sumG = 0.0f, sumGXhat = 0.0f;
-  for (int64_t j = lane; j < c; j += 32) {
-    float xhat = (load(xr[j]) - mean) * rstd;
-    float g = load(dyr[j]) * load(w[j]);
-    sumG += g;
-    sumGXhat += g * xhat;
-  }
-  float meanG = warpReduce(sumG, SumOp()) / static_cast<float>(c);
-  float meanGXhat = warpReduce(sumGXhat, SumOp()) / static_cast<float>(c);
-  for (int64_t j = lane; j < c; j += 32) {
-    float xhat = (load(xr[j]) - mean) * rstd;
-    T grad =
-        store<T>(rstd * (load(dyr[j]) * load(w[j]) - meanG - xhat * meanGXhat));
-    dxr[j] = ar ? store<T>(__fadd_rn(load(ar[j]), load(grad))) : grad;
-  }
-  if (lane == 0) {
-    means[row] = mean;
-    rstds[row] = rstd;
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < 2 * c; j += blockDim.x) {
+    float sum = 0.0f;
+    for (int i = 0; i < kWarpsPerBlock; ++i)
+      sum += warpSums[2 * c * i + j];
+    partials[(j / c * gridDim.x + blockIdx.x) * c + j % c] = sum;
   }
 }
 
@@ -1886,6 +1916,28 @@ void layerNorm(Kernels *k, const T *x, const T *rhs, const T *w, const T *b,
   SHARDC_CUDA_CHECK_LAUNCH();
 }
 
+/// layerNormGradKernel's fused plan: its blocks (a few a multiprocessor, as
+/// their shared memory allows, and no more than the rows' warps fill) and
+/// their shared bytes; none (0 blocks) where two rows of c floats per warp
+/// pass what a block may have.
+struct FusedColumnPlan {
+  int64_t blocks = 0;
+  size_t sharedBytes = 0;
+};
+
+FusedColumnPlan planFusedColumns(const Kernels *k, int64_t rows, int64_t c) {
+  FusedColumnPlan plan;
+  plan.sharedBytes =
+      2 * kWarpsPerBlock * static_cast<size_t>(c) * sizeof(float);
+  if (plan.sharedBytes > static_cast<size_t>(k->sharedOptin))
+    return plan;
+  int64_t perSm = std::clamp<int64_t>(
+      k->sharedOptin / static_cast<int64_t>(plan.sharedBytes), 1, 4);
+  plan.blocks = std::min<int64_t>(k->smCount * perSm,
+                                  (rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  return plan;
+}
+
 template <typename T>
 void layerNormGrad(Kernels *k, const T *dy, const T *x, const T *w,
                    const T *addend, T *dx, float *dw, float *db, int64_t rows,
@@ -1897,6 +1949,25 @@ void layerNormGrad(Kernels *k, const T *dy, const T *x, const T *w,
     columnSums(k, SumRows<T>{x, c}, 0, c, plan, dw, db, nullptr, nullptr);
     return;
   }
+  if (FusedColumnPlan fused = planFusedColumns(k, rows, c); fused.blocks > 0) {
+    float *partials = static_cast<float *>(
+        scratch(k, pieceBytes<float>(2 * fused.blocks * c)));
+    SHARDC_CUDA_CHECK(cudaFuncSetAttribute(
+        layerNormGradKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(fused.sharedBytes)));
+    layerNormGradKernel<<<static_cast<unsigned>(fused.blocks), kThreads,
+                          fused.sharedBytes, k->stream>>>(
+        dy, x, w, addend, dx, nullptr, nullptr, partials, rows, c,
+        static_cast<float>(eps));
+    SHARDC_CUDA_CHECK_LAUNCH();
+    columnFinishKernel<<<gridFor(k, c), kThreads, 0, k->stream>>>(
+        partials, fused.blocks, c, dw);
+    SHARDC_CUDA_CHECK_LAUNCH();
+    columnFinishKernel<<<gridFor(k, c), kThreads, 0, k->stream>>>(
+        partials + fused.blocks * c, fused.blocks, c, db);
+    SHARDC_CUDA_CHECK_LAUNCH();
+    return;
+  }
   int64_t partialCount = plan.chunks > 1 ? plan.chunks * c : 0;
   char *cursor = static_cast<char *>(
       scratch(k, 2 * pieceBytes<float>(rows) +
@@ -1906,7 +1977,8 @@ void layerNormGrad(Kernels *k, const T *dy, const T *x, const T *w,
   float *partialsW = carve<float>(cursor, partialCount);
   float *partialsB = carve<float>(cursor, partialCount);
   layerNormGradKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
-      dy, x, w, addend, dx, means, rstds, rows, c, static_cast<float>(eps));
+      dy, x, w, addend, dx, means, rstds, nullptr, rows, c,
+      static_cast<float>(eps));
   SHARDC_CUDA_CHECK_LAUNCH();
   columnSums(k, LayerNormParamTerms<T>{dy, x, means, rstds, c}, rows, c, plan,
              dw, db, partialsW, partialsB);
@@ -1967,6 +2039,8 @@ shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
   SHARDC_CUDA_CHECK(cudaDeviceGetAttribute(
       &k->smCount, cudaDevAttrMultiProcessorCount, device));
   k->smCount = std::max(k->smCount, 1);
+  SHARDC_CUDA_CHECK(cudaDeviceGetAttribute(
+      &k->sharedOptin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   int pools = 0;
   SHARDC_CUDA_CHECK(
       cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));

@@ -1603,6 +1603,12 @@ int main() {
   testLayerNormGrad(7, 768);
   testLayerNormGrad(2, 33);
   testLayerNormGrad(0, 5);
+  // Fused column sums with more rows than the grid's warps (cudasim's 132
+  // multiprocessors, 4 blocks each of 8 warps: 4,224), so that a warp sums
+  // several rows; and c past a block's shared memory (3,632 floats per
+  // warp pair): the separate column pass.
+  testLayerNormGrad(9000, 40);
+  testLayerNormGrad(3, 4000);
 
   testEmbedding(1100, 50, 33);
   testEmbedding(3, 7, 1);
