@@ -23,13 +23,14 @@
 // Products round their inputs as cuBLAS does: bf16 as stored, f32 to TF32
 // (q, k, v, dy, and P and dS, as the bf16 kernels round P and dS to bf16).
 // bf16 fragments come from shared memory by ldmatrix, one instruction per
-// fragment (.trans for tiles read down their columns); f32 ones element
-// by element. Softmaxes run in base 2 (kLog2e), and only the diagonal
-// block's step compiles the causal mask. Shared rows are 16 bytes longer than
-// their data, so that the 8 rows an ldmatrix phase reads, and a warp's element
-// loads, hit 32 different banks: every bf16 load; for f32 the row-wise ones,
-// while those reading a tile down its columns (v; in the backward q, dy and k
-// as b operands of the accumulations, and dS^T as the a operand of dq's) meet
+// a fragment or pair of b fragments (.trans for tiles read down their
+// columns); f32 ones element by element. Softmaxes run in base 2 (kLog2e),
+// and only the diagonal block's step compiles the causal mask. Shared rows
+// are 16 bytes longer than their data, so that the 8 rows an ldmatrix
+// phase reads, and a warp's element loads, hit 32 different banks: every
+// bf16 load; for f32 the row-wise ones, while those reading a tile down
+// its columns (v; in the backward q, dy and k as b operands of the
+// accumulations, and dS^T as the a operand of dq's) meet
 // 2-way conflicts.
 //
 //===----------------------------------------------------------------------===//
@@ -72,10 +73,11 @@ constexpr bool kForwardByMatrix = true;
 constexpr bool kBackwardByMatrix = true;
 
 /// The backward blocks a multiprocessor should hold at once, which its
-/// registers (__launch_bounds__) then allow, as many as fit without spills
-/// (ptxas, sm_90; 20 bytes at most): 4 at d = 16; 3 up to 64 (its shared
-/// memory allows 4 in bf16, but 128 registers are fewer than its
-/// accumulators take); 2 past that, where 3 spills 96 to 988 bytes.
+/// registers (__launch_bounds__) then allow, as many as spill a few words
+/// at most (ptxas, sm_90: 24 bytes at d = 64 in bf16, 44 at most): 4 at
+/// d = 16; 3 up to 64 (its shared memory allows 4 in bf16, but 128
+/// registers are fewer than its accumulators take); 2 past that, where 3
+/// spills 96 to 988 bytes.
 constexpr int backwardBlocks(int d) { return d <= 16 ? 4 : d <= 64 ? 3 : 2; }
 
 /// The accumulators of a warp's 16 rows by kBlock columns: tile n holds
@@ -120,21 +122,29 @@ template <> struct Tiles<bf16> {
     for (int j = 0; j < 4; ++j)
       a[j] = pair(p + (g + 8 * (j % 2)) * rs + (2 * q + 8 * (j / 2)) * ks, ks);
   }
-  /// b (16 x 8): b(k, n) = p[k ks + n ns]. ByMatrix: one ldmatrix where
-  /// either stride is 1: register i is the matrix at rows (k) 8 i,
-  /// transposed where b is stored along n; lanes 16-31 repeat lanes 0-15's
-  /// rows. Else element by element.
+  /// Two b fragments (16 x 8 each): b0(k, n) = p[k ks + n ns] and b1 the
+  /// next 8 columns (p + 8 ns). ByMatrix: one ldmatrix .x4 where either
+  /// stride is 1: register i is the matrix at rows (k) 8 (i % 2) of
+  /// fragment i / 2, transposed where b is stored along n. Else element by
+  /// element.
   template <bool ByMatrix>
-  __device__ static void loadB(uint32_t (&b)[2], const bf16 *p, int ks,
-                               int ns) {
-    int lane = threadIdx.x & 31, i = lane / 8 % 2, r = lane % 8;
-    if (ByMatrix && ks == 1)
-      return ldMatrix<2, false>(b, p + r * ns + 8 * i);
-    if (ByMatrix && ns == 1)
-      return ldMatrix<2, true>(b, p + (r + 8 * i) * ks);
+  __device__ static void loadBPair(uint32_t (&b0)[2], uint32_t (&b1)[2],
+                                   const bf16 *p, int ks, int ns) {
+    int lane = threadIdx.x & 31, i = lane / 8, r = lane % 8;
+    uint32_t x[4];
+    if (ByMatrix && (ks == 1 || ns == 1)) {
+      if (ks == 1)
+        ldMatrix<4, false>(x, p + (r + 8 * (i / 2)) * ns + 8 * (i % 2));
+      else
+        ldMatrix<4, true>(x, p + (r + 8 * (i % 2)) * ks + 8 * (i / 2));
+      b0[0] = x[0], b0[1] = x[1], b1[0] = x[2], b1[1] = x[3];
+      return;
+    }
     int g = lane / 4, q = lane & 3;
-    for (int j = 0; j < 2; ++j)
-      b[j] = pair(p + (2 * q + 8 * j) * ks + g * ns, ks);
+    for (int j = 0; j < 2; ++j) {
+      b0[j] = pair(p + (2 * q + 8 * j) * ks + g * ns, ks);
+      b1[j] = pair(p + (2 * q + 8 * j) * ks + (g + 8) * ns, ks);
+    }
   }
   /// The a fragment of columns [16j, 16j + 16) of c: tiles 2j and 2j + 1,
   /// whose layout is a's.
@@ -170,11 +180,13 @@ template <> struct Tiles<float> {
       a[i] = toTf32(p[(g + 8 * (i % 2)) * rs + (q + 4 * (i / 2)) * ks]);
   }
   template <bool>
-  __device__ static void loadB(uint32_t (&b)[2], const float *p, int ks,
-                               int ns) {
+  __device__ static void loadBPair(uint32_t (&b0)[2], uint32_t (&b1)[2],
+                                   const float *p, int ks, int ns) {
     int g = (threadIdx.x & 31) / 4, q = threadIdx.x & 3;
-    for (int i = 0; i < 2; ++i)
-      b[i] = toTf32(p[(q + 4 * i) * ks + g * ns]);
+    for (int i = 0; i < 2; ++i) {
+      b0[i] = toTf32(p[(q + 4 * i) * ks + g * ns]);
+      b1[i] = toTf32(p[(q + 4 * i) * ks + (g + 8) * ns]);
+    }
   }
   /// The a fragment of columns [8j, 8j + 8) of c (tile j): a's column
   /// q + 4 (i / 2) is accumulator element i % 2 * 2 + q % 2 of lane
@@ -246,6 +258,21 @@ __device__ void loadTile(T *dst, int ldd, const T *src, int64_t ld,
   }
 }
 
+/// c[n] += a b_n for a k-step's fragment a and the N column tiles of b,
+/// b_n(k, j) = p[k ks + (8 n + j) ns]: two tiles' fragments loaded (one
+/// ldmatrix for bf16) before their two mmas.
+template <typename T, int N, bool ByMatrix>
+__device__ void warpMmaTiles(float (&c)[N][4], const uint32_t (&a)[4],
+                             const T *p, int ks, int ns) {
+  static_assert(N % 2 == 0, "column tiles go in pairs");
+  for (int n = 0; n < N; n += 2) {
+    uint32_t b0[2], b1[2];
+    Tiles<T>::template loadBPair<ByMatrix>(b0, b1, p + 8 * n * ns, ks, ns);
+    Tiles<T>::mma(c[n], a, b0);
+    Tiles<T>::mma(c[n + 1], a, b1);
+  }
+}
+
 /// c[n] += a b over the warp's 16 rows: a(r, k) = a[r ld + k] for k in
 /// [0, D), b(k, n) = b[n ld + k] for the kBlock rows of b (S = a b^T).
 template <typename T, int D, bool ByMatrix>
@@ -254,11 +281,7 @@ __device__ void warpABT(RowAccumulators &c, const T *a, const T *b) {
   for (int k = 0; k < D; k += Tiles<T>::kK) {
     uint32_t fa[4];
     Tiles<T>::template loadA<ByMatrix>(fa, a + k, ld, 1);
-    for (int n = 0; n < kTiles; ++n) {
-      uint32_t fb[2];
-      Tiles<T>::template loadB<ByMatrix>(fb, b + n * 8 * ld + k, 1, ld);
-      Tiles<T>::mma(c[n], fa, fb);
-    }
+    warpMmaTiles<T, kTiles, ByMatrix>(c, fa, b + k, 1, ld);
   }
 }
 
@@ -271,11 +294,7 @@ __device__ void warpAccumulatePB(float (&o)[D / 8][4], const RowAccumulators &p,
   for (int j = 0; j < kBlock / kK; ++j) {
     uint32_t fa[4];
     Tiles<T>::accumulatorsToA(fa, p, j);
-    for (int n = 0; n < D / 8; ++n) {
-      uint32_t fb[2];
-      Tiles<T>::template loadB<ByMatrix>(fb, b + j * kK * ld + n * 8, ld, 1);
-      Tiles<T>::mma(o[n], fa, fb);
-    }
+    warpMmaTiles<T, D / 8, ByMatrix>(o, fa, b + j * kK * ld, ld, 1);
   }
 }
 
@@ -475,12 +494,8 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
       uint32_t fa[4];
       Tiles<T>::template loadA<kBackwardByMatrix>(fa, dsT + j * kK * ldS + r0,
                                                   1, ldS);
-      for (int n = 0; n < D / 8; ++n) {
-        uint32_t fb[2];
-        Tiles<T>::template loadB<kBackwardByMatrix>(
-            fb, ks + j * kK * ld + n * 8, ld, 1);
-        Tiles<T>::mma(acc[n], fa, fb);
-      }
+      warpMmaTiles<T, D / 8, kBackwardByMatrix>(acc, fa, ks + j * kK * ld, ld,
+                                                1);
     }
     for (int half = 0; half < 2; ++half) {
       int64_t qi = q0 + r0 + g + 8 * half;
