@@ -20,6 +20,9 @@
       a table row from a shardc executable's --log-json; MFU against P.
   compare.py table ROWS.json... [--markdown]
       the final table from row files.
+  compare.py kernels BENCH.out TORCH.out
+      shardc-rt-kernel-bench's rows beside torch_kernels.py's, one markdown
+      table: per kernel, both times and PyTorch's speed over shardc's.
 """
 
 import argparse
@@ -283,6 +286,46 @@ def cmd_table(args):
     return 0
 
 
+def cmd_kernels(args):
+    def rows(path, prefix):
+        found = {}
+        try:
+            with open(path) as f:
+                for line in f:
+                    words = line.split()
+                    if line.startswith("#") or not words:
+                        continue
+                    if prefix:
+                        if words[0] != prefix:
+                            continue
+                        words = words[1:]
+                    try:
+                        # the kernel's name may hold spaces: the shape is
+                        # the first word after it with an "x" or a digit
+                        at = next(i for i, w in enumerate(words)
+                                  if i > 0 and w[:1].isdigit())
+                        found[" ".join(words[:at])] = (
+                            words[at], float(words[at + 1]), words[at + 3:])
+                    except (StopIteration, IndexError, ValueError):
+                        continue
+        except OSError:
+            pass
+        return found
+
+    ours, theirs = rows(args.bench, ""), rows(args.torch, "torch")
+    print("| kernel | shape | shardc ms | of its floor | PyTorch ms "
+          "| PyTorch's speed over shardc's |")
+    print("|---|---|---|---|---|---|")
+    for kernel, (shape, ms, rest) in ours.items():
+        share = rest[0] + " of " + " ".join(rest[1:]) if rest else ""
+        torch = theirs.get(kernel)
+        print("| %s | %s | %.3f | %s | %s | %s |" % (
+            kernel, shape, ms, share,
+            "%.3f" % torch[1] if torch else "",
+            "%.2fx" % (ms / torch[1]) if torch and torch[1] > 0 else ""))
+    return 0 if ours else 1
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -328,12 +371,17 @@ def main():
     b.add_argument("rows", nargs="*")
     b.add_argument("--markdown", action="store_true")
 
+    k = sub.add_parser("kernels")
+    k.add_argument("bench")
+    k.add_argument("torch")
+
     args = p.parse_args()
     if args.cmd == "tokens":
         write_tokens(args.out, args.tokens, args.vocab, args.seed)
         return 0
     return {"check": cmd_check, "validate": cmd_validate,
-            "shardc-row": cmd_shardc_row, "table": cmd_table}[args.cmd](args)
+            "shardc-row": cmd_shardc_row, "table": cmd_table,
+            "kernels": cmd_kernels}[args.cmd](args)
 
 
 if __name__ == "__main__":

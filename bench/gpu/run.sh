@@ -21,7 +21,8 @@
 # bench/gpu/README.md has the device call, the phases and their budgets.
 # Environment (defaults in brackets): SHARDC_BUILD_DIR [build], BATCHES
 # ["64 32 16 8"] (fp32), BF16_BATCHES ["128 64 32 16"], TOTAL_BUDGET [540 s],
-# PHASES [build,check,shardc,torch], TIME_VARIANTS [zero3 ddp zero3+bf16
+# PHASES [build,check,shardc,torch; kernels times the heaviest kernels
+# alone against PyTorch's, KERNEL_BATCH [16]], TIME_VARIANTS [zero3 ddp zero3+bf16
 # ddp+bf16], TORCH_MODES [eager compile fsdp2 compile-bf16 fsdp2-bf16],
 # SHARDC_WARMUP [2], SHARDC_STEPS [8], TORCH_WARMUP [3], TORCH_STEPS [10],
 # PEAK_TFLOPS [494] (fp32 rows), BF16_PEAK_TFLOPS [989] (bf16 rows), the check
@@ -72,6 +73,8 @@ TORCH_COMPILE_BUDGET="${TORCH_COMPILE_BUDGET:-150}"
 TORCH_FSDP2_BUDGET="${TORCH_FSDP2_BUDGET:-75}"
 TORCH_COMPILE_BF16_BUDGET="${TORCH_COMPILE_BF16_BUDGET:-150}"
 TORCH_FSDP2_BF16_BUDGET="${TORCH_FSDP2_BF16_BUDGET:-75}"
+KERNEL_BUDGET="${KERNEL_BUDGET:-90}"     # PHASES=kernels: both benches
+KERNEL_BATCH="${KERNEL_BATCH:-16}"
 PREPARE_BUDGET="${PREPARE_BUDGET:-1200}" # compiling here, no device time
 
 # The largest batch first. By the ledger, GPT-2 small (padded) at world size
@@ -752,6 +755,43 @@ else
   say "skipped (PHASES=$PHASES)"
 fi
 
+# --- the kernels alone (PHASES=kernels; not in the default list) -------------
+
+# shardc-rt-kernel-bench (bench/gpu/KernelBench.cu) times the heaviest bf16
+# kernels of a GPT-2 small step one by one at its shapes, torch_kernels.py
+# PyTorch's counterparts at the same shapes: a kernel change measured in
+# seconds, side by side, where a whole step takes minutes.
+if wants kernels; then
+  phase "kernels: the runtime's bf16 kernels one by one, and PyTorch's, GPT-2 small's shapes at batch $KERNEL_BATCH (budget ${KERNEL_BUDGET}s)"
+  KB=""
+  if [ -x "$BUILD/bin/shardc-rt-kernel-bench" ]; then
+    KB="$BUILD/bin/shardc-rt-kernel-bench"
+  elif [ -f "$BUNDLE/bin/shardc-rt-kernel-bench.gz" ]; then
+    KB="$WORK/shardc-rt-kernel-bench"
+    gunzip -c "$BUNDLE/bin/shardc-rt-kernel-bench.gz" >"$KB" && chmod +x "$KB"
+  fi
+  kargs=(--batch "$KERNEL_BATCH" --seq $G_SEQ --channels $G_HIDDEN --heads $G_HEADS --vocab $G_VOCAB)
+  if [ -z "$KB" ]; then
+    record "kernel bench" "n/a: shardc-rt-kernel-bench is not built (no target=cuda)"
+  elif [ "$HAVE_GPU" != 1 ]; then
+    record "kernel bench" "no GPU: skipped"
+  else
+    exe_cmd "$KB"
+    run_limited "$(cap $((KERNEL_BUDGET / 2)))" "$WORK/logs/kernel-bench.out" "${EXE_CMD[@]}" "${kargs[@]}"
+    rc=$?
+    run_limited "$(cap $((KERNEL_BUDGET / 2)))" "$WORK/logs/torch-kernels.out" python3 "$HERE/torch_kernels.py" "${kargs[@]}"
+    trc=$?
+    COMMANDS+=("$BUILD/bin/shardc-rt-kernel-bench ${kargs[*]}" "python3 bench/gpu/torch_kernels.py ${kargs[*]}")
+    python3 "$HERE/compare.py" kernels "$WORK/logs/kernel-bench.out" "$WORK/logs/torch-kernels.out" \
+      >"$WORK/logs/kernels.md" && sed 's/^/   /' "$WORK/logs/kernels.md"
+    if [ "$rc" = 0 ]; then
+      record "kernel bench" "ran (torch_kernels.py: $([ "$trc" = 0 ] && echo ran || echo "exit $trc, $(one_line "$WORK/logs/torch-kernels.out")"))"
+    else
+      tail_of "$WORK/logs/kernel-bench.out"
+      fail "kernel bench" "exit $rc"
+    fi
+  fi
+fi
 
 # --- phases 3 and 4: timing GPT-2 small, fp32 then bf16 ----------------------
 
@@ -1154,6 +1194,8 @@ prepare_bundle() {
   fi
   mkdir -p "$BUNDLE/bin" "$BUNDLE/lib/mpi" "$BUNDLE/lib/blas"
   [ -x "$BUILD/bin/shardc-rt-cudakernels" ] && cp "$BUILD/bin/shardc-rt-cudakernels" "$BUNDLE/bin/"
+  [ -x "$BUILD/bin/shardc-rt-kernel-bench" ] &&
+    gzip -c "$BUILD/bin/shardc-rt-kernel-bench" >"$BUNDLE/bin/shardc-rt-kernel-bench.gz"
   # Shared libraries of OpenMPI and OpenBLAS that the executables and MPI's
   # components load: a device machine may have neither. CUDA, cuBLAS and
   # NCCL are not bundled (too large): the device's CUDA or PyTorch's wheels
@@ -1258,6 +1300,10 @@ if [ "$HAVE_GPU" = 1 ]; then
     echo "- commands:"
     for c in "${COMMANDS[@]}"; do echo "  - \`$c\`"; done
     echo
+    if [ -s "$WORK/logs/kernels.md" ]; then
+      cat "$WORK/logs/kernels.md"
+      echo
+    fi
     # shellcheck disable=SC2086
     python3 "$HERE/compare.py" table --markdown $ROW_FILES
   } >"$entry"

@@ -1,0 +1,248 @@
+//===- KernelBench.cu - The runtime's heaviest bf16 kernels, one by one ---===//
+//
+// Times the kernels that take most of a bf16 GPT-2 small step (--profile's
+// table in bench/RESULTS.md) at that step's shapes, each alone, so that a
+// change to one is measured in seconds rather than by a whole step: flash
+// attention forward and backward, cross entropy with its gradient,
+// layernorm_grad_add and add_layernorm, and a GEMM of the MLP's shape for
+// scale. Each row prints milliseconds per call (cudaEvents around `iters`
+// calls after one warm-up) and the floor the H200 allows it: FLOPs at its
+// dense bf16 peak for the tensor-core kernels, bytes at its HBM bandwidth
+// for the others. bench/gpu/torch_kernels.py times PyTorch's counterparts
+// at the same shapes; bench/gpu/run.sh's kernels phase prints both.
+//
+//   shardc-rt-kernel-bench [--batch B] [--seq T] [--channels C]
+//                          [--heads H] [--vocab V] [--iters N]
+//
+// Defaults: GPT-2 small (T 1024, C 768, 12 heads, vocabulary 50257 padded
+// to 50304) at batch 16. Inputs are pseudo-random bf16 in [-1, 1) (targets
+// in [0, V)), filled on the device.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardc_rt/CudaKernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+
+namespace {
+
+constexpr double kPeakFlops = 989e12; // H200 dense bf16
+constexpr double kBandwidth = 4.8e12; // H200 HBM3e, bytes per second
+
+void check(cudaError_t status, const char *call) {
+  if (status == cudaSuccess)
+    return;
+  std::fprintf(stderr, "shardc-rt-kernel-bench: %s: %s\n", call,
+               cudaGetErrorString(status));
+  std::exit(1);
+}
+
+/// p[i] = a hash of (seed, i) as bf16 bits in [-1, 1).
+__global__ void fillKernel(shardc_rt_bf16 *p, int64_t n, uint32_t seed) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    float x = static_cast<float>(h >> 8) / 8388608.0f - 1.0f;
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    p[i] = static_cast<shardc_rt_bf16>(bits >> 16);
+  }
+}
+
+/// targets[i] in [0, v).
+__global__ void targetsKernel(int32_t *p, int64_t n, int64_t v) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    p[i] = static_cast<int32_t>((static_cast<uint64_t>(i) * 2654435761u) % v);
+}
+
+template <typename T> T *allocate(int64_t count) {
+  void *p = nullptr;
+  check(cudaMalloc(&p, static_cast<size_t>(count) * sizeof(T)), "cudaMalloc");
+  return static_cast<T *>(p);
+}
+
+shardc_rt_bf16 *randomBf16(int64_t n, uint32_t seed) {
+  shardc_rt_bf16 *p = allocate<shardc_rt_bf16>(n);
+  fillKernel<<<1024, 256>>>(p, n, seed);
+  check(cudaGetLastError(), "fillKernel");
+  return p;
+}
+
+int64_t option(int argc, char **argv, const char *name, int64_t fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) {
+      char *end = nullptr;
+      long long value = std::strtoll(argv[i + 1], &end, 10);
+      if (*end != '\0' || value <= 0) {
+        std::fprintf(stderr,
+                     "shardc-rt-kernel-bench: %s takes a positive integer, "
+                     "not '%s'\n",
+                     name, argv[i + 1]);
+        std::exit(2);
+      }
+      return value;
+    }
+  return fallback;
+}
+
+/// Milliseconds per call of `call` over `iters` calls, after one.
+double msPerCall(cudaStream_t stream, int64_t iters,
+                 const std::function<void()> &call) {
+  call();
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  check(cudaEventRecord(start, stream), "cudaEventRecord");
+  for (int64_t i = 0; i < iters; ++i)
+    call();
+  check(cudaEventRecord(stop, stream), "cudaEventRecord");
+  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  float ms = 0.0f;
+  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  check(cudaEventDestroy(start), "cudaEventDestroy");
+  check(cudaEventDestroy(stop), "cudaEventDestroy");
+  return ms / static_cast<double>(iters);
+}
+
+void row(const char *kernel, const std::string &shape, double ms,
+         double floorMs, const char *floorKind) {
+  std::printf("%-22s %-26s %10.3f %10.3f %6.1f%%  %s\n", kernel, shape.c_str(),
+              ms, floorMs, 100.0 * floorMs / ms, floorKind);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int64_t b = option(argc, argv, "--batch", 16);
+  int64_t t = option(argc, argv, "--seq", 1024);
+  int64_t c = option(argc, argv, "--channels", 768);
+  int64_t heads = option(argc, argv, "--heads", 12);
+  int64_t vocab = option(argc, argv, "--vocab", 50257);
+  int64_t iters = option(argc, argv, "--iters", 10);
+  if (c % heads != 0) {
+    std::fprintf(stderr,
+                 "shardc-rt-kernel-bench: --heads %lld does not divide "
+                 "--channels %lld\n",
+                 static_cast<long long>(heads), static_cast<long long>(c));
+    return 2;
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "shardc-rt-kernel-bench: no CUDA device\n");
+    return 3;
+  }
+  int64_t n = b * t, ld = (vocab + 127) / 128 * 128;
+
+  cudaStream_t stream;
+  check(cudaStreamCreate(&stream), "cudaStreamCreate");
+  shardc_rt_cuda_kernels *k =
+      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/1);
+  shardc_rt_cuda_kernels_set_flash_attention(k, 1);
+
+  shardc_rt_bf16 *qkv = randomBf16(n * 3 * c, 1), *out = randomBf16(n * c, 2),
+                 *dy = randomBf16(n * c, 3), *dqkv = randomBf16(n * 3 * c, 4);
+  float *lse = allocate<float>(b * heads * t);
+  shardc_rt_bf16 *x = randomBf16(n * c, 5), *addend = randomBf16(n * c, 6),
+                 *w = randomBf16(c, 7), *bias = randomBf16(c, 8),
+                 *dx = randomBf16(n * c, 9), *dw = randomBf16(c, 10),
+                 *db = randomBf16(c, 11), *sum = randomBf16(n * c, 12);
+  shardc_rt_bf16 *hidden = randomBf16(n * 4 * c, 13),
+                 *fcw = randomBf16(4 * c * c, 14);
+  shardc_rt_bf16 *logits = randomBf16(n * ld, 15),
+                 *dlogits = randomBf16(n * ld, 16);
+  int32_t *targets = allocate<int32_t>(n);
+  targetsKernel<<<1024, 256>>>(targets, n, vocab);
+  check(cudaGetLastError(), "targetsKernel");
+  float *loss = allocate<float>(1), *dloss = allocate<float>(1);
+  const float one = 1.0f;
+  check(cudaMemcpy(dloss, &one, sizeof one, cudaMemcpyHostToDevice),
+        "cudaMemcpy");
+  check(cudaDeviceSynchronize(), "fill");
+
+  auto shape = [](std::initializer_list<int64_t> dims) {
+    std::string s;
+    for (int64_t d : dims)
+      s += (s.empty() ? "" : "x") + std::to_string(d);
+    return s;
+  };
+  std::printf("# shardc-rt-kernel-bench: batch %lld, T %lld, C %lld, %lld "
+              "heads, vocabulary %lld (rows of %lld), %lld calls each\n",
+              static_cast<long long>(b), static_cast<long long>(t),
+              static_cast<long long>(c), static_cast<long long>(heads),
+              static_cast<long long>(vocab), static_cast<long long>(ld),
+              static_cast<long long>(iters));
+  std::printf("%-22s %-26s %10s %10s %7s  %s\n", "kernel", "shape", "ms/call",
+              "floor ms", "of it", "floor");
+  // Causal attention: half the T x T scores; the forward's two GEMMs, the
+  // backward's five (FlashAttention-2's count).
+  double attention = 2.0 * b * t * t * c;
+  std::string bthc = shape({b, t, heads, c / heads});
+  row("attention", bthc,
+      msPerCall(stream, iters,
+                [&] {
+                  shardc_rt_cuda_attention_bf16(k, qkv, out, lse, b, t, c,
+                                                heads);
+                }),
+      1e3 * attention / kPeakFlops, "bf16 peak");
+  row("attention_grad", bthc,
+      msPerCall(stream, iters,
+                [&] {
+                  shardc_rt_cuda_attention_grad_bf16(k, dy, qkv, out, lse, dqkv,
+                                                     b, t, c, heads);
+                }),
+      1e3 * 2.5 * attention / kPeakFlops, "bf16 peak");
+  row("cross_entropy_and_grad", shape({n, ld}),
+      msPerCall(stream, iters,
+                [&] {
+                  shardc_rt_cuda_cross_entropy_and_grad_bf16(
+                      k, dloss, logits, targets, loss, dlogits, n, vocab, ld);
+                }),
+      1e3 * 2.0 * 2 * n * ld / kBandwidth, "HBM");
+  row("layernorm_grad_add", shape({n, c}),
+      msPerCall(stream, iters,
+                [&] {
+                  shardc_rt_cuda_layernorm_grad_add_bf16(
+                      k, dy, x, w, addend, dx, dw, db, n, c, 1e-5);
+                }),
+      1e3 * 4.0 * 2 * n * c / kBandwidth, "HBM");
+  row("add_layernorm", shape({n, c}),
+      msPerCall(stream, iters,
+                [&] {
+                  shardc_rt_cuda_add_layernorm_bf16(k, x, addend, w, bias, sum,
+                                                    dx, n, c, 1e-5);
+                }),
+      1e3 * 4.0 * 2 * n * c / kBandwidth, "HBM");
+  row("matmul (MLP proj)", shape({n, 4 * c, c}),
+      msPerCall(stream, iters,
+                [&] {
+                  shardc_rt_cuda_matmul_bf16(k, hidden, fcw, out, 1, n, 4 * c,
+                                             c, 0, 1);
+                }),
+      1e3 * 2.0 * n * 4 * c * c / kPeakFlops, "bf16 peak");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  shardc_rt_cuda_kernels_destroy(k);
+  for (void *p : {static_cast<void *>(qkv),     static_cast<void *>(out),
+                  static_cast<void *>(dy),      static_cast<void *>(dqkv),
+                  static_cast<void *>(lse),     static_cast<void *>(x),
+                  static_cast<void *>(addend),  static_cast<void *>(w),
+                  static_cast<void *>(bias),    static_cast<void *>(dx),
+                  static_cast<void *>(dw),      static_cast<void *>(db),
+                  static_cast<void *>(sum),     static_cast<void *>(hidden),
+                  static_cast<void *>(fcw),     static_cast<void *>(logits),
+                  static_cast<void *>(dlogits), static_cast<void *>(targets),
+                  static_cast<void *>(loss),    static_cast<void *>(dloss)})
+    check(cudaFree(p), "cudaFree");
+  check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  return 0;
+}
