@@ -494,6 +494,24 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 // -----
 
+// A param that a backward differentiates needs its optimizer update: else
+// its gradient is dropped and it never trains.
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" init(#train.ones) : tensor<4xf32>
+  %v = train.param "v" init(#train.ones) : tensor<4xf32>
+  // expected-error @+1 {{'train.backward' op differentiates param 'v', which no optimizer update updates: its gradient would be dropped and the param never trained (update it, or drop it from the backward's params)}}
+  %d:2 = train.backward "" (%w) params ["w", "v"] : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%g: tensor<4xf32>):
+    train.yield %g, %g : tensor<4xf32>, tensor<4xf32>
+  }
+  train.adamw "w", %d#0 : tensor<4xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
 // Garbage: the parser reports it.
 train.model batch 2 // expected-error {{custom op 'train.model' expected valid '@'-identifier for symbol name}}
 

@@ -318,9 +318,12 @@ LogicalResult ModelOp::verifyRegions() {
     return emitOpError() << "expected at most 2^40 parameters, got "
                          << numParams;
 
-  // Every name of a param resolves, once, here; a param is updated once and
-  // a unit differentiated once.
+  // Every name of a param resolves, once, here; a param is updated once, a
+  // unit differentiated once, and a param that a backward differentiates is
+  // updated (else its gradient would be computed and dropped, the param
+  // never trained, and nothing would say so).
   llvm::StringSet<> updated, differentiated;
+  SmallVector<std::pair<BackwardOp, StringRef>> gradients;
   auto lookup = [&](Operation *user, StringRef name) -> FailureOr<ParamOp> {
     auto it = params.find(name);
     if (it == params.end())
@@ -356,11 +359,21 @@ LogicalResult ModelOp::verifyRegions() {
         FailureOr<ParamOp> param = lookup(op, name);
         if (failed(param) || failed(bwd.verifyGradient(*param, grad)))
           return WalkResult::interrupt();
+        gradients.push_back({bwd, name});
       }
     }
     return WalkResult::advance();
   });
-  return failure(walk.wasInterrupted());
+  if (walk.wasInterrupted())
+    return failure();
+  for (auto [bwd, name] : gradients)
+    if (!updated.contains(name))
+      return bwd.emitOpError()
+             << "differentiates param '" << name
+             << "', which no optimizer update updates: its gradient would "
+                "be dropped and the param never trained (update it, or drop "
+                "it from the backward's params)";
+  return success();
 }
 
 //===--- train.unit -------------------------------------------------------===//
