@@ -28,6 +28,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cctype>
 #include <map>
 #include <optional>
 #include <utility>
@@ -225,8 +226,21 @@ bool sameFile(const std::string &a, const std::string &b) {
   return resolved(a) == resolved(b);
 }
 
+/// Whether every '}' of `value` closes a '{' before it, and every '{' is
+/// closed: an unbalanced one would end, or open, a pipeline option.
+bool balancedBraces(llvm::StringRef value) {
+  int depth = 0;
+  for (char c : value) {
+    depth += c == '{' ? 1 : c == '}' ? -1 : 0;
+    if (depth < 0)
+      return false;
+  }
+  return depth == 0;
+}
+
 Options parseArgs(int argc, char **argv) {
   Options o;
+  std::map<std::string, std::string> given; // flag -> its value
   if (argc < 2)
     usageError("expected a command: build, run or emit");
   o.command = argv[1];
@@ -288,10 +302,19 @@ Options parseArgs(int argc, char **argv) {
       inlineValue = true;
     }
     if (!inlineValue) {
-      if (i + 1 >= argc)
-        usageError(flag + ": missing value");
+      // A flag's value may not look like a flag: `--mesh --strategy zero3`
+      // lacks the mesh, not an input named zero3.
+      const char *next = i + 1 < argc ? argv[i + 1] : nullptr;
+      if (!next || (next[0] == '-' && next[1] != '\0' &&
+                    !std::isdigit(static_cast<unsigned char>(next[1]))))
+        usageError(flag + ": missing value" +
+                   (next ? " (got '" + std::string(next) + "')" : ""));
       value = argv[++i];
     }
+    // Given twice with different values: which one was meant is unknown.
+    if (auto [it, inserted] = given.try_emplace(flag, value);
+        !inserted && it->second != value)
+      usageError(flag + " given twice ('" + it->second + "', '" + value + "')");
     std::string name = flag.substr(flag.rfind('-', 1) == 1 ? 2 : 1);
     if (flag == "-o") {
       o.output = value;
@@ -307,14 +330,19 @@ Options parseArgs(int argc, char **argv) {
         usageError("--np: expected a rank count >= 1, got '" + value + "'");
       o.np = n;
     } else if (flag == "--ledger-json") {
+      // The pipeline takes the path double-quoted (pipelineOptions).
+      if (value.find('"') != std::string::npos)
+        usageError("--ledger-json: a path with a '\"' is not supported, got '" +
+                   value + "'");
       o.ledgerJson = value;
     } else if (llvm::is_contained(pipelineOptions, name) &&
                flag.rfind("--", 0) == 0) {
       // Braces would end the pipeline's options; a recompute glob's
-      // alternatives ({0,1}) nest there and are allowed.
+      // alternatives ({0,1}) nest there and are allowed, balanced.
       if (value.empty() ||
           value.find_first_of(name == "recompute" ? " \"'" : " {}\"'") !=
-              std::string::npos)
+              std::string::npos ||
+          !balancedBraces(value))
         usageError(flag + ": bad value '" + value + "'");
       if (std::string why = checkPipelineValue(name, value); !why.empty())
         usageError(why);
@@ -372,8 +400,10 @@ Options parseArgs(int argc, char **argv) {
   return o;
 }
 
-std::string pipelineText(const Options &o) {
-  std::string text = "shardc-pipeline{";
+/// --shardc-pipeline's options, as one string its own parser reads (not a
+/// textual pipeline, whose braces a quoted path could not hold).
+std::string pipelineOptions(const Options &o) {
+  std::string text;
   for (auto &[name, value] : o.pipeline)
     text += name + "=" + value + " ";
   // The ledger always runs (it enforces --memory-budget); --quiet only
@@ -383,10 +413,9 @@ std::string pipelineText(const Options &o) {
   if (o.ledgerJson == "-")
     text += "format=json output=- ";
   else if (!o.ledgerJson.empty())
-    text += "format=json output=" + o.ledgerJson + ".tmp ";
+    text += "format=json output=\"" + o.ledgerJson + ".tmp\" ";
   else if (o.quiet)
     text += "output=/dev/null ";
-  text += "}";
   return text;
 }
 
@@ -578,7 +607,11 @@ int main(int argc, char **argv) {
 
   // The options before the model: a typo should not wait for a large parse.
   PassManager pm(&context, ModuleOp::getOperationName());
-  if (failed(parsePassPipeline(pipelineText(o), pm, llvm::errs())))
+  if (failed(PassPipelineInfo::lookup("shardc-pipeline")
+                 ->addToPipeline(pm, pipelineOptions(o), [](const Twine &msg) {
+                   llvm::errs() << "shardc: " << msg << "\n";
+                   return failure();
+                 })))
     return kUsageError;
 
   std::string error;
