@@ -1206,6 +1206,18 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                              : openData(*model, flags.evalData, "--eval-data");
   if (!flags.load.empty())
     loadState(ctx, flags.load);
+  // Given --trace-steps, one of this run's steps (after --load's) is traced.
+  bool traceStepsGiven = flags.traceFirst != 1 || flags.traceLast != INT64_MAX;
+  SHARDC_RT_CHECK_ALL(
+      !traceStepsGiven || flags.checkGrads > 0 ||
+          (flags.traceFirst <= ctx.step + flags.steps &&
+           flags.traceLast > ctx.step),
+      "flags",
+      "--trace-steps " + std::to_string(flags.traceFirst) + ":" +
+          std::to_string(flags.traceLast) + " traces none of this run's " +
+          (flags.steps == 0 ? std::string("0 steps")
+                            : "steps " + std::to_string(ctx.step + 1) + " to " +
+                                  std::to_string(ctx.step + flags.steps)));
   if (flags.checkGrads > 0) {
     int rc = checkGradients(ctx, flags.checkGrads);
     tearDown();
