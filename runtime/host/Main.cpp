@@ -222,6 +222,7 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
                  int world) {
   Flags flags;
   std::string error;
+  std::map<std::string, std::string> given; // flag -> its value
   for (int i = 1; i < argc && error.empty(); ++i) {
     std::string flag = argv[i];
     auto value = [&]() -> const char * {
@@ -229,7 +230,12 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
         error = "missing value";
         return "";
       }
-      return argv[++i];
+      const char *v = argv[++i];
+      // Given twice with different values: which one was meant is unknown.
+      if (auto [it, inserted] = given.try_emplace(flag, v);
+          !inserted && it->second != v)
+        error = "given twice ('" + it->second + "', '" + v + "')";
+      return v;
     };
     if (flag == "--help" || flag == "-h") {
       if (worldRank() == 0)
