@@ -1,14 +1,51 @@
 //===- shardc-opt.cpp - Run shardc passes on train/dist IR ----------------===//
 
 #include "shardc/InitAll.h"
+#include "shardc/Support/Files.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <string>
 #include <vector>
 
+/// The ledger's output= (in any pass's or pipeline's options) that names
+/// -o's file, or "": the IR, written last, would replace the ledger. As
+/// shardc build refuses --ledger-json onto -o, before anything runs.
+static std::string ledgerOverOutput(llvm::ArrayRef<char *> args) {
+  llvm::StringRef output;
+  for (size_t i = 1; i < args.size(); ++i) {
+    llvm::StringRef arg = args[i];
+    if (arg == "-o" && i + 1 < args.size())
+      output = args[i + 1];
+    else if (arg.consume_front("-o=") || arg.consume_front("--o="))
+      output = arg;
+  }
+  if (output.empty() || output == "-")
+    return "";
+  for (llvm::StringRef arg : args.drop_front()) {
+    for (size_t at = arg.find("output="); at != llvm::StringRef::npos;
+         at = arg.find("output=", at + 1)) {
+      llvm::StringRef value = arg.substr(at + 7);
+      if (value.consume_front("\"") || value.consume_front("'"))
+        value = value.take_until([](char c) { return c == '"' || c == '\''; });
+      else
+        value = value.take_until([](char c) { return c == ' ' || c == '}'; });
+      if (!value.empty() && value != "-" && shardc::isSameFile(value, output))
+        return value.str();
+    }
+  }
+  return "";
+}
+
 int main(int argc, char **argv) {
+  if (std::string both = ledgerOverOutput({argv, argv + argc}); !both.empty()) {
+    llvm::errs() << "shardc-opt: the ledger's output '" << both
+                 << "' is also -o's file, which the IR would replace\n";
+    return 1;
+  }
   // Diagnostics name the place and the value; dumping the whole operation
   // under each one buries them. `--mlir-print-op-on-diagnostic` restores it.
   std::vector<char *> args(argv, argv + argc);

@@ -14,6 +14,7 @@
 
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
 #include "shardc/InitAll.h"
+#include "shardc/Support/Files.h"
 #include "shardc/Target/Cpp/StepEmitter.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -207,25 +208,6 @@ void checkOutputPath(llvm::StringRef flag, const std::string &path) {
                       "or a socket), which the write would replace");
 }
 
-/// Whether two paths name one file: the same file where both exist, else
-/// the same name in the same (resolved) directory.
-bool sameFile(const std::string &a, const std::string &b) {
-  bool equivalent = false;
-  if (!llvm::sys::fs::equivalent(a, b, equivalent))
-    return equivalent;
-  auto resolved = [](const std::string &path) {
-    llvm::SmallString<256> dir = llvm::sys::path::parent_path(path);
-    if (dir.empty())
-      dir = ".";
-    llvm::SmallString<256> real;
-    if (llvm::sys::fs::real_path(dir, real))
-      real = dir;
-    llvm::sys::path::append(real, llvm::sys::path::filename(path));
-    return std::string(real);
-  };
-  return resolved(a) == resolved(b);
-}
-
 /// Whether every '}' of `value` closes a '{' before it, and every '{' is
 /// closed: an unbalanced one would end, or open, a pipeline option.
 bool balancedBraces(llvm::StringRef value) {
@@ -385,10 +367,10 @@ Options parseArgs(int argc, char **argv) {
   if (!o.ledgerJson.empty() && o.ledgerJson != "-")
     outputs.push_back({"--ledger-json", o.ledgerJson});
   for (const auto &[flag, path] : outputs)
-    if (sameFile(path, o.input))
+    if (shardc::isSameFile(path, o.input))
       usageError(flag + " " + path + ": is the input model '" + o.input +
                  "', which the write would replace");
-  if (outputs.size() == 2 && sameFile(o.output, o.ledgerJson))
+  if (outputs.size() == 2 && shardc::isSameFile(o.output, o.ledgerJson))
     usageError("--ledger-json " + o.ledgerJson + ": is also -o's file '" +
                o.output + "'");
   if (o.target == "cuda" && !SHARDC_RT_CUDA_AVAILABLE)

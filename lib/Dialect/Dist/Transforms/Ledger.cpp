@@ -9,11 +9,11 @@
 #include "shardc/Dialect/Dist/Analysis/Timeline.h"
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
 #include "shardc/Support/Bytes.h"
+#include "shardc/Support/Files.h"
 
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/TypeSwitch.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -267,12 +267,8 @@ struct ShardcLedgerPass
     } else {
       // The model's own file (where its module was parsed from) would be
       // replaced: refused, as a compiler refuses an output over its input.
-      bool isInput = false;
-      if (auto input = dyn_cast<FileLineColLoc>(module.getLoc()))
-        if (llvm::sys::fs::equivalent(input.getFilename().str(),
-                                      std::string(output), isInput))
-          isInput = false;
-      if (isInput) {
+      auto input = dyn_cast<FileLineColLoc>(module.getLoc());
+      if (input && isSameFile(input.getFilename(), output)) {
         module.emitError() << "output '" << output
                            << "' is the input file, which the ledger would "
                               "replace";
