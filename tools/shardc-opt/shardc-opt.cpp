@@ -6,6 +6,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
@@ -13,7 +14,8 @@
 
 /// The ledger's output= (in any pass's or pipeline's options) that names
 /// -o's file, or "": the IR, written last, would replace the ledger. As
-/// shardc build refuses --ledger-json onto -o, before anything runs.
+/// shardc build refuses --ledger-json onto -o, before anything runs. A
+/// device or a pipe (/dev/null for both) replaces nothing.
 static std::string ledgerOverOutput(llvm::ArrayRef<char *> args) {
   llvm::StringRef output;
   for (size_t i = 1; i < args.size(); ++i) {
@@ -23,7 +25,9 @@ static std::string ledgerOverOutput(llvm::ArrayRef<char *> args) {
     else if (arg.consume_front("-o=") || arg.consume_front("--o="))
       output = arg;
   }
-  if (output.empty() || output == "-")
+  if (output.empty() || output == "-" ||
+      (llvm::sys::fs::exists(output) &&
+       !llvm::sys::fs::is_regular_file(output)))
     return "";
   for (llvm::StringRef arg : args.drop_front()) {
     for (size_t at = arg.find("output="); at != llvm::StringRef::npos;
