@@ -30,6 +30,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -66,9 +67,13 @@ __global__ void targetsKernel(int32_t *p, int64_t n, int64_t v) {
     p[i] = static_cast<int32_t>((static_cast<uint64_t>(i) * 2654435761u) % v);
 }
 
+/// Every buffer allocate made, freed together at the end.
+std::vector<void *> allocations;
+
 template <typename T> T *allocate(int64_t count) {
   void *p = nullptr;
   check(cudaMalloc(&p, static_cast<size_t>(count) * sizeof(T)), "cudaMalloc");
+  allocations.push_back(p);
   return static_cast<T *>(p);
 }
 
@@ -232,16 +237,7 @@ int main(int argc, char **argv) {
       1e3 * 2.0 * n * 4 * c * c / kPeakFlops, "bf16 peak");
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   shardc_rt_cuda_kernels_destroy(k);
-  for (void *p : {static_cast<void *>(qkv),     static_cast<void *>(out),
-                  static_cast<void *>(dy),      static_cast<void *>(dqkv),
-                  static_cast<void *>(lse),     static_cast<void *>(x),
-                  static_cast<void *>(addend),  static_cast<void *>(w),
-                  static_cast<void *>(bias),    static_cast<void *>(dx),
-                  static_cast<void *>(dw),      static_cast<void *>(db),
-                  static_cast<void *>(sum),     static_cast<void *>(hidden),
-                  static_cast<void *>(fcw),     static_cast<void *>(logits),
-                  static_cast<void *>(dlogits), static_cast<void *>(targets),
-                  static_cast<void *>(loss),    static_cast<void *>(dloss)})
+  for (void *p : allocations)
     check(cudaFree(p), "cudaFree");
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");
   return 0;
