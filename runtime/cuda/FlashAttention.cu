@@ -20,6 +20,13 @@
 // memory so that each warp adds its 16 queries' dq += dS k to an f32
 // accumulator by atomics, rounded into dqkv at the end.
 //
+// Tiles reach shared memory by cp.async (copyTile), so that they land
+// while the warps compute, as FlashAttention-2's do: in the forward v's
+// while S and its softmax are computed, the next k's while P v is; in the
+// backward the next query block's q, dy, lse and delta while this one's
+// products run (backwardStages: two blocks' buffers where shared memory
+// allows, else one, filled during dq's products).
+//
 // Products round their inputs as cuBLAS does: bf16 as stored, f32 to TF32
 // (q, k, v, dy, and P and dS, as the bf16 kernels round P and dS to bf16).
 // bf16 fragments come from shared memory by ldmatrix, one instruction per
@@ -72,9 +79,15 @@ constexpr float kLn2 = 0.6931471805599453f;
 constexpr bool kForwardByMatrix = true;
 constexpr bool kBackwardByMatrix = true;
 
+/// The forward blocks a multiprocessor should hold at once, which its
+/// registers (__launch_bounds__) then allow: 4 up to d = 64 (128 registers
+/// a thread; unbounded, ptxas took 129 at d = 48), 3 past that. None
+/// spills (ptxas, sm_90, either type).
+constexpr int forwardBlocks(int d) { return d <= 64 ? 4 : 3; }
+
 /// The backward blocks a multiprocessor should hold at once, which its
 /// registers (__launch_bounds__) then allow, as many as spill a few words
-/// at most (ptxas, sm_90: 24 bytes at d = 64 in bf16, 44 at most): 4 at
+/// at most (ptxas, sm_90: 4 bytes at d = 64 in bf16, 60 at most): 4 at
 /// d = 16; 3 up to 64 (its shared memory allows 4 in bf16, but 128
 /// registers are fewer than its accumulators take); 2 past that, where 3
 /// spills 96 to 988 bytes.
@@ -152,14 +165,13 @@ template <> struct Tiles<bf16> {
                                          const RowAccumulators &c, int j) {
     for (int i = 0; i < 4; ++i) {
       const float *x = c[2 * j + i / 2] + 2 * (i % 2);
-      a[i] = packBf16(__float2bfloat16(x[0]), __float2bfloat16(x[1]));
+      a[i] = roundPackBf16(x[0], x[1]);
     }
   }
   __device__ static bf16 fromFloat(float x) { return __float2bfloat16(x); }
   /// p[0], p[1] = x, y in one store (p 4-byte aligned).
   __device__ static void storePair(bf16 *p, float x, float y) {
-    *reinterpret_cast<uint32_t *>(p) =
-        packBf16(__float2bfloat16(x), __float2bfloat16(y));
+    *reinterpret_cast<uint32_t *>(p) = roundPackBf16(x, y);
   }
   __device__ static float toFloat(bf16 x) { return __bfloat162float(x); }
 };
@@ -228,33 +240,27 @@ __device__ float warpSum(float v) {
   return v;
 }
 
-/// dst[kBlock][ldd] = rows [0, valid) of src[.][d] (row stride ld), zeros
-/// after: 16 bytes per load and store where the rows allow it (d a multiple
-/// of 16 bytes, both tiles' rows 16-byte aligned: every call here, given
-/// the heads flashAttentionSupports and allocated buffers), else one element
-/// at a time. The same bits either way.
-template <typename T>
-__device__ void loadTile(T *dst, int ldd, const T *src, int64_t ld,
-                         int64_t valid, int d) {
-  constexpr int kVector = 16 / sizeof(T);
-  auto aligned = [](const void *p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-  };
-  if (d % kVector == 0 && (ld * sizeof(T)) % 16 == 0 &&
-      (ldd * sizeof(T)) % 16 == 0 && aligned(src) && aligned(dst)) {
-    int perRow = d / kVector;
-    for (int i = threadIdx.x; i < kBlock * perRow; i += kThreads) {
-      int r = i / perRow, j = (i % perRow) * kVector;
-      uint4 value = make_uint4(0, 0, 0, 0); // +0 in f32 and in bf16
-      if (r < valid)
-        value = *reinterpret_cast<const uint4 *>(src + r * ld + j);
-      *reinterpret_cast<uint4 *>(dst + r * ldd + j) = value;
-    }
-    return;
-  }
-  for (int i = threadIdx.x; i < kBlock * d; i += kThreads) {
-    int r = i / d, j = i % d;
-    dst[r * ldd + j] = r < valid ? src[r * ld + j] : Tiles<T>::fromFloat(0.0f);
+/// Issues dst[kBlock][D + padding] = rows [0, valid) of src[.][D] (row
+/// stride ld), zeros after, as 16-byte cp.asyncs (copyAsync) that land at
+/// the thread's wait for the group they are committed in. Rows and tiles
+/// are 16-byte aligned: D a multiple of 16, ld of 3c or c, shared rows
+/// padded by 16 bytes, and qkv and dy 16-byte aligned (flashAttentionTakes).
+template <typename T, int D>
+__device__ void copyTile(T *dst, const T *src, int64_t ld, int64_t valid) {
+  constexpr int kVector = 16 / sizeof(T), kPerRow = D / kVector;
+  // Each pass copies kRows whole rows, a thread the same chunk of each.
+  constexpr int kRows = kThreads / kPerRow, ldd = D + kPad<T>;
+  int r = threadIdx.x / kPerRow, j = threadIdx.x % kPerRow * kVector;
+  if (r >= kRows)
+    return;                 // kThreads % kPerRow threads idle
+  const T *first = src + j; // a row past valid reads nothing from here
+  const T *from = first + r * ld;
+  for (int u = 0; u < (kBlock + kRows - 1) / kRows; ++u, from += kRows * ld) {
+    int row = r + u * kRows;
+    if (kBlock % kRows != 0 && row >= kBlock)
+      break;
+    bool inside = row < valid;
+    copyAsync<16>(dst + row * ldd + j, inside ? from : first, inside ? 16 : 0);
   }
 }
 
@@ -305,7 +311,7 @@ template <typename T> size_t forwardSharedBytes(int d) {
 
 /// grid (batch x heads, query blocks).
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, forwardBlocks(D))
     forwardKernel(const T *qkv, T *out, float *lse, int64_t t, int64_t c,
                   int heads, float scaleLog2) {
   constexpr int ld = D + kPad<T>;
@@ -323,7 +329,10 @@ __global__ void __launch_bounds__(kThreads)
   int warp = threadIdx.x / 32, lane = threadIdx.x & 31, r0 = warp * 16;
   int g = lane / 4, q = lane & 3;
 
-  loadTile(qs, ld, head + q0 * ldg, ldg, t - q0, D);
+  const T *keys = head + c, *values = head + 2 * c;
+  copyTile<T, D>(qs, head + q0 * ldg, ldg, t - q0);
+  copyTile<T, D>(ks, keys + q0 * ldg, ldg, t - q0); // the diagonal block's
+  copyAsyncCommit();
   float o[D / 8][4] = {};
   // Rows g and g + 8 of the warp's: running max (of scaled scores, in
   // log2 units) and sum.
@@ -331,13 +340,15 @@ __global__ void __launch_bounds__(kThreads)
   // Causal: the key blocks up to the query block's own, that one first.
   // Only it holds keys after a query and keys at or after t (every block
   // before it is whole): the mask is compiled into its step alone, as
-  // FlashAttention-2 splits its loop.
+  // FlashAttention-2 splits its loop. As there, v's tile lands while the
+  // warps compute S and its softmax, and the next block's k while they
+  // multiply P v.
   auto step = [&](int64_t kb, auto diagonal) {
     int64_t k0 = kb * kBlock;
-    __syncthreads(); // every warp is done with the previous k and v
-    loadTile(ks, ld, head + c + k0 * ldg, ldg, t - k0, D);
-    loadTile(vs, ld, head + 2 * c + k0 * ldg, ldg, t - k0, D);
-    __syncthreads();
+    copyAsyncWait<0>();
+    __syncthreads(); // k has landed; every warp is done with the last v
+    copyTile<T, D>(vs, values + k0 * ldg, ldg, t - k0);
+    copyAsyncCommit();
     RowAccumulators s = {};
     warpABT<T, D, kForwardByMatrix>(s, qs + r0 * ld, ks);
     float alpha[2];
@@ -369,6 +380,12 @@ __global__ void __launch_bounds__(kThreads)
       l[half] = l[half] * alpha[half] + quadSum(sum);
       m[half] = mNew;
     }
+    copyAsyncWait<0>();
+    __syncthreads(); // v has landed; every warp is done with k
+    if (kb > 0) {
+      copyTile<T, D>(ks, keys + (k0 - kBlock) * ldg, ldg, t - (k0 - kBlock));
+      copyAsyncCommit();
+    }
     for (int n = 0; n < D / 8; ++n)
       for (int i = 0; i < 4; ++i)
         o[n][i] *= alpha[i / 2];
@@ -382,10 +399,11 @@ __global__ void __launch_bounds__(kThreads)
     if (qi >= t)
       continue;
     T *row = out + (batch * t + qi) * c + h * D;
+    float inverse = 1.0f / l[half];
     for (int n = 0; n < D / 8; ++n)
       for (int e = 0; e < 2; ++e)
         row[n * 8 + 2 * q + e] =
-            Tiles<T>::fromFloat(o[n][2 * half + e] / l[half]);
+            Tiles<T>::fromFloat(o[n][2 * half + e] * inverse);
     if (q == 0) // natural log: m and log2(l) are log2 units
       lse[bh * t + qi] = (m[half] + log2f(l[half])) * kLn2;
   }
@@ -411,14 +429,46 @@ __global__ void deltaKernel(const T *dy, const T *out, float *delta,
     delta[row] = sum;
 }
 
-/// The backward's shared memory: k, v, q and dy tiles, dS^T (kBlock keys by
-/// kBlock queries, T), a query block's log-sum-exps and deltas (f32).
-template <typename T> size_t backwardSharedBytes(int d) {
-  return (4 * size_t(kBlock) * (d + kPad<T>)+size_t(kBlock) *
-          (kBlock + kPad<T>)) *
-             sizeof(T) +
-         2 * kBlock * sizeof(float);
+/// The backward's shared memory with `stages` query blocks in flight: k, v
+/// and dS^T (kBlock keys by kBlock queries) tiles, and per stage a query
+/// block's q and dy tiles (T), then per stage its log-sum-exps and deltas
+/// (f32).
+template <typename T> constexpr size_t backwardSharedBytes(int d, int stages) {
+  size_t tile = size_t(kBlock) * (d + kPad<T>)*sizeof(T);
+  return 2 * tile + size_t(kBlock) * (kBlock + kPad<T>)*sizeof(T) +
+         size_t(stages) * (2 * tile + 2 * kBlock * sizeof(float));
 }
+
+/// An sm_90 multiprocessor's shared memory, and what each block resident
+/// there takes besides its own (1 KiB, the CUDA programming guide's).
+constexpr size_t kSharedPerMultiprocessor = 228 * 1024;
+constexpr size_t kSharedReservedPerBlock = 1024;
+
+/// The blocks of `bytes` of shared memory a multiprocessor holds, up to
+/// `wanted`.
+constexpr int residentBlocks(size_t bytes, int wanted) {
+  return std::min<size_t>(wanted, kSharedPerMultiprocessor /
+                                      (bytes + kSharedReservedPerBlock));
+}
+
+/// The query blocks the backward keeps in flight: 2, the next one's tiles
+/// landing while the warps compute on this one's, where that leaves as many
+/// blocks on a multiprocessor as 1 (bf16 up to d = 112); else 1, the next
+/// one's landing while the warps compute dq.
+template <typename T> constexpr int backwardStages(int d) {
+  return residentBlocks(backwardSharedBytes<T>(d, 2), backwardBlocks(d)) >=
+                 residentBlocks(backwardSharedBytes<T>(d, 1), backwardBlocks(d))
+             ? 2
+             : 1;
+}
+
+template <typename T> constexpr size_t backwardSharedBytes(int d) {
+  return backwardSharedBytes<T>(d, backwardStages<T>(d));
+}
+
+/// backwardStages for the kernel (a constant, which device code may read).
+template <typename T, int D>
+constexpr int kBackwardStages = backwardStages<T>(D);
 
 /// grid (batch x heads, key blocks). dq accumulates (scaled) in f32.
 template <typename T, int D>
@@ -426,16 +476,17 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
     backwardKernel(const T *qkv, const T *dy, const float *lse,
                    const float *delta, float *dq, T *dqkv, int64_t t, int64_t c,
                    int heads, float scale) {
+  constexpr int kStages = kBackwardStages<T, D>;
   const float scaleLog2 = scale * kLog2e;
   constexpr int ld = D + kPad<T>, ldS = kBlock + kPad<T>, kK = Tiles<T>::kK;
   extern __shared__ __align__(128) unsigned char shared[];
   T *ks = reinterpret_cast<T *>(shared);
   T *vs = ks + kBlock * ld;
-  T *qs = vs + kBlock * ld;
-  T *dys = qs + kBlock * ld;
-  T *dsT = dys + kBlock * ld; // [key][query]
-  float *lses = reinterpret_cast<float *>(dsT + kBlock * ldS);
-  float *deltas = lses + kBlock;
+  T *dsT = vs + kBlock * ld;          // [key][query]
+  T *stageTiles = dsT + kBlock * ldS; // per stage: q, then dy
+  // Per stage: log-sum-exps, then deltas.
+  float *stageRows =
+      reinterpret_cast<float *>(stageTiles + kStages * 2 * kBlock * ld);
 
   int64_t bh = blockIdx.x, kb = blockIdx.y;
   int64_t batch = bh / heads, h = bh % heads, k0 = kb * kBlock, ldg = 3 * c;
@@ -444,49 +495,82 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
   int warp = threadIdx.x / 32, lane = threadIdx.x & 31, r0 = warp * 16;
   int g = lane / 4, q = lane & 3;
 
-  loadTile(ks, ld, head + c + k0 * ldg, ldg, t - k0, D);
-  loadTile(vs, ld, head + 2 * c + k0 * ldg, ldg, t - k0, D);
-  // The warp's 16 keys (rows g and g + 8 of each tile).
-  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   // Causal: the query blocks from the key block's own on, that one first
   // and the only one the mask cuts (compiled into its step alone). Queries
   // and keys at or after t need none: their q, dy (and lse, delta), k and
   // v rows are zeros, so their P reaches only dk, dv and dq rows that are
   // never stored, and the others through zeros.
-  auto step = [&](int64_t qb, auto diagonal) {
-    int64_t q0 = qb * kBlock;
-    __syncthreads(); // every warp is done with the previous query block
-    loadTile(qs, ld, head + q0 * ldg, ldg, t - q0, D);
-    loadTile(dys, ld, dyHead + q0 * c, c, t - q0, D);
-    for (int i = threadIdx.x; i < kBlock; i += kThreads) {
-      bool in = q0 + i < t;
-      lses[i] = in ? lse[bh * t + q0 + i] * kLog2e : 0.0f;
-      deltas[i] = in ? delta[bh * t + q0 + i] : 0.0f;
+  int64_t steps = (t + kBlock - 1) / kBlock - kb;
+  // Issues query block kb + i's q, dy, lse and delta into its stage.
+  auto issue = [&](int64_t i) {
+    int64_t q0 = (kb + i) * kBlock;
+    int stage = static_cast<int>(i % kStages);
+    T *qs = stageTiles + stage * 2 * kBlock * ld;
+    copyTile<T, D>(qs, head + q0 * ldg, ldg, t - q0);
+    copyTile<T, D>(qs + kBlock * ld, dyHead + q0 * c, c, t - q0);
+    float *rows = stageRows + stage * 2 * kBlock;
+    for (int r = threadIdx.x; r < kBlock; r += kThreads) {
+      bool inside = q0 + r < t;
+      int64_t at = bh * t + q0 + (inside ? r : 0);
+      copyAsync<4>(rows + r, lse + at, inside ? 4 : 0);
+      copyAsync<4>(rows + kBlock + r, delta + at, inside ? 4 : 0);
     }
+  };
+  copyTile<T, D>(ks, head + c + k0 * ldg, ldg, t - k0);
+  copyTile<T, D>(vs, head + 2 * c + k0 * ldg, ldg, t - k0);
+  for (int i = 0; i < kStages; ++i) { // k and v land with the first
+    if (i < steps)
+      issue(i);
+    copyAsyncCommit();
+  }
+  // The warp's 16 keys (rows g and g + 8 of each tile).
+  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+  // Step i: query block kb + i, group i of the thread's copies.
+  auto step = [&](int64_t i, auto diagonal) {
+    int64_t q0 = (kb + i) * kBlock;
+    int stage = static_cast<int>(i % kStages);
+    const T *qs = stageTiles + stage * 2 * kBlock * ld;
+    const T *dys = qs + kBlock * ld;
+    const float *lses = stageRows + stage * 2 * kBlock;
+    const float *deltas = lses + kBlock;
+    copyAsyncWait<kStages - 1>();
+    // The step's tiles have landed; every warp is done with the last dS^T.
     __syncthreads();
     // The warp's 16 keys against the block's queries: S^T = k q^T and
     // dP^T = v dy^T; then P^T and dS^T over them.
     RowAccumulators s = {}, dp = {};
     warpABT<T, D, kBackwardByMatrix>(s, ks + r0 * ld, qs);
     warpABT<T, D, kBackwardByMatrix>(dp, vs + r0 * ld, dys);
-    for (int n = 0; n < kTiles; ++n)
+    for (int n = 0; n < kTiles; ++n) {
+      int col = n * 8 + 2 * q;
+      float lseLog2[2], rowDelta[2];
+      for (int e = 0; e < 2; ++e) {
+        lseLog2[e] = lses[col + e] * kLog2e;
+        rowDelta[e] = deltas[col + e];
+      }
       for (int half = 0; half < 2; ++half) {
-        int r = r0 + g + 8 * half, col = n * 8 + 2 * q;
+        int r = r0 + g + 8 * half;
         float ds[2];
         for (int e = 0; e < 2; ++e) {
           float &x = s[n][2 * half + e];
           bool valid = !decltype(diagonal)::value || r <= col + e;
-          float p = valid ? exp2f(x * scaleLog2 - lses[col + e]) : 0.0f;
-          ds[e] = p * (dp[n][2 * half + e] - deltas[col + e]);
+          float p = valid ? exp2f(x * scaleLog2 - lseLog2[e]) : 0.0f;
+          ds[e] = p * (dp[n][2 * half + e] - rowDelta[e]);
           x = p;
           dp[n][2 * half + e] = ds[e];
         }
         Tiles<T>::storePair(dsT + r * ldS + col, ds[0], ds[1]);
       }
+    }
     // The warp's keys: dv += P^T dy, dk += dS^T q.
     warpAccumulatePB<T, D, kBackwardByMatrix>(dv, s, dys);
     warpAccumulatePB<T, D, kBackwardByMatrix>(dk, dp, qs);
-    __syncthreads(); // dS^T of every key
+    // dS^T of every key; every warp is done with the stage's q and dy,
+    // which the step kStages on takes.
+    __syncthreads();
+    if (i + kStages < steps)
+      issue(i + kStages);
+    copyAsyncCommit(); // one group per step, empty or not
     // The warp's 16 queries: dq += scale dS k, dS(query, key) = dS^T's
     // (key, query).
     float acc[D / 8][4] = {};
@@ -508,9 +592,9 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
                               scale * acc[n][2 * half + 1]));
     }
   };
-  step(kb, std::true_type());
-  for (int64_t qb = kb + 1; qb < (t + kBlock - 1) / kBlock; ++qb)
-    step(qb, std::false_type());
+  step(0, std::true_type());
+  for (int64_t i = 1; i < steps; ++i)
+    step(i, std::false_type());
   for (int half = 0; half < 2; ++half) {
     int64_t kj = k0 + r0 + g + 8 * half;
     if (kj >= t)
@@ -565,7 +649,7 @@ template <typename F> void withHeadSize(int d, F &&f) {
   default:
     std::fprintf(stderr,
                  "shardc: flash attention has no kernel for head size %d "
-                 "(flashAttentionSupports)\n",
+                 "(flashAttentionTakes)\n",
                  d);
     std::abort();
   }
@@ -573,8 +657,14 @@ template <typename F> void withHeadSize(int d, F &&f) {
 
 } // namespace
 
-template <typename T> bool flashAttentionSupports(int64_t d) {
+template <typename T>
+bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy) {
   if (d <= 0 || d % 16 != 0 || d > 128)
+    return false;
+  auto aligned = [](const void *p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  };
+  if (!aligned(qkv) || !aligned(dy))
     return false;
   // The backward's tiles must fit the device's shared memory (sm_90 and
   // sm_80: d up to 128 either type).
@@ -656,8 +746,8 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
 }
 
 // The two stored types.
-template bool flashAttentionSupports<bf16>(int64_t);
-template bool flashAttentionSupports<float>(int64_t);
+template bool flashAttentionTakes<bf16>(int64_t, const bf16 *, const bf16 *);
+template bool flashAttentionTakes<float>(int64_t, const float *, const float *);
 template void flashAttentionForward<bf16>(cudaStream_t, const bf16 *, bf16 *,
                                           float *, int64_t, int64_t, int64_t,
                                           int64_t);

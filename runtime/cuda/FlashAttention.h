@@ -11,8 +11,9 @@
 // block of 64 keys, and takes the forward's output for its deltas.
 //
 // The CUDA backend's default (SHARDC_ATTENTION=gemm opts out); heads of
-// d = C / heads with d % 16 == 0 and d <= 128 (on sm_90, either type). dq
-// accumulates through f32 atomics: its last bits vary from run to run.
+// d = C / heads with d % 16 == 0 and d <= 128 (on sm_90, either type),
+// qkv and dy 16-byte aligned. dq accumulates through f32 atomics: its last
+// bits vary from run to run.
 // The templates below are instantiated for T = __nv_bfloat16 and float.
 //
 //===----------------------------------------------------------------------===//
@@ -29,8 +30,11 @@
 namespace shardc::rt::cuda {
 
 /// Whether the kernels of element type T take heads of size d on the current
-/// device (their backward's shared memory fits it).
-template <typename T> bool flashAttentionSupports(int64_t d);
+/// device (their backward's shared memory fits it) from these tensors: qkv,
+/// and dy where not null, 16-byte aligned (the kernels copy 16-byte chunks
+/// of their rows by cp.async).
+template <typename T>
+bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy);
 
 /// Scratch the forward needs: the rows' log-sum-exp, b * heads * t floats.
 size_t flashForwardScratchBytes(int64_t b, int64_t t, int64_t heads);

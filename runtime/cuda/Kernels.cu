@@ -1772,14 +1772,17 @@ template <typename T> size_t attentionScratch(int64_t scores, int f32Pieces) {
 /// (set_flash_attention), a head size they take, and for f32 only where
 /// TF32 is allowed (create's allowTf32: SHARDC_TF32 on), since they multiply
 /// on TF32 tensor cores; with TF32 off the caller asked for full fp32
-/// products, which f32 keeps through the GEMMs.
+/// products, which f32 keeps through the GEMMs; qkv and dy (null in the
+/// forward) as the kernels read them (flashAttentionTakes). The GEMMs'
+/// forward writes the lse a fused backward reads.
 template <typename T>
-bool useFlash(const Kernels *k, int64_t c, int64_t heads) {
+bool useFlash(const Kernels *k, int64_t c, int64_t heads, const T *qkv,
+              const T *dy) {
   if (!k->flashAttention)
     return false;
   if (std::is_same_v<T, float> && !k->allowTf32)
     return false;
-  return shardc::rt::cuda::flashAttentionSupports<T>(c / heads);
+  return shardc::rt::cuda::flashAttentionTakes<T>(c / heads, qkv, dy);
 }
 
 /// attention and its gradient for T = float or __nv_bfloat16, through the
@@ -1793,7 +1796,7 @@ void attention(Kernels *k, const T *qkv, T *out, float *lse, int64_t b,
                int64_t t, int64_t c, int64_t heads) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
-  if (useFlash<T>(k, c, heads)) {
+  if (useFlash<T>(k, c, heads, qkv, nullptr)) {
     if (!lse) // the fused kernels write it anyway
       lse = static_cast<float *>(
           scratch(k, shardc::rt::cuda::flashForwardScratchBytes(b, t, heads)));
@@ -1833,7 +1836,7 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, const T *out,
                    int64_t heads) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
-  if (useFlash<T>(k, c, heads)) {
+  if (useFlash<T>(k, c, heads, qkv, dy)) {
     void *work =
         scratch(k, shardc::rt::cuda::flashBackwardScratchBytes(b, t, c, heads));
     shardc::rt::cuda::flashAttentionBackward<T>(k->stream, dy, qkv, out, lse,

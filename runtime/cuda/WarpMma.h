@@ -18,6 +18,9 @@
 //   tf32 a   register i: row g + 8 (i % 2), column q + 4 (i / 2)
 //   tf32 b   register i: row q + 4 i,       column g
 //
+// cp.async (copyAsync) fills the shared tiles these read, its bytes landing
+// while the warp computes.
+//
 // Unlike wmma's fragments, these layouts are documented: a kernel computes
 // on its accumulators in registers (the online softmax) and feeds them back
 // as the a operand. cudasim (runtime/cudasim) runs the same instructions on
@@ -33,6 +36,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace shardc::rt::cuda {
 
@@ -118,6 +122,61 @@ __device__ inline uint32_t toTf32(float x) {
 __device__ inline uint32_t packBf16(__nv_bfloat16 lo, __nv_bfloat16 hi) {
   __nv_bfloat16_raw l = lo, h = hi;
   return uint32_t(l.x) | uint32_t(h.x) << 16;
+}
+
+/// lo and hi rounded to bf16 (nearest even) as one .b32 register, lo in
+/// the low half: packBf16 of the two roundings in one instruction
+/// (cvt.rn.bf16x2.f32).
+__device__ inline uint32_t roundPackBf16(float lo, float hi) {
+  __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  uint32_t bits;
+  memcpy(&bits, &pair, sizeof bits);
+  return bits;
+}
+
+/// cp.async: copies Bytes (4, 8 or 16; both addresses aligned to it) from
+/// global src to shared dst without holding them in registers; the first
+/// srcBytes are read, the rest of dst is zeroed (srcBytes 0: a row past
+/// the data, src any valid address). The copy lands once the thread has
+/// waited for its group (copyAsyncWait); other threads see it after a
+/// barrier that follows that wait.
+template <int Bytes>
+__device__ inline void copyAsync(void *dst, const void *src, int srcBytes) {
+  static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16,
+                "cp.async copies 4, 8 or 16 bytes");
+#ifdef SHARDC_CUDASIM
+  ::cudasim::copyAsync(dst, src, Bytes, srcBytes);
+#else
+  auto address = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  if constexpr (Bytes == 16) // .cg: through L2 only, as CUTLASS copies tiles
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(address),
+                 "l"(src), "r"(srcBytes)
+                 : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(address),
+                 "l"(src), "n"(Bytes), "r"(srcBytes)
+                 : "memory");
+#endif
+}
+
+/// cp.async.commit_group: the thread's copies since its last commit form
+/// a group (possibly empty).
+__device__ inline void copyAsyncCommit() {
+#ifdef SHARDC_CUDASIM
+  ::cudasim::copyAsyncCommit();
+#else
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+/// cp.async.wait_group Pending: waits until at most the Pending newest of
+/// the thread's committed groups are still in flight.
+template <int Pending> __device__ inline void copyAsyncWait() {
+#ifdef SHARDC_CUDASIM
+  ::cudasim::copyAsyncWait(Pending);
+#else
+  asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
+#endif
 }
 
 } // namespace shardc::rt::cuda

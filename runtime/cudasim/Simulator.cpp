@@ -75,6 +75,15 @@ enum class State { NotStarted, Runnable, Waiting, Done };
 /// What a waiting thread waits at.
 enum class Wait { Block, Warp, Shuffle };
 
+/// A cp.async whose bytes have not landed: read at issue, written at the
+/// wait for its group.
+struct PendingCopy {
+  unsigned char *dst;
+  unsigned char bytes[16];
+  int size;
+  uint64_t group;
+};
+
 struct SimThread {
   ThreadIndex index;
   int lane = 0, warp = 0;
@@ -86,6 +95,8 @@ struct SimThread {
   uint64_t bits = 0;     // a shuffle's value, then its result
   Shuffle kind = Shuffle::Index;
   int operand = 0, width = 32;
+  std::vector<PendingCopy> copies; // cp.async's, oldest first
+  uint64_t groups = 0;             // cp.async groups committed
 };
 
 /// The launch running (launches do not nest), its block's threads, and
@@ -252,8 +263,18 @@ void start() {
 // Fibers
 //===----------------------------------------------------------------------===//
 
+/// Writes the running thread's pending copies of groups before `group`.
+void landCopies(SimThread &thread, uint64_t group) {
+  auto first = thread.copies.begin(), end = first;
+  for (; end != thread.copies.end() && end->group < group; ++end)
+    std::memcpy(end->dst, end->bytes, end->size);
+  thread.copies.erase(first, end);
+}
+
 [[noreturn]] void fiberMain() {
   engine.body(engine.context);
+  // A GPU thread's copies land even when it returns without waiting.
+  landCopies(*engine.current, UINT64_MAX);
   engine.current->state = State::Done;
   cudasim_switch(&engine.current->sp, engine.schedulerSp);
   __builtin_unreachable();
@@ -650,6 +671,39 @@ void ldMatrix(int count, bool trans, uint32_t *r, const void *row) {
   }
   // No lane passes its next row before every lane has read these.
   syncWarp(0xffffffffu);
+}
+
+void copyAsync(void *dst, const void *src, int bytes, int srcBytes) {
+  SimThread &thread = running("cp.async");
+  auto *to = static_cast<unsigned char *>(dst);
+  if (bytes != 4 && bytes != 8 && bytes != 16)
+    deviceError(("cp.async of " + std::to_string(bytes) +
+                 " bytes: PTX copies 4, 8 or 16")
+                    .c_str());
+  if (srcBytes < 0 || srcBytes > bytes)
+    deviceError(("cp.async reads " + std::to_string(srcBytes) +
+                 " source bytes of a " + std::to_string(bytes) + "-byte copy")
+                    .c_str());
+  if (to < engine.shared || to + bytes > engine.sharedEnd ||
+      reinterpret_cast<uintptr_t>(to) % bytes != 0)
+    deviceError(("cp.async: the destination is not " + std::to_string(bytes) +
+                 " aligned bytes of dynamic shared memory")
+                    .c_str());
+  if (reinterpret_cast<uintptr_t>(src) % bytes != 0)
+    deviceError(("cp.async: the source is not " + std::to_string(bytes) +
+                 "-byte aligned")
+                    .c_str());
+  PendingCopy copy{to, {}, bytes, thread.groups};
+  std::memcpy(copy.bytes, src, srcBytes); // zeros after
+  thread.copies.push_back(copy);
+}
+
+void copyAsyncCommit() { ++running("cp.async.commit_group").groups; }
+
+void copyAsyncWait(int pending) {
+  SimThread &thread = running("cp.async.wait_group");
+  if (static_cast<uint64_t>(pending) < thread.groups)
+    landCopies(thread, thread.groups - pending);
 }
 
 void deviceError(const char *message) {

@@ -33,7 +33,9 @@
 // order, so a missing cross-stream wait does not show), and the speed of
 // anything. Each lane of a warp holds whole wmma a and b tiles
 // (include/mma.h); PTX's mma.sync (mmaSync) exchanges the lanes' fragments,
-// and ldmatrix (ldMatrix) the rows they address.
+// and ldmatrix (ldMatrix) the rows they address. cp.async (copyAsync)
+// writes its bytes only at the wait for its group, so a read that does not
+// wait sees stale bytes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -104,6 +106,23 @@ void mmaSync(Mma kind, float (&c)[4], const uint32_t (&a)[4],
 /// dynamic shared memory; for x2 only lanes 0-15's are read); waits for all
 /// 32 lanes, then sets the lane's registers r[0, count).
 void ldMatrix(int count, bool trans, uint32_t *r, const void *row);
+
+/// cp.async.{ca,cg}.shared.global for the running thread (WarpMma.h's
+/// copyAsync): `bytes` (4, 8 or 16; dst and src aligned to it) to dst in
+/// the block's dynamic shared memory, the first srcBytes of them read from
+/// src now, the rest zeros. They land only when the thread waits for their
+/// group (copyAsyncWait) or returns: until then dst keeps what it held, so
+/// a read before the wait, or by another thread before a barrier after it,
+/// sees stale bytes.
+void copyAsync(void *dst, const void *src, int bytes, int srcBytes);
+
+/// cp.async.commit_group: the running thread's copies since its last commit
+/// form a group (possibly empty).
+void copyAsyncCommit();
+
+/// cp.async.wait_group `pending`: lands the running thread's committed
+/// groups but the `pending` newest.
+void copyAsyncWait(int pending);
 
 /// cvt.rna.tf32.f32: x rounded to TF32 (nearest, ties away from zero),
 /// as f32 bits with the low 13 mantissa bits zero.

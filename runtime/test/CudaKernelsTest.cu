@@ -886,19 +886,26 @@ void testBf16Batched(int64_t batch, int64_t m, int64_t kd, int64_t n) {
 /// Attention in bf16: f32 scores and softmax, the probabilities rounded to
 /// bf16 where a GEMM reads them (flash attention's rounding; the CPU keeps
 /// them f32), well inside the bf16 tolerance.
+/// `offset`: qkv and dy start that many elements into their allocations
+/// (1: 2 bytes off the 16-byte alignment flash attention's copies need).
 void testAttentionBf16(shardc_rt_cuda_kernels *k, int64_t b, int64_t t,
-                       int64_t c, int64_t heads, const char *tag = "") {
+                       int64_t c, int64_t heads, const char *tag = "",
+                       int64_t offset = 0) {
   Halves qkv = halves(random(b * t * 3 * c)), dy = halves(random(b * t * c));
-  Buffer<shardc_rt_bf16> dqkv(qkv), ddy(dy), dout(b * t * c),
+  Halves shiftedQkv(offset), shiftedDy(offset);
+  shiftedQkv.insert(shiftedQkv.end(), qkv.begin(), qkv.end());
+  shiftedDy.insert(shiftedDy.end(), dy.begin(), dy.end());
+  Buffer<shardc_rt_bf16> dqkv(shiftedQkv), ddy(shiftedDy), dout(b * t * c),
       dgrad(b * t * 3 * c);
   Buffer<float> dlse(b * heads * t);
   Halves out(b * t * c), grad(b * t * 3 * c);
   Floats lse(b * heads * t);
-  shardc_rt_cuda_attention_bf16(k, dqkv.get(), dout.get(), dlse.get(), b, t, c,
-                                heads);
+  shardc_rt_cuda_attention_bf16(k, dqkv.get() + offset, dout.get(), dlse.get(),
+                                b, t, c, heads);
   shardc_rt_attention_bf16(qkv.data(), out.data(), lse.data(), b, t, c, heads);
-  shardc_rt_cuda_attention_grad_bf16(k, ddy.get(), dqkv.get(), dout.get(),
-                                     dlse.get(), dgrad.get(), b, t, c, heads);
+  shardc_rt_cuda_attention_grad_bf16(k, ddy.get() + offset, dqkv.get() + offset,
+                                     dout.get(), dlse.get(), dgrad.get(), b, t,
+                                     c, heads);
   shardc_rt_attention_grad_bf16(dy.data(), qkv.data(), out.data(), lse.data(),
                                 grad.data(), b, t, c, heads);
   std::string name = shape({b, t, c}) + " heads " + std::to_string(heads) + tag;
@@ -1659,8 +1666,11 @@ int main() {
     shardc_rt_cuda_kernels_destroy(chunked);
   }
   {
-    // Fused (flash) bf16 attention: head sizes 16 to 128, T below, at and
-    // past the 64-row blocks, one query; d = 4 falls back to the GEMMs.
+    // Fused (flash) bf16 attention: head sizes 16 to 128 (48 and 80: rows
+    // of 16-byte chunks that do not divide the block's threads), T below,
+    // at and past the 64-row blocks, one query; d = 4, and qkv and dy off
+    // the 16-byte alignment, fall back to the GEMMs (cudasim would report
+    // a flash kernel's misaligned cp.async).
     shardc_rt_cuda_kernels *flash =
         shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
     shardc_rt_cuda_kernels_set_flash_attention(flash, 1);
@@ -1669,7 +1679,10 @@ int main() {
     testAttentionBf16(flash, 2, 64, 256, 2, " (flash)");
     testAttentionBf16(flash, 3, 1, 32, 2, " (flash)");
     testAttentionBf16(flash, 1, 200, 96, 3, " (flash)");
+    testAttentionBf16(flash, 1, 150, 96, 2, " (flash)");
+    testAttentionBf16(flash, 1, 100, 160, 2, " (flash)");
     testAttentionBf16(flash, 2, 9, 20, 5, " (flash: d = 4, GEMMs)");
+    testAttentionBf16(flash, 1, 70, 128, 2, " (flash: misaligned, GEMMs)", 1);
     shardc_rt_cuda_kernels_destroy(flash);
   }
 
@@ -1724,6 +1737,8 @@ int main() {
     testAttention(flash, 2, 64, 256, 2, 1.0f, tag, kFlashTf32Tolerance);
     testAttention(flash, 3, 1, 32, 2, 1.0f, tag, kFlashTf32Tolerance);
     testAttention(flash, 1, 200, 96, 3, 1.0f, tag, kFlashTf32Tolerance);
+    testAttention(flash, 1, 150, 96, 2, 1.0f, tag, kFlashTf32Tolerance);
+    testAttention(flash, 1, 100, 160, 2, 1.0f, tag, kFlashTf32Tolerance);
     testAttention(flash, 1, 129, 256, 2, 2.0f, tag, kFlashTf32Tolerance);
     testAttention(flash, 2, 150, 128, 2, 3.0f, tag, kFlashTf32Tolerance);
     testAttention(flash, 2, 9, 20, 5, 1.0f, " (flash tf32: d = 4, GEMMs)",

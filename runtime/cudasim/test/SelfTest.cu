@@ -3,7 +3,8 @@
 // `shardc-cudasim-selftest ok` runs kernels whose results only a faithful
 // simulation gets right (block reductions through shuffles and barriers,
 // each shuffle form, wmma tiles accumulated in shared memory by a warp,
-// PTX's mma.sync on fragments laid out as the PTX ISA lays them,
+// PTX's mma.sync on fragments laid out as the PTX ISA lays them, cp.async
+// landing at its waits,
 // dynamic shared memory over 48 KiB, static shared memory fresh in each
 // block, a __syncwarp after some lanes returned, atomics across blocks,
 // fresh device memory reading as NaN) and prints one line per check. Every
@@ -134,6 +135,33 @@ __global__ void mmaSyncKernel(const __nv_bfloat16 *a16,
   mmaTf32(c, a, b);
   for (int i = 0; i < 4; ++i)
     c8[(g + 8 * (i / 2)) * 8 + 2 * q + i % 2] = c[i];
+}
+
+/// Each lane copies by cp.async x[4 lane, 4 lane + 4) to its 8 floats of
+/// shared memory in one group, then the first 2 of them with 2 zeros after
+/// in a second: out[3 lane] = 1 where neither had landed before the waits
+/// (the floats still fresh NaN) and the first wait landed the first group
+/// alone; after the last wait and a barrier, out[3 lane + 1] and
+/// out[3 lane + 2] are the next lane's x[4 next + 3] and x[4 next + 1] + 0
+/// + 0.
+__global__ void copyAsyncKernel(const float *x, float *out) {
+  using namespace shardc::rt::cuda;
+  extern __shared__ __align__(16) float lanes[];
+  int lane = threadIdx.x;
+  float *mine = lanes + 8 * lane;
+  copyAsync<16>(mine, x + 4 * lane, 16);
+  copyAsyncCommit();
+  copyAsync<16>(mine + 4, x + 4 * lane, 8);
+  copyAsyncCommit();
+  bool before = std::isnan(mine[0]) && std::isnan(mine[4]);
+  copyAsyncWait<1>();
+  bool firstGroup = mine[3] == x[4 * lane + 3] && std::isnan(mine[4]);
+  copyAsyncWait<0>();
+  __syncthreads();
+  const float *next = lanes + 8 * ((lane + 1) % 32);
+  out[3 * lane] = before && firstGroup ? 1.0f : 0.0f;
+  out[3 * lane + 1] = next[3];
+  out[3 * lane + 2] = next[5] + next[6] + next[7];
 }
 
 /// out[block] = 1 where the block's 64 KiB of dynamic shared memory all
@@ -273,6 +301,24 @@ int runChecks() {
   check(right, "mma.sync: m16n8k16 bf16 twice and m16n8k8 tf32, each lane's "
                "fragments as the PTX ISA lays them out");
 
+  std::vector<float> source(128);
+  for (int i = 0; i < 128; ++i)
+    source[i] = static_cast<float>(i + 1);
+  float *copied = nullptr;
+  cudaMalloc(&copied, 96 * sizeof(float));
+  copyAsyncKernel<<<1, 32, 32 * 8 * sizeof(float)>>>(deviceCopy(source),
+                                                     copied);
+  std::vector<float> landed = hostCopy(copied, 96);
+  right = true;
+  for (int lane = 0; lane < 32; ++lane) {
+    int next = (lane + 1) % 32;
+    right = right && landed[3 * lane] == 1.0f &&
+            landed[3 * lane + 1] == source[4 * next + 3] &&
+            landed[3 * lane + 2] == source[4 * next + 1];
+  }
+  check(right, "cp.async: groups land at their waits, zeros past the bytes "
+               "read, seen by other lanes after a barrier");
+
   float *dout = nullptr;
   cudaMalloc(&dout, 4 * sizeof(float));
   cudaFuncSetAttribute(bigSharedKernel,
@@ -369,6 +415,14 @@ __global__ void mmaExitedLaneKernel(float *x) {
   x[threadIdx.x] = c[0];
 }
 
+/// A 16-byte cp.async to a shared address 4 bytes past a 16-byte boundary.
+__global__ void misalignedCopyKernel(const float *x) {
+  extern __shared__ __align__(16) float tile[];
+  shardc::rt::cuda::copyAsync<16>(tile + 1, x, 16);
+  shardc::rt::cuda::copyAsyncCommit();
+  shardc::rt::cuda::copyAsyncWait<0>();
+}
+
 __global__ void deadlockKernel(float *x) {
   if (threadIdx.x == 0)
     __syncthreads();
@@ -427,6 +481,8 @@ int main(int argc, char **argv) {
     sharedOverrunKernel<<<1, 32, 4096>>>();
   } else if (what == "misaligned-tile") {
     misalignedTileKernel<<<1, 32>>>(x, x + 512);
+  } else if (what == "misaligned-copy") {
+    misalignedCopyKernel<<<1, 32, 256>>>(x);
   } else if (what == "copy-past-the-end") {
     std::vector<float> host(1001);
     cudaMemcpy(x, host.data(), host.size() * sizeof(float),
@@ -466,7 +522,8 @@ int main(int argc, char **argv) {
                          "exited-lane|mma-exited-lane|deadlock|out-of-bounds|"
                          "use-after-free|"
                          "reused-after-free|slack-overrun|missing-barrier|"
-                         "shared-overrun|misaligned-tile|copy-past-the-end|"
+                         "shared-overrun|misaligned-tile|misaligned-copy|"
+                         "copy-past-the-end|"
                          "late-copies|shared-limit|big-block\n");
     return 2;
   }
