@@ -63,9 +63,10 @@ constexpr int kWarps = 4;  // each owns 16 of the block's rows
 constexpr int kThreads = 32 * kWarps;
 constexpr int kTiles = kBlock / 8; // 8-column accumulator tiles of a row
 
-/// Softmaxes run in base 2: exp(x scale) = exp2(x scale log2(e)), the
-/// scale folded into one multiply and exp2 one instruction (ex2), as
-/// FlashAttention-2 does; log-sum-exps are stored in natural units.
+/// Softmaxes run in base 2: exp(x scale - m) = exp2(x scale log2(e) - m'),
+/// the scale and the row's max in one fma and exp2 one instruction
+/// (exp2Approx), as FlashAttention-2 does; log-sum-exps are stored in
+/// natural units.
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -355,28 +356,29 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
     for (int half = 0; half < 2; ++half) {
       int row = r0 + g + 8 * half; // of the block; keys' index alike
       bool inside = q0 + row < t;
-      float rowMax = -INFINITY;
+      float rowMax = -INFINITY; // of the unscaled scores
       for (int n = 0; n < kTiles; ++n)
         for (int e = 0; e < 2; ++e) {
           float &x = s[n][2 * half + e];
-          x *= scaleLog2;
           if (decltype(diagonal)::value &&
               !(inside && n * 8 + 2 * q + e <= row))
             x = -INFINITY; // key < t follows
           rowMax = fmaxf(rowMax, x);
         }
-      float mNew = fmaxf(m[half], quadMax(rowMax));
+      // The scale is positive: the max of the scaled scores, rounded alike.
+      float mNew = fmaxf(m[half], quadMax(rowMax) * scaleLog2);
       // A row masked whole so far (past t) subtracts 0, not -inf - -inf.
       float mSafe = mNew == -INFINITY ? 0.0f : mNew;
       float sum = 0.0f;
       for (int n = 0; n < kTiles; ++n)
         for (int e = 0; e < 2; ++e) {
           float &x = s[n][2 * half + e];
-          x = exp2f(x - mSafe); // P over S; exp2(-inf) = 0
+          // P over S, the scale in the exponent's fma; exp2(-inf) = 0.
+          x = exp2Approx(fmaf(x, scaleLog2, -mSafe));
           sum += x;
         }
       // The output so far was weighted by 2^-mOld: now by 2^-mNew.
-      alpha[half] = exp2f(m[half] - mSafe);
+      alpha[half] = exp2Approx(m[half] - mSafe);
       l[half] = l[half] * alpha[half] + quadSum(sum);
       m[half] = mNew;
     }
@@ -470,7 +472,8 @@ template <typename T> constexpr size_t backwardSharedBytes(int d) {
 template <typename T, int D>
 constexpr int kBackwardStages = backwardStages<T>(D);
 
-/// grid (batch x heads, key blocks). dq accumulates (scaled) in f32.
+/// grid (batch x heads, key blocks). dq accumulates, unscaled, in f32
+/// (dqKernel scales it).
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
     backwardKernel(const T *qkv, const T *dy, const float *lse,
@@ -554,7 +557,7 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
         for (int e = 0; e < 2; ++e) {
           float &x = s[n][2 * half + e];
           bool valid = !decltype(diagonal)::value || r <= col + e;
-          float p = valid ? exp2f(x * scaleLog2 - lseLog2[e]) : 0.0f;
+          float p = valid ? exp2Approx(x * scaleLog2 - lseLog2[e]) : 0.0f;
           ds[e] = p * (dp[n][2 * half + e] - rowDelta[e]);
           x = p;
           dp[n][2 * half + e] = ds[e];
@@ -571,8 +574,8 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
     if (i + kStages < steps)
       issue(i + kStages);
     copyAsyncCommit(); // one group per step, empty or not
-    // The warp's 16 queries: dq += scale dS k, dS(query, key) = dS^T's
-    // (key, query).
+    // The warp's 16 queries: dq += dS k (scaled once, by dqKernel),
+    // dS(query, key) = dS^T's (key, query).
     float acc[D / 8][4] = {};
     for (int j = 0; j < kBlock / kK; ++j) {
       uint32_t fa[4];
@@ -588,8 +591,7 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
       float *row = dq + (batch * t + qi) * c + h * D;
       for (int n = 0; n < D / 8; ++n) // a column pair per atomic (sm_90)
         atomicAdd(reinterpret_cast<float2 *>(row + n * 8 + 2 * q),
-                  make_float2(scale * acc[n][2 * half],
-                              scale * acc[n][2 * half + 1]));
+                  make_float2(acc[n][2 * half], acc[n][2 * half + 1]));
     }
   };
   step(0, std::true_type());
@@ -609,12 +611,13 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
   }
 }
 
-/// dqkv's q columns = dq (rounded to T).
+/// dqkv's q columns = scale dq (rounded to T).
 template <typename T>
-__global__ void dqKernel(const float *dq, T *dqkv, int64_t n, int64_t c) {
+__global__ void dqKernel(const float *dq, T *dqkv, int64_t n, int64_t c,
+                         float scale) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dqkv[i / c * 3 * c + i % c] = Tiles<T>::fromFloat(dq[i]);
+    dqkv[i / c * 3 * c + i % c] = Tiles<T>::fromFloat(dq[i] * scale);
 }
 
 size_t aligned(size_t bytes) { return (bytes + 255) & ~size_t(255); }
@@ -741,7 +744,7 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
   int64_t n = b * t * c;
   unsigned blocks = static_cast<unsigned>(
       std::min<int64_t>((n + 255) / 256, int64_t(1) << 16));
-  dqKernel<T><<<blocks, 256, 0, stream>>>(dq, dqkv, n, c);
+  dqKernel<T><<<blocks, 256, 0, stream>>>(dq, dqkv, n, c, scale);
   SHARDC_CUDA_CHECK_LAUNCH();
 }
 

@@ -19,7 +19,7 @@
 //   tf32 b   register i: row q + 4 i,       column g
 //
 // cp.async (copyAsync) fills the shared tiles these read, its bytes landing
-// while the warp computes.
+// while the warp computes; ex2 (exp2Approx) runs their softmaxes.
 //
 // Unlike wmma's fragments, these layouts are documented: a kernel computes
 // on its accumulators in registers (the online softmax) and feeds them back
@@ -35,6 +35,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -132,6 +133,21 @@ __device__ inline uint32_t roundPackBf16(float lo, float hi) {
   uint32_t bits;
   memcpy(&bits, &pair, sizeof bits);
   return bits;
+}
+
+/// 2^x by one ex2.approx.ftz.f32 (MUFU.EX2; 2 ulp at most), subnormal
+/// inputs and results flushed to zero, as FlashAttention-2's softmax (built
+/// with fast math) takes it: exp2f without ftz adds a range check and two
+/// multiplies around it. exp2(-inf) = 0.
+__device__ inline float exp2Approx(float x) {
+#ifdef SHARDC_CUDASIM
+  float r = std::exp2(std::fpclassify(x) == FP_SUBNORMAL ? 0.0f : x);
+  return std::fpclassify(r) == FP_SUBNORMAL ? 0.0f : r;
+#else
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#endif
 }
 
 /// cp.async: copies Bytes (4, 8 or 16; both addresses aligned to it) from
