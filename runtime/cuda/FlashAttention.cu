@@ -1,6 +1,6 @@
 //===- FlashAttention.cu - Fused causal attention on tensor cores ---------===//
 //
-// FlashAttention-2's schedule on PTX's mma.sync (WarpMma.h), one algorithm
+// FlashAttention-2's schedule on PTX's mma.sync (Ptx.h), one algorithm
 // for two stored types (Tiles<T> below): bf16 on m16n8k16 bf16 tiles, f32 on
 // m16n8k8 TF32 tiles, f32 accumulators either way, in registers. A block of
 // 4 warps takes 64 rows; each warp owns 16 of them.
@@ -45,7 +45,7 @@
 #include "FlashAttention.h"
 
 #include "Check.h"
-#include "WarpMma.h"
+#include "Ptx.h"
 
 #include <algorithm>
 #include <cmath>
@@ -95,7 +95,7 @@ constexpr int forwardBlocks(int d) { return d <= 64 ? 4 : 3; }
 constexpr int backwardBlocks(int d) { return d <= 16 ? 4 : d <= 64 ? 3 : 2; }
 
 /// The accumulators of a warp's 16 rows by kBlock columns: tile n holds
-/// columns [8n, 8n + 8) (WarpMma.h's c layout).
+/// columns [8n, 8n + 8) (Ptx.h's c layout).
 using RowAccumulators = float[kTiles][4];
 
 /// What the kernels need of the stored type T (qkv, out, dy, dqkv): its

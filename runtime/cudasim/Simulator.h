@@ -86,14 +86,14 @@ enum class Shuffle { Index, Up, Down, Xor };
 uint64_t shuffle(unsigned mask, uint64_t bits, Shuffle kind, int operand,
                  int width);
 
-/// The PTX tensor-core instructions runtime/cuda/WarpMma.h names.
+/// The PTX tensor-core instructions runtime/cuda/Ptx.h names.
 enum class Mma {
   Bf16M16N8K16, // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
   Tf32M16N8K8,  // mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
 };
 
 /// c += a b for the running warp, each lane passing the fragments the PTX
-/// ISA assigns it (WarpMma.h lists them): waits for all 32 lanes, which
+/// ISA assigns it (Ptx.h lists them): waits for all 32 lanes, which
 /// must all be running (.aligned), then computes the lane's four elements
 /// of c. Products are exact (tf32 inputs keep their top 10 mantissa bits,
 /// the rest truncated, as on the tensor cores), sums f32 in k order.
@@ -101,13 +101,13 @@ void mmaSync(Mma kind, float (&c)[4], const uint32_t (&a)[4],
              const uint32_t (&b)[2]);
 
 /// ldmatrix.sync.aligned.m8n8.x`count`{.trans}.shared.b16 for the running
-/// warp (WarpMma.h's ldMatrix): each lane passes `row`, lane 8 i + r the
+/// warp (Ptx.h's ldMatrix): each lane passes `row`, lane 8 i + r the
 /// address of row r of matrix i (16 bytes, 16-byte aligned, in the block's
 /// dynamic shared memory; for x2 only lanes 0-15's are read); waits for all
 /// 32 lanes, then sets the lane's registers r[0, count).
 void ldMatrix(int count, bool trans, uint32_t *r, const void *row);
 
-/// cp.async.{ca,cg}.shared.global for the running thread (WarpMma.h's
+/// cp.async.{ca,cg}.shared.global for the running thread (Ptx.h's
 /// copyAsync): `bytes` (4, 8 or 16; dst and src aligned to it) to dst in
 /// the block's dynamic shared memory, the first srcBytes of them read from
 /// src now, the rest zeros. They land only when the thread waits for their

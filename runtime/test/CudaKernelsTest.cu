@@ -739,6 +739,49 @@ void compareBf16(const std::string &name, const Halves &got, const Halves &want,
 /// rescaling is off by O(1).
 constexpr double kBf16AttentionTolerance = 1e-1;
 
+/// bf16 cross entropy over rows of v classes padded to ld logits (the
+/// padding's gradient written 0): loss, gradient, both fused in place, and
+/// the gradient over the logits, against the CPU's. Rows of whole 16-byte
+/// chunks (ld a multiple of 8) run staged in shared memory where two fit a
+/// multiprocessor (crossEntropyStagedKernel), the others online.
+void testCrossEntropyBf16(int64_t rows, int64_t v, int64_t ld,
+                          const std::string &tag) {
+  Halves logits = halves(random(rows * ld, -3.0f, 3.0f));
+  Ids targets = randomIds(rows, static_cast<int32_t>(v));
+  Buffer<shardc_rt_bf16> dlogits(logits),
+      dgrad(halves(Floats(rows * ld, 6.0f)));
+  Buffer<int32_t> dtargets(targets);
+  Buffer<float> dloss(1), dseed(Floats{1.0f});
+  shardc_rt_cuda_cross_entropy_bf16(kernels, dlogits.get(), dtargets.get(),
+                                    dloss.get(), rows, v, ld);
+  float loss = 0.0f, seed = 1.0f;
+  shardc_rt_cross_entropy_bf16(logits.data(), targets.data(), &loss, rows, v,
+                               ld);
+  compare("cross_entropy" + tag + " (bf16 logits)", dloss.download(),
+          Doubles{loss}, kTolerance);
+  shardc_rt_cuda_cross_entropy_grad_bf16(kernels, dseed.get(), dlogits.get(),
+                                         dtargets.get(), dgrad.get(), rows, v,
+                                         ld);
+  Halves gw(rows * ld);
+  shardc_rt_cross_entropy_grad_bf16(&seed, logits.data(), targets.data(),
+                                    gw.data(), rows, v, ld);
+  compareBf16("cross_entropy_grad" + tag, dgrad.download(), gw);
+  // Both from the fused kernel, in place.
+  Buffer<shardc_rt_bf16> dboth(logits);
+  Buffer<float> dlossBoth(Floats{5.0f});
+  shardc_rt_cuda_cross_entropy_and_grad_bf16(kernels, dseed.get(), dboth.get(),
+                                             dtargets.get(), dlossBoth.get(),
+                                             dboth.get(), rows, v, ld);
+  compare("cross_entropy_and_grad loss" + tag, dlossBoth.download(),
+          Doubles{loss}, kTolerance);
+  compareBf16("cross_entropy_and_grad in place" + tag, dboth.download(), gw);
+  // Written over the logits, as a step does where they die there.
+  shardc_rt_cuda_cross_entropy_grad_bf16(kernels, dseed.get(), dlogits.get(),
+                                         dtargets.get(), dlogits.get(), rows, v,
+                                         ld);
+  compareBf16("cross_entropy_grad in place" + tag, dlogits.download(), gw);
+}
+
 void testBf16(int64_t rows, int64_t c, int64_t v) {
   int64_t n = rows * c;
   std::string tag = " " + shape({rows, c});
@@ -791,43 +834,10 @@ void testBf16(int64_t rows, int64_t c, int64_t v) {
   shardc_rt_sum_to_bf16(x.data(), wantc.data(), rows, c);
   compareBf16("sum_to" + tag, outc.download(), wantc);
 
-  // Cross-entropy over rows of v classes padded to ld logits (the padding's
-  // gradient written 0), and the embedding of v rows.
-  int64_t ld = v + 3;
-  Halves logits = halves(random(rows * ld, -3.0f, 3.0f));
+  testCrossEntropyBf16(rows, v, v + 3, tag);
+  // The embedding of v rows.
   Ids targets = randomIds(rows, static_cast<int32_t>(v));
-  Buffer<shardc_rt_bf16> dlogits(logits),
-      dgrad(halves(Floats(rows * ld, 6.0f)));
   Buffer<int32_t> dtargets(targets);
-  Buffer<float> dloss(1), dseed(Floats{1.0f});
-  shardc_rt_cuda_cross_entropy_bf16(kernels, dlogits.get(), dtargets.get(),
-                                    dloss.get(), rows, v, ld);
-  float loss = 0.0f, seed = 1.0f;
-  shardc_rt_cross_entropy_bf16(logits.data(), targets.data(), &loss, rows, v,
-                               ld);
-  compare("cross_entropy" + tag + " (bf16 logits)", dloss.download(),
-          Doubles{loss}, kTolerance);
-  shardc_rt_cuda_cross_entropy_grad_bf16(kernels, dseed.get(), dlogits.get(),
-                                         dtargets.get(), dgrad.get(), rows, v,
-                                         ld);
-  Halves gw(rows * ld);
-  shardc_rt_cross_entropy_grad_bf16(&seed, logits.data(), targets.data(),
-                                    gw.data(), rows, v, ld);
-  compareBf16("cross_entropy_grad" + tag, dgrad.download(), gw);
-  // Both from the fused kernel, in place.
-  Buffer<shardc_rt_bf16> dboth(logits);
-  Buffer<float> dlossBoth(Floats{5.0f});
-  shardc_rt_cuda_cross_entropy_and_grad_bf16(kernels, dseed.get(), dboth.get(),
-                                             dtargets.get(), dlossBoth.get(),
-                                             dboth.get(), rows, v, ld);
-  compare("cross_entropy_and_grad loss" + tag, dlossBoth.download(),
-          Doubles{loss}, kTolerance);
-  compareBf16("cross_entropy_and_grad in place" + tag, dboth.download(), gw);
-  // Written over the logits, as a step does where they die there.
-  shardc_rt_cuda_cross_entropy_grad_bf16(kernels, dseed.get(), dlogits.get(),
-                                         dtargets.get(), dlogits.get(), rows, v,
-                                         ld);
-  compareBf16("cross_entropy_grad in place" + tag, dlogits.download(), gw);
   Halves table = halves(random(v * c));
   Buffer<shardc_rt_bf16> dtable(table), dtgrad(v * c);
   shardc_rt_cuda_embedding_bf16(kernels, dtargets.get(), dtable.get(),
@@ -1638,6 +1648,15 @@ int main() {
   testCrossEntropy(0, 10, 10);
   testCrossEntropy(300, 5003, 5056); // padded to a multiple of 64
   testCrossEntropy(5, 1, 8);
+  // Rows of whole 16-byte chunks, staged in shared memory
+  // (crossEntropyStagedKernel), the wide ones too; past what two blocks'
+  // shared memory holds (f32 at GPT-2's vocabulary), online.
+  testCrossEntropy(3, 5003, 5008, /*wide=*/true);
+  testCrossEntropy(4, 50257, 50304);
+  testCrossEntropyBf16(300, 5003, 5008, " [300x5003] ld 5008");
+  testCrossEntropyBf16(5, 50257, 50304, " [5x50257] ld 50304");
+  testCrossEntropyBf16(2, 60000, 60000, " [2x60000] (past shared memory)");
+  testCrossEntropyBf16(9, 1, 8, " [9x1] ld 8");
 
   testIndexChecks();
   testAdamw();

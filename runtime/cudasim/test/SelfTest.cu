@@ -17,7 +17,7 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
-#include "WarpMma.h"
+#include "Ptx.h"
 
 #include <algorithm>
 #include <cmath>
@@ -105,7 +105,7 @@ __global__ void wmmaKernel(const __nv_bfloat16 *a, const __nv_bfloat16 *b,
 
 /// c16 (16 x 8) += 2 a16 b16 (bf16, m16n8k16) and c8 (16 x 8) += a8 b8
 /// (TF32, m16n8k8), all row-major, each lane loading and storing the
-/// elements WarpMma.h's table (the PTX ISA's figures) assigns it.
+/// elements Ptx.h's table (the PTX ISA's figures) assigns it.
 __global__ void mmaSyncKernel(const __nv_bfloat16 *a16,
                               const __nv_bfloat16 *b16, const float *a8,
                               const float *b8, float *c16, float *c8) {

@@ -1,8 +1,12 @@
-//===- WarpMma.h - PTX warp-level matrix multiply-accumulate ----*- C++ -*-===//
+//===- Ptx.h - The PTX instructions the runtime's kernels write -*- C++ -*-===//
 //
-// The two tensor-core instructions the flash attention kernels run, as PTX
-// gives them (mma.sync.aligned .row.col, f32 accumulators), and ldmatrix,
-// which loads their bf16 fragments from shared memory:
+// PTX the CUDA kernels issue by inline assembly, each with cudasim's
+// stand-in (SHARDC_CUDASIM: runtime/cudasim's cuda_runtime.h declares
+// them): the two tensor-core instructions of the flash attention kernels
+// (mma.sync.aligned .row.col, f32 accumulators), ldmatrix, which loads
+// their bf16 fragments from shared memory, cp.async (copyAsync), which
+// fills shared memory while the warps compute, ex2 (exp2Approx) for
+// softmaxes, and the packed bf16 conversion.
 //
 //   MmaBf16: m16n8k16, bf16 inputs, each .b32 register two bf16 (the lower
 //            index in the low half);
@@ -18,19 +22,15 @@
 //   tf32 a   register i: row g + 8 (i % 2), column q + 4 (i / 2)
 //   tf32 b   register i: row q + 4 i,       column g
 //
-// cp.async (copyAsync) fills the shared tiles these read, its bytes landing
-// while the warp computes; ex2 (exp2Approx) runs their softmaxes.
-//
 // Unlike wmma's fragments, these layouts are documented: a kernel computes
 // on its accumulators in registers (the online softmax) and feeds them back
-// as the a operand. cudasim (runtime/cudasim) runs the same instructions on
-// the CPU, from the same layouts (SHARDC_CUDASIM: its cuda_runtime.h
-// declares them).
+// as the a operand. cudasim runs the same instructions on the CPU, from the
+// same layouts.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef SHARDC_RT_CUDA_WARPMMA_H
-#define SHARDC_RT_CUDA_WARPMMA_H
+#ifndef SHARDC_RT_CUDA_PTX_H
+#define SHARDC_RT_CUDA_PTX_H
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -197,4 +197,4 @@ template <int Pending> __device__ inline void copyAsyncWait() {
 
 } // namespace shardc::rt::cuda
 
-#endif // SHARDC_RT_CUDA_WARPMMA_H
+#endif // SHARDC_RT_CUDA_PTX_H
