@@ -214,6 +214,21 @@ int main(int argc, char **argv) {
                       k, dloss, logits, targets, loss, dlogits, n, vocab, ld);
                 }),
       1e3 * 2.0 * 2 * n * ld / kBandwidth, "HBM");
+  // The same rows through the online kernel the staged one replaces where
+  // rows fit shared memory (SHARDC_RT_CUDA_CROSS_ENTROPY=online).
+  setenv("SHARDC_RT_CUDA_CROSS_ENTROPY", "online", 1);
+  shardc_rt_cuda_kernels *online =
+      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/1);
+  unsetenv("SHARDC_RT_CUDA_CROSS_ENTROPY");
+  row("cross_entropy (online)", shape({n, ld}),
+      msPerCall(stream, iters,
+                [&] {
+                  shardc_rt_cuda_cross_entropy_and_grad_bf16(
+                      online, dloss, logits, targets, loss, dlogits, n, vocab,
+                      ld);
+                }),
+      1e3 * 2.0 * 2 * n * ld / kBandwidth, "HBM");
+  shardc_rt_cuda_kernels_destroy(online);
   row("layernorm_grad_add", shape({n, c}),
       msPerCall(stream, iters,
                 [&] {

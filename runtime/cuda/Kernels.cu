@@ -194,6 +194,10 @@ struct shardc_rt_cuda_kernels {
   /// over the full scores (set_flash_attention): bf16, and f32 where
   /// allowTf32 is set, where the head size allows it (useFlash).
   bool flashAttention = false;
+  /// Cross entropy rows staged in shared memory where they fit
+  /// (stagedRowBytes); SHARDC_RT_CUDA_CROSS_ENTROPY=online turns it off, so
+  /// that the kernel bench and test run both kernels side by side.
+  bool stagedCrossEntropy = true;
   /// bf16 kernels' f32 sums before rounding (a second workspace, since the
   /// kernels also use the first).
   void *sums = nullptr;
@@ -1316,7 +1320,8 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 
 /// The bytes crossEntropyStagedKernel stages a row in, or 0 where it does
-/// not take these rows: two blocks' rows must fit a multiprocessor's shared
+/// not take these rows: staging is on (Kernels::stagedCrossEntropy), two
+/// blocks' rows must fit a multiprocessor's shared
 /// memory (bf16 rows up to about 57,000 logits on an H200), v and ld fit
 /// int, and the rows' 16-byte chunks must be aligned (logits and dlogits
 /// 16-byte aligned, ld a whole number of chunks).
@@ -1328,8 +1333,9 @@ size_t stagedRowBytes(const Kernels *k, const T *logits, const T *dlogits,
   };
   size_t bytes = (static_cast<size_t>(v) * sizeof(T) + 15) & ~size_t(15);
   size_t perBlock = static_cast<size_t>(k->sharedOptin) / 2 - 1024;
-  if (v < 1 || ld > INT_MAX || bytes > perBlock || !aligned(logits) ||
-      (dlogits && !aligned(dlogits)) || (ld * sizeof(T)) % 16 != 0)
+  if (!k->stagedCrossEntropy || v < 1 || ld > INT_MAX || bytes > perBlock ||
+      !aligned(logits) || (dlogits && !aligned(dlogits)) ||
+      (ld * sizeof(T)) % 16 != 0)
     return 0;
   return bytes;
 }
@@ -2173,6 +2179,8 @@ shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
   // every fused GEMM on the stream shares.
   SHARDC_CUBLAS_CHECK(cublasLtCreate(&k->lt));
   allocateWorkspace(k, &k->ltWorkspace, kCublasLtWorkspaceBytes);
+  if (const char *rows = std::getenv("SHARDC_RT_CUDA_CROSS_ENTROPY"))
+    k->stagedCrossEntropy = std::strcmp(rows, "online") != 0;
   if (const char *log = std::getenv("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG"))
     k->logEpilogues = *log != '\0' && std::strcmp(log, "0") != 0;
   SHARDC_CUDA_CHECK(cudaMalloc(&k->slot, sizeof(ErrorSlot)));

@@ -745,23 +745,23 @@ constexpr double kBf16AttentionTolerance = 1e-1;
 /// chunks (ld a multiple of 8) run staged in shared memory where two fit a
 /// multiprocessor (crossEntropyStagedKernel), the others online.
 void testCrossEntropyBf16(int64_t rows, int64_t v, int64_t ld,
-                          const std::string &tag) {
+                          const std::string &tag,
+                          shardc_rt_cuda_kernels *k = kernels) {
   Halves logits = halves(random(rows * ld, -3.0f, 3.0f));
   Ids targets = randomIds(rows, static_cast<int32_t>(v));
   Buffer<shardc_rt_bf16> dlogits(logits),
       dgrad(halves(Floats(rows * ld, 6.0f)));
   Buffer<int32_t> dtargets(targets);
   Buffer<float> dloss(1), dseed(Floats{1.0f});
-  shardc_rt_cuda_cross_entropy_bf16(kernels, dlogits.get(), dtargets.get(),
+  shardc_rt_cuda_cross_entropy_bf16(k, dlogits.get(), dtargets.get(),
                                     dloss.get(), rows, v, ld);
   float loss = 0.0f, seed = 1.0f;
   shardc_rt_cross_entropy_bf16(logits.data(), targets.data(), &loss, rows, v,
                                ld);
   compare("cross_entropy" + tag + " (bf16 logits)", dloss.download(),
           Doubles{loss}, kTolerance);
-  shardc_rt_cuda_cross_entropy_grad_bf16(kernels, dseed.get(), dlogits.get(),
-                                         dtargets.get(), dgrad.get(), rows, v,
-                                         ld);
+  shardc_rt_cuda_cross_entropy_grad_bf16(
+      k, dseed.get(), dlogits.get(), dtargets.get(), dgrad.get(), rows, v, ld);
   Halves gw(rows * ld);
   shardc_rt_cross_entropy_grad_bf16(&seed, logits.data(), targets.data(),
                                     gw.data(), rows, v, ld);
@@ -769,14 +769,14 @@ void testCrossEntropyBf16(int64_t rows, int64_t v, int64_t ld,
   // Both from the fused kernel, in place.
   Buffer<shardc_rt_bf16> dboth(logits);
   Buffer<float> dlossBoth(Floats{5.0f});
-  shardc_rt_cuda_cross_entropy_and_grad_bf16(kernels, dseed.get(), dboth.get(),
+  shardc_rt_cuda_cross_entropy_and_grad_bf16(k, dseed.get(), dboth.get(),
                                              dtargets.get(), dlossBoth.get(),
                                              dboth.get(), rows, v, ld);
   compare("cross_entropy_and_grad loss" + tag, dlossBoth.download(),
           Doubles{loss}, kTolerance);
   compareBf16("cross_entropy_and_grad in place" + tag, dboth.download(), gw);
   // Written over the logits, as a step does where they die there.
-  shardc_rt_cuda_cross_entropy_grad_bf16(kernels, dseed.get(), dlogits.get(),
+  shardc_rt_cuda_cross_entropy_grad_bf16(k, dseed.get(), dlogits.get(),
                                          dtargets.get(), dlogits.get(), rows, v,
                                          ld);
   compareBf16("cross_entropy_grad in place" + tag, dlogits.download(), gw);
@@ -1657,6 +1657,16 @@ int main() {
   testCrossEntropyBf16(5, 50257, 50304, " [5x50257] ld 50304");
   testCrossEntropyBf16(2, 60000, 60000, " [2x60000] (past shared memory)");
   testCrossEntropyBf16(9, 1, 8, " [9x1] ld 8");
+  {
+    // The online kernel on the rows the staged one takes.
+    setenv("SHARDC_RT_CUDA_CROSS_ENTROPY", "online", 1);
+    shardc_rt_cuda_kernels *online =
+        shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+    unsetenv("SHARDC_RT_CUDA_CROSS_ENTROPY");
+    testCrossEntropyBf16(5, 50257, 50304, " [5x50257] ld 50304 (online)",
+                         online);
+    shardc_rt_cuda_kernels_destroy(online);
+  }
 
   testIndexChecks();
   testAdamw();
