@@ -382,8 +382,8 @@ __device__ bool failed(const ErrorSlot *slot) {
 //===----------------------------------------------------------------------===//
 
 #define SHARDC_GRID_STRIDE(i, n)                                               \
-  for (int64_t i =                                                             \
-           static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;        \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x +             \
+                   threadIdx.x;                                                \
        i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 /// Elementwise kernels are templates over the stored type T (float or
@@ -426,7 +426,8 @@ __global__ void convertKernel(To *dst, const From *src, int64_t n,
 constexpr float kGeluScale = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
 
-template <typename T> __global__ void geluKernel(const T *x, T *y, int64_t n) {
+template <typename T>
+__global__ void geluKernel(const T *x, T *y, int64_t n) {
   // As the CPU kernel: 0.5 (1 + tanh u) = sigmoid(2 u), x / inf = 0 where
   // the exponential overflows.
   SHARDC_GRID_STRIDE(i, n) {
@@ -452,8 +453,8 @@ __global__ void geluGradKernel(const T *dy, const T *x, T *dx, int64_t n) {
     float e = expf(-2.0f * kGeluScale * (v + kGeluCubic * v * v * v));
     float sig = 1.0f / (1.0f + e);
     float sigSlope = isinf(e) ? 0.0f : e * sig * sig;
-    float derivative = sig + 2.0f * v * sigSlope * kGeluScale *
-                                 (1.0f + 3.0f * kGeluCubic * v * v);
+    float derivative =
+        sig + 2.0f * v * sigSlope * kGeluScale * (1.0f + 3.0f * kGeluCubic * v * v);
     dx[i] = store<T>(load(dy[i]) * derivative);
   }
 }
@@ -1034,7 +1035,8 @@ __global__ void embeddingGradKernel(const T *dy, const int32_t *ids,
     return;
   SHARDC_GRID_STRIDE(i, n * c) {
     int64_t row = i / c;
-    atomicAdd(dtable + static_cast<int64_t>(ids[row]) * c + i % c, load(dy[i]));
+    atomicAdd(dtable + static_cast<int64_t>(ids[row]) * c + i % c,
+              load(dy[i]));
   }
 }
 
@@ -1220,8 +1222,8 @@ __device__ void writeRowGrad(const T *l, T *out, RowSoftmax softmax,
 template <typename T>
 __global__ void crossEntropyKernel(const T *logits, const int32_t *targets,
                                    double *rowLoss, const float *dloss,
-                                   T *dlogits, int64_t n, int64_t v, int64_t ld,
-                                   const ErrorSlot *slot) {
+                                   T *dlogits, int64_t n, int64_t v,
+                                   int64_t ld, const ErrorSlot *slot) {
   if (failed(slot))
     return; // uniform over the block
   double perRow =
@@ -1244,11 +1246,11 @@ __global__ void crossEntropyKernel(const T *logits, const int32_t *targets,
 /// 16-byte chunks) once, then reads them there for the max, for
 /// sum_j exp(l_j - max) and for the gradient, each exponential one ex2 in
 /// f32 (exp2f of (l_j - max) log2(e)); a thread's sum is f32, the block's
-/// double. The row leaves HBM once and
-/// its gradient is written once; crossEntropyKernel's online softmax,
-/// with its double add and an accurate expf an element, bound GPT-2
-/// small's bf16 cross entropy by its elements, not its bytes (on an H200,
-/// 22.3 ms for the bytes f32 moves in 10.6). dlogits may be logits.
+/// double. The row leaves HBM once and its gradient is written once;
+/// crossEntropyKernel's online softmax, with its double add and an accurate
+/// expf an element, bound GPT-2 small's bf16 cross entropy by its elements,
+/// not its bytes (on an H200, 22.3 ms for the bytes f32 moves in 10.6).
+/// dlogits may be logits.
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads)
     crossEntropyStagedKernel(const T *logits, const int32_t *targets,
@@ -1321,10 +1323,10 @@ __global__ void __launch_bounds__(kRowThreads)
 
 /// The bytes crossEntropyStagedKernel stages a row in, or 0 where it does
 /// not take these rows: staging is on (Kernels::stagedCrossEntropy), two
-/// blocks' rows must fit a multiprocessor's shared
-/// memory (bf16 rows up to about 57,000 logits on an H200), v and ld fit
-/// int, and the rows' 16-byte chunks must be aligned (logits and dlogits
-/// 16-byte aligned, ld a whole number of chunks).
+/// blocks' rows must fit a multiprocessor's shared memory (bf16 rows up to
+/// about 57,000 logits on an H200), v and ld fit int, and the rows' 16-byte
+/// chunks must be aligned (logits and dlogits 16-byte aligned, ld a whole
+/// number of chunks).
 template <typename T>
 size_t stagedRowBytes(const Kernels *k, const T *logits, const T *dlogits,
                       int64_t v, int64_t ld) {
@@ -1374,8 +1376,8 @@ void gemm(Kernels *k, bool transA, bool transB, int64_t m, int64_t n,
     // Nothing to multiply (and a leading dimension of 0 that cuBLAS would
     // reject): c = beta c.
     if (beta == 0.0f) {
-      zeroMatricesKernel<<<gridFor(k, batch * m * n), kThreads, 0, k->stream>>>(
-          c, batch, m, n, ldc, strideC);
+      zeroMatricesKernel<<<gridFor(k, batch * m * n), kThreads, 0,
+                           k->stream>>>(c, batch, m, n, ldc, strideC);
       SHARDC_CUDA_CHECK_LAUNCH();
     }
     return;
@@ -1392,15 +1394,16 @@ void gemm(Kernels *k, bool transA, bool transB, int64_t m, int64_t n,
   if constexpr (!std::is_same_v<T, float>) {
     SHARDC_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         k->blas, opB, opA, static_cast<int>(n), static_cast<int>(m),
-        static_cast<int>(kd), &alpha, b, cudaTypeOf<T>(), static_cast<int>(ldb),
-        strideB, a, cudaTypeOf<T>(), static_cast<int>(lda), strideA, &beta, c,
-        cudaTypeOf<C>(), static_cast<int>(ldc), strideC,
-        static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        static_cast<int>(kd), &alpha, b, cudaTypeOf<T>(),
+        static_cast<int>(ldb), strideB, a, cudaTypeOf<T>(),
+        static_cast<int>(lda), strideA, &beta, c, cudaTypeOf<C>(),
+        static_cast<int>(ldc), strideC, static_cast<int>(batch),
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else if (batch == 1) {
-    SHARDC_CUBLAS_CHECK(
-        cublasSgemm(k->blas, opB, opA, static_cast<int>(n), static_cast<int>(m),
-                    static_cast<int>(kd), &alpha, b, static_cast<int>(ldb), a,
-                    static_cast<int>(lda), &beta, c, static_cast<int>(ldc)));
+    SHARDC_CUBLAS_CHECK(cublasSgemm(
+        k->blas, opB, opA, static_cast<int>(n), static_cast<int>(m),
+        static_cast<int>(kd), &alpha, b, static_cast<int>(ldb), a,
+        static_cast<int>(lda), &beta, c, static_cast<int>(ldc)));
   } else {
     SHARDC_CUBLAS_CHECK(cublasSgemmStridedBatched(
         k->blas, opB, opA, static_cast<int>(n), static_cast<int>(m),
@@ -1797,8 +1800,7 @@ void matmul(Kernels *k, const T *lhs, const T *rhs, T *out, int64_t batch,
 template <typename T> void copy(Kernels *k, T *dst, const T *src, int64_t n) {
   if (n <= 0)
     return;
-  SHARDC_CUDA_CHECK(cudaMemcpyAsync(dst, src,
-                                    static_cast<size_t>(n) * sizeof(T),
+  SHARDC_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(T),
                                     cudaMemcpyDeviceToDevice, k->stream));
 }
 
@@ -1969,8 +1971,8 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, const T *out,
       attentionProbabilities(k, walk, q, kk, t, c, d, count, probs,
                              static_cast<float *>(nullptr));
       // y = P v: dP = dy v^T, dv = P^T dy.
-      gemm(k, false, true, t, t, d, 1.0f, dyh, c, sy, v, ld, s, 0.0f, dprobs, t,
-           t * t, count);
+      gemm(k, false, true, t, t, d, 1.0f, dyh, c, sy, v, ld, s, 0.0f, dprobs,
+           t, t * t, count);
       gemm(k, true, false, t, d, t, 1.0f, asOperand(k, probs, narrow, n), t,
            t * t, dyh, c, sy, 0.0f, dv, ld, s, count);
       int64_t rows = count * t;
@@ -2076,8 +2078,9 @@ void layerNormGrad(Kernels *k, const T *dy, const T *x, const T *w,
     return;
   }
   int64_t partialCount = plan.chunks > 1 ? plan.chunks * c : 0;
-  char *cursor = static_cast<char *>(scratch(
-      k, 2 * pieceBytes<float>(rows) + 2 * pieceBytes<float>(partialCount)));
+  char *cursor = static_cast<char *>(
+      scratch(k, 2 * pieceBytes<float>(rows) +
+                     2 * pieceBytes<float>(partialCount)));
   float *means = carve<float>(cursor, rows);
   float *rstds = carve<float>(cursor, rows);
   float *partialsW = carve<float>(cursor, partialCount);
@@ -2101,8 +2104,8 @@ void sumTo(Kernels *k, const T *x, float *y, int64_t outer, int64_t inner) {
   if (outer > 0 && plan.chunks > 1)
     partials = static_cast<float *>(
         scratch(k, pieceBytes<float>(plan.chunks * inner)));
-  columnSums(k, SumRows<T>{x, inner}, outer, inner, plan, y, nullptr, partials,
-             nullptr);
+  columnSums(k, SumRows<T>{x, inner}, outer, inner, plan, y, nullptr,
+             partials, nullptr);
 }
 
 /// cross_entropy (loss), cross_entropy_grad (dloss, dlogits) or both
@@ -2114,9 +2117,9 @@ void crossEntropy(Kernels *k, CheckedOp op, const T *logits,
                   const int32_t *targets, int64_t n, int64_t v, int64_t ld,
                   float *loss, const float *dloss, T *dlogits) {
   checkIds<T>(k, targets, n, v, op);
-  double *rowLoss =
-      loss && n > 0 ? static_cast<double *>(scratch(k, pieceBytes<double>(n)))
-                    : nullptr;
+  double *rowLoss = loss && n > 0 ? static_cast<double *>(
+                                        scratch(k, pieceBytes<double>(n)))
+                                  : nullptr;
   if (size_t bytes = n > 0 ? stagedRowBytes(k, logits, dlogits, v, ld) : 0) {
     SHARDC_CUDA_CHECK(cudaFuncSetAttribute(
         crossEntropyStagedKernel<T>,
@@ -2364,9 +2367,10 @@ void shardc_rt_cuda_add_layernorm_f32(shardc_rt_cuda_kernels *k,
   layerNorm(k, lhs, rhs, w, b, sum, y, rows, c, eps);
 }
 
-void shardc_rt_cuda_embedding_f32(shardc_rt_cuda_kernels *k, const int32_t *ids,
-                                  const float *table, float *out, int64_t n,
-                                  int64_t v, int64_t c) {
+void shardc_rt_cuda_embedding_f32(shardc_rt_cuda_kernels *k,
+                                  const int32_t *ids, const float *table,
+                                  float *out, int64_t n, int64_t v,
+                                  int64_t c) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "embedding_f32");
   embedding(k, ids, table, out, n, v, c);
 }
@@ -2405,8 +2409,8 @@ void shardc_rt_cuda_copy_f32(shardc_rt_cuda_kernels *k, float *dst,
   copy(k, dst, src, n);
 }
 
-void shardc_rt_cuda_fill_f32(shardc_rt_cuda_kernels *k, float *dst, float value,
-                             int64_t n) {
+void shardc_rt_cuda_fill_f32(shardc_rt_cuda_kernels *k, float *dst,
+                             float value, int64_t n) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "fill_f32");
   launch(k, n, fillKernel<float>, dst, value, n,
          static_cast<const ErrorSlot *>(nullptr));
@@ -2501,10 +2505,10 @@ void shardc_rt_cuda_adamw_multi_f32(shardc_rt_cuda_kernels *k,
   SHARDC_RT_CUDA_TIME_KERNEL(k, "adamw_f32");
   // The scalars exactly as runtime/host/Backend.cpp computes them from its
   // double hyperparameters (here the floats, widened).
-  double correction1 =
-      1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
-  double correction2 =
-      1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
+  double correction1 = 1.0 - std::pow(static_cast<double>(beta1),
+                                      static_cast<double>(step));
+  double correction2 = 1.0 - std::pow(static_cast<double>(beta2),
+                                      static_cast<double>(step));
   double decay = 1.0 - static_cast<double>(lr) * weightDecay;
   AdamWScalars c = {beta1,
                     beta2,
@@ -2655,7 +2659,8 @@ void shardc_rt_cuda_matmul_bf16(shardc_rt_cuda_kernels *k,
                                 const shardc_rt_bf16 *lhs,
                                 const shardc_rt_bf16 *rhs, shardc_rt_bf16 *out,
                                 int64_t batch, int64_t m, int64_t kdim,
-                                int64_t n, int transposeLhs, int transposeRhs) {
+                                int64_t n, int transposeLhs,
+                                int transposeRhs) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "matmul_bf16");
   matmul(k, bf(lhs), bf(rhs), bf(out), batch, m, kdim, n, transposeLhs,
          transposeRhs);
@@ -2674,7 +2679,8 @@ void shardc_rt_cuda_scale_bf16(shardc_rt_cuda_kernels *k,
                                const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
                                int64_t n, double factor) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "scale_bf16");
-  launch(k, n, scaleKernel<bf16>, bf(x), bf(y), n, static_cast<float>(factor));
+  launch(k, n, scaleKernel<bf16>, bf(x), bf(y), n,
+         static_cast<float>(factor));
 }
 
 void shardc_rt_cuda_gelu_bf16(shardc_rt_cuda_kernels *k,
@@ -2693,16 +2699,16 @@ void shardc_rt_cuda_relu_bf16(shardc_rt_cuda_kernels *k,
 
 void shardc_rt_cuda_gelu_grad_bf16(shardc_rt_cuda_kernels *k,
                                    const shardc_rt_bf16 *dy,
-                                   const shardc_rt_bf16 *x, shardc_rt_bf16 *dx,
-                                   int64_t n) {
+                                   const shardc_rt_bf16 *x,
+                                   shardc_rt_bf16 *dx, int64_t n) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "gelu_grad_bf16");
   launch(k, n, geluGradKernel<bf16>, bf(dy), bf(x), bf(dx), n);
 }
 
 void shardc_rt_cuda_relu_grad_bf16(shardc_rt_cuda_kernels *k,
                                    const shardc_rt_bf16 *dy,
-                                   const shardc_rt_bf16 *x, shardc_rt_bf16 *dx,
-                                   int64_t n) {
+                                   const shardc_rt_bf16 *x,
+                                   shardc_rt_bf16 *dx, int64_t n) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "relu_grad_bf16");
   launch(k, n, reluGradKernel<bf16>, bf(dy), bf(x), bf(dx), n);
 }
@@ -2757,13 +2763,11 @@ void shardc_rt_cuda_add_layernorm_bf16(shardc_rt_cuda_kernels *k,
   layerNorm(k, bf(lhs), bf(rhs), bf(w), bf(b), bf(sum), bf(y), rows, c, eps);
 }
 
-void shardc_rt_cuda_layernorm_grad_bf16(shardc_rt_cuda_kernels *k,
-                                        const shardc_rt_bf16 *dy,
-                                        const shardc_rt_bf16 *x,
-                                        const shardc_rt_bf16 *w,
-                                        shardc_rt_bf16 *dx, shardc_rt_bf16 *dw,
-                                        shardc_rt_bf16 *db, int64_t rows,
-                                        int64_t c, double eps) {
+void shardc_rt_cuda_layernorm_grad_bf16(
+    shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *dy,
+    const shardc_rt_bf16 *x, const shardc_rt_bf16 *w, shardc_rt_bf16 *dx,
+    shardc_rt_bf16 *dw, shardc_rt_bf16 *db, int64_t rows, int64_t c,
+    double eps) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "layernorm_grad_bf16");
   layerNormGradBf16(k, dy, x, w, nullptr, dx, dw, db, rows, c, eps);
 }
@@ -2817,8 +2821,8 @@ void shardc_rt_cuda_cross_entropy_bf16(shardc_rt_cuda_kernels *k,
                                        const int32_t *targets, float *loss,
                                        int64_t n, int64_t v, int64_t ld) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "cross_entropy_bf16");
-  crossEntropy(k, kOpCrossEntropy, bf(logits), targets, n, v, ld, loss, nullptr,
-               static_cast<bf16 *>(nullptr));
+  crossEntropy(k, kOpCrossEntropy, bf(logits), targets, n, v, ld, loss,
+               nullptr, static_cast<bf16 *>(nullptr));
 }
 
 void shardc_rt_cuda_cross_entropy_grad_bf16(shardc_rt_cuda_kernels *k,
