@@ -1334,7 +1334,8 @@ size_t stagedRowBytes(const Kernels *k, const T *logits, const T *dlogits,
     return reinterpret_cast<uintptr_t>(p) % 16 == 0;
   };
   size_t bytes = (static_cast<size_t>(v) * sizeof(T) + 15) & ~size_t(15);
-  size_t perBlock = static_cast<size_t>(k->sharedOptin) / 2 - 1024;
+  size_t half = static_cast<size_t>(k->sharedOptin) / 2;
+  size_t perBlock = half > 1024 ? half - 1024 : 0;
   if (!k->stagedCrossEntropy || v < 1 || ld > INT_MAX || bytes > perBlock ||
       !aligned(logits) || (dlogits && !aligned(dlogits)) ||
       (ld * sizeof(T)) % 16 != 0)
