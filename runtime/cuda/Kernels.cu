@@ -36,9 +36,11 @@
 //    stores its elements of the sum, then normalises the row read back from
 //    the stored (for bf16: rounded) sum; layernorm_grad_add is the gradient
 //    kernel adding an addend to the gradient as layernorm_grad stores it;
-//  - cross-entropy: one block per row (max-subtracted, sums of exponentials
-//    in double as the CPU kernel), per-row losses in the workspace, then one
-//    block sums them in a fixed order: the loss is deterministic;
+//  - cross-entropy: one block per row, per-row losses (double) in the
+//    workspace, then one block sums them in a fixed order: the loss is
+//    deterministic. A row that fits shared memory is staged there and
+//    read three times (max, f32 exponentials' sum, gradient); a longer one
+//    is read twice, an online softmax summing its exponentials in double;
 //  - elementwise kernels: grid-stride loops, 64-bit indices;
 //  - bf16 (mixed precision): GEMMs take bf16 operands and accumulate in f32
 //    (cublasGemmEx, or cuBLASLt with bf16 A/B/C/D, bias and preactivation);

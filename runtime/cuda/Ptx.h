@@ -1,4 +1,4 @@
-//===- Ptx.h - The PTX instructions the runtime's kernels write -*- C++ -*-===//
+//===- Ptx.h - The PTX instructions the runtime's kernels issue -*- C++ -*-===//
 //
 // PTX the CUDA kernels issue by inline assembly, each with cudasim's
 // stand-in (SHARDC_CUDASIM: runtime/cudasim's cuda_runtime.h declares
