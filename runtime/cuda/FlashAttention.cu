@@ -66,8 +66,7 @@ constexpr int kTiles = kBlock / 8; // 8-column accumulator tiles of a row
 /// Softmaxes run in base 2: exp(x scale - m) = exp2(x scale log2(e) - m'),
 /// the scale and the row's max in one fma and exp2 one instruction
 /// (exp2Approx), as FlashAttention-2 does; log-sum-exps are stored in
-/// natural units.
-constexpr float kLog2e = 1.4426950408889634f;
+/// natural units (kLog2e: Ptx.h).
 constexpr float kLn2 = 0.6931471805599453f;
 
 /// Whether each kernel loads its bf16 fragments by ldmatrix (Tiles<bf16>).
@@ -664,10 +663,7 @@ template <typename T>
 bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy) {
   if (d <= 0 || d % 16 != 0 || d > 128)
     return false;
-  auto aligned = [](const void *p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-  };
-  if (!aligned(qkv) || !aligned(dy))
+  if (!isChunkAligned(qkv) || !isChunkAligned(dy))
     return false;
   // The backward's tiles must fit the device's shared memory (sm_90 and
   // sm_80: d up to 128 either type).

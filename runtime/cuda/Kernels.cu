@@ -1077,11 +1077,9 @@ __device__ void forThreadsElements(const T *l, int64_t v, F f,
   constexpr bool kWrites =
       !std::is_void_v<std::invoke_result_t<F, int64_t, float>>;
   constexpr int kVector = 16 / sizeof(T);
-  auto aligned = [](const void *p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-  };
   int64_t stride = blockDim.x, j = threadIdx.x;
-  if (aligned(l) && (!kWrites || aligned(out))) {
+  if (shardc::rt::cuda::isChunkAligned(l) &&
+      (!kWrites || shardc::rt::cuda::isChunkAligned(out))) {
     int64_t chunks = v / kVector, c = threadIdx.x;
     // Through memcpy, not a cast: cudasim's host compiler assumes that a
     // T and a uint4 never alias.
@@ -1261,7 +1259,7 @@ __global__ void __launch_bounds__(kRowThreads)
   if (failed(slot))
     return; // uniform over the block
   constexpr int kVector = 16 / sizeof(T);
-  constexpr float kLog2e = 1.4426950408889634f;
+  using shardc::rt::cuda::kLog2e;
   extern __shared__ __align__(16) unsigned char stagedRow[];
   const uint4 *chunks = reinterpret_cast<const uint4 *>(stagedRow);
   int vChunks = (v + kVector - 1) / kVector, ldChunks = ld / kVector;
@@ -1332,14 +1330,12 @@ __global__ void __launch_bounds__(kRowThreads)
 template <typename T>
 size_t stagedRowBytes(const Kernels *k, const T *logits, const T *dlogits,
                       int64_t v, int64_t ld) {
-  auto aligned = [](const void *p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-  };
+  using shardc::rt::cuda::isChunkAligned;
   size_t bytes = (static_cast<size_t>(v) * sizeof(T) + 15) & ~size_t(15);
   size_t half = static_cast<size_t>(k->sharedOptin) / 2;
   size_t perBlock = half > 1024 ? half - 1024 : 0;
   if (!k->stagedCrossEntropy || v < 1 || ld > INT_MAX || bytes > perBlock ||
-      !aligned(logits) || (dlogits && !aligned(dlogits)) ||
+      !isChunkAligned(logits) || (dlogits && !isChunkAligned(dlogits)) ||
       (ld * sizeof(T)) % 16 != 0)
     return 0;
   return bytes;

@@ -135,6 +135,9 @@ __device__ inline uint32_t roundPackBf16(float lo, float hi) {
   return bits;
 }
 
+/// log2(e): exp(x) = exp2(x log2(e)), for the softmaxes in base 2.
+constexpr float kLog2e = 1.4426950408889634f;
+
 /// 2^x by one ex2.approx.ftz.f32 (MUFU.EX2; 2 ulp at most), subnormal
 /// inputs and results flushed to zero, as FlashAttention-2's softmax (built
 /// with fast math) takes it: exp2f without ftz adds a range check and two
@@ -148,6 +151,12 @@ __device__ inline float exp2Approx(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
 #endif
+}
+
+/// Whether p is 16-byte aligned: the address a 16-byte copyAsync, or a
+/// uint4 load or store, needs.
+__host__ __device__ inline bool isChunkAligned(const void *p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 /// cp.async: copies Bytes (4, 8 or 16; both addresses aligned to it) from
