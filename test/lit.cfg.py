@@ -51,6 +51,10 @@ if config.shardc_rt_cudasim_available:
 
 if config.shardc_cuda_available:
     config.available_features.add("cuda-compiler")
+    # cuDNN and the stub libcuda in the toolkit: cuDNN's heuristics run
+    # without a GPU.
+    if config.shardc_cudnn_available:
+        config.available_features.add("cudnn")
     smi = shutil.which("nvidia-smi")
     if smi and subprocess.run([smi, "-L"], capture_output=True).returncode == 0:
         config.available_features.add("cuda")

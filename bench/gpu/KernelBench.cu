@@ -3,7 +3,8 @@
 // Times the kernels that take most of a bf16 GPT-2 small step (--profile's
 // table in bench/RESULTS.md) at that step's shapes, each alone, so that a
 // change to one is measured in seconds rather than by a whole step: flash
-// attention forward and backward, cross entropy with its gradient,
+// attention forward and backward (and cuDNN's fused attention beside them,
+// where cuDNN is there and takes the shape), cross entropy with its gradient,
 // layernorm_grad_add and add_layernorm, and a GEMM of the MLP's shape for
 // scale. Each row prints milliseconds per call (cudaEvents around `iters`
 // calls after one warm-up) and the floor the H200 allows it: FLOPs at its
@@ -207,6 +208,33 @@ int main(int argc, char **argv) {
                                                      b, t, c, heads);
                 }),
       1e3 * 2.5 * attention / kPeakFlops, "bf16 peak");
+  // The same attention through cuDNN's fused attention
+  // (set_cudnn_attention), where cuDNN takes the shape; its backward reads
+  // the lse its forward wrote.
+  shardc_rt_cuda_kernels *viaCudnn =
+      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/1);
+  shardc_rt_cuda_kernels_set_flash_attention(viaCudnn, 1);
+  shardc_rt_cuda_kernels_set_cudnn_attention(viaCudnn, 1);
+  if (const char *why = shardc_rt_cuda_kernels_cudnn_attention_declines(
+          viaCudnn, b, t, c, heads)) {
+    std::printf("# attention (cudnn): not timed: %s\n", why);
+  } else {
+    row("attention (cudnn)", bthc,
+        msPerCall(stream, iters,
+                  [&] {
+                    shardc_rt_cuda_attention_bf16(viaCudnn, qkv, out, lse, b, t,
+                                                  c, heads);
+                  }),
+        1e3 * attention / kPeakFlops, "bf16 peak");
+    row("attention_grad (cudnn)", bthc,
+        msPerCall(stream, iters,
+                  [&] {
+                    shardc_rt_cuda_attention_grad_bf16(
+                        viaCudnn, dy, qkv, out, lse, dqkv, b, t, c, heads);
+                  }),
+        1e3 * 2.5 * attention / kPeakFlops, "bf16 peak");
+  }
+  shardc_rt_cuda_kernels_destroy(viaCudnn);
   row("cross_entropy_and_grad", shape({n, ld}),
       msPerCall(stream, iters,
                 [&] {

@@ -30,8 +30,9 @@
 # CHECK_BF16_ATOL [2e-2/3e-4] with CHECK_BF16_OUTLIERS/
 # CHECK_BF16_OUTLIER_BOUND [12/3.6e-3], SHARDC_GEMM_EPILOGUES [on; run.sh sets it to
 # off after the kernel test when its "[gemm epilogue on]" checks fail],
-# SHARDC_ATTENTION [flash; run.sh sets it to gemm unless the kernel test ran
-# to its end and passed every flash check], and the per-phase budgets
+# SHARDC_ATTENTION [cudnn where the kernel test ran to its end and passed
+# every flash and cudnn check; flash where cuDNN's checks did not pass or
+# run; gemm where a flash check failed], and the per-phase budgets
 # *_BUDGET below. $OUT (set on the device machine)
 # receives run.log, rows.json, RESULTS-entry.md and logs.tar.gz.
 set -uo pipefail
@@ -63,7 +64,7 @@ TOTAL_BUDGET="${TOTAL_BUDGET:-540}"
 TABLE_RESERVE="${TABLE_RESERVE:-15}"
 BUILD_BUDGET="${BUILD_BUDGET:-300}"
 CHECK_BUDGET="${CHECK_BUDGET:-120}"
-KERNEL_TEST_BUDGET="${KERNEL_TEST_BUDGET:-45}"
+KERNEL_TEST_BUDGET="${KERNEL_TEST_BUDGET:-75}"
 SHARDC_BUDGET="${SHARDC_BUDGET:-150}"           # fp32 rows, both strategies
 SHARDC_BF16_BUDGET="${SHARDC_BF16_BUDGET:-120}" # bf16 rows, both strategies
 SHARDC_ATTEMPT_BUDGET="${SHARDC_ATTEMPT_BUDGET:-75}"
@@ -462,14 +463,11 @@ get_exe() {
 PY_LIB_DIRS=""
 # with_dirs DIRS: LD_LIBRARY_PATH with DIRS (a:b:) in front.
 with_dirs() { local d=${1%:}; echo "$d${LD_LIBRARY_PATH:+${d:+:}$LD_LIBRARY_PATH}"; }
-lib_dirs_for() { # prints directories to put in front, "a:b:" (may be empty)
-  local exe=$1 extra="" _ lib dir
-  for _ in 1 2 3 4; do
-    local missing
-    missing=$(LD_LIBRARY_PATH="$(with_dirs "$extra")" ldd "$exe" 2>/dev/null | awk '/not found/ { print $1 }' | sort -u)
-    [ -z "$missing" ] && break
-    if [ -z "$PY_LIB_DIRS" ]; then
-      PY_LIB_DIRS=$(python3 - <<'EOF' 2>/dev/null
+# find_py_lib_dirs: sets PY_LIB_DIRS (once) to the library directories of
+# PyTorch's wheels (" " where none).
+find_py_lib_dirs() {
+  [ -n "$PY_LIB_DIRS" ] && return 0
+  PY_LIB_DIRS=$(python3 - <<'EOF' 2>/dev/null
 import glob, os, site
 dirs = set()
 for sp in site.getsitepackages() + [site.getusersitepackages()]:
@@ -477,9 +475,16 @@ for sp in site.getsitepackages() + [site.getusersitepackages()]:
         dirs.update(glob.glob(os.path.join(sp, pattern)))
 print(" ".join(sorted(dirs)))
 EOF
-      )
-      [ -z "$PY_LIB_DIRS" ] && PY_LIB_DIRS=" "
-    fi
+  )
+  [ -z "$PY_LIB_DIRS" ] && PY_LIB_DIRS=" "
+}
+lib_dirs_for() { # prints directories to put in front, "a:b:" (may be empty)
+  local exe=$1 extra="" _ lib dir
+  for _ in 1 2 3 4; do
+    local missing
+    missing=$(LD_LIBRARY_PATH="$(with_dirs "$extra")" ldd "$exe" 2>/dev/null | awk '/not found/ { print $1 }' | sort -u)
+    [ -z "$missing" ] && break
+    find_py_lib_dirs
     local added=0
     for lib in $missing; do
       for dir in "$BUNDLE/lib/mpi" "$BUNDLE/lib/blas" /usr/local/cuda/lib64 /usr/local/cuda/lib \
@@ -492,6 +497,15 @@ EOF
     done
     [ "$added" = 0 ] && break
   done
+  # cuDNN, which the runtime loads itself (ldd does not list it): where
+  # neither the loader nor CUDA's directories have it, PyTorch's wheel's.
+  if ! ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9 ' &&
+    [ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ] && [ ! -e /usr/local/cuda/lib/libcudnn.so.9 ]; then
+    find_py_lib_dirs
+    for dir in $PY_LIB_DIRS; do
+      [ -e "$dir/libcudnn.so.9" ] && { extra="$dir:$extra"; break; }
+    done
+  fi
   echo "$extra"
 }
 # exe_cmd EXE: sets EXE_CMD to `env VARS... EXE`, with what the executable
@@ -624,10 +638,26 @@ all_flash_checks_passed() {
     flash_checks_passed '^ok .*(flash)' '^FAIL.*(flash[):]' &&
     flash_checks_passed '^ok .*(flash tf32)' '^FAIL.*(flash tf32'
 }
+# cuDNN's fused attention (bf16; SHARDC_ATTENTION=cudnn) goes further: the
+# runs below use it where the flash checks passed (its fallback) and the
+# kernel test ran "(cudnn)" checks and passed every one, unless the caller
+# set SHARDC_ATTENTION to flash or gemm.
 gate_attention() {
-  local kt="$WORK/logs/cudakernels.out"
+  local kt="$WORK/logs/cudakernels.out" why
   gate_unchecked "attention" SHARDC_ATTENTION flash && return 0
-  if all_flash_checks_passed; then
+  if all_flash_checks_passed && [ "${SHARDC_ATTENTION:-cudnn}" = cudnn ]; then
+    if flash_checks_passed '^ok .*(cudnn)' '^FAIL.*(cudnn'; then
+      export SHARDC_ATTENTION=cudnn
+      record "attention" "cudnn for the runs below (bf16 through cuDNN's fused attention, the flash kernels elsewhere: the kernel test's flash and cudnn checks passed)"
+    else
+      grep '^FAIL.*(cudnn' "$kt" 2>/dev/null | head -n 10 | sed 's/^/     /'
+      why=$(grep -m1 '^note: cuDNN attention not checked: ' "$kt" 2>/dev/null | sed 's/^note: //')
+      why=${why:-"the kernel test's cudnn checks did not pass"}
+      export SHARDC_ATTENTION=flash
+      record "attention" "flash for the runs below (the kernel test's flash checks passed; not cuDNN: $why)"
+      NOTES+=("bf16 attention through the flash kernels, not cuDNN: $why")
+    fi
+  elif all_flash_checks_passed; then
     record "attention" "${SHARDC_ATTENTION:-flash} for the runs below (the kernel test's flash checks passed)"
   else
     grep '^FAIL.*(flash' "$kt" 2>/dev/null | head -n 10 | sed 's/^/     /'
@@ -1086,9 +1116,10 @@ EOF
 
 # The other attention: time_other_attention PREC runs zero3's executable of
 # precision PREC at its timed batch once more with the attention the timed
-# rows did not use (the fused kernels, SHARDC_ATTENTION=flash, are the
-# default; GEMMs over the full T x T scores, SHARDC_ATTENTION=gemm, where
-# the kernel test's flash checks failed), so that the table shows both, and
+# rows did not use (timed with cuDNN's: the flash kernels; with the flash
+# kernels, SHARDC_ATTENTION=flash, the default: GEMMs over the full T x T
+# scores, SHARDC_ATTENTION=gemm; with GEMMs, where the kernel test's flash
+# checks failed: the flash kernels), so that the table shows both, and
 # checks its first loss against the timed run's (same executable, seed and
 # data): bf16 within 1e-2 relative (bf16 noise: ~2.5 ulps of 2^-8); fp32,
 # whose fused kernels run on TF32 tensor cores as its GEMMs do, within 1e-3
@@ -1101,8 +1132,10 @@ time_other_attention() {
   else
     key=zero3 peak=$PEAK_TFLOPS rtol=1e-3
   fi
+  # cuDNN runs bf16 only: fp32's rows run the flash kernels under cudnn.
   main=${SHARDC_ATTENTION:-flash}
-  other=$([ "$main" = flash ] && echo gemm || echo flash)
+  [ "$prec" = fp32 ] && [ "$main" = cudnn ] && main=flash
+  case "$main" in cudnn) other=flash ;; flash) other=gemm ;; *) other=flash ;; esac
   next_row "shardc-$key+$other-attn"
   local rowf=$ROWF name="shardc zero3 $prec $other-attn" batch=${FOUND[$key]:-}
   [ "$prec" = fp32 ] && phase "4/5 last: ${PREC_DESC[fp32]}: $name (SHARDC_ATTENTION=$other), in what is left of the budget"
@@ -1271,7 +1304,7 @@ NOTES_OUT=(
   "peak GB (10^9 B): shardc = measured allocator high-water mark / the ledger's prediction; torch = torch.cuda.max_memory_allocated; smi GB = the largest nvidia-smi memory.used sampled during the run (whole process: CUDA context, cuBLAS workspace, caches)"
   "shardc GEMM epilogues (cuBLASLt bias/GELU/GELU-derivative fusion) in the timed runs: ${SHARDC_GEMM_EPILOGUES:-on}"
   "world size 1: shardc folds every collective over one rank away (a unit reads its params' storage, no DDP bucket copies: --shardc-shard step 7); torch FSDP2 at world size 1 still runs its all-gathers and reduce-scatters"
-  "shardc attention in the timed runs: ${SHARDC_ATTENTION:-flash} (flash: the fused kernels of runtime/cuda/FlashAttention.cu, bf16 tensor cores for bf16, TF32 for fp32; gemm: GEMMs over the full T x T scores); the *-attn rows run the other"
+  "shardc attention in the timed runs: ${SHARDC_ATTENTION:-flash} (cudnn: bf16 through cuDNN's fused attention, runtime/cuda/CudnnAttention.cpp, fp32 as flash; flash: the fused kernels of runtime/cuda/FlashAttention.cu, bf16 tensor cores for bf16, TF32 for fp32; gemm: GEMMs over the full T x T scores); the *-attn rows run another (cudnn: flash; flash: gemm)"
 )
 for note in "${NOTES[@]}"; do NOTES_OUT+=("note: $note"); done
 for note in "${NOTES_OUT[@]}"; do say "$note"; done

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -164,14 +165,22 @@ void backendClipCoefficient(shardc_rt_context &ctx,
 
 namespace {
 
-/// Environment variable `name`, `fallback` where unset; any value but `a`
-/// or `b` is an error on every rank, on any machine.
+/// Environment variable `name`, `fallback` where unset; any value but one of
+/// `choices` is an error on every rank, on any machine.
 std::string setting(const char *name, const char *fallback,
-                    const std::string &a, const std::string &b) {
+                    std::initializer_list<std::string> choices) {
   const char *value = std::getenv(name);
-  std::string text = value ? value : fallback;
-  SHARDC_RT_CHECK_ALL(text == a || text == b, name,
-                      "expected " + a + " or " + b + ", got '" + text + "'");
+  std::string text = value ? value : fallback, expected;
+  size_t i = 0;
+  for (const std::string &choice : choices) {
+    if (i > 0)
+      expected += i + 1 == choices.size() ? " or " : ", ";
+    expected += choice;
+    ++i;
+  }
+  SHARDC_RT_CHECK_ALL(std::find(choices.begin(), choices.end(), text) !=
+                          choices.end(),
+                      name, "expected " + expected + ", got '" + text + "'");
   return text;
 }
 
@@ -181,17 +190,21 @@ void backendSetUp(shardc_rt_context &ctx) {
   // Attention: the fused kernels (SHARDC_ATTENTION=flash, the default) for
   // bf16, and for f32 where TF32 is on (SHARDC_TF32 below); GEMMs over the
   // full scores otherwise, or everywhere with SHARDC_ATTENTION=gemm (whose
-  // results do not vary from run to run). Checked first: a bad setting is an
-  // error on any machine.
-  bool flash = setting("SHARDC_ATTENTION", "flash", "gemm", "flash") == "flash";
+  // results do not vary from run to run). SHARDC_ATTENTION=cudnn runs bf16
+  // through cuDNN's fused attention where cuDNN takes the shape, and the
+  // fused kernels elsewhere. Checked first: a bad setting is an error on
+  // any machine.
+  std::string attention =
+      setting("SHARDC_ATTENTION", "flash", {"flash", "gemm", "cudnn"});
   // GEMM epilogues (cuBLASLt's bias, GELU and GELU-derivative fusion): on
   // unless SHARDC_GEMM_EPILOGUES=off (bench/gpu/run.sh turns them off where
   // the kernel test's epilogue checks fail). Checked before the device too.
-  bool epilogues = setting("SHARDC_GEMM_EPILOGUES", "on", "on", "off") == "on";
+  bool epilogues =
+      setting("SHARDC_GEMM_EPILOGUES", "on", {"on", "off"}) == "on";
   // TF32 GEMMs (and, with flash attention, TF32 attention for f32) unless
   // SHARDC_TF32=0 (the GPU-against-CPU check turns them off). Checked before
   // the device too.
-  bool tf32 = setting("SHARDC_TF32", "1", "1", "0") == "1";
+  bool tf32 = setting("SHARDC_TF32", "1", {"1", "0"}) == "1";
   // A clear message, and the same on every rank, where there is no GPU
   // (on a machine without a driver cudaGetDeviceCount returns 35).
   int count = 0;
@@ -242,7 +255,8 @@ void backendSetUp(shardc_rt_context &ctx) {
   CHECK(cudaSetDevice(b->device));
   CHECK(cudaStreamCreateWithFlags(&b->compute, cudaStreamNonBlocking));
   b->kernels = shardc_rt_cuda_kernels_create(b->compute, tf32);
-  shardc_rt_cuda_kernels_set_flash_attention(b->kernels, flash);
+  shardc_rt_cuda_kernels_set_flash_attention(b->kernels, attention != "gemm");
+  shardc_rt_cuda_kernels_set_cudnn_attention(b->kernels, attention == "cudnn");
   shardc_rt_cuda_kernels_set_gemm_epilogues(b->kernels, epilogues);
 
   ncclUniqueId id;

@@ -27,7 +27,9 @@
 //    with set_flash_attention on, the fused kernels of FlashAttention.h
 //    (no T x T scores in memory) run it instead where the head size allows:
 //    for bf16, and for f32 where TF32 is allowed (TF32 tensor cores; with
-//    TF32 off, f32 keeps the GEMMs' full fp32 products);
+//    TF32 off, f32 keeps the GEMMs' full fp32 products); with
+//    set_cudnn_attention on, bf16 runs through cuDNN's fused attention
+//    (CudnnAttention.h) where cuDNN takes the shape;
 //  - layernorm and its gradient: one warp per row, fp32 accumulation; dweight
 //    and dbias are column sums over rows, in two deterministic stages, the
 //    first in the gradient's own pass where a block's shared memory holds
@@ -61,6 +63,7 @@
 #include "shardc_rt/shardc_rt.h" // SHARDC_RT_MAX_CLIP_SUMS
 
 #include "Check.h"
+#include "CudnnAttention.h"
 #include "FlashAttention.h"
 #include "Ptx.h"
 
@@ -76,7 +79,9 @@
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <new>
+#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -196,6 +201,12 @@ struct shardc_rt_cuda_kernels {
   /// over the full scores (set_flash_attention): bf16, and f32 where
   /// allowTf32 is set, where the head size allows it (useFlash).
   bool flashAttention = false;
+  /// bf16 attention through cuDNN (set_cudnn_attention) where it takes the
+  /// shape (useCudnn), made when first set; the shapes it declined that
+  /// stderr has said so for.
+  std::unique_ptr<shardc::rt::cuda::CudnnAttention> cudnn;
+  bool cudnnAttention = false;
+  std::set<shardc::rt::cuda::AttentionShape> cudnnDeclinedShapes;
   /// Cross entropy rows staged in shared memory where they fit
   /// (stagedRowBytes); SHARDC_RT_CUDA_CROSS_ENTROPY=online turns it off, so
   /// that the kernel bench and test run both kernels side by side.
@@ -1890,8 +1901,33 @@ bool useFlash(const Kernels *k, int64_t c, int64_t heads, const T *qkv,
   return shardc::rt::cuda::flashAttentionTakes<T>(c / heads, qkv, dy);
 }
 
-/// attention and its gradient for T = float or __nv_bfloat16, through the
-/// fused kernels where useFlash says so, else GEMMs. The scores and the
+/// Whether bf16 attention of this shape runs through cuDNN: switched on
+/// (set_cudnn_attention), cuDNN takes the shape (said on stderr, once per
+/// shape, where it does not), and the tensors 16-byte aligned as the
+/// graphs declare them (a null one: the forward's lse where the caller
+/// passes none, which the workspace holds).
+bool useCudnn(Kernels *k, const shardc::rt::cuda::AttentionShape &shape,
+              std::initializer_list<const void *> tensors) {
+  if (!k->cudnnAttention)
+    return false;
+  for (const void *tensor : tensors)
+    if (tensor && !shardc::rt::cuda::isChunkAligned(tensor))
+      return false;
+  const std::string &why = k->cudnn->declines(shape);
+  if (!why.empty() && k->cudnnDeclinedShapes.insert(shape).second)
+    std::fprintf(stderr,
+                 "shardc: cuDNN attention declines bf16 b=%lld t=%lld "
+                 "c=%lld heads=%lld (%s): the flash kernels run it\n",
+                 static_cast<long long>(shape.b),
+                 static_cast<long long>(shape.t),
+                 static_cast<long long>(shape.c),
+                 static_cast<long long>(shape.heads), why.c_str());
+  return why.empty();
+}
+
+/// attention and its gradient for T = float or __nv_bfloat16, through
+/// cuDNN where useCudnn says so (bf16), else the fused kernels where
+/// useFlash says so, else GEMMs. The scores and the
 /// softmax are f32 either way; with bf16 the probabilities (and their
 /// gradient) are rounded to bf16 for the GEMMs that read them, as the fused
 /// kernels round P before P v (their f32 kernels round it to TF32, as
@@ -1901,6 +1937,18 @@ void attention(Kernels *k, const T *qkv, T *out, float *lse, int64_t b,
                int64_t t, int64_t c, int64_t heads) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    shardc::rt::cuda::AttentionShape shape{b, t, c, heads};
+    if (useCudnn(k, shape, {qkv, out, lse})) {
+      size_t lseBytes = lse ? 0 : pieceBytes<float>(b * heads * t);
+      char *work = static_cast<char *>(
+          scratch(k, lseBytes + k->cudnn->forwardWorkspaceBytes(shape)));
+      if (!lse) // cuDNN writes it anyway
+        lse = carve<float>(work, b * heads * t);
+      k->cudnn->forward(shape, qkv, out, lse, work);
+      return;
+    }
+  }
   if (useFlash<T>(k, c, heads, qkv, nullptr)) {
     if (!lse) // the fused kernels write it anyway
       lse = static_cast<float *>(
@@ -1941,6 +1989,14 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, const T *out,
                    int64_t heads) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    shardc::rt::cuda::AttentionShape shape{b, t, c, heads};
+    if (useCudnn(k, shape, {dy, qkv, out, lse, dqkv})) {
+      void *work = scratch(k, k->cudnn->backwardWorkspaceBytes(shape));
+      k->cudnn->backward(shape, dy, qkv, out, lse, dqkv, work);
+      return;
+    }
+  }
   if (useFlash<T>(k, c, heads, qkv, dy)) {
     void *work =
         scratch(k, shardc::rt::cuda::flashBackwardScratchBytes(b, t, c, heads));
@@ -2234,6 +2290,22 @@ int64_t shardc_rt_cuda_kernels_check(shardc_rt_cuda_kernels *k,
 void shardc_rt_cuda_kernels_set_flash_attention(shardc_rt_cuda_kernels *k,
                                                 int on) {
   k->flashAttention = on != 0;
+}
+
+void shardc_rt_cuda_kernels_set_cudnn_attention(shardc_rt_cuda_kernels *k,
+                                                int on) {
+  k->cudnnAttention = on != 0;
+  if (k->cudnnAttention && !k->cudnn)
+    k->cudnn = std::make_unique<shardc::rt::cuda::CudnnAttention>(k->stream);
+}
+
+const char *shardc_rt_cuda_kernels_cudnn_attention_declines(
+    shardc_rt_cuda_kernels *k, int64_t b, int64_t t, int64_t c, int64_t heads) {
+  static const char off[] = "cuDNN attention is off (set_cudnn_attention)";
+  if (!k->cudnnAttention)
+    return off;
+  const std::string &why = k->cudnn->declines({b, t, c, heads});
+  return why.empty() ? nullptr : why.c_str();
 }
 
 void shardc_rt_cuda_kernels_set_gemm_epilogues(shardc_rt_cuda_kernels *k,

@@ -14,7 +14,9 @@
 // the fused (flash) attention kernels, bf16 (names tagged "(flash)" and
 // "(flash: ...)") and f32 on TF32 tensor cores (tagged "(flash tf32"):
 // bench/gpu/run.sh keeps the fused attention (the CUDA default) for its runs
-// only where this test ran to its end with every flash check passed.
+// only where this test ran to its end with every flash check passed; and
+// bf16 attention through cuDNN (tagged "(cudnn)"), which run.sh times only
+// where such checks ran and all passed.
 //
 // The reference is the CPU kernel instantiated for double (the same code as
 // the f32 C ABI, shardc::rt::cpu<double>) run on the same f32 inputs, so
@@ -927,6 +929,50 @@ void testAttentionBf16(shardc_rt_cuda_kernels *k, int64_t b, int64_t t,
               kBf16AttentionTolerance);
 }
 
+/// bf16 attention through cuDNN's fused attention (set_cudnn_attention):
+/// heads of 16 to 128 elements (80: not a power of two), T below, at and
+/// past cuDNN's tiles, up to GPT-2's 1024. A shape cuDNN declines (T = 1, whose
+/// backward it takes for no single row; d = 4), and tensors off the 16-byte
+/// alignment, run as if cuDNN attention were off (the flash kernels, else
+/// GEMMs): tagged
+/// "(cudnn declines)" and "(cudnn: misaligned)". Where cuDNN does not run at
+/// all (not installed; cudasim, which simulates none) one line says so and
+/// nothing is checked: bench/gpu/run.sh times cuDNN's attention only where at
+/// least one "(cudnn)" check ran and every one passed.
+void testCudnnAttention() {
+  shardc_rt_cuda_kernels *k =
+      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+  shardc_rt_cuda_kernels_set_flash_attention(k, 1);
+  shardc_rt_cuda_kernels_set_cudnn_attention(k, 1);
+  if (const char *why =
+          shardc_rt_cuda_kernels_cudnn_attention_declines(k, 1, 64, 64, 1)) {
+    std::printf("note: cuDNN attention not checked: %s\n", why);
+    shardc_rt_cuda_kernels_destroy(k);
+    return;
+  }
+  struct Shape {
+    int64_t b, t, c, heads, offset;
+  };
+  // Each new shape costs cuDNN two plans (kernels compiled by NVRTC): the
+  // misaligned case reuses one.
+  for (Shape s : {Shape{2, 70, 64, 4, 0}, Shape{1, 130, 128, 2, 0},
+                  Shape{2, 64, 256, 2, 0}, Shape{1, 100, 160, 2, 0},
+                  Shape{2, 1024, 128, 2, 0}, Shape{3, 1, 32, 2, 0},
+                  Shape{2, 9, 20, 5, 0}, Shape{1, 130, 128, 2, 1}}) {
+    const char *why = shardc_rt_cuda_kernels_cudnn_attention_declines(
+        k, s.b, s.t, s.c, s.heads);
+    std::string tag = why        ? " (cudnn declines)"
+                      : s.offset ? " (cudnn: misaligned)"
+                                 : " (cudnn)";
+    if (why)
+      std::printf("note: cuDNN declines %s heads %lld: %s\n",
+                  shape({s.b, s.t, s.c}).c_str(),
+                  static_cast<long long>(s.heads), why);
+    testAttentionBf16(k, s.b, s.t, s.c, s.heads, tag.c_str(), s.offset);
+  }
+  shardc_rt_cuda_kernels_destroy(k);
+}
+
 /// AdamW on an f32 master from a bf16 gradient, rounding the value: the
 /// master as the f32 reference from the widened gradient, the value its
 /// rounding, bit for bit.
@@ -1714,6 +1760,7 @@ int main() {
     testAttentionBf16(flash, 1, 70, 128, 2, " (flash: misaligned, GEMMs)", 1);
     shardc_rt_cuda_kernels_destroy(flash);
   }
+  testCudnnAttention();
 
   // TF32: a 10-bit mantissa, so ~5e-4 per product; the sum of 96 products
   // stays within 1e-2 of the tensor's magnitude. Checks that the switch

@@ -24,7 +24,10 @@
 //      attention_grad  b * heads * t floats (the rows' log-sum-exps, where
 //                      the caller passes no lse); for the gradient, the
 //                      deltas (b * heads * t floats) and an f32 dq
-//                      (b * t * c floats);
+//                      (b * t * c floats); with cuDNN attention
+//                      (set_cudnn_attention), for a shape cuDNN takes,
+//                      its plan's workspace, and for the gradient an f32
+//                      dq and the rows' dot(dy, out) besides;
 //      layernorm_grad  2 * rows + 2 * chunks * C floats (per-row stats and
 //                      partial column sums of dweight and dbias);
 //      sum_to          chunks * inner floats when the rows are split;
@@ -41,8 +44,9 @@
 //    test uses it to exercise the chunking); SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG
 //    (non-empty, not 0) prints each new plan to stderr: fused, or why not.
 //  - results are deterministic (same inputs, same bits), except
-//    embedding_grad, which scatter-adds with atomicAdd, and the flash
-//    attention_grad's dq (shardc_rt_cuda_kernels_set_flash_attention).
+//    embedding_grad, which scatter-adds with atomicAdd, and the flash and
+//    cuDNN attention_grad's dq (shardc_rt_cuda_kernels_set_flash_attention,
+//    _set_cudnn_attention).
 //  - ids and targets cannot be checked synchronously. embedding,
 //    embedding_grad, cross_entropy, cross_entropy_grad and
 //    cross_entropy_and_grad check theirs on the device and record the
@@ -286,6 +290,25 @@ void shardc_rt_cuda_cross_entropy_and_grad_f32(
 /// floats).
 void shardc_rt_cuda_kernels_set_flash_attention(shardc_rt_cuda_kernels *k,
                                                 int on);
+
+/// bf16 attention (and its gradient) through cuDNN's fused flash attention
+/// (runtime/cuda/CudnnAttention.h: cuDNN 9's backend graph API, libcudnn
+/// loaded when this first turns it on) where cuDNN takes the shape and
+/// qkv, out, lse, dy and dqkv are 16-byte aligned (C % 8 == 0), instead of
+/// what set_flash_attention says; off until set (the CUDA backend sets it
+/// with SHARDC_ATTENTION=cudnn). A shape's forward and backward are planned
+/// together, by its first call, and one cuDNN declines runs as if this were
+/// off (stderr says why, once per shape). f32 attention is unchanged.
+/// Workspace: the cuDNN plan's (the rows' log-sum-exps too where the
+/// forward's caller passes no lse).
+void shardc_rt_cuda_kernels_set_cudnn_attention(shardc_rt_cuda_kernels *k,
+                                                int on);
+
+/// Null where cuDNN attention is on and cuDNN runs bf16 attention of this
+/// shape (planning it where not yet planned), else why not: off, cuDNN not
+/// loaded, or cuDNN's words on the graph (a string the object owns).
+const char *shardc_rt_cuda_kernels_cudnn_attention_declines(
+    shardc_rt_cuda_kernels *k, int64_t b, int64_t t, int64_t c, int64_t heads);
 
 /// Whether linear, linear_gelu and matmul_gelu_grad fuse their bias, GELU
 /// and GELU-derivative work into the GEMM through cuBLASLt epilogues (on by
