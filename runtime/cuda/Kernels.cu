@@ -1917,7 +1917,7 @@ bool useCudnn(Kernels *k, const shardc::rt::cuda::AttentionShape &shape,
   if (!why.empty() && k->cudnnDeclinedShapes.insert(shape).second)
     std::fprintf(stderr,
                  "shardc: cuDNN attention declines bf16 b=%lld t=%lld "
-                 "c=%lld heads=%lld (%s): the flash kernels run it\n",
+                 "c=%lld heads=%lld (%s): it runs as without cuDNN\n",
                  static_cast<long long>(shape.b),
                  static_cast<long long>(shape.t),
                  static_cast<long long>(shape.c),
