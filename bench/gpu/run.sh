@@ -497,13 +497,15 @@ lib_dirs_for() { # prints directories to put in front, "a:b:" (may be empty)
     done
     [ "$added" = 0 ] && break
   done
-  # cuDNN, which the runtime loads itself (ldd does not list it): where
-  # neither the loader nor CUDA's directories have it, PyTorch's wheel's.
-  if ! ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9 ' &&
-    [ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ] && [ ! -e /usr/local/cuda/lib/libcudnn.so.9 ]; then
+  # cuDNN, which the runtime loads itself (ldd does not list it; its own
+  # sub-libraries are loaded by name too): where the loader's cache lacks
+  # it, CUDA's directory with it, else PyTorch's wheel's.
+  if ! ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9 '; then
     find_py_lib_dirs
-    for dir in $PY_LIB_DIRS; do
-      [ -e "$dir/libcudnn.so.9" ] && { extra="$dir:$extra"; break; }
+    for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib $PY_LIB_DIRS; do
+      [ -e "$dir/libcudnn.so.9" ] || continue
+      case ":$extra" in *":$dir:"*) ;; *) extra="$dir:$extra" ;; esac
+      break
     done
   fi
   echo "$extra"

@@ -1,5 +1,4 @@
-//===- AttentionGraph.h - Causal attention as operation graphs ---*- C++
-//-*-===//
+//===- AttentionGraph.h - Causal attention as operation graphs --*- C++ -*-===//
 //
 // The forward and backward of causal multi-head attention of bf16 qkv
 // (shardc_rt/Kernels.h's layout: qkv[b, t, 3c], out[b, t, c], lse[b, heads,

@@ -1,5 +1,4 @@
-//===- CudnnAttention.h - Causal attention through cuDNN's fused SDPA -*- C++
-//-*-===//
+//===- CudnnAttention.h - Attention through cuDNN's fused SDPA --*- C++ -*-===//
 //
 // Causal multi-head attention of bf16 qkv (shardc_rt/Kernels.h's layout:
 // qkv[b, t, 3c], out[b, t, c], lse[b, heads, t]) through cuDNN 9's fused

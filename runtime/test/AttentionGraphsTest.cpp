@@ -1,5 +1,4 @@
-//===- AttentionGraphsTest.cpp - The cuDNN attention graphs, run on the CPU
-//===//
+//===- AttentionGraphsTest.cpp - The cuDNN graphs, run on the CPU ---------===//
 //
 // Runs runtime/cuda/AttentionGraph.h's forward and backward graphs, the
 // data CudnnAttention hands cuDNN, through an evaluator of their operations
