@@ -318,7 +318,8 @@ def cmd_kernels(args):
     print("|---|---|---|---|---|---|")
     for kernel, (shape, ms, rest) in ours.items():
         share = rest[0] + " of " + " ".join(rest[1:]) if rest else ""
-        # "attention (cudnn)" beside PyTorch's "attention" too
+        # a variant row ("attention (cudnn)") beside PyTorch's row of the
+        # name before its parenthesis, where PyTorch has one
         torch = theirs.get(kernel) or theirs.get(kernel.split(" (")[0])
         print("| %s | %s | %.3f | %s | %s | %s |" % (
             kernel, shape, ms, share,

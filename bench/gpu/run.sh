@@ -497,10 +497,12 @@ lib_dirs_for() { # prints directories to put in front, "a:b:" (may be empty)
     done
     [ "$added" = 0 ] && break
   done
-  # cuDNN, which the runtime loads itself (ldd does not list it; its own
-  # sub-libraries are loaded by name too): where the loader's cache lacks
-  # it, CUDA's directory with it, else PyTorch's wheel's.
-  if ! ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9 '; then
+  # cuDNN, which the runtime loads itself (ldd does not list it): where the
+  # loader's cache lacks it, CUDA's directory with it, else PyTorch's
+  # wheel's (the runtime declines a cuDNN older than its graphs need).
+  # grep reads all of ldconfig's output: -q would stop early, and pipefail
+  # would take the SIGPIPE for a miss.
+  if ! ldconfig -p 2>/dev/null | grep 'libcudnn\.so\.9 ' >/dev/null; then
     find_py_lib_dirs
     for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib $PY_LIB_DIRS; do
       [ -e "$dir/libcudnn.so.9" ] || continue
@@ -631,14 +633,14 @@ gate_epilogues() {
 # is exported for every later run, the GPU against the CPU check included.
 # Where the kernel test did not run (PHASES without check), a setting the
 # caller made stands; without one, gemm.
-flash_checks_passed() { # flash_checks_passed OK_RE FAIL_RE
+checks_passed() { # checks_passed OK_RE FAIL_RE: some OK_RE line, no FAIL_RE one
   local kt="$WORK/logs/cudakernels.out"
   grep -q "$1" "$kt" 2>/dev/null && ! grep -q "$2" "$kt"
 }
 all_flash_checks_passed() {
   kernel_test_finished &&
-    flash_checks_passed '^ok .*(flash)' '^FAIL.*(flash[):]' &&
-    flash_checks_passed '^ok .*(flash tf32)' '^FAIL.*(flash tf32'
+    checks_passed '^ok .*(flash)' '^FAIL.*(flash[):]' &&
+    checks_passed '^ok .*(flash tf32)' '^FAIL.*(flash tf32'
 }
 # cuDNN's fused attention (bf16; SHARDC_ATTENTION=cudnn) goes further: the
 # runs below use it where the flash checks passed (its fallback) and the
@@ -648,7 +650,7 @@ gate_attention() {
   local kt="$WORK/logs/cudakernels.out" why
   gate_unchecked "attention" SHARDC_ATTENTION flash && return 0
   if all_flash_checks_passed && [ "${SHARDC_ATTENTION:-cudnn}" = cudnn ]; then
-    if flash_checks_passed '^ok .*(cudnn)' '^FAIL.*(cudnn'; then
+    if checks_passed '^ok .*(cudnn)' '^FAIL.*(cudnn'; then
       export SHARDC_ATTENTION=cudnn
       record "attention" "cudnn for the runs below (bf16 through cuDNN's fused attention, the flash kernels elsewhere: the kernel test's flash and cudnn checks passed)"
     else

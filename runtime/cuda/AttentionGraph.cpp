@@ -195,9 +195,32 @@ AttentionGraph attentionBackwardGraph(const AttentionShape &shape) {
   return g.graph;
 }
 
-float attentionScale(const AttentionShape &s) {
-  return static_cast<float>(1.0 /
-                            std::sqrt(static_cast<double>(s.c / s.heads)));
+std::vector<AttentionBinding>
+attentionForwardBindings(const AttentionShape &s) {
+  using Buffer = AttentionBinding::Buffer;
+  float scale =
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.c / s.heads)));
+  return {{kQ, Buffer::Qkv, 0, 0},
+          {kK, Buffer::Qkv, s.c, 0},
+          {kV, Buffer::Qkv, 2 * s.c, 0},
+          {kO, Buffer::Out, 0, 0},
+          {kStats, Buffer::Lse, 0, 0},
+          {kScale, Buffer::Scalar, 0, scale},
+          {kNegativeInfinity, Buffer::Scalar, 0, -INFINITY}};
+}
+
+std::vector<AttentionBinding>
+attentionBackwardBindings(const AttentionShape &s) {
+  using Buffer = AttentionBinding::Buffer;
+  std::vector<AttentionBinding> bindings = attentionForwardBindings(s);
+  bindings.insert(bindings.begin() + 5, {{kDO, Buffer::Dy, 0, 0},
+                                         {kDQ, Buffer::Dqkv, 0, 0},
+                                         {kDK, Buffer::Dqkv, s.c, 0},
+                                         {kDV, Buffer::Dqkv, 2 * s.c, 0}});
+  bindings.push_back({kOne, Buffer::Scalar, 0, 1.0f});
+  bindings.push_back({kRowDots, Buffer::RowDots, 0, 0});
+  bindings.push_back({kDqAccumulator, Buffer::DqAccumulator, 0, 0});
+  return bindings;
 }
 
 size_t attentionDqAccumulatorBytes(const AttentionShape &s) {

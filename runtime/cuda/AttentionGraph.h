@@ -8,7 +8,8 @@
 // the scores q k^T, their scale, the mask, the softmax with its log-sum-exps,
 // P v; the backward likewise. cuDNN's fused attention engines match each
 // graph as a whole (CudnnAttention.h hands them over); a CPU evaluator of
-// the same data checks what they compute (runtime/test/CudnnGraphsTest.cpp).
+// the same data checks what they compute
+// (runtime/test/AttentionGraphsTest.cpp).
 //
 // Plain data, no cuDNN: tensors by uid (their dimensions, strides in
 // elements, type, and whether the caller binds them), operations in order.
@@ -113,8 +114,25 @@ AttentionGraph attentionForwardGraph(const AttentionShape &shape);
 /// dq = dS k through an f32 accumulator; v bound as v^T.
 AttentionGraph attentionBackwardGraph(const AttentionShape &shape);
 
-/// The scalar kScale binds: 1 / sqrt(d).
-float attentionScale(const AttentionShape &shape);
+/// Where each tensor a graph binds lies: in which of the caller's tensors
+/// (qkv[b, t, 3c], out and dy [b, t, c], lse [b, heads, t], dqkv; the
+/// backward's workspace pieces) and how many elements in, or for a scalar
+/// its value.
+struct AttentionBinding {
+  enum class Buffer { Qkv, Out, Lse, Dy, Dqkv, DqAccumulator, RowDots, Scalar };
+  int64_t uid;
+  Buffer buffer;
+  int64_t offset;
+  float value;
+};
+
+/// The forward's bindings (qkv, out, lse, the scale and -infinity) and the
+/// backward's (those and dy, dqkv, 1, the workspace's two tensors), in
+/// uid order.
+std::vector<AttentionBinding>
+attentionForwardBindings(const AttentionShape &shape);
+std::vector<AttentionBinding>
+attentionBackwardBindings(const AttentionShape &shape);
 
 /// The backward's own workspace ahead of cuDNN's: dq's f32 accumulator
 /// ([b, heads, t, d], packed), then the rows' dot(do, o) ([b, heads, t]),

@@ -3,7 +3,9 @@
 // AttentionGraph.h's graphs as cuDNN backend descriptors: each tensor and
 // operation of the data, one for one, then the operation graph, cuDNN's
 // heuristics and the first execution plan that builds. cuDNN's own headers
-// (cudnn_graph.h) give the types; the library is loaded at run time.
+// (cudnn_graph.h) give the types; the library is loaded at run time. Built
+// where those headers are and the device is real (else
+// CudnnUnavailable.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <type_traits>
 #include <vector>
 
 namespace shardc::rt::cuda {
@@ -74,10 +77,6 @@ using Library = CudnnAttention::Library;
 /// library directory this runtime was built against) and resolves the entry
 /// points; an empty string on success, else why it failed.
 std::string load(Library &lib) {
-#ifdef SHARDC_CUDASIM
-  (void)lib;
-  return "cudasim simulates no cuDNN";
-#else
   const char *names[] = {"libcudnn.so.9",
 #ifdef SHARDC_CUDA_LIBRARY_DIR
                          SHARDC_CUDA_LIBRARY_DIR "/libcudnn.so.9"
@@ -113,12 +112,17 @@ std::string load(Library &lib) {
   resolve(lib.execute, "cudnnBackendExecute");
   if (missing)
     return "cuDNN loaded, but without the backend API of cuDNN 9";
-  // The graphs need cuDNN 9's fused attention engines; 9.x's ABI is stable.
+  // The graphs are those cudnn-frontend builds from cuDNN 9.16 on: before
+  // it, it zeroes dq's accumulator itself (below 9.6), masks with the
+  // lowest float (below 9.10), refuses the backward (9.10.0, 9.10.1) or
+  // pads T to 128 (up to 9.15). 9.x's ABI is stable.
   size_t version = lib.getVersion();
-  if (version < 90000)
-    return "cuDNN " + std::to_string(version) + " is older than 9.0";
+  if (version < 91600)
+    return "cuDNN " + std::to_string(version / 10000) + "." +
+           std::to_string(version / 100 % 100) + "." +
+           std::to_string(version % 100) +
+           ": the attention graphs need 9.16 or later";
   return "";
-#endif
 }
 
 } // namespace
@@ -241,27 +245,40 @@ public:
   int64_t engineCount() const { return engines; }
 
   /// Runs the plan on the handle's stream with `pointers` bound to `uids`
-  /// (a by-value tensor's pointer is its host value's); cuDNN failing here
-  /// is not recoverable, as a CUDA call failing inside a kernel library.
-  void execute(cudnnHandle_t cudnn, const std::vector<int64_t> &uids,
-               const std::vector<void *> &pointers, void *workspaceData) const {
+  /// (a by-value tensor's pointer is its host value's): empty, else what
+  /// cuDNN refused (the variant pack, or the execution).
+  std::string execute(cudnnHandle_t cudnn, const std::vector<int64_t> &uids,
+                      const std::vector<void *> &pointers,
+                      void *workspaceData) const {
+    if (!executionPlan)
+      return "no execution plan (planned for device properties only)";
     cudnnBackendDescriptor_t pack = nullptr;
-    fatal(lib.createDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack),
-          "variant pack");
-    fatal(lib.setAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
-                           CUDNN_TYPE_INT64, static_cast<int64_t>(uids.size()),
-                           uids.data()),
-          "variant pack's uids");
-    fatal(lib.setAttribute(
-              pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
-              static_cast<int64_t>(pointers.size()), pointers.data()),
-          "variant pack's pointers");
-    fatal(lib.setAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
-                           CUDNN_TYPE_VOID_PTR, 1, &workspaceData),
-          "variant pack's workspace");
-    fatal(lib.finalize(pack), "variant pack");
-    fatal(lib.execute(cudnn, executionPlan, pack), "cudnnBackendExecute");
-    lib.destroyDescriptor(pack);
+    cudnnStatus_t status =
+        lib.createDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
+    const char *step = "variant pack";
+    if (status == CUDNN_STATUS_SUCCESS)
+      status = lib.setAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
+                                CUDNN_TYPE_INT64,
+                                static_cast<int64_t>(uids.size()), uids.data());
+    if (status == CUDNN_STATUS_SUCCESS)
+      status = lib.setAttribute(
+          pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+          static_cast<int64_t>(pointers.size()), pointers.data());
+    if (status == CUDNN_STATUS_SUCCESS)
+      status = lib.setAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                CUDNN_TYPE_VOID_PTR, 1, &workspaceData);
+    if (status == CUDNN_STATUS_SUCCESS)
+      status = lib.finalize(pack);
+    if (status == CUDNN_STATUS_SUCCESS) {
+      step = "cudnnBackendExecute";
+      status = lib.execute(cudnn, executionPlan, pack);
+    }
+    std::string why = status == CUDNN_STATUS_SUCCESS
+                          ? ""
+                          : std::string(step) + ": " + lib.describe(status);
+    if (pack)
+      lib.destroyDescriptor(pack);
+    return why;
   }
 
   size_t workspaceBytes() const { return workspace; }
@@ -317,9 +334,15 @@ private:
       return CUDNN_POINTWISE_CMP_GE;
     case Mode::Select:
       return CUDNN_POINTWISE_BINARY_SELECT;
-    default:
+    case Mode::Identity:
       return CUDNN_POINTWISE_IDENTITY;
+    case Mode::None:
+    case Mode::Max:
+    case Mode::Sum:
+      break;
     }
+    std::abort(); // a reduction's mode on a pointwise operation: a bug in
+                  // AttentionGraph.cpp's data
   }
 
   /// A tensor the caller binds by uid (16-byte aligned, as the frontend
@@ -451,14 +474,6 @@ private:
       failure = what + ": " + lib.describe(status);
     return false;
   }
-
-  void fatal(cudnnStatus_t status, const char *what) const {
-    if (status == CUDNN_STATUS_SUCCESS)
-      return;
-    std::fprintf(stderr, "shardc: cuDNN error: attention: %s: %s\n", what,
-                 lib.describe(status).c_str());
-    std::abort();
-  }
 };
 
 } // namespace
@@ -501,9 +516,9 @@ CudnnAttention::CudnnAttention(const DeviceProperties &device)
     unavailable = "cuDNN's device properties: " + lib.describe(status);
 }
 
-CudnnAttention::~CudnnAttention() {
-  plans.clear(); // the descriptors before the library that destroys them
-}
+// plans (the descriptors) go before library (what destroys them): declared
+// after it.
+CudnnAttention::~CudnnAttention() = default;
 
 size_t CudnnAttention::version() const {
   return unavailable.empty() ? library->getVersion() : 0;
@@ -521,6 +536,12 @@ CudnnAttention::Plans &CudnnAttention::plansFor(const AttentionShape &shape) {
   }
   if (shape.heads <= 0 || shape.c % shape.heads != 0) {
     p.declined = "heads do not divide the channels";
+    return p;
+  }
+  // cudnn-frontend refuses the backward of a single query and key.
+  if (shape.t < 2) {
+    p.declined = "T = 1: cuDNN's fused attention backward takes no single "
+                 "query and key";
     return p;
   }
   // cuDNN's support surface on sm_90 (cudnn-frontend's
@@ -558,42 +579,102 @@ CudnnAttention::engineCounts(const AttentionShape &shape) {
 }
 
 size_t CudnnAttention::forwardWorkspaceBytes(const AttentionShape &shape) {
-  return plansFor(shape).forward->workspaceBytes();
+  Plans &p = plansFor(shape);
+  return p.declined.empty() ? p.forward->workspaceBytes() : 0;
 }
 
 size_t CudnnAttention::backwardWorkspaceBytes(const AttentionShape &shape) {
-  return attentionDqAccumulatorBytes(shape) + attentionRowDotsBytes(shape) +
-         plansFor(shape).backward->workspaceBytes();
+  Plans &p = plansFor(shape);
+  return p.declined.empty()
+             ? attentionDqAccumulatorBytes(shape) +
+                   attentionRowDotsBytes(shape) + p.backward->workspaceBytes()
+             : 0;
 }
 
-void CudnnAttention::forward(const AttentionShape &shape,
+namespace {
+
+/// The tensors a call binds; null where the graph has none.
+struct Tensors {
+  const void *qkv, *out, *lse, *dy, *dqkv, *dqAccumulator, *rowDots;
+};
+
+/// Runs `graph` with `bindings` (AttentionGraph.h's: which tensor, how far
+/// in) over `tensors`; empty, else what cuDNN refused.
+std::string run(const Graph &graph, cudnnHandle_t cudnn,
+                const std::vector<AttentionBinding> &bindings,
+                const Tensors &tensors, void *workspace) {
+  using Buffer = AttentionBinding::Buffer;
+  std::vector<int64_t> uids;
+  std::vector<void *> pointers;
+  for (const AttentionBinding &b : bindings) {
+    const void *base = nullptr;
+    size_t element = 2; // bf16, but for the f32 tensors below
+    switch (b.buffer) {
+    case Buffer::Qkv:
+      base = tensors.qkv;
+      break;
+    case Buffer::Out:
+      base = tensors.out;
+      break;
+    case Buffer::Dy:
+      base = tensors.dy;
+      break;
+    case Buffer::Dqkv:
+      base = tensors.dqkv;
+      break;
+    case Buffer::Lse:
+      base = tensors.lse, element = 4;
+      break;
+    case Buffer::DqAccumulator:
+      base = tensors.dqAccumulator, element = 4;
+      break;
+    case Buffer::RowDots:
+      base = tensors.rowDots, element = 4;
+      break;
+    case Buffer::Scalar: // by value: its host address
+      base = &b.value, element = 0;
+      break;
+    }
+    uids.push_back(b.uid);
+    pointers.push_back(const_cast<char *>(static_cast<const char *>(base)) +
+                       b.offset * static_cast<int64_t>(element));
+  }
+  return graph.execute(cudnn, uids, pointers, workspace);
+}
+
+} // namespace
+
+bool CudnnAttention::forward(const AttentionShape &shape,
                              const __nv_bfloat16 *qkv, __nv_bfloat16 *out,
                              float *lse, void *workspace) {
-  float scale = attentionScale(shape), negInfinity = -INFINITY;
-  auto *q = const_cast<__nv_bfloat16 *>(qkv);
-  plansFor(shape).forward->execute(
-      library->cudnn, {kQ, kK, kV, kO, kStats, kScale, kNegativeInfinity},
-      {q, q + shape.c, q + 2 * shape.c, out, lse, &scale, &negInfinity},
-      workspace);
+  Plans &p = plansFor(shape);
+  if (!p.declined.empty())
+    return false;
+  std::string why =
+      run(*p.forward, library->cudnn, attentionForwardBindings(shape),
+          {qkv, out, lse, nullptr, nullptr, nullptr, nullptr}, workspace);
+  if (!why.empty())
+    p.declined = "forward: " + why;
+  return why.empty();
 }
 
-void CudnnAttention::backward(const AttentionShape &shape,
+bool CudnnAttention::backward(const AttentionShape &shape,
                               const __nv_bfloat16 *dy, const __nv_bfloat16 *qkv,
                               const __nv_bfloat16 *out, const float *lse,
                               __nv_bfloat16 *dqkv, void *workspace) {
-  float scale = attentionScale(shape), negInfinity = -INFINITY, one = 1.0f;
-  auto *q = const_cast<__nv_bfloat16 *>(qkv);
+  Plans &p = plansFor(shape);
+  if (!p.declined.empty())
+    return false;
+  // The workspace: dq's accumulator, the rows' dot(do, o), then cuDNN's.
   char *dqAccumulator = static_cast<char *>(workspace);
   char *rowDots = dqAccumulator + attentionDqAccumulatorBytes(shape);
-  plansFor(shape).backward->execute(
-      library->cudnn,
-      {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kScale, kNegativeInfinity,
-       kOne, kRowDots, kDqAccumulator},
-      {q, q + shape.c, q + 2 * shape.c, const_cast<__nv_bfloat16 *>(out),
-       const_cast<__nv_bfloat16 *>(dy), const_cast<float *>(lse), dqkv,
-       dqkv + shape.c, dqkv + 2 * shape.c, &scale, &negInfinity, &one, rowDots,
-       dqAccumulator},
-      rowDots + attentionRowDotsBytes(shape));
+  std::string why =
+      run(*p.backward, library->cudnn, attentionBackwardBindings(shape),
+          {qkv, out, lse, dy, dqkv, dqAccumulator, rowDots},
+          rowDots + attentionRowDotsBytes(shape));
+  if (!why.empty())
+    p.declined = "backward: " + why;
+  return why.empty();
 }
 
 } // namespace shardc::rt::cuda

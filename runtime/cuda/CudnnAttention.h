@@ -7,16 +7,18 @@
 // backend descriptors, the engine cuDNN's heuristics rank first that takes
 // each, and its execution plan, kept for the shape's later calls.
 //
-// cuDNN is loaded when an object is made (dlopen of libcudnn.so.9), so an
-// executable runs where cuDNN is not installed: the object then declines
-// every shape, and says why, as it does for a shape no engine takes. The
-// caller runs its own kernels there. Forward and backward are planned
-// together: a shape cuDNN takes runs both there, so the backward reads the
-// forward's lse as cuDNN wrote it (the same rows, [b, heads, t], natural
-// log, as runtime/cuda/FlashAttention.h's).
+// cuDNN is loaded when an object is made (dlopen of libcudnn.so.9, 9.16
+// or later), so an executable runs where cuDNN is not installed: the object
+// then declines every shape, and says why, as it does for a shape no engine
+// takes. The caller runs its own kernels there. A shape's forward and
+// backward are planned together, by its first call, and a call cuDNN fails
+// at run time declines the shape from then on. The lse cuDNN's forward
+// writes is the other kernels' ([b, heads, t], the natural log-sum-exp of
+// the scaled scores), so a backward may read one any forward wrote.
 //
-// cudasim (runtime/cudasim) simulates no cuDNN: built there, every shape is
-// declined.
+// CudnnAttention.cpp holds the class where cuDNN is; CudnnUnavailable.cpp
+// where it cannot be (cudasim, which simulates none, and a toolkit without
+// cuDNN's headers), declining every shape.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,14 +68,15 @@ public:
   size_t backwardWorkspaceBytes(const AttentionShape &shape);
 
   /// out and lse (the scaled scores' log-sum-exp per row) of qkv, on the
-  /// stream; only for a shape declines() is empty for. qkv, out, lse and
-  /// workspace 16-byte aligned.
-  void forward(const AttentionShape &shape, const __nv_bfloat16 *qkv,
+  /// stream, for a shape declines() is empty for; qkv, out, lse and
+  /// workspace 16-byte aligned. False where cuDNN refused the call (nothing
+  /// written; the shape is declined from then on, with cuDNN's words).
+  bool forward(const AttentionShape &shape, const __nv_bfloat16 *qkv,
                __nv_bfloat16 *out, float *lse, void *workspace);
 
   /// dqkv from dy and the forward's qkv, out and lse, on the stream; as
-  /// forward, for a shape cuDNN takes.
-  void backward(const AttentionShape &shape, const __nv_bfloat16 *dy,
+  /// forward.
+  bool backward(const AttentionShape &shape, const __nv_bfloat16 *dy,
                 const __nv_bfloat16 *qkv, const __nv_bfloat16 *out,
                 const float *lse, __nv_bfloat16 *dqkv, void *workspace);
 
@@ -84,6 +87,8 @@ public:
   /// The loaded cuDNN's version (cudnnGetVersion, e.g. 91900), 0 where none.
   size_t version() const;
 
+  // Defined in the implementation file (CudnnAttention.cpp's anonymous
+  // namespace uses them).
   struct Library;
   struct Plans;
 

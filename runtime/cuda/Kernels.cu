@@ -77,6 +77,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -1901,11 +1902,24 @@ bool useFlash(const Kernels *k, int64_t c, int64_t heads, const T *qkv,
   return shardc::rt::cuda::flashAttentionTakes<T>(c / heads, qkv, dy);
 }
 
+/// Says on stderr, once per shape, why cuDNN declines it (planning, or its
+/// first call that cuDNN refused).
+void sayCudnnDeclines(Kernels *k, const shardc::rt::cuda::AttentionShape &s) {
+  if (!k->cudnnDeclinedShapes.insert(s).second)
+    return;
+  std::fprintf(stderr,
+               "shardc: cuDNN attention declines bf16 b=%lld t=%lld c=%lld "
+               "heads=%lld (%s): the flash kernels (else GEMMs) run it\n",
+               static_cast<long long>(s.b), static_cast<long long>(s.t),
+               static_cast<long long>(s.c), static_cast<long long>(s.heads),
+               k->cudnn->declines(s).c_str());
+}
+
 /// Whether bf16 attention of this shape runs through cuDNN: switched on
-/// (set_cudnn_attention), cuDNN takes the shape (said on stderr, once per
-/// shape, where it does not), and the tensors 16-byte aligned as the
-/// graphs declare them (a null one: the forward's lse where the caller
-/// passes none, which the workspace holds).
+/// (set_cudnn_attention), cuDNN takes the shape (sayCudnnDeclines where it
+/// does not), and the tensors 16-byte aligned as the graphs declare them (a
+/// null one: the forward's lse where the caller passes none, which the
+/// workspace holds).
 bool useCudnn(Kernels *k, const shardc::rt::cuda::AttentionShape &shape,
               std::initializer_list<const void *> tensors) {
   if (!k->cudnnAttention)
@@ -1913,16 +1927,10 @@ bool useCudnn(Kernels *k, const shardc::rt::cuda::AttentionShape &shape,
   for (const void *tensor : tensors)
     if (tensor && !shardc::rt::cuda::isChunkAligned(tensor))
       return false;
-  const std::string &why = k->cudnn->declines(shape);
-  if (!why.empty() && k->cudnnDeclinedShapes.insert(shape).second)
-    std::fprintf(stderr,
-                 "shardc: cuDNN attention declines bf16 b=%lld t=%lld "
-                 "c=%lld heads=%lld (%s): it runs as without cuDNN\n",
-                 static_cast<long long>(shape.b),
-                 static_cast<long long>(shape.t),
-                 static_cast<long long>(shape.c),
-                 static_cast<long long>(shape.heads), why.c_str());
-  return why.empty();
+  if (k->cudnn->declines(shape).empty())
+    return true;
+  sayCudnnDeclines(k, shape);
+  return false;
 }
 
 /// attention and its gradient for T = float or __nv_bfloat16, through
@@ -1943,10 +1951,12 @@ void attention(Kernels *k, const T *qkv, T *out, float *lse, int64_t b,
       size_t lseBytes = lse ? 0 : pieceBytes<float>(b * heads * t);
       char *work = static_cast<char *>(
           scratch(k, lseBytes + k->cudnn->forwardWorkspaceBytes(shape)));
-      if (!lse) // cuDNN writes it anyway
-        lse = carve<float>(work, b * heads * t);
-      k->cudnn->forward(shape, qkv, out, lse, work);
-      return;
+      // cuDNN writes the rows' lse anyway: where the caller passes none,
+      // into the workspace.
+      float *rows = lse ? lse : carve<float>(work, b * heads * t);
+      if (k->cudnn->forward(shape, qkv, out, rows, work))
+        return;
+      sayCudnnDeclines(k, shape); // refused at run time: as without cuDNN
     }
   }
   if (useFlash<T>(k, c, heads, qkv, nullptr)) {
@@ -1980,9 +1990,10 @@ void attention(Kernels *k, const T *qkv, T *out, float *lse, int64_t b,
     }
 }
 
-/// The fused kernels take the forward's out and lse; the GEMMs recompute
-/// the probabilities (and read neither), which gives the same bits every
-/// run.
+/// cuDNN and the fused kernels take the forward's out and lse (which every
+/// forward path writes alike: the rows' natural log-sum-exp of the scaled
+/// scores, [b, heads, t]); the GEMMs recompute the probabilities (and read
+/// neither), which gives the same bits every run.
 template <typename T>
 void attentionGrad(Kernels *k, const T *dy, const T *qkv, const T *out,
                    const float *lse, T *dqkv, int64_t b, int64_t t, int64_t c,
@@ -1993,8 +2004,9 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, const T *out,
     shardc::rt::cuda::AttentionShape shape{b, t, c, heads};
     if (useCudnn(k, shape, {dy, qkv, out, lse, dqkv})) {
       void *work = scratch(k, k->cudnn->backwardWorkspaceBytes(shape));
-      k->cudnn->backward(shape, dy, qkv, out, lse, dqkv, work);
-      return;
+      if (k->cudnn->backward(shape, dy, qkv, out, lse, dqkv, work))
+        return;
+      sayCudnnDeclines(k, shape);
     }
   }
   if (useFlash<T>(k, c, heads, qkv, dy)) {

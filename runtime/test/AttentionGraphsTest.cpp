@@ -3,9 +3,9 @@
 // Runs runtime/cuda/AttentionGraph.h's forward and backward graphs, the
 // data CudnnAttention hands cuDNN, through an evaluator of their operations
 // (exact: doubles, no rounding to the tensors' types), on random qkv and dy
-// bound as CudnnAttention binds them, and compares out, the stats (lse),
-// dq, dk and dv with the CPU kernels' (shardc::rt::cpu::attention and
-// attentionGrad for double). A wrong operation, operand, mask, stride or
+// bound by the bindings CudnnAttention binds them by, and compares out, the
+// stats (lse), dq, dk and dv with the CPU kernels' (shardc::rt::cpu::attention
+// and attentionGrad for double). A wrong operation, operand, mask, stride or
 // transpose in a graph is off by O(1) here, where cuDNN's heuristics take
 // such graphs as well (cuDNN compiles the pointwise operations as they are
 // written); whether cuDNN's kernels compute what the graphs say, the GPU
@@ -34,12 +34,12 @@ using namespace shardc::rt::cuda;
 namespace {
 
 using Graph = AttentionGraph;
-using Buffer = std::shared_ptr<std::vector<double>>;
+using Memory = std::shared_ptr<std::vector<double>>;
 
 /// A tensor's elements: its memory, where element 0 lies in it, and whether
 /// an operation (or the caller) has written it.
 struct View {
-  Buffer memory;
+  Memory memory;
   int64_t base = 0;
   bool written = false;
 };
@@ -48,17 +48,18 @@ struct View {
 /// `error` names the first operation that read a tensor nothing wrote.
 class Evaluator {
 public:
-  explicit Evaluator(const Graph &graph) : graph(graph) {}
+  explicit Evaluator(Graph graph) : graph(std::move(graph)) {}
 
-  void bind(int64_t uid, Buffer memory, int64_t base) {
-    views[uid] = {std::move(memory), base, true};
-  }
-  void bindScalar(int64_t uid, double value) {
-    bind(uid, std::make_shared<std::vector<double>>(1, value), 0);
-  }
-  /// A tensor the graph writes into the caller's memory (an output).
-  void bindOutput(int64_t uid, Buffer memory, int64_t base) {
-    views[uid] = {std::move(memory), base, false};
+  /// Each binding's tensor at its offset into its memory (a scalar: its
+  /// value). Bound tensors count as written: an output the graph never
+  /// writes keeps the NaNs it starts with.
+  void bindAll(const std::vector<AttentionBinding> &bindings,
+               const std::map<AttentionBinding::Buffer, Memory> &memories) {
+    for (const AttentionBinding &b : bindings)
+      views[b.uid] =
+          b.buffer == AttentionBinding::Buffer::Scalar
+              ? View{std::make_shared<std::vector<double>>(1, b.value), 0, true}
+              : View{memories.at(b.buffer), b.offset, true};
   }
 
   std::string run() {
@@ -96,7 +97,7 @@ public:
 
 private:
   using Index = std::array<int64_t, 4>;
-  const Graph &graph;
+  Graph graph;
   std::map<int64_t, View> views;
 
   static size_t span(const Graph::Tensor &t) {
@@ -227,7 +228,7 @@ void check(const AttentionShape &s) {
   std::string name = "b " + std::to_string(b) + " t " + std::to_string(t) +
                      " c " + std::to_string(c) + " heads " +
                      std::to_string(heads);
-  Buffer qkv = random(b * t * 3 * c), dy = random(b * t * c);
+  Memory qkv = random(b * t * 3 * c), dy = random(b * t * c);
   std::vector<double> out(b * t * c), lse(b * heads * t), dqkv(b * t * 3 * c);
   shardc::rt::cpu::attention<double>(qkv->data(), out.data(), lse.data(), b, t,
                                      c, heads);
@@ -235,50 +236,34 @@ void check(const AttentionShape &s) {
                                          lse.data(), dqkv.data(), b, t, c,
                                          heads);
 
-  // The forward, bound as CudnnAttention::forward binds it.
-  Graph forward = attentionForwardGraph(s);
-  Evaluator f(forward);
-  auto gotOut = std::make_shared<std::vector<double>>(b * t * c, NAN);
-  auto gotLse = std::make_shared<std::vector<double>>(b * heads * t, NAN);
-  f.bind(kQ, qkv, 0);
-  f.bind(kK, qkv, c);
-  f.bind(kV, qkv, 2 * c);
-  f.bindOutput(kO, gotOut, 0);
-  f.bindOutput(kStats, gotLse, 0);
-  f.bindScalar(kScale, attentionScale(s));
-  f.bindScalar(kNegativeInfinity, -INFINITY);
+  // Each graph bound by its bindings, as CudnnAttention binds it; the
+  // backward from the reference's out and lse, its two f32 workspace
+  // tensors in memory of their own.
+  using Buffer = AttentionBinding::Buffer;
+  auto nans = [](int64_t n) {
+    return std::make_shared<std::vector<double>>(n, NAN);
+  };
+  std::map<Buffer, Memory> memories = {{Buffer::Qkv, qkv},
+                                       {Buffer::Out, nans(b * t * c)},
+                                       {Buffer::Lse, nans(b * heads * t)},
+                                       {Buffer::Dy, dy},
+                                       {Buffer::Dqkv, nans(b * t * 3 * c)},
+                                       {Buffer::DqAccumulator, nans(b * t * c)},
+                                       {Buffer::RowDots, nans(b * heads * t)}};
+  Evaluator f(attentionForwardGraph(s));
+  f.bindAll(attentionForwardBindings(s), memories);
   std::string error = f.run();
   report(error.empty(), "forward graph runs " + name, error);
-  compare("forward graph's out " + name, *gotOut, out);
-  compare("forward graph's stats (lse) " + name, *gotLse, lse);
+  compare("forward graph's out " + name, *memories[Buffer::Out], out);
+  compare("forward graph's stats (lse) " + name, *memories[Buffer::Lse], lse);
 
-  // The backward, from the reference's out and lse, as
-  // CudnnAttention::backward binds it (its two f32 tensors are the
-  // workspace's: here memory of their own).
-  Graph backward = attentionBackwardGraph(s);
-  Evaluator g(backward);
-  auto outBuffer = std::make_shared<std::vector<double>>(out);
-  auto lseBuffer = std::make_shared<std::vector<double>>(lse);
-  auto gotDqkv = std::make_shared<std::vector<double>>(b * t * 3 * c, NAN);
-  g.bind(kQ, qkv, 0);
-  g.bind(kK, qkv, c);
-  g.bind(kV, qkv, 2 * c);
-  g.bind(kO, outBuffer, 0);
-  g.bind(kDO, dy, 0);
-  g.bind(kStats, lseBuffer, 0);
-  g.bindOutput(kDQ, gotDqkv, 0);
-  g.bindOutput(kDK, gotDqkv, c);
-  g.bindOutput(kDV, gotDqkv, 2 * c);
-  g.bindScalar(kScale, attentionScale(s));
-  g.bindScalar(kNegativeInfinity, -INFINITY);
-  g.bindScalar(kOne, 1.0);
-  g.bindOutput(kRowDots,
-               std::make_shared<std::vector<double>>(b * heads * t, NAN), 0);
-  g.bindOutput(kDqAccumulator,
-               std::make_shared<std::vector<double>>(b * t * c, NAN), 0);
+  memories[Buffer::Out] = std::make_shared<std::vector<double>>(out);
+  memories[Buffer::Lse] = std::make_shared<std::vector<double>>(lse);
+  Evaluator g(attentionBackwardGraph(s));
+  g.bindAll(attentionBackwardBindings(s), memories);
   error = g.run();
   report(error.empty(), "backward graph runs " + name, error);
-  compare("backward graph's dq, dk, dv " + name, *gotDqkv, dqkv);
+  compare("backward graph's dq, dk, dv " + name, *memories[Buffer::Dqkv], dqkv);
 }
 
 } // namespace

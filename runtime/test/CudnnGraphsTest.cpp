@@ -1,16 +1,17 @@
 //===- CudnnGraphsTest.cpp - cuDNN's verdict on the attention graphs ------===//
 //
-// runtime/cuda/CudnnAttention.cpp's forward and backward graphs, put to
-// cuDNN's heuristics for an H200 described by its device properties, so
-// that no GPU is needed. Each descriptor must finalize (a mismatched
-// dimension, stride or operand fails there) and cuDNN must rank engines for
-// both graphs of each shape GPT-2 and the bench run (a graph it does not
-// recognise as fused attention gets none: a max reduction turned into a
-// sum does), and a head size cuDNN cannot take is declined before cuDNN is
-// asked. cuDNN's heuristics take some wrong graphs too (it compiles the
-// pointwise operations as they are written): what the graphs compute,
-// AttentionGraphsTest.cpp checks on the CPU, and what cuDNN's kernels
-// compute, the GPU kernel test (shardc-rt-cudakernels, "(cudnn)").
+// runtime/cuda/AttentionGraph.cpp's forward and backward graphs, as
+// CudnnAttention.cpp hands them over, put to cuDNN's heuristics for an
+// H200 described by its device properties, so that no GPU is needed. Each
+// descriptor must finalize (a mismatched dimension, stride or operand fails
+// there) and cuDNN must rank engines for both graphs of each shape GPT-2 and
+// the bench run (a graph it does not recognise as fused attention gets none: a
+// max reduction turned into a sum does), and a head size or sequence cuDNN
+// cannot take is declined before cuDNN is asked. cuDNN's heuristics take some
+// wrong graphs too (it compiles the pointwise operations as they are written):
+// what the graphs compute, AttentionGraphsTest.cpp checks on the CPU, and what
+// cuDNN's kernels compute, the GPU kernel test (shardc-rt-cudakernels,
+// "(cudnn)").
 //
 // cuDNN's heuristics look for the CUDA driver; the toolkit's stub libcuda
 // (CUDA's lib64/stubs, soname libcuda.so.1) stands in for it, loaded here
@@ -101,9 +102,10 @@ int main(int argc, char **argv) {
   check(cudnn, {4, 32, 64, 4}, true);
   check(cudnn, {1, 130, 256, 2}, true);
   check(cudnn, {2, 1000, 512, 8}, true);
-  // Heads of 4 elements (8 bytes: no 16-byte rows), and of 264.
+  // Heads of 4 elements (8 bytes: no 16-byte rows), and of 264; T = 1.
   check(cudnn, {2, 9, 20, 5}, false);
   check(cudnn, {1, 64, 528, 2}, false);
+  check(cudnn, {3, 1, 32, 2}, false);
   std::printf("cudnn-graphs: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

@@ -292,15 +292,16 @@ void shardc_rt_cuda_kernels_set_flash_attention(shardc_rt_cuda_kernels *k,
                                                 int on);
 
 /// bf16 attention (and its gradient) through cuDNN's fused flash attention
-/// (runtime/cuda/CudnnAttention.h: cuDNN 9's backend graph API, libcudnn
-/// loaded when this first turns it on) where cuDNN takes the shape and
-/// qkv, out, lse, dy and dqkv are 16-byte aligned (C % 8 == 0), instead of
-/// what set_flash_attention says; off until set (the CUDA backend sets it
-/// with SHARDC_ATTENTION=cudnn). A shape's forward and backward are planned
-/// together, by its first call, and one cuDNN declines runs as if this were
-/// off (stderr says why, once per shape). f32 attention is unchanged.
-/// Workspace: the cuDNN plan's (the rows' log-sum-exps too where the
-/// forward's caller passes no lse).
+/// (runtime/cuda/CudnnAttention.h: cuDNN 9.16 or later through its backend
+/// graph API, libcudnn loaded when this first turns it on) where cuDNN
+/// takes the shape (d % 8 == 0, d <= 256, T > 1) and qkv, out, lse, dy and
+/// dqkv are 16-byte aligned, instead of what set_flash_attention says; off
+/// until set (the CUDA backend sets it with SHARDC_ATTENTION=cudnn). A
+/// shape's forward and backward are planned together, by its first call;
+/// one cuDNN declines, there or at a later call, runs as if this were off
+/// (stderr says why, once per shape). f32 attention is unchanged.
+/// Workspace: the cuDNN plan's; the forward's rows' log-sum-exps where its
+/// caller passes no lse; the gradient's f32 dq and rows' dot(dy, out).
 void shardc_rt_cuda_kernels_set_cudnn_attention(shardc_rt_cuda_kernels *k,
                                                 int on);
 
