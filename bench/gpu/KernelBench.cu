@@ -5,12 +5,13 @@
 // change to one is measured in seconds rather than by a whole step: flash
 // attention forward and backward (and cuDNN's fused attention beside them,
 // where cuDNN is there and takes the shape), cross entropy with its gradient,
-// layernorm_grad_add and add_layernorm, and a GEMM of the MLP's shape for
-// scale. Each row prints milliseconds per call (cudaEvents around `iters`
-// calls after one warm-up) and the floor the H200 allows it: FLOPs at its
-// dense bf16 peak for the tensor-core kernels, bytes at its HBM bandwidth
-// for the others. bench/gpu/torch_kernels.py times PyTorch's counterparts
-// at the same shapes; bench/gpu/run.sh's kernels phase prints both.
+// layernorm_grad_add and add_layernorm, sum_to (a bias gradient) and add
+// (a residual), and a GEMM of the MLP's shape for scale. Each row prints
+// milliseconds per call (cudaEvents around `iters` calls after one warm-up) and
+// the floor the H200 allows it: FLOPs at its dense bf16 peak for the
+// tensor-core kernels, bytes at its HBM bandwidth for the others.
+// bench/gpu/torch_kernels.py times PyTorch's counterparts at the same shapes;
+// bench/gpu/run.sh's kernels phase prints both.
 //
 //   shardc-rt-kernel-bench [--batch B] [--seq T] [--channels C]
 //                          [--heads H] [--vocab V] [--iters N]
@@ -164,7 +165,8 @@ int main(int argc, char **argv) {
                  *dx = randomBf16(n * c, 9), *dw = randomBf16(c, 10),
                  *db = randomBf16(c, 11), *sum = randomBf16(n * c, 12);
   shardc_rt_bf16 *hidden = randomBf16(n * 4 * c, 13),
-                 *fcw = randomBf16(4 * c * c, 14);
+                 *fcw = randomBf16(4 * c * c, 14),
+                 *dbias = randomBf16(4 * c, 17);
   shardc_rt_bf16 *logits = randomBf16(n * ld, 15),
                  *dlogits = randomBf16(n * ld, 16);
   int32_t *targets = allocate<int32_t>(n);
@@ -271,6 +273,18 @@ int main(int argc, char **argv) {
                                                     dx, n, c, 1e-5);
                 }),
       1e3 * 4.0 * 2 * n * c / kBandwidth, "HBM");
+  // The largest bias gradient of a layer's backward (the MLP's first
+  // linear, 4C columns) and a residual add (the forward's between layers).
+  row("sum_to", shape({n, 4 * c}),
+      msPerCall(
+          stream, iters,
+          [&] { shardc_rt_cuda_sum_to_bf16(k, hidden, dbias, n, 4 * c); }),
+      1e3 * 2.0 * n * 4 * c / kBandwidth, "HBM");
+  row("add", shape({n, c}),
+      msPerCall(
+          stream, iters,
+          [&] { shardc_rt_cuda_add_bf16(k, x, addend, sum, n * c, n * c); }),
+      1e3 * 3.0 * 2 * n * c / kBandwidth, "HBM");
   row("matmul (MLP proj)", shape({n, 4 * c, c}),
       msPerCall(stream, iters,
                 [&] {

@@ -19,6 +19,8 @@ kernels phase prints the two side by side:
   layernorm_grad_add      F.layer_norm's backward alone (with a residual
                           add: the gradient plus an addend)
   add_layernorm           x + residual, then F.layer_norm
+  sum_to                  a bias gradient: dy [B T, 4C] summed over rows
+  add                     a residual add, x + residual
 
 Milliseconds per call: CUDA events around `iters` calls after one warm-up.
 Prints rows in KernelBench's layout ("torch" before each kernel's name).
@@ -113,6 +115,9 @@ def main():
     with torch.no_grad():
         row("add_layernorm", f"{n}x{c}", ms_per_call(
             lambda: F.layer_norm(x + residual, (c,), w, bias, 1e-5)))
+        hidden = rand(n, 4 * c)
+        row("sum_to", f"{n}x{4 * c}", ms_per_call(lambda: hidden.sum(0)))
+        row("add", f"{n}x{c}", ms_per_call(lambda: x + residual))
     return 0
 
 

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionGraph.h"
+#include "Workspace.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -224,13 +225,11 @@ attentionBackwardBindings(const AttentionShape &s) {
 }
 
 size_t attentionDqAccumulatorBytes(const AttentionShape &s) {
-  size_t bytes = static_cast<size_t>(s.b * s.t * s.c) * 4;
-  return (bytes + 255) & ~size_t(255);
+  return pieceBytes<float>(s.b * s.t * s.c);
 }
 
 size_t attentionRowDotsBytes(const AttentionShape &s) {
-  size_t bytes = static_cast<size_t>(s.b * s.heads * s.t) * 4;
-  return (bytes + 255) & ~size_t(255);
+  return pieceBytes<float>(s.b * s.heads * s.t);
 }
 
 } // namespace shardc::rt::cuda

@@ -61,7 +61,8 @@ struct CudnnAttention::Library {
     return last.empty() ? text : text + ": " + last;
   }
 
-  /// cuDNN's last error message (cudnnGetLastErrorString), or empty.
+  /// cuDNN's last error message (cudnnGetLastErrorString), or empty; cuDNN
+  /// clears it.
   std::string lastError() const {
     char last[512] = "";
     lastErrorString(last, sizeof last);
@@ -176,6 +177,9 @@ public:
   /// workspace size. Without one, for `device` (cuDNN's device properties:
   /// no GPU needed), the engines are only counted.
   void plan(cudnnHandle_t cudnn, cudnnBackendDescriptor_t device = nullptr) {
+    // cuDNN keeps its last error message until it is read (reading clears
+    // it): one left from before would pass for this graph's.
+    lib.lastError();
     cudnnBackendDescriptor_t graph =
         make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
     set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,

@@ -46,6 +46,7 @@
 
 #include "Check.h"
 #include "Ptx.h"
+#include "Workspace.h"
 
 #include <algorithm>
 #include <cmath>
@@ -619,8 +620,6 @@ __global__ void dqKernel(const float *dq, T *dqkv, int64_t n, int64_t c,
     dqkv[i / c * 3 * c + i % c] = Tiles<T>::fromFloat(dq[i] * scale);
 }
 
-size_t aligned(size_t bytes) { return (bytes + 255) & ~size_t(255); }
-
 /// Launches a kernel with more than the default 48 KiB of shared memory.
 template <typename Kernel> void allowShared(Kernel kernel, size_t bytes) {
   SHARDC_CUDA_CHECK(cudaFuncSetAttribute(
@@ -676,13 +675,12 @@ bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy) {
 }
 
 size_t flashForwardScratchBytes(int64_t b, int64_t t, int64_t heads) {
-  return aligned(static_cast<size_t>(b * heads * t) * sizeof(float));
+  return pieceBytes<float>(b * heads * t);
 }
 
 size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c,
                                  int64_t heads) {
-  return flashForwardScratchBytes(b, t, heads) +
-         aligned(static_cast<size_t>(b * t * c) * sizeof(float));
+  return flashForwardScratchBytes(b, t, heads) + pieceBytes<float>(b * t * c);
 }
 
 template <typename T>

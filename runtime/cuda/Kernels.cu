@@ -30,7 +30,10 @@
 //    TF32 off, f32 keeps the GEMMs' full fp32 products); with
 //    set_cudnn_attention on, bf16 runs through cuDNN's fused attention
 //    (CudnnAttention.h) where cuDNN takes the shape;
-//  - layernorm and its gradient: one warp per row, fp32 accumulation; dweight
+//  - layernorm and its gradient: one warp per row, fp32 accumulation; rows
+//    of whole 16-byte chunks up to 8 a lane (2048 bf16, 1024 f32) are held
+//    in the warp's registers, each tensor read once in 16-byte loads, else
+//    element by element; dweight
 //    and dbias are column sums over rows, in two deterministic stages, the
 //    first in the gradient's own pass where a block's shared memory holds
 //    its warps' sums (c up to 3,632 on an H200), else a pass of its own.
@@ -66,6 +69,7 @@
 #include "CudnnAttention.h"
 #include "FlashAttention.h"
 #include "Ptx.h"
+#include "Workspace.h"
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -281,12 +285,7 @@ void *scratch(Kernels *k, size_t bytes) {
   return grow(k, k->scratch, k->scratchBytes, bytes);
 }
 
-/// Bytes of `count` elements of T, rounded up to 256 (keeps every piece of
-/// the workspace aligned).
-template <typename T> size_t pieceBytes(int64_t count) {
-  size_t bytes = static_cast<size_t>(count) * sizeof(T);
-  return (bytes + 255) & ~size_t(255);
-}
+using shardc::rt::cuda::pieceBytes;
 
 /// The next `count` elements of T of a workspace cursor.
 template <typename T> T *carve(char *&cursor, int64_t count) {
@@ -419,6 +418,30 @@ __global__ void addKernel(const T *lhs, const T *rhs, T *y, int64_t n,
   // No 64-bit remainder where rhs is whole (a residual add): i < m.
   SHARDC_GRID_STRIDE(i, n)
   y[i] = store<T>(load(lhs[i]) + load(rhs[i < m ? i : i % m]));
+}
+
+/// addKernel over 16-byte chunks, a chunk a thread (n and m whole chunks,
+/// the tensors 16-byte aligned: chunkedAdd): the same bits.
+template <typename T>
+__global__ void chunkedAddKernel(const T *lhs, const T *rhs, T *y,
+                                 int64_t chunks, int64_t rhsChunks) {
+  constexpr int kVector = 16 / sizeof(T);
+  const uint4 *l = reinterpret_cast<const uint4 *>(lhs),
+              *r = reinterpret_cast<const uint4 *>(rhs);
+  uint4 *out = reinterpret_cast<uint4 *>(y);
+  SHARDC_GRID_STRIDE(i, chunks) {
+    uint4 a = l[i], b = r[i < rhsChunks ? i : i % rhsChunks];
+    // Through memcpy, not a cast: cudasim's host compiler assumes that a
+    // T and a uint4 never alias.
+    T x[kVector], z[kVector];
+    memcpy(x, &a, sizeof a);
+    memcpy(z, &b, sizeof b);
+#pragma unroll
+    for (int e = 0; e < kVector; ++e)
+      x[e] = store<T>(load(x[e]) + load(z[e]));
+    memcpy(&a, x, sizeof a);
+    out[i] = a;
+  }
 }
 
 template <typename T>
@@ -832,6 +855,219 @@ __global__ void layerNormGradKernel(const T *dy, const T *x, const T *w,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Row kernels over lanes' chunks (one warp per row, the row in registers)
+//===----------------------------------------------------------------------===//
+
+/// The chunks of a row each lane of the chunked row kernels holds at most:
+/// rows up to 2048 bf16 or 1024 f32 elements. Past that, the row kernels
+/// above run (a lane's share would spill from registers).
+constexpr int kMaxLaneChunks = 8;
+
+/// A lane's share of a row of c elements in the chunked row kernels: the
+/// row's 16-byte chunks lane, lane + 32, ..., (kChunks of them; those past
+/// the row's end read as zeros and are not written), as f32. The warp reads
+/// each of its row's tensors once, kChunks loads in flight a lane, and
+/// writes each once; the row kernels above read x two to four times,
+/// element by element. c must be a whole number of chunks and the row
+/// 16-byte aligned (chunkedRowChunks).
+template <typename T, int kChunks> struct LaneChunks {
+  static constexpr int kVector = 16 / sizeof(T);
+  static constexpr int kSize = kChunks * kVector;
+  float v[kSize];
+
+  /// Whether chunk `chunk` of lane `lane` lies in a row of c.
+  __device__ static bool inRow(int chunk, int lane, int64_t c) {
+    return (static_cast<int64_t>(chunk) * 32 + lane) * kVector < c;
+  }
+  /// The row's column of v[i] of lane `lane`.
+  __device__ static int64_t column(int i, int lane) {
+    return (static_cast<int64_t>(i / kVector) * 32 + lane) * kVector +
+           i % kVector;
+  }
+
+  __device__ void read(const T *row, int64_t c, int lane) {
+    const uint4 *chunks = reinterpret_cast<const uint4 *>(row);
+    uint4 bits[kChunks];
+#pragma unroll
+    for (int chunk = 0; chunk < kChunks; ++chunk)
+      bits[chunk] = inRow(chunk, lane, c) ? chunks[chunk * 32 + lane]
+                                          : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      // Through memcpy, not a cast: cudasim's host compiler assumes that a
+      // T and a uint4 never alias.
+      T x[kVector];
+      memcpy(x, &bits[chunk], sizeof(uint4));
+#pragma unroll
+      for (int e = 0; e < kVector; ++e)
+        v[chunk * kVector + e] = load(x[e]);
+    }
+  }
+
+  /// Stores v rounded to T.
+  __device__ void write(T *row, int64_t c, int lane) const {
+    uint4 *chunks = reinterpret_cast<uint4 *>(row);
+#pragma unroll
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      if (!inRow(chunk, lane, c))
+        continue;
+      T x[kVector];
+#pragma unroll
+      for (int e = 0; e < kVector; ++e)
+        x[e] = store<T>(v[chunk * kVector + e]);
+      uint4 bits;
+      memcpy(&bits, x, sizeof bits);
+      chunks[chunk * 32 + lane] = bits;
+    }
+  }
+
+  /// rowStats of the warp's row: every lane gets its mean and
+  /// 1 / sqrt(var + eps).
+  __device__ void stats(int64_t c, float eps, int lane, float &mean,
+                        float &rstd) const {
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kSize; ++i)
+      sum += v[i]; // the zeros past the row add nothing
+    mean = warpReduce(sum, SumOp()) / static_cast<float>(c);
+    float squares = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kSize; ++i) {
+      float centered = v[i] - mean;
+      if (inRow(i / kVector, lane, c))
+        squares += centered * centered;
+    }
+    float var = warpReduce(squares, SumOp()) / static_cast<float>(c);
+    rstd = 1.0f / sqrtf(var + eps);
+  }
+};
+
+/// The chunks a lane of the chunked row kernels holds for rows of c
+/// elements of T, or 0 where those kernels do not take them: c a whole
+/// number of 16-byte chunks, at most kMaxLaneChunks a lane, and every
+/// tensor (null: none) 16-byte aligned.
+template <typename T>
+int chunkedRowChunks(int64_t c, std::initializer_list<const void *> tensors) {
+  constexpr int64_t kVector = 16 / sizeof(T);
+  int64_t chunks = (c / kVector + 31) / 32;
+  if (c <= 0 || c % kVector != 0 || chunks > kMaxLaneChunks)
+    return 0;
+  for (const void *tensor : tensors)
+    if (tensor && !shardc::rt::cuda::isChunkAligned(tensor))
+      return 0;
+  return static_cast<int>(chunks);
+}
+
+/// f(std::integral_constant<int, chunks>()) for chunks in [1,
+/// kMaxLaneChunks]: the chunked row kernels' instantiation.
+template <int kChunks = 1, typename F> void withLaneChunks(int chunks, F f) {
+  if constexpr (kChunks <= kMaxLaneChunks) {
+    if (chunks == kChunks)
+      return f(std::integral_constant<int, kChunks>());
+    withLaneChunks<kChunks + 1>(chunks, f);
+  }
+}
+
+/// layerNormKernel over lanes' chunks: the same results but for the order
+/// of the row's sums. With `rhs`, sum = x + rhs rounded to T, and y is
+/// layernorm's of those rounded values (what the kernel would read back).
+template <typename T, int kChunks>
+__global__ void chunkedLayerNormKernel(const T *x, const T *rhs, const T *w,
+                                       const T *b, T *sum, T *y, int64_t rows,
+                                       int64_t c, float eps) {
+  using Lane = LaneChunks<T, kChunks>;
+  int64_t row = warpRow();
+  if (row >= rows)
+    return; // whole warps only
+  int lane = threadIdx.x & 31;
+  Lane values, other;
+  values.read(x + row * c, c, lane);
+  if (rhs) {
+    other.read(rhs + row * c, c, lane);
+#pragma unroll
+    for (int i = 0; i < Lane::kSize; ++i)
+      values.v[i] = load(store<T>(values.v[i] + other.v[i]));
+    values.write(sum + row * c, c, lane);
+  }
+  float mean, rstd;
+  values.stats(c, eps, lane, mean, rstd);
+  Lane weight, bias;
+  weight.read(w, c, lane);
+  bias.read(b, c, lane);
+#pragma unroll
+  for (int i = 0; i < Lane::kSize; ++i)
+    values.v[i] = (values.v[i] - mean) * rstd * weight.v[i] + bias.v[i];
+  values.write(y + row * c, c, lane);
+}
+
+/// layerNormGradKernel's fused plan over lanes' chunks: the same results
+/// but for the order of the row's sums. Each warp's dweight and dbias sums
+/// lie in shared memory by lane (slot i * 32 + lane for the lane's v[i]:
+/// no bank conflicts), 2 kSize * 32 floats a warp; the block sums its
+/// warps' in warp order into partials[0][block] and partials[1][block], as
+/// layerNormGradKernel.
+template <typename T, int kChunks>
+__global__ void chunkedLayerNormGradKernel(const T *dy, const T *x, const T *w,
+                                           const T *addend, T *dx,
+                                           float *partials, int64_t rows,
+                                           int64_t c, float eps) {
+  using Lane = LaneChunks<T, kChunks>;
+  constexpr int kSlots = 2 * Lane::kSize * 32; // a warp's: dweight, dbias
+  extern __shared__ float warpSums[];          // [warp][kSlots]
+  int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  float *sums = warpSums + kSlots * warp;
+  for (int i = lane; i < kSlots; i += 32)
+    sums[i] = 0.0f;
+  int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t row = warpRow(); row < rows; row += warps) {
+    Lane xhat, g, weight;
+    xhat.read(x + row * c, c, lane);
+    g.read(dy + row * c, c, lane);
+    weight.read(w, c, lane);
+    float mean, rstd;
+    xhat.stats(c, eps, lane, mean, rstd);
+    float sumG = 0.0f, sumGXhat = 0.0f;
+#pragma unroll
+    for (int i = 0; i < Lane::kSize; ++i) {
+      xhat.v[i] = (xhat.v[i] - mean) * rstd;
+      float gw = g.v[i] * weight.v[i]; // 0 past the row: dy reads 0
+      sumG += gw;
+      sumGXhat += gw * xhat.v[i];
+    }
+    float meanG = warpReduce(sumG, SumOp()) / static_cast<float>(c);
+    float meanGXhat = warpReduce(sumGXhat, SumOp()) / static_cast<float>(c);
+    Lane grad;
+#pragma unroll
+    for (int i = 0; i < Lane::kSize; ++i) {
+      float dyi = g.v[i];
+      grad.v[i] = load(
+          store<T>(rstd * (dyi * weight.v[i] - meanG - xhat.v[i] * meanGXhat)));
+      sums[i * 32 + lane] += dyi * xhat.v[i];
+      sums[(Lane::kSize + i) * 32 + lane] += dyi;
+    }
+    if (addend) {
+      Lane a;
+      a.read(addend + row * c, c, lane);
+#pragma unroll
+      for (int i = 0; i < Lane::kSize; ++i)
+        grad.v[i] = __fadd_rn(a.v[i], grad.v[i]);
+    }
+    grad.write(dx + row * c, c, lane);
+  }
+  __syncthreads();
+  for (int slot = threadIdx.x; slot < kSlots; slot += blockDim.x) {
+    int which = slot / (kSlots / 2), i = slot % (kSlots / 2) / 32;
+    int64_t column = Lane::column(i, slot % 32);
+    if (column >= c)
+      continue;
+    float sum = 0.0f;
+    for (int from = 0; from < kWarpsPerBlock; ++from)
+      sum += warpSums[kSlots * from + slot];
+    partials[(which * gridDim.x + blockIdx.x) * c + column] = sum;
+  }
+}
+
 /// Causal softmax of `rows` rows of t scores, in place; row r is query
 /// r % t, which sees keys [0, r % t]; the future is set to 0 so that the
 /// GEMMs over whole rows ignore it (as the CPU kernel). Where lse is not
@@ -892,20 +1128,29 @@ unsigned warpRowGrid(int64_t rows) {
 // Column sums (sum_to, layernorm's dweight and dbias)
 //===----------------------------------------------------------------------===//
 
+/// A row is read once, so the latency of its loads is its cost: the row
+/// loops of the cross-entropy kernels (forThreadsElements) and the chunked
+/// column sums keep this many loads in flight per thread.
+constexpr int kRowLoads = 4;
+
 /// How the rows of a column sum are split: `chunks` blocks of rows, each
-/// summed into a partial row, the partials then summed in chunk order. The
+/// summed into a partial row, the partials then summed in chunk order; each
+/// thread sums `vector` adjacent columns (1, or a 16-byte chunk's). The
 /// split depends only on the shape and the GPU, so results are deterministic.
 struct ColumnPlan {
   int64_t chunks;
   int64_t rowsPerChunk;
+  int vector = 1;
 };
 
 constexpr int kColumnWidth = 32, kColumnDepth = 8;
 
-ColumnPlan planColumns(const Kernels *k, int64_t outer, int64_t inner) {
+ColumnPlan planColumns(const Kernels *k, int64_t outer, int64_t inner,
+                       int vector = 1) {
   if (outer <= 0 || inner <= 0)
-    return {1, 0}; // nothing to split (columnSums writes zeros)
-  int64_t columnBlocks = (inner + kColumnWidth - 1) / kColumnWidth;
+    return {1, 0, vector}; // nothing to split (columnSums writes zeros)
+  int64_t columnBlocks =
+      (inner + kColumnWidth * vector - 1) / (kColumnWidth * vector);
   int64_t target = static_cast<int64_t>(k->smCount) * 4;
   int64_t chunks = (target + columnBlocks - 1) / columnBlocks;
   // At least 64 rows per chunk, at most 1024 chunks (grid.y <= 65535).
@@ -913,7 +1158,7 @@ ColumnPlan planColumns(const Kernels *k, int64_t outer, int64_t inner) {
   chunks = std::max<int64_t>(chunks, 1);
   int64_t rowsPerChunk = (outer + chunks - 1) / chunks;
   chunks = (outer + rowsPerChunk - 1) / rowsPerChunk;
-  return {chunks, rowsPerChunk};
+  return {chunks, rowsPerChunk, vector};
 }
 
 /// x[outer, inner] summed over outer (x float or __nv_bfloat16).
@@ -924,6 +1169,9 @@ template <typename T> struct SumRows {
     return make_float2(load(x[r * inner + j]), 0.0f);
   }
 };
+
+template <typename Terms> constexpr bool isSumRows = false;
+template <typename T> constexpr bool isSumRows<SumRows<T>> = true;
 
 /// layernorm's dweight (dy xhat) and dbias (dy) terms.
 template <typename T> struct LayerNormParamTerms {
@@ -971,6 +1219,65 @@ __global__ void columnPartialsKernel(Terms terms, int64_t outer, int64_t inner,
   }
 }
 
+/// columnPartialsKernel for SumRows over 16-byte chunks of columns (x
+/// 16-byte aligned, inner a whole number of chunks): block (x: 32 chunks,
+/// y: rows of the chunk of rows); each thread sums its chunk's kVector
+/// columns, kRowLoads rows in flight, so that a warp reads 512 contiguous
+/// bytes of a row where columnPartialsKernel reads 32 elements. The block
+/// then sums its rows' partials in row order, as columnPartialsKernel.
+template <typename T>
+__global__ void chunkedColumnPartialsKernel(const T *x, int64_t outer,
+                                            int64_t inner, int64_t rowsPerChunk,
+                                            float *out) {
+  constexpr int kVector = 16 / sizeof(T);
+  __shared__ float sums[kColumnDepth][kVector][kColumnWidth];
+  int64_t chunks = inner / kVector;
+  int64_t chunk = static_cast<int64_t>(blockIdx.x) * kColumnWidth + threadIdx.x;
+  int64_t r0 = static_cast<int64_t>(blockIdx.y) * rowsPerChunk;
+  int64_t r1 = r0 + rowsPerChunk < outer ? r0 + rowsPerChunk : outer;
+  float acc[kVector] = {};
+  auto add = [&](uint4 bits) {
+    // Through memcpy, not a cast: cudasim's host compiler assumes that a
+    // T and a uint4 never alias.
+    T values[kVector];
+    memcpy(values, &bits, sizeof bits);
+#pragma unroll
+    for (int e = 0; e < kVector; ++e)
+      acc[e] += load(values[e]);
+  };
+  if (chunk < chunks) {
+    const uint4 *rows = reinterpret_cast<const uint4 *>(x);
+    int64_t r = r0 + threadIdx.y;
+    for (; r + (kRowLoads - 1) * kColumnDepth < r1;
+         r += kRowLoads * kColumnDepth) {
+      uint4 bits[kRowLoads];
+#pragma unroll
+      for (int u = 0; u < kRowLoads; ++u)
+        bits[u] = rows[(r + u * kColumnDepth) * chunks + chunk];
+#pragma unroll
+      for (int u = 0; u < kRowLoads; ++u)
+        add(bits[u]);
+    }
+    for (; r < r1; r += kColumnDepth)
+      add(rows[r * chunks + chunk]);
+  }
+#pragma unroll
+  for (int e = 0; e < kVector; ++e)
+    sums[threadIdx.y][e][threadIdx.x] = acc[e];
+  __syncthreads();
+  for (int slot = threadIdx.y * kColumnWidth + threadIdx.x;
+       slot < kVector * kColumnWidth; slot += kColumnDepth * kColumnWidth) {
+    int e = slot / kColumnWidth, lane = slot % kColumnWidth;
+    int64_t mine = static_cast<int64_t>(blockIdx.x) * kColumnWidth + lane;
+    if (mine >= chunks)
+      continue;
+    float sum = 0.0f;
+    for (int i = 0; i < kColumnDepth; ++i)
+      sum += sums[i][e][lane];
+    out[blockIdx.y * inner + mine * kVector + e] = sum;
+  }
+}
+
 /// y[j] = sum over chunks of partials[chunk, j], in chunk order.
 __global__ void columnFinishKernel(const float *partials, int64_t chunks,
                                    int64_t inner, float *y) {
@@ -984,7 +1291,8 @@ __global__ void columnFinishKernel(const float *partials, int64_t chunks,
 
 /// y0[inner] (and y1 when not null) = column sums of the terms over `outer`
 /// rows, following `plan`; partials0/1 hold plan.chunks * inner floats each
-/// when plan.chunks > 1 (else they are unused).
+/// when plan.chunks > 1 (else they are unused). plan.vector > 1 is for
+/// SumRows alone (chunkedColumnPartialsKernel; y1 null).
 template <typename Terms>
 void columnSums(Kernels *k, Terms terms, int64_t outer, int64_t inner,
                 ColumnPlan plan, float *y0, float *y1, float *partials0,
@@ -1003,14 +1311,26 @@ void columnSums(Kernels *k, Terms terms, int64_t outer, int64_t inner,
     return;
   }
   bool split = plan.chunks > 1;
-  int64_t columnBlocks = (inner + kColumnWidth - 1) / kColumnWidth;
+  int vector = 1; // chunked columns: SumRows only
+  if constexpr (isSumRows<Terms>)
+    vector = plan.vector;
+  int64_t columnsPerBlock = int64_t(kColumnWidth) * vector;
+  int64_t columnBlocks = (inner + columnsPerBlock - 1) / columnsPerBlock;
   checkIntRange("column blocks", columnBlocks);
   dim3 grid(static_cast<unsigned>(columnBlocks),
             static_cast<unsigned>(plan.chunks));
   dim3 block(kColumnWidth, kColumnDepth);
-  columnPartialsKernel<<<grid, block, 0, k->stream>>>(
-      terms, outer, inner, plan.rowsPerChunk, split ? partials0 : y0,
-      split ? (y1 ? partials1 : nullptr) : y1);
+  if constexpr (isSumRows<Terms>) {
+    if (vector > 1) {
+      using T = std::remove_cv_t<std::remove_pointer_t<decltype(terms.x)>>;
+      chunkedColumnPartialsKernel<T><<<grid, block, 0, k->stream>>>(
+          terms.x, outer, inner, plan.rowsPerChunk, split ? partials0 : y0);
+    }
+  }
+  if (vector == 1)
+    columnPartialsKernel<<<grid, block, 0, k->stream>>>(
+        terms, outer, inner, plan.rowsPerChunk, split ? partials0 : y0,
+        split ? (y1 ? partials1 : nullptr) : y1);
   SHARDC_CUDA_CHECK_LAUNCH();
   if (!split)
     return;
@@ -1066,11 +1386,6 @@ struct RowSoftmax {
   float max;
   double sum;
 };
-
-/// A row is read once, so the latency of its loads is its cost: the row
-/// loops of the cross-entropy kernels (forThreadsElements) keep this many
-/// loads in flight per thread.
-constexpr int kRowLoads = 4;
 
 /// Calls f(j, l[j]) (as f32) for this thread's elements of a row of v, each
 /// element once, in increasing j for the thread. Where f returns a value,
@@ -1824,6 +2139,20 @@ void launch(Kernels *k, int64_t n, void (*kernel)(Params...), Args... args) {
   SHARDC_CUDA_CHECK_LAUNCH();
 }
 
+/// y[i] = lhs[i] + rhs[i % m] (m > 0): a 16-byte chunk a thread where n
+/// and m are whole chunks and the tensors 16-byte aligned, else an element.
+template <typename T>
+void add(Kernels *k, const T *lhs, const T *rhs, T *y, int64_t n, int64_t m) {
+  using shardc::rt::cuda::isChunkAligned;
+  constexpr int kVector = 16 / sizeof(T);
+  if (n % kVector == 0 && m % kVector == 0 && isChunkAligned(lhs) &&
+      isChunkAligned(rhs) && isChunkAligned(y))
+    launch(k, n / kVector, chunkedAddKernel<T>, lhs, rhs, y, n / kVector,
+           m / kVector);
+  else
+    launch(k, n, addKernel<T>, lhs, rhs, y, n, m);
+}
+
 /// linear_gelu: pre = linear(x, w, b), y = gelu(pre). With epilogues, one
 /// cuBLASLt GEMM whose epilogue adds the bias, stores pre (aux) and applies
 /// GELU to the f32 preactivation (for bf16 before its rounding, where the
@@ -1902,9 +2231,11 @@ bool useFlash(const Kernels *k, int64_t c, int64_t heads, const T *qkv,
   return shardc::rt::cuda::flashAttentionTakes<T>(c / heads, qkv, dy);
 }
 
-/// Says on stderr, once per shape, why cuDNN declines it (planning, or its
-/// first call that cuDNN refused).
-void sayCudnnDeclines(Kernels *k, const shardc::rt::cuda::AttentionShape &s) {
+/// Says on stderr, once per shape, why cuDNN declines a call of it: `why`,
+/// cuDNN's reason (planning, or its first call that cuDNN refused) where
+/// null.
+void sayCudnnDeclines(Kernels *k, const shardc::rt::cuda::AttentionShape &s,
+                      const char *why = nullptr) {
   if (!k->cudnnDeclinedShapes.insert(s).second)
     return;
   std::fprintf(stderr,
@@ -1912,21 +2243,23 @@ void sayCudnnDeclines(Kernels *k, const shardc::rt::cuda::AttentionShape &s) {
                "heads=%lld (%s): the flash kernels (else GEMMs) run it\n",
                static_cast<long long>(s.b), static_cast<long long>(s.t),
                static_cast<long long>(s.c), static_cast<long long>(s.heads),
-               k->cudnn->declines(s).c_str());
+               why ? why : k->cudnn->declines(s).c_str());
 }
 
 /// Whether bf16 attention of this shape runs through cuDNN: switched on
-/// (set_cudnn_attention), cuDNN takes the shape (sayCudnnDeclines where it
-/// does not), and the tensors 16-byte aligned as the graphs declare them (a
-/// null one: the forward's lse where the caller passes none, which the
-/// workspace holds).
+/// (set_cudnn_attention), cuDNN takes the shape, and the tensors 16-byte
+/// aligned as the graphs declare them (a null one: the forward's lse where
+/// the caller passes none, which the workspace holds); sayCudnnDeclines
+/// where cuDNN is on but does not run it.
 bool useCudnn(Kernels *k, const shardc::rt::cuda::AttentionShape &shape,
               std::initializer_list<const void *> tensors) {
   if (!k->cudnnAttention)
     return false;
   for (const void *tensor : tensors)
-    if (tensor && !shardc::rt::cuda::isChunkAligned(tensor))
+    if (tensor && !shardc::rt::cuda::isChunkAligned(tensor)) {
+      sayCudnnDeclines(k, shape, "a tensor not 16-byte aligned");
       return false;
+    }
   if (k->cudnn->declines(shape).empty())
     return true;
   sayCudnnDeclines(k, shape);
@@ -2087,24 +2420,33 @@ void layerNorm(Kernels *k, const T *x, const T *rhs, const T *w, const T *b,
                T *sum, T *y, int64_t rows, int64_t c, double eps) {
   if (rows <= 0 || c <= 0)
     return;
-  layerNormKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
-      x, rhs, w, b, sum, y, rows, c, static_cast<float>(eps));
+  if (int chunks = chunkedRowChunks<T>(c, {x, rhs, w, b, sum, y})) {
+    withLaneChunks(chunks, [&](auto kChunks) {
+      chunkedLayerNormKernel<T, decltype(kChunks)::value>
+          <<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
+              x, rhs, w, b, sum, y, rows, c, static_cast<float>(eps));
+    });
+  } else {
+    layerNormKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
+        x, rhs, w, b, sum, y, rows, c, static_cast<float>(eps));
+  }
   SHARDC_CUDA_CHECK_LAUNCH();
 }
 
 /// layerNormGradKernel's fused plan: its blocks (a few a multiprocessor, as
 /// their shared memory allows, and no more than the rows' warps fill) and
-/// their shared bytes; none (0 blocks) where two rows of c floats per warp
-/// pass what a block may have.
+/// their shared bytes; none (0 blocks) where two rows of `slots` floats per
+/// warp (c, or a chunked kernel's lanes' slots) pass what a block may have.
 struct FusedColumnPlan {
   int64_t blocks = 0;
   size_t sharedBytes = 0;
 };
 
-FusedColumnPlan planFusedColumns(const Kernels *k, int64_t rows, int64_t c) {
+FusedColumnPlan planFusedColumns(const Kernels *k, int64_t rows,
+                                 int64_t slots) {
   FusedColumnPlan plan;
   plan.sharedBytes =
-      2 * kWarpsPerBlock * static_cast<size_t>(c) * sizeof(float);
+      2 * kWarpsPerBlock * static_cast<size_t>(slots) * sizeof(float);
   if (plan.sharedBytes > static_cast<size_t>(k->sharedOptin))
     return plan;
   int64_t perSm = std::clamp<int64_t>(
@@ -2125,16 +2467,33 @@ void layerNormGrad(Kernels *k, const T *dy, const T *x, const T *w,
     columnSums(k, SumRows<T>{x, c}, 0, c, plan, dw, db, nullptr, nullptr);
     return;
   }
-  if (FusedColumnPlan fused = planFusedColumns(k, rows, c); fused.blocks > 0) {
+  int chunks = chunkedRowChunks<T>(c, {dy, x, w, addend, dx});
+  int64_t slots = chunks > 0 ? int64_t(chunks) * 32 * (16 / sizeof(T)) : c;
+  if (FusedColumnPlan fused = planFusedColumns(k, rows, slots);
+      fused.blocks > 0) {
     float *partials = static_cast<float *>(
         scratch(k, pieceBytes<float>(2 * fused.blocks * c)));
-    SHARDC_CUDA_CHECK(cudaFuncSetAttribute(
-        layerNormGradKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        static_cast<int>(fused.sharedBytes)));
-    layerNormGradKernel<<<static_cast<unsigned>(fused.blocks), kThreads,
-                          fused.sharedBytes, k->stream>>>(
-        dy, x, w, addend, dx, nullptr, nullptr, partials, rows, c,
-        static_cast<float>(eps));
+    auto blocks = static_cast<unsigned>(fused.blocks);
+    auto sharedBytes = static_cast<int>(fused.sharedBytes);
+    if (chunks > 0) {
+      withLaneChunks(chunks, [&](auto kChunks) {
+        constexpr int kLaneChunks = decltype(kChunks)::value;
+        SHARDC_CUDA_CHECK(cudaFuncSetAttribute(
+            chunkedLayerNormGradKernel<T, kLaneChunks>,
+            cudaFuncAttributeMaxDynamicSharedMemorySize, sharedBytes));
+        chunkedLayerNormGradKernel<T, kLaneChunks>
+            <<<blocks, kThreads, sharedBytes, k->stream>>>(
+                dy, x, w, addend, dx, partials, rows, c,
+                static_cast<float>(eps));
+      });
+    } else {
+      SHARDC_CUDA_CHECK(cudaFuncSetAttribute(
+          layerNormGradKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+          sharedBytes));
+      layerNormGradKernel<T><<<blocks, kThreads, sharedBytes, k->stream>>>(
+          dy, x, w, addend, dx, nullptr, nullptr, partials, rows, c,
+          static_cast<float>(eps));
+    }
     SHARDC_CUDA_CHECK_LAUNCH();
     columnFinishKernel<<<gridFor(k, c), kThreads, 0, k->stream>>>(
         partials, fused.blocks, c, dw);
@@ -2166,7 +2525,10 @@ template <typename T>
 void sumTo(Kernels *k, const T *x, float *y, int64_t outer, int64_t inner) {
   if (inner <= 0)
     return;
-  ColumnPlan plan = planColumns(k, outer, inner);
+  // 16-byte chunks of columns where the rows are whole chunks, aligned.
+  constexpr int kVector = 16 / sizeof(T);
+  bool chunked = inner % kVector == 0 && shardc::rt::cuda::isChunkAligned(x);
+  ColumnPlan plan = planColumns(k, outer, inner, chunked ? kVector : 1);
   float *partials = nullptr;
   if (outer > 0 && plan.chunks > 1)
     partials = static_cast<float *>(
@@ -2404,7 +2766,7 @@ void shardc_rt_cuda_add_f32(shardc_rt_cuda_kernels *k, const float *lhs,
                             const float *rhs, float *y, int64_t n, int64_t m) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "add_f32");
   if (m > 0)
-    launch(k, n, addKernel<float>, lhs, rhs, y, n, m);
+    add(k, lhs, rhs, y, n, m);
 }
 
 void shardc_rt_cuda_scale_f32(shardc_rt_cuda_kernels *k, const float *x,
@@ -2755,7 +3117,7 @@ void shardc_rt_cuda_add_bf16(shardc_rt_cuda_kernels *k,
                              int64_t n, int64_t m) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "add_bf16");
   if (m > 0)
-    launch(k, n, addKernel<bf16>, bf(lhs), bf(rhs), bf(y), n, m);
+    add(k, bf(lhs), bf(rhs), bf(y), n, m);
 }
 
 void shardc_rt_cuda_scale_bf16(shardc_rt_cuda_kernels *k,

@@ -252,8 +252,10 @@ void testElementwise(int64_t n) {
   }
   Doubles wx = widen(x), wdy = widen(dy);
   {
-    int64_t m = 1; // the longest of a few suffixes that divides n
-    for (int64_t candidate : {int64_t(37), int64_t(13)})
+    // The first of a few suffixes that divides n, else 1 (96: whole
+    // 16-byte chunks, which add takes a chunk a thread where n is too).
+    int64_t m = 1;
+    for (int64_t candidate : {int64_t(37), int64_t(13), int64_t(96)})
       if (n % candidate == 0) {
         m = candidate;
         break;
@@ -784,6 +786,16 @@ void testCrossEntropyBf16(int64_t rows, int64_t v, int64_t ld,
   compareBf16("cross_entropy_grad in place" + tag, dlogits.download(), gw);
 }
 
+/// sum_to on bf16 rows against the CPU's (f32 sums, rounded once).
+void testSumToBf16(int64_t outer, int64_t inner) {
+  Halves x = halves(random(outer * inner)), want(inner);
+  Buffer<shardc_rt_bf16> dx(x), dy(inner);
+  shardc_rt_cuda_sum_to_bf16(kernels, dx.get(), dy.get(), outer, inner);
+  shardc_rt_sum_to_bf16(x.data(), want.data(), outer, inner);
+  compareBf16("sum_to " + shape({outer, inner}) + " -> " + shape({inner}),
+              dy.download(), want);
+}
+
 void testBf16(int64_t rows, int64_t c, int64_t v) {
   int64_t n = rows * c;
   std::string tag = " " + shape({rows, c});
@@ -900,9 +912,12 @@ void testBf16Batched(int64_t batch, int64_t m, int64_t kd, int64_t n) {
 /// them f32), well inside the bf16 tolerance.
 /// `offset`: qkv and dy start that many elements into their allocations
 /// (1: 2 bytes off the 16-byte alignment flash attention's copies need).
+/// The gradient runs on `backward` where not null (a forward path's out
+/// and lse read by another's backward), else on k.
 void testAttentionBf16(shardc_rt_cuda_kernels *k, int64_t b, int64_t t,
                        int64_t c, int64_t heads, const char *tag = "",
-                       int64_t offset = 0) {
+                       int64_t offset = 0,
+                       shardc_rt_cuda_kernels *backward = nullptr) {
   Halves qkv = halves(random(b * t * 3 * c)), dy = halves(random(b * t * c));
   Halves shiftedQkv(offset), shiftedDy(offset);
   shiftedQkv.insert(shiftedQkv.end(), qkv.begin(), qkv.end());
@@ -915,9 +930,9 @@ void testAttentionBf16(shardc_rt_cuda_kernels *k, int64_t b, int64_t t,
   shardc_rt_cuda_attention_bf16(k, dqkv.get() + offset, dout.get(), dlse.get(),
                                 b, t, c, heads);
   shardc_rt_attention_bf16(qkv.data(), out.data(), lse.data(), b, t, c, heads);
-  shardc_rt_cuda_attention_grad_bf16(k, ddy.get() + offset, dqkv.get() + offset,
-                                     dout.get(), dlse.get(), dgrad.get(), b, t,
-                                     c, heads);
+  shardc_rt_cuda_attention_grad_bf16(
+      backward ? backward : k, ddy.get() + offset, dqkv.get() + offset,
+      dout.get(), dlse.get(), dgrad.get(), b, t, c, heads);
   shardc_rt_attention_grad_bf16(dy.data(), qkv.data(), out.data(), lse.data(),
                                 grad.data(), b, t, c, heads);
   std::string name = shape({b, t, c}) + " heads " + std::to_string(heads) + tag;
@@ -938,8 +953,9 @@ void testAttentionBf16(shardc_rt_cuda_kernels *k, int64_t b, int64_t t,
 /// misaligned)". Where cuDNN does not run at all (not installed; cudasim,
 /// which simulates none) one line says so and nothing is checked:
 /// bench/gpu/run.sh times cuDNN's attention only where at least one
-/// "(cudnn)" check ran and every one passed. Run last, so that a cuDNN
-/// failure cannot cut the other checks short.
+/// "(cudnn)" check ran and every one passed (the mixed paths' checks,
+/// "(cudnn forward, flash backward)" and the reverse, included). Run last,
+/// so that a cuDNN failure cannot cut the other checks short.
 void testCudnnAttention() {
   shardc_rt_cuda_kernels *k =
       shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
@@ -971,6 +987,17 @@ void testCudnnAttention() {
                   static_cast<long long>(s.heads), why);
     testAttentionBf16(k, s.b, s.t, s.c, s.heads, tag.c_str(), s.offset);
   }
+  // A cuDNN forward with the flash kernels' backward, and the reverse: each
+  // reads the other's out and lse (the rows' natural log-sum-exp of the
+  // scaled scores, [b, heads, t], written alike by every forward path).
+  shardc_rt_cuda_kernels *flash =
+      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+  shardc_rt_cuda_kernels_set_flash_attention(flash, 1);
+  testAttentionBf16(k, 2, 70, 64, 4, " (cudnn forward, flash backward)", 0,
+                    flash);
+  testAttentionBf16(flash, 2, 70, 64, 4, " (flash forward, cudnn backward)", 0,
+                    k);
+  shardc_rt_cuda_kernels_destroy(flash);
   shardc_rt_cuda_kernels_destroy(k);
 }
 
@@ -1610,15 +1637,17 @@ template <typename E> void testFused() {
   testMatmulGeluGrad<E>(4096, 768, 3072, false, false, true);
   testMatmulGeluGrad<E>(4096, 768, 3072, false, false, false);
   // add_layernorm and layernorm_grad_add: one element, C not a multiple of
-  // 32, more than 1024 rows, GPT-2's (4 x 1024 rows of 768).
-  testAddLayerNorm<E>(1, 1);
-  testAddLayerNorm<E>(7, 33);
-  testAddLayerNorm<E>(1500, 100);
-  testAddLayerNorm<E>(4096, 768);
-  testLayerNormGradAdd<E>(1, 1);
-  testLayerNormGradAdd<E>(7, 33);
-  testLayerNormGradAdd<E>(1500, 100);
-  testLayerNormGradAdd<E>(4096, 768);
+  // 32, more than 1024 rows, GPT-2's (4 x 1024 rows of 768). The chunked
+  // row kernels take rows of whole 16-byte chunks up to 8 a lane: 100 (f32:
+  // lanes without a chunk), 768, 256 (one chunk a lane in bf16), 1600
+  // (bf16: 7 a lane, the last in part), 2048 (bf16: 8); 2056 is 9 a lane in
+  // bf16, so the element-wise kernels take it, as they take 1600 and 2048
+  // in f32 and 33 and 100 in bf16.
+  for (int64_t c : {1, 33, 100, 256, 768, 1600, 2048, 2056}) {
+    int64_t rows = c == 100 ? 1500 : c == 768 ? 4096 : c == 1 ? 1 : 7;
+    testAddLayerNorm<E>(rows, c);
+    testLayerNormGradAdd<E>(rows, c);
+  }
 }
 
 } // namespace
@@ -1653,11 +1682,22 @@ int main() {
   testElementwise(1);
   testElementwise(10007);
   testElementwise(37 * 1001);
+  testElementwise(96 * 500);
   testSumTo(1500, 77);
   testSumTo(3, 33);
   testSumTo(1, 5);
   testSumTo(0, 5);
   testSumTo(20000, 3);
+  // Rows of whole 16-byte chunks (4 floats, 8 bf16) are summed a chunk a
+  // thread: one chunk, GPT-2's biases (768, 2304, 3072 columns) over more
+  // rows than a block's share, and 100 bf16 columns (not whole chunks).
+  testSumTo(9, 4);
+  testSumTo(5000, 768);
+  testSumTo(300, 3072);
+  testSumToBf16(130, 8);
+  testSumToBf16(5000, 768);
+  testSumToBf16(700, 2304);
+  testSumToBf16(50, 100);
 
   testLayerNorm(1, 1, 0.0f);
   testLayerNorm(1500, 100, 0.0f);
