@@ -223,6 +223,9 @@ def cmd_shardc_row(args):
             "mfu": fpt * tok_s / (args.peak_tflops * 1e12),
             "peak_gb": max(r["peak_bytes"] for r in rows) / 1e9,
             "predicted_gb": rows[0]["predicted_peak_bytes"] / 1e9,
+            # the kernels' workspaces, outside the allocator and the ledger
+            "workspace_gb": max(r.get("workspace_bytes", 0)
+                                for r in rows) / 1e9,
             "first_loss": rows[0]["loss"],
             "steps": len(measured),
         })
@@ -250,7 +253,7 @@ def cmd_table(args):
         with open(path) as f:
             rows.append(json.load(f))
     head = ["run", "batch", "ms/step", "pred ms", "tokens/s", "MFU", "peak GB",
-            "smi GB", "status"]
+            "work GB", "smi GB", "status"]
     lines = []
     for r in rows:
         ok = r.get("status", "").startswith("ok")
@@ -267,6 +270,8 @@ def cmd_table(args):
             fmt(r.get("tok_s") if ok else None, "%.0f"),
             fmt(100 * r["mfu"] if ok and "mfu" in r else None, "%.1f%%"),
             peak,
+            fmt(r.get("workspace_gb") if ok and r.get("workspace_gb")
+                else None, "%.2f"),
             fmt(r.get("smi_gb") if ok else None, "%.1f"),
             r.get("status", ""),
         ])

@@ -286,6 +286,10 @@ void backendStartStep(shardc_rt_context &) {}
 // Kernel time is not split by kind on the device (a profiler does that).
 double backendGemmSeconds(shardc_rt_context &) { return 0.0; }
 
+int64_t backendWorkspaceBytes(shardc_rt_context &ctx) {
+  return shardc_rt_cuda_kernels_workspace_bytes(backendOf(ctx).kernels);
+}
+
 void backendFinishStep(shardc_rt_context &ctx) {
   CudaBackend &b = backendOf(ctx);
   // Index inputs out of range, found on the device during the step.

@@ -2641,6 +2641,12 @@ void shardc_rt_cuda_kernels_destroy(shardc_rt_cuda_kernels *k) {
   delete k;
 }
 
+int64_t
+shardc_rt_cuda_kernels_workspace_bytes(const shardc_rt_cuda_kernels *k) {
+  return static_cast<int64_t>(kCublasWorkspaceBytes + kCublasLtWorkspaceBytes +
+                              k->scratchBytes + k->sumsBytes);
+}
+
 int64_t shardc_rt_cuda_kernels_check(shardc_rt_cuda_kernels *k,
                                      const char **op) {
   SHARDC_CUDA_CHECK(cudaMemcpyAsync(k->hostSlot, k->slot, sizeof(ErrorSlot),

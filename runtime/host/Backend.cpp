@@ -102,6 +102,7 @@ void backendFinishStep(shardc_rt_context &) {}
 double backendGemmSeconds(shardc_rt_context &) {
   return shardc_rt_gemm_seconds();
 }
+int64_t backendWorkspaceBytes(shardc_rt_context &) { return 0; }
 void backendKernelTimesEnable(shardc_rt_context &, bool on) {
   shardc_rt_kernel_times_enable(on ? 1 : 0);
 }

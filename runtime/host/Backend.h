@@ -112,6 +112,10 @@ void backendFinishStep(shardc_rt_context &ctx);
 /// Seconds of the last step spent in GEMMs, where the backend measures it
 /// (0 where it does not).
 double backendGemmSeconds(shardc_rt_context &ctx);
+/// The memory the backend's kernels hold outside the allocator, so far:
+/// on a GPU their workspaces (shardc_rt_cuda_kernels_workspace_bytes),
+/// which the ledger does not predict; 0 on the CPU.
+int64_t backendWorkspaceBytes(shardc_rt_context &ctx);
 /// Per-kernel timing (--profile), off until enabled; backendKernelTimes
 /// returns the totals since enabled, after backendFinishStep (on a GPU it
 /// collects the step's events, to be reused: call it every step).

@@ -1374,10 +1374,10 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
     if (ctx.gradNorm)
       backendCopyOut(&gradNorm, ctx.gradNorm, sizeof(float));
     double gemm = backendGemmSeconds(ctx);
-    int64_t local[3] = {ctx.allocator.peakBytes(), ctx.timers.bytesSent,
-                        ctx.timers.hostCopyBytes};
-    int64_t worst[3];
-    MPI_Allreduce(local, worst, 3, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    int64_t local[4] = {ctx.allocator.peakBytes(), ctx.timers.bytesSent,
+                        ctx.timers.hostCopyBytes, backendWorkspaceBytes(ctx)};
+    int64_t worst[4];
+    MPI_Allreduce(local, worst, 4, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
     // --save-every N: each N-th step (counted across --load) in a
     // checkpoint of its own, to resume or roll back to.
     std::string savedTo;
@@ -1413,9 +1413,12 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
                     formatFlopRate(
                         static_cast<double>(predicted.hardware_flops) / seconds)
                         .c_str());
-      std::printf(
-          "peak %s (predicted %s)  sent %s", formatBytes(worst[0]).c_str(),
-          formatBytes(predicted.peak).c_str(), formatBytes(worst[1]).c_str());
+      std::printf("peak %s (predicted %s)  ", formatBytes(worst[0]).c_str(),
+                  formatBytes(predicted.peak).c_str());
+      // The kernels' workspaces, which the ledger leaves out (a GPU's).
+      if (worst[3] > 0)
+        std::printf("workspace %s  ", formatBytes(worst[3]).c_str());
+      std::printf("sent %s", formatBytes(worst[1]).c_str());
       if (offloaded)
         std::printf("  host copies %s (predicted %s)",
                     formatBytes(worst[2]).c_str(),
@@ -1460,7 +1463,8 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
           "\"peak_bytes\": %" PRId64 ", \"predicted_peak_bytes\": %" PRId64
           ", \"persistent_bytes\": %" PRId64
           ", \"predicted_persistent_bytes\": %" PRId64
-          ", \"bytes_sent\": %" PRId64 ", \"predicted_bytes_sent\": %" PRId64
+          ", \"workspace_bytes\": %" PRId64 ", \"bytes_sent\": %" PRId64
+          ", \"predicted_bytes_sent\": %" PRId64
           "%s, \"gemm_ms\": %.4f, \"comm_wait_ms\": %.4f, \"comm_ms\": "
           "%.4f}\n",
           ctx.step, lossText, normText, learningRate(*ctx.model, ctx.step),
@@ -1468,7 +1472,8 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
           static_cast<double>(predicted.model_flops) / seconds / 1e12,
           predicted.hardware_flops,
           static_cast<double>(predicted.hardware_flops) / seconds / 1e12,
-          worst[0], predicted.peak, persistent, predictedPersistent, worst[1],
+          worst[0], predicted.peak, persistent, predictedPersistent, worst[3],
+          worst[1],
           predicted.all_gather + predicted.reduce_scatter +
               predicted.all_reduce,
           hostText, gemm * 1e3, ctx.timers.commWaitSeconds * 1e3,

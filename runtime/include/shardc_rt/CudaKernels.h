@@ -103,6 +103,13 @@ void shardc_rt_cuda_kernels_destroy(shardc_rt_cuda_kernels *k);
 int64_t shardc_rt_cuda_kernels_check(shardc_rt_cuda_kernels *k,
                                      const char **op);
 
+/// The device memory k holds for its kernels outside their callers'
+/// tensors: cuBLAS's and cuBLASLt's workspaces (32 MiB each), and the
+/// scratch workspaces, which grow (in whole MiBs) to the largest call's
+/// needs so far: attention's, cuDNN's plans', cross entropy's rows', column
+/// sums' partials, bf16 kernels' f32 sums.
+int64_t shardc_rt_cuda_kernels_workspace_bytes(const shardc_rt_cuda_kernels *k);
+
 //===----------------------------------------------------------------------===//
 // Forward
 //===----------------------------------------------------------------------===//
