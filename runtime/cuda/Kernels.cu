@@ -32,15 +32,15 @@
 //    (CudnnAttention.h) where cuDNN takes the shape;
 //  - layernorm and its gradient: one warp per row, fp32 accumulation; rows
 //    of whole 16-byte chunks up to 8 a lane (2048 bf16, 1024 f32) are held
-//    in the warp's registers, each tensor read once in 16-byte loads, else
-//    element by element; dweight
-//    and dbias are column sums over rows, in two deterministic stages, the
-//    first in the gradient's own pass where a block's shared memory holds
-//    its warps' sums (c up to 3,632 on an H200), else a pass of its own.
-//    add_layernorm is the layernorm kernel with a second input: each lane
-//    stores its elements of the sum, then normalises the row read back from
-//    the stored (for bf16: rounded) sum; layernorm_grad_add is the gradient
-//    kernel adding an addend to the gradient as layernorm_grad stores it;
+//    in the warp's registers, each tensor read once (in 16-byte loads where
+//    aligned), other rows read element by element; dweight and dbias are
+//    column sums over rows, in two deterministic stages, the first in the
+//    gradient's own pass where a block's shared memory holds its warps'
+//    sums (c up to 3,632 on an H200), else a pass of its own.
+//    add_layernorm is the layernorm kernel with a second input: y is
+//    layernorm's of the stored (for bf16: rounded) sum; layernorm_grad_add
+//    is the gradient kernel adding an addend to the gradient as
+//    layernorm_grad stores it;
 //  - cross-entropy: one block per row, per-row losses (double) in the
 //    workspace, then one block sums them in a fixed order: the loss is
 //    deterministic. A row that fits shared memory is staged there and
@@ -207,11 +207,12 @@ struct shardc_rt_cuda_kernels {
   /// allowTf32 is set, where the head size allows it (useFlash).
   bool flashAttention = false;
   /// bf16 attention through cuDNN (set_cudnn_attention) where it takes the
-  /// shape (useCudnn), made when first set; the shapes it declined that
-  /// stderr has said so for.
+  /// shape (useCudnn), made when first set; the shapes it declined, and
+  /// why, that stderr has said so for.
   std::unique_ptr<shardc::rt::cuda::CudnnAttention> cudnn;
   bool cudnnAttention = false;
-  std::set<shardc::rt::cuda::AttentionShape> cudnnDeclinedShapes;
+  std::set<std::pair<shardc::rt::cuda::AttentionShape, std::string>>
+      cudnnDeclinesSaid;
   /// Cross entropy rows staged in shared memory where they fit
   /// (stagedRowBytes); SHARDC_RT_CUDA_CROSS_ENTROPY=online turns it off, so
   /// that the kernel bench and test run both kernels side by side.
@@ -421,7 +422,7 @@ __global__ void addKernel(const T *lhs, const T *rhs, T *y, int64_t n,
 }
 
 /// addKernel over 16-byte chunks, a chunk a thread (n and m whole chunks,
-/// the tensors 16-byte aligned: chunkedAdd): the same bits.
+/// the tensors 16-byte aligned: add): the same bits.
 template <typename T>
 __global__ void chunkedAddKernel(const T *lhs, const T *rhs, T *y,
                                  int64_t chunks, int64_t rhsChunks) {
@@ -869,8 +870,11 @@ constexpr int kMaxLaneChunks = 8;
 /// the row's end read as zeros and are not written), as f32. The warp reads
 /// each of its row's tensors once, kChunks loads in flight a lane, and
 /// writes each once; the row kernels above read x two to four times,
-/// element by element. c must be a whole number of chunks and the row
-/// 16-byte aligned (chunkedRowChunks).
+/// element by element. c must be a whole number of chunks
+/// (chunkedRowChunks). Where a call's tensors are all 16-byte aligned
+/// (`aligned`) a chunk is one 16-byte access, else kVector element ones of
+/// the same elements: the lanes, their values and every sum's order, so
+/// the results, are the same either way.
 template <typename T, int kChunks> struct LaneChunks {
   static constexpr int kVector = 16 / sizeof(T);
   static constexpr int kSize = kChunks * kVector;
@@ -886,7 +890,13 @@ template <typename T, int kChunks> struct LaneChunks {
            i % kVector;
   }
 
-  __device__ void read(const T *row, int64_t c, int lane) {
+  __device__ void read(const T *row, int64_t c, int lane, bool aligned) {
+    if (!aligned) {
+#pragma unroll
+      for (int i = 0; i < kSize; ++i)
+        v[i] = inRow(i / kVector, lane, c) ? load(row[column(i, lane)]) : 0.0f;
+      return;
+    }
     const uint4 *chunks = reinterpret_cast<const uint4 *>(row);
     uint4 bits[kChunks];
 #pragma unroll
@@ -906,7 +916,14 @@ template <typename T, int kChunks> struct LaneChunks {
   }
 
   /// Stores v rounded to T.
-  __device__ void write(T *row, int64_t c, int lane) const {
+  __device__ void write(T *row, int64_t c, int lane, bool aligned) const {
+    if (!aligned) {
+#pragma unroll
+      for (int i = 0; i < kSize; ++i)
+        if (inRow(i / kVector, lane, c))
+          row[column(i, lane)] = store<T>(v[i]);
+      return;
+    }
     uint4 *chunks = reinterpret_cast<uint4 *>(row);
 #pragma unroll
     for (int chunk = 0; chunk < kChunks; ++chunk) {
@@ -945,17 +962,22 @@ template <typename T, int kChunks> struct LaneChunks {
 
 /// The chunks a lane of the chunked row kernels holds for rows of c
 /// elements of T, or 0 where those kernels do not take them: c a whole
-/// number of 16-byte chunks, at most kMaxLaneChunks a lane, and every
-/// tensor (null: none) 16-byte aligned.
-template <typename T>
-int chunkedRowChunks(int64_t c, std::initializer_list<const void *> tensors) {
+/// number of 16-byte chunks, at most kMaxLaneChunks a lane. By c alone, so
+/// that calls whose results must agree bit for bit (add_layernorm with add
+/// and layernorm, layernorm_grad_add with layernorm_grad and accumulate)
+/// take the same kernels whatever their tensors' alignment.
+/// Whether every tensor (null: none) is 16-byte aligned.
+bool allChunkAligned(std::initializer_list<const void *> tensors) {
+  return std::all_of(tensors.begin(), tensors.end(), [](const void *tensor) {
+    return !tensor || shardc::rt::cuda::isChunkAligned(tensor);
+  });
+}
+
+template <typename T> int chunkedRowChunks(int64_t c) {
   constexpr int64_t kVector = 16 / sizeof(T);
   int64_t chunks = (c / kVector + 31) / 32;
   if (c <= 0 || c % kVector != 0 || chunks > kMaxLaneChunks)
     return 0;
-  for (const void *tensor : tensors)
-    if (tensor && !shardc::rt::cuda::isChunkAligned(tensor))
-      return 0;
   return static_cast<int>(chunks);
 }
 
@@ -975,30 +997,30 @@ template <int kChunks = 1, typename F> void withLaneChunks(int chunks, F f) {
 template <typename T, int kChunks>
 __global__ void chunkedLayerNormKernel(const T *x, const T *rhs, const T *w,
                                        const T *b, T *sum, T *y, int64_t rows,
-                                       int64_t c, float eps) {
+                                       int64_t c, float eps, bool aligned) {
   using Lane = LaneChunks<T, kChunks>;
   int64_t row = warpRow();
   if (row >= rows)
     return; // whole warps only
   int lane = threadIdx.x & 31;
   Lane values, other;
-  values.read(x + row * c, c, lane);
+  values.read(x + row * c, c, lane, aligned);
   if (rhs) {
-    other.read(rhs + row * c, c, lane);
+    other.read(rhs + row * c, c, lane, aligned);
 #pragma unroll
     for (int i = 0; i < Lane::kSize; ++i)
       values.v[i] = load(store<T>(values.v[i] + other.v[i]));
-    values.write(sum + row * c, c, lane);
+    values.write(sum + row * c, c, lane, aligned);
   }
   float mean, rstd;
   values.stats(c, eps, lane, mean, rstd);
   Lane weight, bias;
-  weight.read(w, c, lane);
-  bias.read(b, c, lane);
+  weight.read(w, c, lane, aligned);
+  bias.read(b, c, lane, aligned);
 #pragma unroll
   for (int i = 0; i < Lane::kSize; ++i)
     values.v[i] = (values.v[i] - mean) * rstd * weight.v[i] + bias.v[i];
-  values.write(y + row * c, c, lane);
+  values.write(y + row * c, c, lane, aligned);
 }
 
 /// layerNormGradKernel's fused plan over lanes' chunks: the same results
@@ -1011,7 +1033,7 @@ template <typename T, int kChunks>
 __global__ void chunkedLayerNormGradKernel(const T *dy, const T *x, const T *w,
                                            const T *addend, T *dx,
                                            float *partials, int64_t rows,
-                                           int64_t c, float eps) {
+                                           int64_t c, float eps, bool aligned) {
   using Lane = LaneChunks<T, kChunks>;
   constexpr int kSlots = 2 * Lane::kSize * 32; // a warp's: dweight, dbias
   extern __shared__ float warpSums[];          // [warp][kSlots]
@@ -1022,9 +1044,9 @@ __global__ void chunkedLayerNormGradKernel(const T *dy, const T *x, const T *w,
   int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   for (int64_t row = warpRow(); row < rows; row += warps) {
     Lane xhat, g, weight;
-    xhat.read(x + row * c, c, lane);
-    g.read(dy + row * c, c, lane);
-    weight.read(w, c, lane);
+    xhat.read(x + row * c, c, lane, aligned);
+    g.read(dy + row * c, c, lane, aligned);
+    weight.read(w, c, lane, aligned);
     float mean, rstd;
     xhat.stats(c, eps, lane, mean, rstd);
     float sumG = 0.0f, sumGXhat = 0.0f;
@@ -1048,12 +1070,12 @@ __global__ void chunkedLayerNormGradKernel(const T *dy, const T *x, const T *w,
     }
     if (addend) {
       Lane a;
-      a.read(addend + row * c, c, lane);
+      a.read(addend + row * c, c, lane, aligned);
 #pragma unroll
       for (int i = 0; i < Lane::kSize; ++i)
         grad.v[i] = __fadd_rn(a.v[i], grad.v[i]);
     }
-    grad.write(dx + row * c, c, lane);
+    grad.write(dx + row * c, c, lane, aligned);
   }
   __syncthreads();
   for (int slot = threadIdx.x; slot < kSlots; slot += blockDim.x) {
@@ -1136,7 +1158,8 @@ constexpr int kRowLoads = 4;
 /// How the rows of a column sum are split: `chunks` blocks of rows, each
 /// summed into a partial row, the partials then summed in chunk order; each
 /// thread sums `vector` adjacent columns (1, or a 16-byte chunk's). The
-/// split depends only on the shape and the GPU, so results are deterministic.
+/// split depends only on the shape, the type and the GPU, so results are
+/// deterministic.
 struct ColumnPlan {
   int64_t chunks;
   int64_t rowsPerChunk;
@@ -1219,16 +1242,18 @@ __global__ void columnPartialsKernel(Terms terms, int64_t outer, int64_t inner,
   }
 }
 
-/// columnPartialsKernel for SumRows over 16-byte chunks of columns (x
-/// 16-byte aligned, inner a whole number of chunks): block (x: 32 chunks,
-/// y: rows of the chunk of rows); each thread sums its chunk's kVector
-/// columns, kRowLoads rows in flight, so that a warp reads 512 contiguous
-/// bytes of a row where columnPartialsKernel reads 32 elements. The block
-/// then sums its rows' partials in row order, as columnPartialsKernel.
+/// columnPartialsKernel for SumRows over 16-byte chunks of columns (inner
+/// a whole number of chunks): block (x: 32 chunks, y: rows of the chunk of
+/// rows); each thread sums its chunk's kVector columns, kRowLoads rows in
+/// flight, so that a warp reads 512 contiguous bytes of a row where
+/// columnPartialsKernel reads 32 elements. The block then sums its rows'
+/// partials in row order, as columnPartialsKernel. A chunk is one 16-byte
+/// load where x is 16-byte `aligned`, else kVector element loads: the same
+/// sums either way.
 template <typename T>
 __global__ void chunkedColumnPartialsKernel(const T *x, int64_t outer,
                                             int64_t inner, int64_t rowsPerChunk,
-                                            float *out) {
+                                            float *out, bool aligned) {
   constexpr int kVector = 16 / sizeof(T);
   __shared__ float sums[kColumnDepth][kVector][kColumnWidth];
   int64_t chunks = inner / kVector;
@@ -1245,21 +1270,33 @@ __global__ void chunkedColumnPartialsKernel(const T *x, int64_t outer,
     for (int e = 0; e < kVector; ++e)
       acc[e] += load(values[e]);
   };
+  // Row r's chunk.
+  auto chunkOf = [&](int64_t r) {
+    int64_t at = r * chunks + chunk;
+    if (aligned)
+      return reinterpret_cast<const uint4 *>(x)[at];
+    T values[kVector];
+#pragma unroll
+    for (int e = 0; e < kVector; ++e)
+      values[e] = x[at * kVector + e];
+    uint4 bits;
+    memcpy(&bits, values, sizeof bits);
+    return bits;
+  };
   if (chunk < chunks) {
-    const uint4 *rows = reinterpret_cast<const uint4 *>(x);
     int64_t r = r0 + threadIdx.y;
     for (; r + (kRowLoads - 1) * kColumnDepth < r1;
          r += kRowLoads * kColumnDepth) {
       uint4 bits[kRowLoads];
 #pragma unroll
       for (int u = 0; u < kRowLoads; ++u)
-        bits[u] = rows[(r + u * kColumnDepth) * chunks + chunk];
+        bits[u] = chunkOf(r + u * kColumnDepth);
 #pragma unroll
       for (int u = 0; u < kRowLoads; ++u)
         add(bits[u]);
     }
     for (; r < r1; r += kColumnDepth)
-      add(rows[r * chunks + chunk]);
+      add(chunkOf(r));
   }
 #pragma unroll
   for (int e = 0; e < kVector; ++e)
@@ -1324,7 +1361,8 @@ void columnSums(Kernels *k, Terms terms, int64_t outer, int64_t inner,
     if (vector > 1) {
       using T = std::remove_cv_t<std::remove_pointer_t<decltype(terms.x)>>;
       chunkedColumnPartialsKernel<T><<<grid, block, 0, k->stream>>>(
-          terms.x, outer, inner, plan.rowsPerChunk, split ? partials0 : y0);
+          terms.x, outer, inner, plan.rowsPerChunk, split ? partials0 : y0,
+          shardc::rt::cuda::isChunkAligned(terms.x));
     }
   }
   if (vector == 1)
@@ -2143,10 +2181,8 @@ void launch(Kernels *k, int64_t n, void (*kernel)(Params...), Args... args) {
 /// and m are whole chunks and the tensors 16-byte aligned, else an element.
 template <typename T>
 void add(Kernels *k, const T *lhs, const T *rhs, T *y, int64_t n, int64_t m) {
-  using shardc::rt::cuda::isChunkAligned;
   constexpr int kVector = 16 / sizeof(T);
-  if (n % kVector == 0 && m % kVector == 0 && isChunkAligned(lhs) &&
-      isChunkAligned(rhs) && isChunkAligned(y))
+  if (n % kVector == 0 && m % kVector == 0 && allChunkAligned({lhs, rhs, y}))
     launch(k, n / kVector, chunkedAddKernel<T>, lhs, rhs, y, n / kVector,
            m / kVector);
   else
@@ -2231,19 +2267,20 @@ bool useFlash(const Kernels *k, int64_t c, int64_t heads, const T *qkv,
   return shardc::rt::cuda::flashAttentionTakes<T>(c / heads, qkv, dy);
 }
 
-/// Says on stderr, once per shape, why cuDNN declines a call of it: `why`,
-/// cuDNN's reason (planning, or its first call that cuDNN refused) where
-/// null.
+/// Says on stderr, once per shape and reason, why cuDNN declines a call
+/// of it: `why`, cuDNN's reason (planning, or its first call that cuDNN
+/// refused) where null.
 void sayCudnnDeclines(Kernels *k, const shardc::rt::cuda::AttentionShape &s,
                       const char *why = nullptr) {
-  if (!k->cudnnDeclinedShapes.insert(s).second)
+  std::string reason = why ? why : k->cudnn->declines(s);
+  if (!k->cudnnDeclinesSaid.insert({s, reason}).second)
     return;
   std::fprintf(stderr,
                "shardc: cuDNN attention declines bf16 b=%lld t=%lld c=%lld "
                "heads=%lld (%s): the flash kernels (else GEMMs) run it\n",
                static_cast<long long>(s.b), static_cast<long long>(s.t),
                static_cast<long long>(s.c), static_cast<long long>(s.heads),
-               why ? why : k->cudnn->declines(s).c_str());
+               reason.c_str());
 }
 
 /// Whether bf16 attention of this shape runs through cuDNN: switched on
@@ -2255,11 +2292,10 @@ bool useCudnn(Kernels *k, const shardc::rt::cuda::AttentionShape &shape,
               std::initializer_list<const void *> tensors) {
   if (!k->cudnnAttention)
     return false;
-  for (const void *tensor : tensors)
-    if (tensor && !shardc::rt::cuda::isChunkAligned(tensor)) {
-      sayCudnnDeclines(k, shape, "a tensor not 16-byte aligned");
-      return false;
-    }
+  if (!allChunkAligned(tensors)) {
+    sayCudnnDeclines(k, shape, "a tensor not 16-byte aligned");
+    return false;
+  }
   if (k->cudnn->declines(shape).empty())
     return true;
   sayCudnnDeclines(k, shape);
@@ -2420,11 +2456,12 @@ void layerNorm(Kernels *k, const T *x, const T *rhs, const T *w, const T *b,
                T *sum, T *y, int64_t rows, int64_t c, double eps) {
   if (rows <= 0 || c <= 0)
     return;
-  if (int chunks = chunkedRowChunks<T>(c, {x, rhs, w, b, sum, y})) {
+  if (int chunks = chunkedRowChunks<T>(c)) {
+    bool aligned = allChunkAligned({x, rhs, w, b, sum, y});
     withLaneChunks(chunks, [&](auto kChunks) {
       chunkedLayerNormKernel<T, decltype(kChunks)::value>
           <<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
-              x, rhs, w, b, sum, y, rows, c, static_cast<float>(eps));
+              x, rhs, w, b, sum, y, rows, c, static_cast<float>(eps), aligned);
     });
   } else {
     layerNormKernel<<<warpRowGrid(rows), kThreads, 0, k->stream>>>(
@@ -2467,7 +2504,8 @@ void layerNormGrad(Kernels *k, const T *dy, const T *x, const T *w,
     columnSums(k, SumRows<T>{x, c}, 0, c, plan, dw, db, nullptr, nullptr);
     return;
   }
-  int chunks = chunkedRowChunks<T>(c, {dy, x, w, addend, dx});
+  int chunks = chunkedRowChunks<T>(c);
+  bool aligned = allChunkAligned({dy, x, w, addend, dx});
   int64_t slots = chunks > 0 ? int64_t(chunks) * 32 * (16 / sizeof(T)) : c;
   if (FusedColumnPlan fused = planFusedColumns(k, rows, slots);
       fused.blocks > 0) {
@@ -2484,7 +2522,7 @@ void layerNormGrad(Kernels *k, const T *dy, const T *x, const T *w,
         chunkedLayerNormGradKernel<T, kLaneChunks>
             <<<blocks, kThreads, sharedBytes, k->stream>>>(
                 dy, x, w, addend, dx, partials, rows, c,
-                static_cast<float>(eps));
+                static_cast<float>(eps), aligned);
       });
     } else {
       SHARDC_CUDA_CHECK(cudaFuncSetAttribute(
@@ -2525,10 +2563,10 @@ template <typename T>
 void sumTo(Kernels *k, const T *x, float *y, int64_t outer, int64_t inner) {
   if (inner <= 0)
     return;
-  // 16-byte chunks of columns where the rows are whole chunks, aligned.
+  // 16-byte chunks of columns where the rows are whole chunks.
   constexpr int kVector = 16 / sizeof(T);
-  bool chunked = inner % kVector == 0 && shardc::rt::cuda::isChunkAligned(x);
-  ColumnPlan plan = planColumns(k, outer, inner, chunked ? kVector : 1);
+  ColumnPlan plan =
+      planColumns(k, outer, inner, inner % kVector == 0 ? kVector : 1);
   float *partials = nullptr;
   if (outer > 0 && plan.chunks > 1)
     partials = static_cast<float *>(

@@ -786,13 +786,18 @@ void testCrossEntropyBf16(int64_t rows, int64_t v, int64_t ld,
   compareBf16("cross_entropy_grad in place" + tag, dlogits.download(), gw);
 }
 
-/// sum_to on bf16 rows against the CPU's (f32 sums, rounded once).
-void testSumToBf16(int64_t outer, int64_t inner) {
+/// sum_to on bf16 rows against the CPU's (f32 sums, rounded once);
+/// `offset`: x starts that many elements into its allocation.
+void testSumToBf16(int64_t outer, int64_t inner, int64_t offset = 0) {
   Halves x = halves(random(outer * inner)), want(inner);
-  Buffer<shardc_rt_bf16> dx(x), dy(inner);
-  shardc_rt_cuda_sum_to_bf16(kernels, dx.get(), dy.get(), outer, inner);
+  Halves shifted(offset);
+  shifted.insert(shifted.end(), x.begin(), x.end());
+  Buffer<shardc_rt_bf16> dx(shifted), dy(inner);
+  shardc_rt_cuda_sum_to_bf16(kernels, dx.get() + offset, dy.get(), outer,
+                             inner);
   shardc_rt_sum_to_bf16(x.data(), want.data(), outer, inner);
-  compareBf16("sum_to " + shape({outer, inner}) + " -> " + shape({inner}),
+  compareBf16("sum_to " + shape({outer, inner}) + " -> " + shape({inner}) +
+                  (offset ? " (x misaligned)" : ""),
               dy.download(), want);
 }
 
@@ -1519,8 +1524,11 @@ void testMatmulGeluGrad(int64_t m, int64_t kd, int64_t n, bool tl, bool tr,
 
 /// add_layernorm on every switch (not a GEMM: the switch must not matter):
 /// sum and y against the CPU, and against the GPU's unfused pair bit for
-/// bit (sum is add's; y is layernorm's of the stored sum).
-template <typename E> void testAddLayerNorm(int64_t rows, int64_t c) {
+/// bit (sum is add's; y is layernorm's of the stored sum). `misaligned`:
+/// rhs starts an element into its allocation (16-byte loads cannot take
+/// it), the unfused pair's tensors aligned.
+template <typename E>
+void testAddLayerNorm(int64_t rows, int64_t c, bool misaligned = false) {
   int64_t n = rows * c;
   Floats lhsValues = random(n);
   for (float &v : lhsValues)
@@ -1537,15 +1545,20 @@ template <typename E> void testAddLayerNorm(int64_t rows, int64_t c) {
     shardc_rt_add_layernorm_bf16(lhs.data(), rhs.data(), w.data(), b.data(),
                                  wantSum.data(), wantY.data(), rows, c, 1e-5);
   }
-  Buffer<E> dl(lhs), dr(rhs), dw(w), db(b), dsum(n), dy(n), usum(n), uy(n);
-  std::string name = "add_layernorm " + shape({rows, c});
-  cudaAdd(kernels, dl.get(), dr.get(), usum.get(), n);
+  std::vector<E> shiftedRhs(misaligned ? 1 : 0);
+  shiftedRhs.insert(shiftedRhs.end(), rhs.begin(), rhs.end());
+  Buffer<E> dl(lhs), dr(shiftedRhs), dw(w), db(b), dsum(n), dy(n), usum(n),
+      uy(n), alignedRhs(rhs);
+  const E *rhsAt = dr.get() + (misaligned ? 1 : 0);
+  std::string name = "add_layernorm " + shape({rows, c}) +
+                     (misaligned ? " (rhs misaligned)" : "");
+  cudaAdd(kernels, dl.get(), alignedRhs.get(), usum.get(), n);
   cudaLayerNorm(kernels, usum.get(), dw.get(), db.get(), uy.get(), rows, c);
   std::vector<E> unfusedSum = usum.download(), unfusedY = uy.download();
   for (const Switch &s : switches) {
     cudaFill(s.k, dsum.get(), n); // overwritten
     cudaFill(s.k, dy.get(), n);
-    cudaAddLayerNorm(s.k, dl.get(), dr.get(), dw.get(), db.get(), dsum.get(),
+    cudaAddLayerNorm(s.k, dl.get(), rhsAt, dw.get(), db.get(), dsum.get(),
                      dy.get(), rows, c);
     std::vector<E> sum = dsum.download(), y = dy.download();
     check(name + ": sum" + s.tag, sum, wantSum, toleranceOf<E>(s));
@@ -1559,8 +1572,10 @@ template <typename E> void testAddLayerNorm(int64_t rows, int64_t c) {
 /// layernorm_grad_add on every switch (not a GEMM): dx, dweight, dbias
 /// against the CPU, and against the GPU's unfused pair bit for bit (dx is
 /// accumulate's addend + layernorm_grad's dx; dweight and dbias are
-/// layernorm_grad's).
-template <typename E> void testLayerNormGradAdd(int64_t rows, int64_t c) {
+/// layernorm_grad's). `misaligned`: the addend starts an element into its
+/// allocation, the unfused pair's tensors aligned.
+template <typename E>
+void testLayerNormGradAdd(int64_t rows, int64_t c, bool misaligned = false) {
   int64_t n = rows * c;
   std::vector<E> dy = stored<E>(random(n)), x = stored<E>(random(n)),
                  w = stored<E>(random(c, 0.5f, 1.5f)),
@@ -1577,19 +1592,23 @@ template <typename E> void testLayerNormGradAdd(int64_t rows, int64_t c) {
         dy.data(), x.data(), w.data(), addend.data(), wantDx.data(),
         wantDw.data(), wantDb.data(), rows, c, 1e-5);
   }
-  Buffer<E> ddy(dy), dx(x), dw(w), da(addend), ddx(n), ddw(c), ddb(c);
+  std::vector<E> shiftedAddend(misaligned ? 1 : 0);
+  shiftedAddend.insert(shiftedAddend.end(), addend.begin(), addend.end());
+  Buffer<E> ddy(dy), dx(x), dw(w), da(shiftedAddend), ddx(n), ddw(c), ddb(c);
+  const E *addendAt = da.get() + (misaligned ? 1 : 0);
   Buffer<E> udx(n), udw(c), udb(c), usum(addend);
   cudaLayerNormGrad(kernels, ddy.get(), dx.get(), dw.get(), udx.get(),
                     udw.get(), udb.get(), rows, c);
   cudaAccumulate(kernels, usum.get(), udx.get(), n);
   std::vector<E> unfusedDx = usum.download(), unfusedDw = udw.download(),
                  unfusedDb = udb.download();
-  std::string name = "layernorm_grad_add " + shape({rows, c});
+  std::string name = "layernorm_grad_add " + shape({rows, c}) +
+                     (misaligned ? " (addend misaligned)" : "");
   for (const Switch &s : switches) {
     cudaFill(s.k, ddx.get(), n); // overwritten
     cudaFill(s.k, ddw.get(), c);
     cudaFill(s.k, ddb.get(), c);
-    cudaLayerNormGradAdd(s.k, ddy.get(), dx.get(), dw.get(), da.get(),
+    cudaLayerNormGradAdd(s.k, ddy.get(), dx.get(), dw.get(), addendAt,
                          ddx.get(), ddw.get(), ddb.get(), rows, c);
     std::vector<E> gotDx = ddx.download(), gotDw = ddw.download(),
                    gotDb = ddb.download();
@@ -1648,6 +1667,10 @@ template <typename E> void testFused() {
     testAddLayerNorm<E>(rows, c);
     testLayerNormGradAdd<E>(rows, c);
   }
+  // A misaligned rhs or addend: element loads in the same lanes, the same
+  // bits as the aligned unfused pair.
+  testAddLayerNorm<E>(9, 768, /*misaligned=*/true);
+  testLayerNormGradAdd<E>(9, 1600, /*misaligned=*/true);
 }
 
 } // namespace
@@ -1698,6 +1721,7 @@ int main() {
   testSumToBf16(5000, 768);
   testSumToBf16(700, 2304);
   testSumToBf16(50, 100);
+  testSumToBf16(700, 2304, /*offset=*/1);
 
   testLayerNorm(1, 1, 0.0f);
   testLayerNorm(1500, 100, 0.0f);
