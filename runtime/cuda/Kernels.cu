@@ -960,12 +960,6 @@ template <typename T, int kChunks> struct LaneChunks {
   }
 };
 
-/// The chunks a lane of the chunked row kernels holds for rows of c
-/// elements of T, or 0 where those kernels do not take them: c a whole
-/// number of 16-byte chunks, at most kMaxLaneChunks a lane. By c alone, so
-/// that calls whose results must agree bit for bit (add_layernorm with add
-/// and layernorm, layernorm_grad_add with layernorm_grad and accumulate)
-/// take the same kernels whatever their tensors' alignment.
 /// Whether every tensor (null: none) is 16-byte aligned.
 bool allChunkAligned(std::initializer_list<const void *> tensors) {
   return std::all_of(tensors.begin(), tensors.end(), [](const void *tensor) {
@@ -973,6 +967,12 @@ bool allChunkAligned(std::initializer_list<const void *> tensors) {
   });
 }
 
+/// The chunks a lane of the chunked row kernels holds for rows of c
+/// elements of T, or 0 where those kernels do not take them: c a whole
+/// number of 16-byte chunks, at most kMaxLaneChunks a lane. By c alone, so
+/// that calls whose results must agree bit for bit (add_layernorm with add
+/// and layernorm, layernorm_grad_add with layernorm_grad and accumulate)
+/// take the same kernels whatever their tensors' alignment.
 template <typename T> int chunkedRowChunks(int64_t c) {
   constexpr int64_t kVector = 16 / sizeof(T);
   int64_t chunks = (c / kVector + 31) / 32;
