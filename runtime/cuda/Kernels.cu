@@ -1695,13 +1695,11 @@ __global__ void __launch_bounds__(kRowThreads)
 template <typename T>
 size_t stagedRowBytes(const Kernels *k, const T *logits, const T *dlogits,
                       int64_t v, int64_t ld) {
-  using shardc::rt::cuda::isChunkAligned;
   size_t bytes = (static_cast<size_t>(v) * sizeof(T) + 15) & ~size_t(15);
   size_t half = static_cast<size_t>(k->sharedOptin) / 2;
   size_t perBlock = half > 1024 ? half - 1024 : 0;
   if (!k->stagedCrossEntropy || v < 1 || ld > INT_MAX || bytes > perBlock ||
-      !isChunkAligned(logits) || (dlogits && !isChunkAligned(dlogits)) ||
-      (ld * sizeof(T)) % 16 != 0)
+      !allChunkAligned({logits, dlogits}) || (ld * sizeof(T)) % 16 != 0)
     return 0;
   return bytes;
 }
