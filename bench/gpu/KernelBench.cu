@@ -5,8 +5,9 @@
 // change to one is measured in seconds rather than by a whole step: flash
 // attention forward and backward (and cuDNN's fused attention beside them,
 // where cuDNN is there and takes the shape), cross entropy with its gradient,
-// layernorm_grad_add and add_layernorm, sum_to (a bias gradient) and add
-// (a residual), and a GEMM of the MLP's shape for scale. Each row prints
+// layernorm_grad_add and add_layernorm, sum_to (a bias gradient), add
+// (a residual) and embedding_grad (the token embedding's), and a GEMM of
+// the MLP's shape for scale. Each row prints
 // milliseconds per call (cudaEvents around `iters` calls after one warm-up) and
 // the floor the H200 allows it: FLOPs at its dense bf16 peak for the
 // tensor-core kernels, bytes at its HBM bandwidth for the others.
@@ -285,6 +286,16 @@ int main(int argc, char **argv) {
           stream, iters,
           [&] { shardc_rt_cuda_add_bf16(k, x, addend, sum, n * c, n * c); }),
       1e3 * 3.0 * 2 * n * c / kBandwidth, "HBM");
+  // The token embedding's gradient: dy summed by id into the table's ld
+  // rows (the targets as ids); its floor reads dy and writes the table once.
+  shardc_rt_bf16 *dtable = allocate<shardc_rt_bf16>(ld * c);
+  row("embedding_grad", shape({n, c, ld}),
+      msPerCall(stream, iters,
+                [&] {
+                  shardc_rt_cuda_embedding_grad_bf16(k, dy, targets, dtable, n,
+                                                     ld, c);
+                }),
+      1e3 * 2.0 * (n + ld) * c / kBandwidth, "HBM");
   row("matmul (MLP proj)", shape({n, 4 * c, c}),
       msPerCall(stream, iters,
                 [&] {

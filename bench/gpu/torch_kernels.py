@@ -21,6 +21,10 @@ kernels phase prints the two side by side:
   add_layernorm           x + residual, then F.layer_norm
   sum_to                  a bias gradient: dy [B T, 4C] summed over rows
   add                     a residual add, x + residual
+  embedding_grad          the token embedding's gradient: dy [B T, C]
+                          summed by id into [V padded, C] (aten's
+                          embedding_dense_backward: the ids sorted, then
+                          summed by segment)
 
 Milliseconds per call: CUDA events around `iters` calls after one warm-up.
 Prints rows in KernelBench's layout ("torch" before each kernel's name).
@@ -118,6 +122,11 @@ def main():
         hidden = rand(n, 4 * c)
         row("sum_to", f"{n}x{4 * c}", ms_per_call(lambda: hidden.sum(0)))
         row("add", f"{n}x{c}", ms_per_call(lambda: x + residual))
+        ld = (a.vocab + 127) // 128 * 128
+        ids = torch.randint(0, a.vocab, (n,), device=dev)
+        row("embedding_grad", f"{n}x{c}x{ld}", ms_per_call(
+            lambda: torch.ops.aten.embedding_dense_backward(
+                dy, ids, ld, -1, False)))
     return 0
 
 

@@ -46,6 +46,9 @@
 //    deterministic. A row that fits shared memory is staged there and
 //    read three times (max, f32 exponentials' sum, gradient); a longer one
 //    is read twice, an online softmax summing its exponentials in double;
+//  - embedding_grad: the positions sorted by id (a stable counting sort),
+//    then each id's dy rows summed in position order, as the CPU kernel
+//    does: no atomics, so deterministic;
 //  - elementwise kernels: grid-stride loops, 64-bit indices;
 //  - bf16 (mixed precision): GEMMs take bf16 operands and accumulate in f32
 //    (cublasGemmEx, or cuBLASLt with bf16 A/B/C/D, bias and preactivation);
@@ -1397,18 +1400,136 @@ __global__ void embeddingKernel(const int32_t *ids, const T *table, T *out,
   }
 }
 
-/// Scatter-add of dy rows into dtable. atomicAdd: rows of repeated ids are
-/// summed in whatever order the threads run, so not bit-deterministic.
-template <typename T>
-__global__ void embeddingGradKernel(const T *dy, const int32_t *ids,
-                                    float *dtable, int64_t n, int64_t c,
-                                    const ErrorSlot *slot) {
-  if (failed(slot))
+// embedding_grad sums each id's dy rows in position order from 0 in f32,
+// as cpu::embeddingGrad does (so, bit for bit, its f32 result), with no
+// atomics: the same ids and dy give the same bits, as PyTorch's sorted
+// embedding backward. The positions are sorted by id, stably, by a
+// counting sort of kDigitBits of the id a pass (least significant first);
+// each id's run in the sorted order is marked; then a thread per (id,
+// column) sums its run's rows.
+
+constexpr int kDigitBits = 4, kDigits = 1 << kDigitBits;
+
+/// The ids a sorting thread takes: a tile of consecutive positions, so that
+/// tiles in thread order are in position order (what keeps the sort
+/// stable).
+constexpr int64_t kSortTile = 64;
+
+/// The end of tile `tile`'s positions.
+__device__ int64_t tileEnd(int64_t tile, int64_t n) {
+  int64_t end = (tile + 1) * kSortTile;
+  return end < n ? end : n;
+}
+
+__device__ int digitOf(int32_t id, int shift) {
+  return static_cast<int>(static_cast<uint32_t>(id) >> shift) & (kDigits - 1);
+}
+
+/// counts[d * tiles + tile] = the ids of tile `tile` whose digit at `shift`
+/// is d: digit-major, so that the counts' exclusive prefix sums are where
+/// each tile's ids of each digit go.
+__global__ void digitCountsKernel(const int32_t *ids, int64_t n, int shift,
+                                  int64_t *counts, int64_t tiles,
+                                  const ErrorSlot *guard) {
+  if (failed(guard))
     return;
-  SHARDC_GRID_STRIDE(i, n * c) {
-    int64_t row = i / c;
-    atomicAdd(dtable + static_cast<int64_t>(ids[row]) * c + i % c,
-              load(dy[i]));
+  SHARDC_GRID_STRIDE(tile, tiles) {
+    int64_t count[kDigits] = {};
+    for (int64_t i = tile * kSortTile, end = tileEnd(tile, n); i < end; ++i)
+      ++count[digitOf(ids[i], shift)];
+    for (int d = 0; d < kDigits; ++d)
+      counts[d * tiles + tile] = count[d];
+  }
+}
+
+/// x[0, n) = its exclusive prefix sums, by one block of kScanThreads: each
+/// thread sums a slice of consecutive elements, the block scans the slices'
+/// sums, and each thread rewrites its slice.
+constexpr int kScanThreads = 1024;
+
+__global__ void __launch_bounds__(kScanThreads)
+    exclusiveScanKernel(int64_t *x, int64_t n, const ErrorSlot *guard) {
+  __shared__ int64_t before[kScanThreads];
+  if (failed(guard))
+    return; // every thread alike
+  int self = static_cast<int>(threadIdx.x);
+  int64_t slice = (n + kScanThreads - 1) / kScanThreads;
+  int64_t begin = self * slice < n ? self * slice : n;
+  int64_t end = begin + slice < n ? begin + slice : n;
+  int64_t sum = 0;
+  for (int64_t i = begin; i < end; ++i)
+    sum += x[i];
+  before[self] = sum;
+  __syncthreads();
+  for (int offset = 1; offset < kScanThreads; offset <<= 1) {
+    int64_t add = self >= offset ? before[self - offset] : 0;
+    __syncthreads();
+    before[self] += add;
+    __syncthreads();
+  }
+  int64_t running = before[self] - sum; // the slices before this one
+  for (int64_t i = begin; i < end; ++i) {
+    int64_t own = x[i];
+    x[i] = running;
+    running += own;
+  }
+}
+
+/// One pass of the counting sort: each tile's ids, in order, to the next
+/// slot of their digit (offsets: digitCountsKernel's counts, scanned), their
+/// positions with them (positions null: the first pass, position i).
+__global__ void digitScatterKernel(const int32_t *ids, const int64_t *positions,
+                                   int64_t n, int shift, const int64_t *offsets,
+                                   int64_t tiles, int32_t *sortedIds,
+                                   int64_t *sortedPositions,
+                                   const ErrorSlot *guard) {
+  if (failed(guard))
+    return;
+  SHARDC_GRID_STRIDE(tile, tiles) {
+    int64_t next[kDigits];
+    for (int d = 0; d < kDigits; ++d)
+      next[d] = offsets[d * tiles + tile];
+    for (int64_t i = tile * kSortTile, end = tileEnd(tile, n); i < end; ++i) {
+      int64_t at = next[digitOf(ids[i], shift)]++;
+      sortedIds[at] = ids[i];
+      sortedPositions[at] = positions ? positions[i] : i;
+    }
+  }
+}
+
+/// [runBegin[id], runEnd[id]) = the run of id in sorted (both zeroed
+/// before: ids absent from it keep an empty run).
+__global__ void markRunsKernel(const int32_t *sorted, int64_t n,
+                               int64_t *runBegin, int64_t *runEnd,
+                               const ErrorSlot *guard) {
+  if (failed(guard))
+    return;
+  SHARDC_GRID_STRIDE(i, n) {
+    int32_t id = sorted[i];
+    if (i == 0 || sorted[i - 1] != id)
+      runBegin[id] = i;
+    if (i == n - 1 || sorted[i + 1] != id)
+      runEnd[id] = i + 1;
+  }
+}
+
+/// dtable[id, j] = the sum of dy[p, j] over id's positions p (its run of
+/// the sorted positions), in increasing p from 0, in f32.
+template <typename T>
+__global__ void embeddingGradKernel(const T *dy, const int64_t *positions,
+                                    const int64_t *runBegin,
+                                    const int64_t *runEnd, float *dtable,
+                                    int64_t v, int64_t c,
+                                    const ErrorSlot *guard) {
+  if (failed(guard))
+    return;
+  SHARDC_GRID_STRIDE(i, v * c) {
+    int64_t id = i / c, j = i % c;
+    float sum = 0.0f;
+#pragma unroll 4
+    for (int64_t p = runBegin[id]; p < runEnd[id]; ++p)
+      sum += load(dy[positions[p] * c + j]);
+    dtable[i] = sum;
   }
 }
 
@@ -2432,17 +2553,51 @@ void embedding(Kernels *k, const int32_t *ids, const T *table, T *out,
            static_cast<const ErrorSlot *>(k->slot));
 }
 
-/// dtable[v, c] (f32, zeroed first) = the rows of dy (T = float or
-/// __nv_bfloat16) scatter-added by id.
+/// dtable[v, c] (f32) = the rows of dy (T = float or __nv_bfloat16)
+/// summed by id, each id's in position order (embeddingGradKernel): the
+/// positions sorted by id, kDigitBits of the id (enough for v - 1) a pass.
 template <typename T>
 void embeddingGrad(Kernels *k, const T *dy, const int32_t *ids, float *dtable,
                    int64_t n, int64_t v, int64_t c) {
   checkIds<T>(k, ids, n, v, kOpEmbeddingGrad);
   const ErrorSlot *guard = k->slot;
-  if (c > 0) {
-    launch(k, v * c, fillKernel<float>, dtable, 0.0f, v * c, guard);
-    launch(k, n * c, embeddingGradKernel<T>, dy, ids, dtable, n, c, guard);
+  if (v <= 0 || c <= 0)
+    return;
+  int64_t tiles = (n + kSortTile - 1) / kSortTile;
+  char *cursor = static_cast<char *>(
+      scratch(k, 2 * pieceBytes<int32_t>(n) + 2 * pieceBytes<int64_t>(n) +
+                     pieceBytes<int64_t>(kDigits * tiles) +
+                     2 * pieceBytes<int64_t>(v)));
+  int32_t *sortedIds[2] = {carve<int32_t>(cursor, n),
+                           carve<int32_t>(cursor, n)};
+  int64_t *sortedPositions[2] = {carve<int64_t>(cursor, n),
+                                 carve<int64_t>(cursor, n)};
+  int64_t *counts = carve<int64_t>(cursor, kDigits * tiles);
+  int64_t *runBegin = carve<int64_t>(cursor, v);
+  int64_t *runEnd = carve<int64_t>(cursor, v);
+  const int32_t *keys = ids;
+  const int64_t *positions = nullptr;
+  int bits = 1; // of the largest id, v - 1
+  while (bits < 31 && ((v - 1) >> bits) != 0)
+    ++bits;
+  for (int shift = 0, pass = 0; n > 0 && shift < bits;
+       shift += kDigitBits, ++pass) {
+    launch(k, tiles, digitCountsKernel, keys, n, shift, counts, tiles, guard);
+    exclusiveScanKernel<<<1, kScanThreads, 0, k->stream>>>(
+        counts, kDigits * tiles, guard);
+    SHARDC_CUDA_CHECK_LAUNCH();
+    launch(k, tiles, digitScatterKernel, keys, positions, n, shift, counts,
+           tiles, sortedIds[pass % 2], sortedPositions[pass % 2], guard);
+    keys = sortedIds[pass % 2];
+    positions = sortedPositions[pass % 2];
   }
+  SHARDC_CUDA_CHECK(cudaMemsetAsync(
+      runBegin, 0, static_cast<size_t>(v) * sizeof(int64_t), k->stream));
+  SHARDC_CUDA_CHECK(cudaMemsetAsync(
+      runEnd, 0, static_cast<size_t>(v) * sizeof(int64_t), k->stream));
+  launch(k, n, markRunsKernel, keys, n, runBegin, runEnd, guard);
+  launch(k, v * c, embeddingGradKernel<T>, dy, positions, runBegin, runEnd,
+         dtable, v, c, guard);
 }
 
 /// layernorm and its gradient for T = float or __nv_bfloat16; dweight and
@@ -3349,8 +3504,7 @@ void shardc_rt_cuda_embedding_grad_bf16(shardc_rt_cuda_kernels *k,
                                         shardc_rt_bf16 *dtable, int64_t n,
                                         int64_t v, int64_t c) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "embedding_grad_bf16");
-  // dy read in place; the table's gradient sums (atomically) in f32, then
-  // is rounded.
+  // dy read in place; the table's gradient sums in f32, then is rounded.
   F32Results sums(k, {v * c});
   float *fdt = sums.take(v * c);
   embeddingGrad(k, bf(dy), ids, fdt, n, v, c);

@@ -192,6 +192,15 @@ void compare(const std::string &name, const Floats &got, const Doubles &want,
   report(worst <= tolerance, name, detail);
 }
 
+/// The bits of two results of the same arithmetic, in the same order.
+template <typename E>
+void checkSameBits(const std::string &name, const std::vector<E> &got,
+                   const std::vector<E> &want) {
+  bool same = got.size() == want.size() &&
+              std::memcmp(got.data(), want.data(), got.size() * sizeof(E)) == 0;
+  report(same, name + (std::is_same_v<E, float> ? "" : " (bf16)"), "");
+}
+
 /// The error slot must be clear after calls with valid ids.
 void expectNoIndexError(const std::string &name) {
   const char *op = nullptr;
@@ -405,8 +414,13 @@ void testEmbedding(int64_t n, int64_t v, int64_t c) {
   expectNoIndexError(name);
 }
 
-void testEmbeddingGrad(int64_t n, int64_t v, int64_t c) {
-  Ids ids = randomIds(n, static_cast<int32_t>(v)); // many repeats when n > v
+/// embedding_grad against the double reference, and against the CPU's f32
+/// kernel bit for bit: both sum each id's rows in position order, so a sum
+/// in another order (atomics, or an unstable sort) shows in the last bits.
+/// `ids` (default: random in [0, v)) picks the repeats.
+void testEmbeddingGrad(int64_t n, int64_t v, int64_t c, Ids ids = {}) {
+  if (ids.empty())
+    ids = randomIds(n, static_cast<int32_t>(v)); // many repeats when n > v
   Floats dy = random(n * c);
   Buffer<int32_t> dids(ids);
   Buffer<float> ddy(dy), dtable(v * c);
@@ -418,7 +432,11 @@ void testEmbeddingGrad(int64_t n, int64_t v, int64_t c) {
                              c);
   std::string name = "embedding_grad " + shape({n, c}) + " into " +
                      shape({v, c});
-  compare(name, dtable.download(), table);
+  Floats got = dtable.download();
+  compare(name, got, table);
+  Floats inOrder(v * c);
+  cpu::embeddingGrad<float>(dy.data(), ids.data(), inOrder.data(), n, v, c);
+  checkSameBits(name + ": the CPU's f32 sums bit for bit", got, inOrder);
   expectNoIndexError(name);
 }
 
@@ -869,7 +887,8 @@ void testBf16(int64_t rows, int64_t c, int64_t v) {
   Halves tgw(v * c);
   shardc_rt_embedding_grad_bf16(x.data(), targets.data(), tgw.data(), rows, v,
                                 c);
-  compareBf16("embedding_grad" + tag, dtgrad.download(), tgw);
+  checkSameBits("embedding_grad" + tag + ": the CPU's bit for bit",
+                dtgrad.download(), tgw);
   expectNoIndexError("bf16" + tag);
 }
 
@@ -1239,14 +1258,6 @@ void check(const std::string &name, const Floats &got, const Doubles &want,
 void check(const std::string &name, const Halves &got, const Halves &want,
            double tolerance) {
   compare(name + " (bf16)", floatsOf(got), widen(floatsOf(want)), tolerance);
-}
-/// The bits of two results of the same GPU arithmetic.
-template <typename E>
-void checkSameBits(const std::string &name, const std::vector<E> &got,
-                   const std::vector<E> &want) {
-  bool same = got.size() == want.size() &&
-              std::memcmp(got.data(), want.data(), got.size() * sizeof(E)) == 0;
-  report(same, name + (std::is_same_v<E, float> ? "" : " (bf16)"), "");
 }
 
 /// The reference's type: double for f32 results, bf16 for bf16 ones.
@@ -1742,6 +1753,17 @@ int main() {
   testEmbedding(3, 7, 1);
   testEmbeddingGrad(1100, 50, 33);
   testEmbeddingGrad(5, 40, 20);
+  testEmbeddingGrad(0, 6, 3);
+  // GPT-2's vocabulary: four 4-bit passes of the sort; one id in every
+  // position (one run of all of them); positions as ids, as wpe's gradient
+  // (each id once per sequence, the runs strided).
+  testEmbeddingGrad(4100, 50304, 5);
+  testEmbeddingGrad(3000, 1, 7);
+  testEmbeddingGrad(3000, 9, 4, Ids(3000, 8));
+  Ids positions(4 * 700);
+  for (size_t i = 0; i < positions.size(); ++i)
+    positions[i] = static_cast<int32_t>(i % 700);
+  testEmbeddingGrad(4 * 700, 700, 6, positions);
 
   // Attention: T = 1, C not a multiple of 32, batches over heads (heads >= B)
   // and over batch elements (B > heads), one head of one sequence.

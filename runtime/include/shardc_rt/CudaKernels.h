@@ -33,6 +33,9 @@
 //      sum_to          chunks * inner floats when the rows are split;
 //      cross_entropy, cross_entropy_and_grad
 //                      n doubles (per-row losses, summed in a fixed order);
+//      embedding_grad  the ids sorted with their positions (2 * n int32 and
+//                      2 * n int64), 16 * ceil(n / 64) digit counts and
+//                      each id's run (2 * v int64), all int64 but the ids;
 //      layernorm_grad_add, add_layernorm: as layernorm_grad, layernorm;
 //    (chunks <= 1024). Besides, cuBLAS and cuBLASLt have a fixed 32 MiB
 //    workspace each (allocated by create; the GEMM epilogues of linear,
@@ -43,10 +46,9 @@
 //    read by create, overrides the 2^26 bound (a number of floats; the unit
 //    test uses it to exercise the chunking); SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG
 //    (non-empty, not 0) prints each new plan to stderr: fused, or why not.
-//  - results are deterministic (same inputs, same bits), except
-//    embedding_grad, which scatter-adds with atomicAdd, and the flash and
-//    cuDNN attention_grad's dq (shardc_rt_cuda_kernels_set_flash_attention,
-//    _set_cudnn_attention).
+//  - results are deterministic (same inputs, same bits), except the flash
+//    and cuDNN attention_grad's dq (shardc_rt_cuda_kernels_set_flash_attention,
+//    _set_cudnn_attention), which sums by atomicAdd.
 //  - ids and targets cannot be checked synchronously. embedding,
 //    embedding_grad, cross_entropy, cross_entropy_grad and
 //    cross_entropy_and_grad check theirs on the device and record the
@@ -250,8 +252,10 @@ void shardc_rt_cuda_layernorm_grad_add_f32(
     const float *addend, float *dx, float *dw, float *db, int64_t rows,
     int64_t c, double eps);
 
-/// dtable[v, c] = scatter-add of dy[n, c] by ids[n] (zeroed first; atomicAdd,
-/// so not bit-deterministic); ids checked against [0, v) (error slot).
+/// dtable[v, c] = the rows of dy[n, c] summed by ids[n], each id's in
+/// position order in f32 (no atomics: deterministic, and the f32 result
+/// is the CPU kernel's bit for bit); ids checked against [0, v) (error
+/// slot).
 void shardc_rt_cuda_embedding_grad_f32(shardc_rt_cuda_kernels *k,
                                        const float *dy, const int32_t *ids,
                                        float *dtable, int64_t n, int64_t v,
