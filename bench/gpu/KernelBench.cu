@@ -3,11 +3,11 @@
 // Times the kernels that take most of a bf16 GPT-2 small step (--profile's
 // table in bench/RESULTS.md) at that step's shapes, each alone, so that a
 // change to one is measured in seconds rather than by a whole step: flash
-// attention forward and backward (and cuDNN's fused attention beside them,
-// where cuDNN is there and takes the shape), cross entropy with its gradient,
-// layernorm_grad_add and add_layernorm, sum_to (a bias gradient), add
-// (a residual) and embedding_grad (the token embedding's), and a GEMM of
-// the MLP's shape for scale. Each row prints
+// attention forward and backward (the deterministic backward, and cuDNN's
+// fused attention, beside them where cuDNN is there and takes the shape),
+// cross entropy with its gradient, layernorm_grad_add and add_layernorm,
+// sum_to (a bias gradient), add (a residual) and embedding_grad (the token
+// embedding's), and a GEMM of the MLP's shape for scale. Each row prints
 // milliseconds per call (cudaEvents around `iters` calls after one warm-up) and
 // the floor the H200 allows it: FLOPs at its dense bf16 peak for the
 // tensor-core kernels, bytes at its HBM bandwidth for the others.
@@ -125,7 +125,7 @@ double msPerCall(cudaStream_t stream, int64_t iters,
 
 void row(const char *kernel, const std::string &shape, double ms,
          double floorMs, const char *floorKind) {
-  std::printf("%-22s %-26s %10.3f %10.3f %6.1f%%  %s\n", kernel, shape.c_str(),
+  std::printf("%-30s %-26s %10.3f %10.3f %6.1f%%  %s\n", kernel, shape.c_str(),
               ms, floorMs, 100.0 * floorMs / ms, floorKind);
 }
 
@@ -191,26 +191,38 @@ int main(int argc, char **argv) {
               static_cast<long long>(c), static_cast<long long>(heads),
               static_cast<long long>(vocab), static_cast<long long>(ld),
               static_cast<long long>(iters));
-  std::printf("%-22s %-26s %10s %10s %7s  %s\n", "kernel", "shape", "ms/call",
+  std::printf("%-30s %-26s %10s %10s %7s  %s\n", "kernel", "shape", "ms/call",
               "floor ms", "of it", "floor");
   // Causal attention: half the T x T scores; the forward's two GEMMs, the
   // backward's five (FlashAttention-2's count).
   double attention = 2.0 * b * t * t * c;
   std::string bthc = shape({b, t, heads, c / heads});
-  row("attention", bthc,
-      msPerCall(stream, iters,
-                [&] {
-                  shardc_rt_cuda_attention_bf16(k, qkv, out, lse, b, t, c,
-                                                heads);
-                }),
-      1e3 * attention / kPeakFlops, "bf16 peak");
-  row("attention_grad", bthc,
-      msPerCall(stream, iters,
-                [&] {
-                  shardc_rt_cuda_attention_grad_bf16(k, dy, qkv, out, lse, dqkv,
-                                                     b, t, c, heads);
-                }),
-      1e3 * 2.5 * attention / kPeakFlops, "bf16 peak");
+  // Attention's forward and backward rows through `via`'s kernels.
+  auto forwardRow = [&](const char *name, shardc_rt_cuda_kernels *via) {
+    row(name, bthc,
+        msPerCall(stream, iters,
+                  [&] {
+                    shardc_rt_cuda_attention_bf16(via, qkv, out, lse, b, t, c,
+                                                  heads);
+                  }),
+        1e3 * attention / kPeakFlops, "bf16 peak");
+  };
+  auto backwardRow = [&](const char *name, shardc_rt_cuda_kernels *via) {
+    row(name, bthc,
+        msPerCall(stream, iters,
+                  [&] {
+                    shardc_rt_cuda_attention_grad_bf16(via, dy, qkv, out, lse,
+                                                       dqkv, b, t, c, heads);
+                  }),
+        1e3 * 2.5 * attention / kPeakFlops, "bf16 peak");
+  };
+  forwardRow("attention", k);
+  backwardRow("attention_grad", k);
+  // The deterministic backward (set_deterministic): dq by a second kernel
+  // per query block instead of atomics.
+  shardc_rt_cuda_kernels_set_deterministic(k, 1);
+  backwardRow("attention_grad (deterministic)", k);
+  shardc_rt_cuda_kernels_set_deterministic(k, 0);
   // The same attention through cuDNN's fused attention
   // (set_cudnn_attention), where cuDNN takes the shape; its backward reads
   // the lse its forward wrote.
@@ -222,20 +234,8 @@ int main(int argc, char **argv) {
           viaCudnn, b, t, c, heads)) {
     std::printf("# attention (cudnn): not timed: %s\n", why);
   } else {
-    row("attention (cudnn)", bthc,
-        msPerCall(stream, iters,
-                  [&] {
-                    shardc_rt_cuda_attention_bf16(viaCudnn, qkv, out, lse, b, t,
-                                                  c, heads);
-                  }),
-        1e3 * attention / kPeakFlops, "bf16 peak");
-    row("attention_grad (cudnn)", bthc,
-        msPerCall(stream, iters,
-                  [&] {
-                    shardc_rt_cuda_attention_grad_bf16(
-                        viaCudnn, dy, qkv, out, lse, dqkv, b, t, c, heads);
-                  }),
-        1e3 * 2.5 * attention / kPeakFlops, "bf16 peak");
+    forwardRow("attention (cudnn)", viaCudnn);
+    backwardRow("attention_grad (cudnn)", viaCudnn);
   }
   shardc_rt_cuda_kernels_destroy(viaCudnn);
   row("cross_entropy_and_grad", shape({n, ld}),

@@ -68,7 +68,7 @@ def main():
         return start.elapsed_time(stop) / a.iters
 
     def row(kernel, shape, ms):
-        print(f"torch {kernel:<22} {shape:<26} {ms:10.3f}")
+        print(f"torch {kernel:<30} {shape:<26} {ms:10.3f}")
 
     def rand(*shape, grad=False):
         return (torch.rand(*shape, device=dev, dtype=torch.float32) * 2 - 1

@@ -205,6 +205,10 @@ void backendSetUp(shardc_rt_context &ctx) {
   // SHARDC_TF32=0 (the GPU-against-CPU check turns them off). Checked before
   // the device too.
   bool tf32 = setting("SHARDC_TF32", "1", {"1", "0"}) == "1";
+  // SHARDC_DETERMINISTIC=1: the same bits every run (attention's gradient
+  // sums dq in a fixed order instead of by atomics; cuDNN attention then
+  // declines). Off by default. Checked before the device too.
+  bool deterministic = setting("SHARDC_DETERMINISTIC", "0", {"0", "1"}) == "1";
   // A clear message, and the same on every rank, where there is no GPU
   // (on a machine without a driver cudaGetDeviceCount returns 35).
   int count = 0;
@@ -258,6 +262,7 @@ void backendSetUp(shardc_rt_context &ctx) {
   shardc_rt_cuda_kernels_set_flash_attention(b->kernels, attention != "gemm");
   shardc_rt_cuda_kernels_set_cudnn_attention(b->kernels, attention == "cudnn");
   shardc_rt_cuda_kernels_set_gemm_epilogues(b->kernels, epilogues);
+  shardc_rt_cuda_kernels_set_deterministic(b->kernels, deterministic);
 
   ncclUniqueId id;
   if (ctx.worldRank == 0)

@@ -18,7 +18,10 @@
 // dS^T = P^T (dP^T - delta) with delta = rowsum(dy o), and accumulates
 // dv += P^T dy and dk += dS^T q in registers; dS^T goes through shared
 // memory so that each warp adds its 16 queries' dq += dS k to an f32
-// accumulator by atomics, rounded into dqkv at the end.
+// accumulator by atomics, rounded into dqkv at the end. The deterministic
+// backward leaves dq to a second kernel (dqKernel) shaped as the forward:
+// 64 queries a block walk the key blocks at or before them, computing S
+// and dP again, and accumulate dq = dS k in registers in a fixed order.
 //
 // Tiles reach shared memory by cp.async (copyTile), so that they land
 // while the warps compute, as FlashAttention-2's do: in the forward v's
@@ -453,15 +456,22 @@ constexpr int residentBlocks(size_t bytes, int wanted) {
                                       (bytes + kSharedReservedPerBlock));
 }
 
+/// 2 stages of tiles in flight where a multiprocessor holds as many blocks
+/// of `twoStages` bytes as of `oneStage` (up to `wanted`), else 1.
+constexpr int stagesKeepingBlocks(size_t twoStages, size_t oneStage,
+                                  int wanted) {
+  return residentBlocks(twoStages, wanted) >= residentBlocks(oneStage, wanted)
+             ? 2
+             : 1;
+}
+
 /// The query blocks the backward keeps in flight: 2, the next one's tiles
 /// landing while the warps compute on this one's, where that leaves as many
 /// blocks on a multiprocessor as 1 (bf16 up to d = 112); else 1, the next
 /// one's landing while the warps compute dq.
 template <typename T> constexpr int backwardStages(int d) {
-  return residentBlocks(backwardSharedBytes<T>(d, 2), backwardBlocks(d)) >=
-                 residentBlocks(backwardSharedBytes<T>(d, 1), backwardBlocks(d))
-             ? 2
-             : 1;
+  return stagesKeepingBlocks(backwardSharedBytes<T>(d, 2),
+                             backwardSharedBytes<T>(d, 1), backwardBlocks(d));
 }
 
 template <typename T> constexpr size_t backwardSharedBytes(int d) {
@@ -472,9 +482,10 @@ template <typename T> constexpr size_t backwardSharedBytes(int d) {
 template <typename T, int D>
 constexpr int kBackwardStages = backwardStages<T>(D);
 
-/// grid (batch x heads, key blocks). dq accumulates, unscaled, in f32
-/// (dqKernel scales it).
-template <typename T, int D>
+/// grid (batch x heads, key blocks). With AtomicDq, dq accumulates,
+/// unscaled, in f32 by atomics (storeDqKernel scales it); without, dk and
+/// dv only (dqKernel computes dq).
+template <typename T, int D, bool AtomicDq>
 __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
     backwardKernel(const T *qkv, const T *dy, const float *lse,
                    const float *delta, float *dq, T *dqkv, int64_t t, int64_t c,
@@ -562,7 +573,8 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
           x = p;
           dp[n][2 * half + e] = ds[e];
         }
-        Tiles<T>::storePair(dsT + r * ldS + col, ds[0], ds[1]);
+        if (AtomicDq)
+          Tiles<T>::storePair(dsT + r * ldS + col, ds[0], ds[1]);
       }
     }
     // The warp's keys: dv += P^T dy, dk += dS^T q.
@@ -574,7 +586,9 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
     if (i + kStages < steps)
       issue(i + kStages);
     copyAsyncCommit(); // one group per step, empty or not
-    // The warp's 16 queries: dq += dS k (scaled once, by dqKernel),
+    if (!AtomicDq)
+      return;
+    // The warp's 16 queries: dq += dS k (scaled once, by storeDqKernel),
     // dS(query, key) = dS^T's (key, query).
     float acc[D / 8][4] = {};
     for (int j = 0; j < kBlock / kK; ++j) {
@@ -613,11 +627,127 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
 
 /// dqkv's q columns = scale dq (rounded to T).
 template <typename T>
-__global__ void dqKernel(const float *dq, T *dqkv, int64_t n, int64_t c,
-                         float scale) {
+__global__ void storeDqKernel(const float *dq, T *dqkv, int64_t n, int64_t c,
+                              float scale) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     dqkv[i / c * 3 * c + i % c] = Tiles<T>::fromFloat(dq[i] * scale);
+}
+
+/// dqKernel's shared memory with `stages` key blocks in flight: its
+/// queries' q and dy tiles, and per stage a key block's k and v tiles.
+template <typename T> constexpr size_t dqSharedBytes(int d, int stages) {
+  return size_t(2 + 2 * stages) * kBlock * (d + kPad<T>)*sizeof(T);
+}
+
+/// The key blocks dqKernel keeps in flight: 2, the next one's k and v
+/// landing while the warps compute on this one's, where that leaves as
+/// many blocks on a multiprocessor as 1; else 1, the next one's landing
+/// after the step.
+template <typename T> constexpr int dqStages(int d) {
+  return stagesKeepingBlocks(dqSharedBytes<T>(d, 2), dqSharedBytes<T>(d, 1),
+                             backwardBlocks(d));
+}
+
+template <typename T> constexpr size_t dqSharedBytes(int d) {
+  return dqSharedBytes<T>(d, dqStages<T>(d));
+}
+
+template <typename T, int D> constexpr int kDqStages = dqStages<T>(D);
+
+/// dq without atomics, for the deterministic backward: grid (batch x heads,
+/// query blocks), as the forward's. Each warp's 16 queries walk the key
+/// blocks at or before their block, that one first (the only one the mask
+/// cuts), computing S = q k^T and dP = dy v^T again (backwardKernel's,
+/// per query block instead of per key block), P from the forward's
+/// log-sum-exps, dS = P (dP - delta), and dq += dS k in registers: the same
+/// sums in the same order every run. Scaled and rounded into dqkv's q
+/// columns at the end. Queries at or after t have zero q and dy rows, so
+/// zero dS, and are never stored.
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, backwardBlocks(D))
+    dqKernel(const T *qkv, const T *dy, const float *lse, const float *delta,
+             T *dqkv, int64_t t, int64_t c, int heads, float scale) {
+  constexpr int kStages = kDqStages<T, D>;
+  constexpr int ld = D + kPad<T>;
+  const float scaleLog2 = scale * kLog2e;
+  extern __shared__ __align__(128) unsigned char shared[];
+  T *qs = reinterpret_cast<T *>(shared);
+  T *dys = qs + kBlock * ld;
+  T *stageTiles = dys + kBlock * ld; // per stage: k, then v
+
+  // The last query blocks, which see the most keys, first (as the forward).
+  int64_t bh = blockIdx.x, qb = gridDim.y - 1 - blockIdx.y;
+  int64_t batch = bh / heads, h = bh % heads, q0 = qb * kBlock, ldg = 3 * c;
+  const T *head = qkv + batch * t * ldg + h * D;
+  int warp = threadIdx.x / 32, lane = threadIdx.x & 31, r0 = warp * 16;
+  int g = lane / 4, q = lane & 3;
+
+  // Issues step i's key block, qb - i, into its stage.
+  auto issue = [&](int64_t i) {
+    int64_t k0 = (qb - i) * kBlock;
+    T *ks = stageTiles + (i % kStages) * 2 * kBlock * ld;
+    copyTile<T, D>(ks, head + c + k0 * ldg, ldg, t - k0);
+    copyTile<T, D>(ks + kBlock * ld, head + 2 * c + k0 * ldg, ldg, t - k0);
+  };
+  copyTile<T, D>(qs, head + q0 * ldg, ldg, t - q0);
+  copyTile<T, D>(dys, dy + (batch * t + q0) * c + h * D, c, t - q0);
+  issue(0);
+  copyAsyncCommit();
+  // Rows g and g + 8 of the warp's: log-sum-exp (log2 units) and delta.
+  float lseLog2[2] = {}, rowDelta[2] = {};
+  for (int half = 0; half < 2; ++half) {
+    int64_t qi = q0 + r0 + g + 8 * half;
+    if (qi < t) {
+      lseLog2[half] = lse[bh * t + qi] * kLog2e;
+      rowDelta[half] = delta[bh * t + qi];
+    }
+  }
+  float acc[D / 8][4] = {};
+  auto step = [&](int64_t i, auto diagonal) {
+    copyAsyncWait<0>();
+    // Step i's tiles have landed; every warp is done with the other stage.
+    __syncthreads();
+    if (kStages == 2 && i < qb) {
+      issue(i + 1);
+      copyAsyncCommit();
+    }
+    const T *ks = stageTiles + (i % kStages) * 2 * kBlock * ld;
+    const T *vs = ks + kBlock * ld;
+    RowAccumulators s = {}, ds = {};
+    warpABT<T, D, kBackwardByMatrix>(s, qs + r0 * ld, ks);
+    warpABT<T, D, kBackwardByMatrix>(ds, dys + r0 * ld, vs);
+    for (int n = 0; n < kTiles; ++n)
+      for (int half = 0; half < 2; ++half)
+        for (int e = 0; e < 2; ++e) {
+          int row = r0 + g + 8 * half, col = n * 8 + 2 * q + e;
+          bool valid = !decltype(diagonal)::value || col <= row;
+          float &x = ds[n][2 * half + e];
+          float p =
+              valid ? exp2Approx(s[n][2 * half + e] * scaleLog2 - lseLog2[half])
+                    : 0.0f;
+          x = p * (x - rowDelta[half]);
+        }
+    warpAccumulatePB<T, D, kBackwardByMatrix>(acc, ds, ks);
+    if (kStages == 1 && i < qb) {
+      __syncthreads(); // every warp is done with the stage
+      issue(i + 1);
+      copyAsyncCommit();
+    }
+  };
+  step(0, std::true_type());
+  for (int64_t i = 1; i <= qb; ++i)
+    step(i, std::false_type());
+  for (int half = 0; half < 2; ++half) {
+    int64_t qi = q0 + r0 + g + 8 * half;
+    if (qi >= t)
+      continue;
+    T *row = dqkv + (batch * t + qi) * ldg + h * D;
+    for (int n = 0; n < D / 8; ++n)
+      for (int e = 0; e < 2; ++e)
+        row[n * 8 + 2 * q + e] =
+            Tiles<T>::fromFloat(acc[n][2 * half + e] * scale);
+  }
 }
 
 /// Launches a kernel with more than the default 48 KiB of shared memory.
@@ -659,28 +789,34 @@ template <typename F> void withHeadSize(int d, F &&f) {
 } // namespace
 
 template <typename T>
-bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy) {
+bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy,
+                         bool deterministic) {
   if (d <= 0 || d % 16 != 0 || d > 128)
     return false;
   if (!isChunkAligned(qkv) || !isChunkAligned(dy))
     return false;
   // The backward's tiles must fit the device's shared memory (sm_90 and
-  // sm_80: d up to 128 either type).
+  // sm_80: d up to 128 either type; dqKernel's on sm_80 up to d = 96 in
+  // f32).
   int device = 0, limit = 0;
   SHARDC_CUDA_CHECK(cudaGetDevice(&device));
   SHARDC_CUDA_CHECK(cudaDeviceGetAttribute(
       &limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return backwardSharedBytes<T>(static_cast<int>(d)) <=
-         static_cast<size_t>(limit);
+  int size = static_cast<int>(d);
+  size_t bytes = deterministic ? std::max(backwardSharedBytes<T>(size),
+                                          dqSharedBytes<T>(size))
+                               : backwardSharedBytes<T>(size);
+  return bytes <= static_cast<size_t>(limit);
 }
 
 size_t flashForwardScratchBytes(int64_t b, int64_t t, int64_t heads) {
   return pieceBytes<float>(b * heads * t);
 }
 
-size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c,
-                                 int64_t heads) {
-  return flashForwardScratchBytes(b, t, heads) + pieceBytes<float>(b * t * c);
+size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c, int64_t heads,
+                                 bool deterministic) {
+  return flashForwardScratchBytes(b, t, heads) +
+         (deterministic ? 0 : pieceBytes<float>(b * t * c));
 }
 
 template <typename T>
@@ -708,7 +844,7 @@ template <typename T>
 void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
                             const T *out, const float *lse, T *dqkv,
                             void *scratch, int64_t b, int64_t t, int64_t c,
-                            int64_t heads) {
+                            int64_t heads, bool deterministic) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
   int d = static_cast<int>(c / heads);
@@ -722,29 +858,44 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
       <<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0,
          stream>>>(dy, out, delta, rows, t, c, static_cast<int>(heads), d);
   SHARDC_CUDA_CHECK_LAUNCH();
-  SHARDC_CUDA_CHECK(cudaMemsetAsync(
-      dq, 0, static_cast<size_t>(b * t * c) * sizeof(float), stream));
+  if (!deterministic)
+    SHARDC_CUDA_CHECK(cudaMemsetAsync(
+        dq, 0, static_cast<size_t>(b * t * c) * sizeof(float), stream));
   float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   dim3 grid(static_cast<unsigned>(b * heads),
             static_cast<unsigned>((t + kBlock - 1) / kBlock));
   size_t shared = backwardSharedBytes<T>(d);
   withHeadSize(d, [&](auto size) {
     constexpr int D = decltype(size)::value;
-    allowShared(backwardKernel<T, D>, shared);
-    backwardKernel<T, D><<<grid, kThreads, shared, stream>>>(
-        qkv, dy, lse, delta, dq, dqkv, t, c, static_cast<int>(heads), scale);
+    auto launch = [&](auto kernel) {
+      allowShared(kernel, shared);
+      kernel<<<grid, kThreads, shared, stream>>>(
+          qkv, dy, lse, delta, dq, dqkv, t, c, static_cast<int>(heads), scale);
+      SHARDC_CUDA_CHECK_LAUNCH();
+    };
+    if (!deterministic)
+      return launch(backwardKernel<T, D, true>);
+    launch(backwardKernel<T, D, false>);
+    size_t dqShared = dqSharedBytes<T>(d);
+    allowShared(dqKernel<T, D>, dqShared);
+    dqKernel<T, D><<<grid, kThreads, dqShared, stream>>>(
+        qkv, dy, lse, delta, dqkv, t, c, static_cast<int>(heads), scale);
     SHARDC_CUDA_CHECK_LAUNCH();
   });
+  if (deterministic)
+    return;
   int64_t n = b * t * c;
   unsigned blocks = static_cast<unsigned>(
       std::min<int64_t>((n + 255) / 256, int64_t(1) << 16));
-  dqKernel<T><<<blocks, 256, 0, stream>>>(dq, dqkv, n, c, scale);
+  storeDqKernel<T><<<blocks, 256, 0, stream>>>(dq, dqkv, n, c, scale);
   SHARDC_CUDA_CHECK_LAUNCH();
 }
 
 // The two stored types.
-template bool flashAttentionTakes<bf16>(int64_t, const bf16 *, const bf16 *);
-template bool flashAttentionTakes<float>(int64_t, const float *, const float *);
+template bool flashAttentionTakes<bf16>(int64_t, const bf16 *, const bf16 *,
+                                        bool);
+template bool flashAttentionTakes<float>(int64_t, const float *, const float *,
+                                         bool);
 template void flashAttentionForward<bf16>(cudaStream_t, const bf16 *, bf16 *,
                                           float *, int64_t, int64_t, int64_t,
                                           int64_t);
@@ -754,10 +905,12 @@ template void flashAttentionForward<float>(cudaStream_t, const float *, float *,
 template void flashAttentionBackward<bf16>(cudaStream_t, const bf16 *,
                                            const bf16 *, const bf16 *,
                                            const float *, bf16 *, void *,
-                                           int64_t, int64_t, int64_t, int64_t);
+                                           int64_t, int64_t, int64_t, int64_t,
+                                           bool);
 template void flashAttentionBackward<float>(cudaStream_t, const float *,
                                             const float *, const float *,
                                             const float *, float *, void *,
-                                            int64_t, int64_t, int64_t, int64_t);
+                                            int64_t, int64_t, int64_t, int64_t,
+                                            bool);
 
 } // namespace shardc::rt::cuda

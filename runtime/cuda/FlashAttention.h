@@ -12,8 +12,11 @@
 //
 // The CUDA backend's default (SHARDC_ATTENTION=gemm opts out); heads of
 // d = C / heads with d % 16 == 0 and d <= 128 (on sm_90, either type),
-// qkv and dy 16-byte aligned. dq accumulates through f32 atomics: its last
-// bits vary from run to run.
+// qkv and dy 16-byte aligned. dq accumulates through f32 atomics, its last
+// bits varying from run to run, unless the backward is asked to be
+// deterministic: then a second kernel computes dq per block of queries,
+// recomputing the scores and their gradient (two more products of the
+// five), in registers and a fixed order.
 // The templates below are instantiated for T = __nv_bfloat16 and float.
 //
 //===----------------------------------------------------------------------===//
@@ -30,11 +33,12 @@
 namespace shardc::rt::cuda {
 
 /// Whether the kernels of element type T take heads of size d on the current
-/// device (their backward's shared memory fits it) from these tensors: qkv,
-/// and dy where not null, 16-byte aligned (the kernels copy 16-byte chunks
-/// of their rows by cp.async).
+/// device (their backward's shared memory fits it, deterministic or not)
+/// from these tensors: qkv, and dy where not null, 16-byte aligned (the
+/// kernels copy 16-byte chunks of their rows by cp.async).
 template <typename T>
-bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy);
+bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy,
+                         bool deterministic);
 
 /// Scratch the forward needs: the rows' log-sum-exp, b * heads * t floats.
 size_t flashForwardScratchBytes(int64_t b, int64_t t, int64_t heads);
@@ -47,19 +51,20 @@ void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
                            int64_t heads);
 
 /// Scratch the backward needs, in this order: delta (b * heads * t floats)
-/// and the f32 accumulator of dq (b * t * c floats); each piece 256-byte
-/// aligned.
-size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c,
-                                 int64_t heads);
+/// and, unless deterministic, the f32 accumulator of dq (b * t * c floats);
+/// each piece 256-byte aligned.
+size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c, int64_t heads,
+                                 bool deterministic);
 
 /// dqkv[b, t, 3c] from dy[b, t, c], qkv and the forward's out and lse:
 /// delta = rowsum(dy * out) per (batch, head, query), then per key block
-/// dk, dv (and dq through f32 atomics).
+/// dk, dv, and dq through f32 atomics; deterministic, dq per query block
+/// instead, by a second kernel.
 template <typename T>
 void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
                             const T *out, const float *lse, T *dqkv,
                             void *scratch, int64_t b, int64_t t, int64_t c,
-                            int64_t heads);
+                            int64_t heads, bool deterministic);
 
 } // namespace shardc::rt::cuda
 

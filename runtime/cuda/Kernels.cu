@@ -214,6 +214,9 @@ struct shardc_rt_cuda_kernels {
   /// why, that stderr has said so for.
   std::unique_ptr<shardc::rt::cuda::CudnnAttention> cudnn;
   bool cudnnAttention = false;
+  /// attention_grad's dq in a fixed order (set_deterministic): the flash
+  /// kernels' dqKernel, not their atomics; cuDNN declines.
+  bool deterministic = false;
   std::set<std::pair<shardc::rt::cuda::AttentionShape, std::string>>
       cudnnDeclinesSaid;
   /// Cross entropy rows staged in shared memory where they fit
@@ -2383,7 +2386,8 @@ bool useFlash(const Kernels *k, int64_t c, int64_t heads, const T *qkv,
     return false;
   if (std::is_same_v<T, float> && !k->allowTf32)
     return false;
-  return shardc::rt::cuda::flashAttentionTakes<T>(c / heads, qkv, dy);
+  return shardc::rt::cuda::flashAttentionTakes<T>(c / heads, qkv, dy,
+                                                  k->deterministic);
 }
 
 /// Says on stderr, once per shape and reason, why cuDNN declines a call
@@ -2405,12 +2409,18 @@ void sayCudnnDeclines(Kernels *k, const shardc::rt::cuda::AttentionShape &s,
 /// Whether bf16 attention of this shape runs through cuDNN: switched on
 /// (set_cudnn_attention), cuDNN takes the shape, and the tensors 16-byte
 /// aligned as the graphs declare them (a null one: the forward's lse where
-/// the caller passes none, which the workspace holds); sayCudnnDeclines
-/// where cuDNN is on but does not run it.
+/// the caller passes none, which the workspace holds), and not asked to be
+/// deterministic (set_deterministic); sayCudnnDeclines where cuDNN is on
+/// but does not run it.
 bool useCudnn(Kernels *k, const shardc::rt::cuda::AttentionShape &shape,
               std::initializer_list<const void *> tensors) {
   if (!k->cudnnAttention)
     return false;
+  if (k->deterministic) {
+    sayCudnnDeclines(k, shape,
+                     "deterministic: its backward sums dq by atomics");
+    return false;
+  }
   if (!allChunkAligned(tensors)) {
     sayCudnnDeclines(k, shape, "a tensor not 16-byte aligned");
     return false;
@@ -2498,10 +2508,11 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, const T *out,
     }
   }
   if (useFlash<T>(k, c, heads, qkv, dy)) {
-    void *work =
-        scratch(k, shardc::rt::cuda::flashBackwardScratchBytes(b, t, c, heads));
+    void *work = scratch(k, shardc::rt::cuda::flashBackwardScratchBytes(
+                                b, t, c, heads, k->deterministic));
     shardc::rt::cuda::flashAttentionBackward<T>(k->stream, dy, qkv, out, lse,
-                                                dqkv, work, b, t, c, heads);
+                                                dqkv, work, b, t, c, heads,
+                                                k->deterministic);
     return;
   }
   int64_t d = c / heads, ld = 3 * c;
@@ -2861,6 +2872,11 @@ int64_t shardc_rt_cuda_kernels_check(shardc_rt_cuda_kernels *k,
 void shardc_rt_cuda_kernels_set_flash_attention(shardc_rt_cuda_kernels *k,
                                                 int on) {
   k->flashAttention = on != 0;
+}
+
+void shardc_rt_cuda_kernels_set_deterministic(shardc_rt_cuda_kernels *k,
+                                              int on) {
+  k->deterministic = on != 0;
 }
 
 void shardc_rt_cuda_kernels_set_cudnn_attention(shardc_rt_cuda_kernels *k,

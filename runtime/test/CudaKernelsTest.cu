@@ -968,6 +968,54 @@ void testAttentionBf16(shardc_rt_cuda_kernels *k, int64_t b, int64_t t,
               kBf16AttentionTolerance);
 }
 
+/// The deterministic flash backward (set_deterministic) beside the atomic
+/// one on the same bf16 inputs: dk and dv come from the same arithmetic
+/// (bit for bit), dq from the same products summed in another order
+/// (within the bf16 tolerance), and a second run gives the same bits.
+void testDeterministicAttentionBf16(int64_t b, int64_t t, int64_t c,
+                                    int64_t heads) {
+  shardc_rt_cuda_kernels *atomic =
+      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+  shardc_rt_cuda_kernels *fixed =
+      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+  shardc_rt_cuda_kernels_set_flash_attention(atomic, 1);
+  shardc_rt_cuda_kernels_set_flash_attention(fixed, 1);
+  shardc_rt_cuda_kernels_set_deterministic(fixed, 1);
+  Halves qkv = halves(random(b * t * 3 * c)), dy = halves(random(b * t * c));
+  Buffer<shardc_rt_bf16> dqkv(qkv), ddy(dy), dout(b * t * c),
+      dgrad(b * t * 3 * c);
+  Buffer<float> dlse(b * heads * t);
+  shardc_rt_cuda_attention_bf16(atomic, dqkv.get(), dout.get(), dlse.get(), b,
+                                t, c, heads);
+  auto gradient = [&](shardc_rt_cuda_kernels *k) {
+    shardc_rt_cuda_fill_bf16(kernels, dgrad.get(), 123.0f, b * t * 3 * c);
+    shardc_rt_cuda_attention_grad_bf16(k, ddy.get(), dqkv.get(), dout.get(),
+                                       dlse.get(), dgrad.get(), b, t, c, heads);
+    return dgrad.download();
+  };
+  Halves viaAtomics = gradient(atomic), first = gradient(fixed),
+         second = gradient(fixed);
+  // Columns [from, from + c) of every row of a [b t, 3c] gradient.
+  auto columns = [&](const Halves &g, int64_t from) {
+    Halves part;
+    for (int64_t r = 0; r < b * t; ++r)
+      part.insert(part.end(), g.begin() + r * 3 * c + from,
+                  g.begin() + r * 3 * c + from + c);
+    return part;
+  };
+  std::string name = "attention_grad " + shape({b, t, c}) + " heads " +
+                     std::to_string(heads) + " (deterministic flash)";
+  checkSameBits(name + ": dk the atomic kernel's", columns(first, c),
+                columns(viaAtomics, c));
+  checkSameBits(name + ": dv the atomic kernel's", columns(first, 2 * c),
+                columns(viaAtomics, 2 * c));
+  compareBf16(name + ": dq against the atomic kernel's", columns(first, 0),
+              columns(viaAtomics, 0), kBf16AttentionTolerance);
+  checkSameBits(name + ": a second run", second, first);
+  shardc_rt_cuda_kernels_destroy(fixed);
+  shardc_rt_cuda_kernels_destroy(atomic);
+}
+
 /// bf16 attention through cuDNN's fused attention (set_cudnn_attention):
 /// heads of 16 to 128 elements (80: not a power of two), T below, at and
 /// past cuDNN's tiles, up to GPT-2's 1024. A shape cuDNN declines (T = 1,
@@ -1847,6 +1895,25 @@ int main() {
     testAttentionBf16(flash, 1, 70, 128, 2, " (flash: misaligned, GEMMs)", 1);
     shardc_rt_cuda_kernels_destroy(flash);
   }
+  {
+    // The deterministic flash backward (set_deterministic): dq by query
+    // blocks. Head sizes 16 to 128, T below, at and past the blocks, one
+    // query, against the CPU; beside the atomic backward at two shapes.
+    shardc_rt_cuda_kernels *fixed =
+        shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+    shardc_rt_cuda_kernels_set_flash_attention(fixed, 1);
+    shardc_rt_cuda_kernels_set_deterministic(fixed, 1);
+    const char *tag = " (deterministic flash)";
+    testAttentionBf16(fixed, 2, 70, 64, 4, tag);
+    testAttentionBf16(fixed, 1, 130, 128, 2, tag);
+    testAttentionBf16(fixed, 2, 64, 256, 2, tag);
+    testAttentionBf16(fixed, 3, 1, 32, 2, tag);
+    testAttentionBf16(fixed, 1, 200, 96, 3, tag);
+    testAttentionBf16(fixed, 1, 100, 160, 2, tag);
+    shardc_rt_cuda_kernels_destroy(fixed);
+    testDeterministicAttentionBf16(2, 70, 64, 4);
+    testDeterministicAttentionBf16(1, 200, 96, 3);
+  }
 
   // TF32: a 10-bit mantissa, so ~5e-4 per product; the sum of 96 products
   // stays within 1e-2 of the tensor's magnitude. Checks that the switch
@@ -1905,6 +1972,11 @@ int main() {
     testAttention(flash, 2, 150, 128, 2, 3.0f, tag, kFlashTf32Tolerance);
     testAttention(flash, 2, 9, 20, 5, 1.0f, " (flash tf32: d = 4, GEMMs)",
                   kFlashTf32Tolerance);
+    shardc_rt_cuda_kernels_set_deterministic(flash, 1);
+    tag = " (deterministic flash tf32)";
+    testAttention(flash, 2, 70, 64, 4, 1.0f, tag, kFlashTf32Tolerance);
+    testAttention(flash, 1, 129, 256, 2, 2.0f, tag, kFlashTf32Tolerance);
+    testAttention(flash, 2, 150, 128, 2, 3.0f, tag, kFlashTf32Tolerance);
     shardc_rt_cuda_kernels_destroy(flash);
     // TF32 off: f32 attention keeps the GEMMs' full fp32 products with
     // flash attention on, within f32's kTolerance (which the fused TF32

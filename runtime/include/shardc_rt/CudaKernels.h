@@ -24,7 +24,8 @@
 //      attention_grad  b * heads * t floats (the rows' log-sum-exps, where
 //                      the caller passes no lse); for the gradient, the
 //                      deltas (b * heads * t floats) and an f32 dq
-//                      (b * t * c floats); with cuDNN attention
+//                      (b * t * c floats; none when deterministic, see
+//                      set_deterministic); with cuDNN attention
 //                      (set_cudnn_attention), for a shape cuDNN takes,
 //                      its plan's workspace, and for the gradient an f32
 //                      dq and the rows' dot(dy, out) besides;
@@ -48,7 +49,8 @@
 //    (non-empty, not 0) prints each new plan to stderr: fused, or why not.
 //  - results are deterministic (same inputs, same bits), except the flash
 //    and cuDNN attention_grad's dq (shardc_rt_cuda_kernels_set_flash_attention,
-//    _set_cudnn_attention), which sums by atomicAdd.
+//    _set_cudnn_attention), which sums by atomicAdd unless
+//    shardc_rt_cuda_kernels_set_deterministic is on.
 //  - ids and targets cannot be checked synchronously. embedding,
 //    embedding_grad, cross_entropy, cross_entropy_grad and
 //    cross_entropy_and_grad check theirs on the device and record the
@@ -301,6 +303,16 @@ void shardc_rt_cuda_cross_entropy_and_grad_f32(
 /// floats).
 void shardc_rt_cuda_kernels_set_flash_attention(shardc_rt_cuda_kernels *k,
                                                 int on);
+
+/// Deterministic attention_grad (off until set; the CUDA backend sets it
+/// with SHARDC_DETERMINISTIC=1): the flash kernels compute dq by a second
+/// kernel per block of queries, in a fixed order, instead of f32 atomics
+/// (two more of the backward's five products, and no f32 dq in the
+/// workspace); cuDNN attention declines (its backward's dq sums by
+/// atomics), so bf16 runs the flash kernels. Every other kernel is
+/// deterministic either way.
+void shardc_rt_cuda_kernels_set_deterministic(shardc_rt_cuda_kernels *k,
+                                              int on);
 
 /// bf16 attention (and its gradient) through cuDNN's fused flash attention
 /// (runtime/cuda/CudnnAttention.h: cuDNN 9.16 or later through its backend
