@@ -678,6 +678,30 @@ wants check && run_kernel_test
 gate_epilogues
 gate_attention
 CHECK_END=$((SECONDS + $(cap "$CHECK_BUDGET")))
+# SHARDC_DETERMINISTIC=1 promises the same bits every run: two runs of the
+# check's GPU executable (EXE_CMD, args; bf16, whose attention is the flash
+# kernels') must export the same params and log the same losses, compared
+# with no tolerance at all.
+check_deterministic() {
+  local strategy=$1 d=$2 run
+  for run in 1 2; do
+    if ! run_limited "$(check_left)" "$d/determ$run.out" env SHARDC_TF32=0 SHARDC_DETERMINISTIC=1 \
+      "${EXE_CMD[@]}" "${args[@]}" --export "$d/determ$run.safetensors" --log-json "$d/determ$run.jsonl" --quiet; then
+      tail_of "$d/determ$run.out"
+      fail "check $strategy gpu deterministic" "run $run did not finish"
+      return
+    fi
+  done
+  if python3 "$HERE/compare.py" check --ref-log "$d/determ1.jsonl" --ref-export "$d/determ1.safetensors" \
+    --log "$d/determ2.jsonl" --export "$d/determ2.safetensors" --rtol 0 --atol 0 --outliers 0 \
+    --label "SHARDC_DETERMINISTIC=1, run 1 (cpu) against run 2 (gpu)" \
+    >"$d/determ.out" 2>&1; then
+    record "check $strategy gpu deterministic" "PASS (SHARDC_DETERMINISTIC=1 twice: the same losses and $(grep -o '[0-9]* elements' "$d/determ.out" | head -n 1), bit for bit)"
+  else
+    sed 's/^/     /' "$d/determ.out" | tail -n 8
+    fail "check $strategy gpu deterministic" "two SHARDC_DETERMINISTIC=1 runs differ"
+  fi
+}
 check_left() { local t=$((CHECK_END - SECONDS)); [ "$t" -lt 0 ] && t=0; echo "$t"; }
 mkdir -p "$WORK/check"
 TOKENS="$WORK/check/tokens.bin"
@@ -776,6 +800,8 @@ if wants check; then
         "${outliers[@]}" >"$d/compare.out" 2>&1; then
         grep -E 'loss|params:|outliers:' "$d/compare.out" | sed 's/^/     /'
         record "check $strategy gpu vs cpu" "PASS ($(grep -o 'worst loss rel diff [^:]*' "$d/compare.out"); $(grep -o '[0-9]* elements, [0-9]* outside' "$d/compare.out") tolerance)"
+        # bf16 runs the flash kernels (f32 under SHARDC_TF32=0 the GEMMs).
+        case "$strategy" in *+bf16) check_deterministic "$strategy" "$d" ;; esac
       else
         sed 's/^/     /' "$d/compare.out" | tail -n 20
         fail "check $strategy gpu vs cpu" "see above"
