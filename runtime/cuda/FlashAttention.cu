@@ -308,12 +308,32 @@ __device__ void warpAccumulatePB(float (&o)[D / 8][4], const RowAccumulators &p,
   }
 }
 
+/// A head's blocks of rows (queries in the forward and dqKernel, keys in
+/// backwardKernel).
+__host__ __device__ constexpr int64_t blocksOf(int64_t t) {
+  return (t + kBlock - 1) / kBlock;
+}
+
+/// The kernels' grid is one dimension, a head's blocks adjacent (heads, then
+/// batch elements, after them), as FlashAttention-2's grid has them: the
+/// blocks running together are mostly one head's, and read its k and v
+/// (forward) or q and dy (backward) from L2 rather than each from memory.
+/// Block `block` of head bh (batch * heads + head) of the grid's
+/// blocksOf(t) per head.
+struct HeadBlock {
+  int64_t bh, block;
+};
+__device__ HeadBlock headBlock(int64_t t) {
+  int64_t blocks = blocksOf(t), x = blockIdx.x;
+  return {x / blocks, x % blocks};
+}
+
 /// The forward's shared memory: q, k and v tiles.
 template <typename T> size_t forwardSharedBytes(int d) {
   return 3 * size_t(kBlock) * (d + kPad<T>)*sizeof(T);
 }
 
-/// grid (batch x heads, query blocks).
+/// grid: headBlock's, the query blocks.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
     forwardKernel(const T *qkv, T *out, float *lse, int64_t t, int64_t c,
@@ -324,10 +344,11 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
   T *ks = qs + kBlock * ld;
   T *vs = ks + kBlock * ld;
 
-  // The last query blocks, which see the most keys, are scheduled first
-  // (blocks start roughly in index order, x fastest): no long one at the
-  // tail, as FlashAttention-2 schedules them.
-  int64_t bh = blockIdx.x, qb = gridDim.y - 1 - blockIdx.y;
+  // A head's last query blocks, which see the most keys, are scheduled
+  // first (blocks start roughly in index order), as FlashAttention-2
+  // schedules them.
+  HeadBlock at = headBlock(t);
+  int64_t bh = at.bh, qb = blocksOf(t) - 1 - at.block;
   int64_t batch = bh / heads, h = bh % heads, q0 = qb * kBlock, ldg = 3 * c;
   const T *head = qkv + batch * t * ldg + h * D;
   int warp = threadIdx.x / 32, lane = threadIdx.x & 31, r0 = warp * 16;
@@ -482,7 +503,8 @@ template <typename T> constexpr size_t backwardSharedBytes(int d) {
 template <typename T, int D>
 constexpr int kBackwardStages = backwardStages<T>(D);
 
-/// grid (batch x heads, key blocks). With AtomicDq, dq accumulates,
+/// grid: headBlock's, the key blocks (the first, which sees the most
+/// queries, first). With AtomicDq, dq accumulates,
 /// unscaled, in f32 by atomics (storeDqKernel scales it); without, dk and
 /// dv only (dqKernel computes dq).
 template <typename T, int D, bool AtomicDq>
@@ -502,7 +524,8 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
   float *stageRows =
       reinterpret_cast<float *>(stageTiles + kStages * 2 * kBlock * ld);
 
-  int64_t bh = blockIdx.x, kb = blockIdx.y;
+  HeadBlock at = headBlock(t);
+  int64_t bh = at.bh, kb = at.block;
   int64_t batch = bh / heads, h = bh % heads, k0 = kb * kBlock, ldg = 3 * c;
   const T *head = qkv + batch * t * ldg + h * D;
   const T *dyHead = dy + batch * t * c + h * D;
@@ -514,7 +537,7 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
   // and keys at or after t need none: their q, dy (and lse, delta), k and
   // v rows are zeros, so their P reaches only dk, dv and dq rows that are
   // never stored, and the others through zeros.
-  int64_t steps = (t + kBlock - 1) / kBlock - kb;
+  int64_t steps = blocksOf(t) - kb;
   // Issues query block kb + i's q, dy, lse and delta into its stage.
   auto issue = [&](int64_t i) {
     int64_t q0 = (kb + i) * kBlock;
@@ -655,8 +678,8 @@ template <typename T> constexpr size_t dqSharedBytes(int d) {
 
 template <typename T, int D> constexpr int kDqStages = dqStages<T>(D);
 
-/// dq without atomics, for the deterministic backward: grid (batch x heads,
-/// query blocks), as the forward's. Each warp's 16 queries walk the key
+/// dq without atomics, for the deterministic backward: grid: headBlock's,
+/// the query blocks, as the forward's. Each warp's 16 queries walk the key
 /// blocks at or before their block, that one first (the only one the mask
 /// cuts), computing S = q k^T and dP = dy v^T again (backwardKernel's,
 /// per query block instead of per key block), P from the forward's
@@ -676,8 +699,10 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
   T *dys = qs + kBlock * ld;
   T *stageTiles = dys + kBlock * ld; // per stage: k, then v
 
-  // The last query blocks, which see the most keys, first (as the forward).
-  int64_t bh = blockIdx.x, qb = gridDim.y - 1 - blockIdx.y;
+  // A head's last query blocks, which see the most keys, first (as the
+  // forward).
+  HeadBlock at = headBlock(t);
+  int64_t bh = at.bh, qb = blocksOf(t) - 1 - at.block;
   int64_t batch = bh / heads, h = bh % heads, q0 = qb * kBlock, ldg = 3 * c;
   const T *head = qkv + batch * t * ldg + h * D;
   int warp = threadIdx.x / 32, lane = threadIdx.x & 31, r0 = warp * 16;
@@ -828,8 +853,7 @@ void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
   int d = static_cast<int>(c / heads);
   float scaleLog2 =
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) * kLog2e;
-  dim3 grid(static_cast<unsigned>(b * heads),
-            static_cast<unsigned>((t + kBlock - 1) / kBlock));
+  dim3 grid(static_cast<unsigned>(b * heads * blocksOf(t)));
   size_t shared = forwardSharedBytes<T>(d);
   withHeadSize(d, [&](auto size) {
     constexpr int D = decltype(size)::value;
@@ -862,8 +886,7 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
     SHARDC_CUDA_CHECK(cudaMemsetAsync(
         dq, 0, static_cast<size_t>(b * t * c) * sizeof(float), stream));
   float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  dim3 grid(static_cast<unsigned>(b * heads),
-            static_cast<unsigned>((t + kBlock - 1) / kBlock));
+  dim3 grid(static_cast<unsigned>(b * heads * blocksOf(t)));
   size_t shared = backwardSharedBytes<T>(d);
   withHeadSize(d, [&](auto size) {
     constexpr int D = decltype(size)::value;
