@@ -308,6 +308,25 @@ __device__ void warpAccumulatePB(float (&o)[D / 8][4], const RowAccumulators &p,
   }
 }
 
+/// Stores the warp's 16 rows of acc, row half times factor[half] and
+/// rounded to T, at rows[r ld + column] for its rows r = first + g and
+/// first + g + 8 that come before t.
+template <typename T, int D>
+__device__ void storeWarpRows(T *rows, int64_t ld, int64_t first, int64_t t,
+                              const float (&acc)[D / 8][4],
+                              const float (&factor)[2]) {
+  int lane = threadIdx.x & 31, g = lane / 4, q = lane & 3;
+  for (int half = 0; half < 2; ++half) {
+    int64_t r = first + g + 8 * half;
+    if (r >= t)
+      continue;
+    for (int n = 0; n < D / 8; ++n)
+      for (int e = 0; e < 2; ++e)
+        rows[r * ld + n * 8 + 2 * q + e] =
+            Tiles<T>::fromFloat(acc[n][2 * half + e] * factor[half]);
+  }
+}
+
 /// A head's blocks of rows (queries in the forward and dqKernel, keys in
 /// backwardKernel).
 __host__ __device__ constexpr int64_t blocksOf(int64_t t) {
@@ -420,17 +439,11 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
   step(qb, std::true_type());
   for (int64_t kb = qb - 1; kb >= 0; --kb)
     step(kb, std::false_type());
+  const float inverse[2] = {1.0f / l[0], 1.0f / l[1]};
+  storeWarpRows<T, D>(out + batch * t * c + h * D, c, q0 + r0, t, o, inverse);
   for (int half = 0; half < 2; ++half) {
     int64_t qi = q0 + r0 + g + 8 * half;
-    if (qi >= t)
-      continue;
-    T *row = out + (batch * t + qi) * c + h * D;
-    float inverse = 1.0f / l[half];
-    for (int n = 0; n < D / 8; ++n)
-      for (int e = 0; e < 2; ++e)
-        row[n * 8 + 2 * q + e] =
-            Tiles<T>::fromFloat(o[n][2 * half + e] * inverse);
-    if (q == 0) // natural log: m and log2(l) are log2 units
+    if (qi < t && q == 0) // natural log: m and log2(l) are log2 units
       lse[bh * t + qi] = (m[half] + log2f(l[half])) * kLn2;
   }
 }
@@ -634,18 +647,9 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
   step(0, std::true_type());
   for (int64_t i = 1; i < steps; ++i)
     step(i, std::false_type());
-  for (int half = 0; half < 2; ++half) {
-    int64_t kj = k0 + r0 + g + 8 * half;
-    if (kj >= t)
-      continue;
-    T *row = dqkv + (batch * t + kj) * ldg + h * D;
-    for (int n = 0; n < D / 8; ++n)
-      for (int e = 0; e < 2; ++e) {
-        int col = n * 8 + 2 * q + e;
-        row[c + col] = Tiles<T>::fromFloat(dk[n][2 * half + e] * scale);
-        row[2 * c + col] = Tiles<T>::fromFloat(dv[n][2 * half + e]);
-      }
-  }
+  T *rows = dqkv + batch * t * ldg + h * D;
+  storeWarpRows<T, D>(rows + c, ldg, k0 + r0, t, dk, {scale, scale});
+  storeWarpRows<T, D>(rows + 2 * c, ldg, k0 + r0, t, dv, {1.0f, 1.0f});
 }
 
 /// dqkv's q columns = scale dq (rounded to T).
@@ -763,16 +767,8 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
   step(0, std::true_type());
   for (int64_t i = 1; i <= qb; ++i)
     step(i, std::false_type());
-  for (int half = 0; half < 2; ++half) {
-    int64_t qi = q0 + r0 + g + 8 * half;
-    if (qi >= t)
-      continue;
-    T *row = dqkv + (batch * t + qi) * ldg + h * D;
-    for (int n = 0; n < D / 8; ++n)
-      for (int e = 0; e < 2; ++e)
-        row[n * 8 + 2 * q + e] =
-            Tiles<T>::fromFloat(acc[n][2 * half + e] * scale);
-  }
+  storeWarpRows<T, D>(dqkv + batch * t * ldg + h * D, ldg, q0 + r0, t, acc,
+                      {scale, scale});
 }
 
 /// Launches a kernel with more than the default 48 KiB of shared memory.
