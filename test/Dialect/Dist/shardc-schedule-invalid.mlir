@@ -4,6 +4,9 @@
 // TWICE: error: 'train.model' op is already scheduled
 // RUN: not shardc-opt %S/shardc-schedule.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-schedule="prefetch=-1" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 // NEGATIVE: error: expected prefetch >= 0, got -1
+// RUN: not shardc-opt %S/shardc-schedule.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-schedule="prefetch=one" 2>&1 | FileCheck %s --check-prefix=NOT-INT
+// NOT-INT: for the --prefetch option: 'one' value invalid for long argument!
+// NOT-INT-NEXT: error: invalid options for pass 'shardc-schedule': 'prefetch=one'
 // RUN: shardc-opt %s --shardc-schedule -split-input-file -verify-diagnostics
 
 // A collective inside a unit could be skipped or reordered by some ranks.

@@ -26,6 +26,7 @@
 // ZERO2D: error: strategy zero2 needs a 1-D mesh N, got mesh=2x2
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero4 mesh=2" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // UNKNOWN: for the --strategy option: Cannot find option named 'zero4'!
+// UNKNOWN-NEXT: error: invalid options for pass 'shardc-shard': 'strategy=zero4 mesh=2'
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=3" 2>&1 | FileCheck %s --check-prefix=BATCH
 // BATCH: error: 'train.model' op has a global batch of 8 that does not divide over 3 data-parallel ranks (mesh=3)
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 grad-accum=3" 2>&1 | FileCheck %s --check-prefix=ACCUM

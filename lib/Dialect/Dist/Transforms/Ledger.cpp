@@ -10,6 +10,7 @@
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
 #include "shardc/Support/Bytes.h"
 #include "shardc/Support/Files.h"
+#include "shardc/Support/PassOptions.h"
 
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Support/FileUtilities.h"
@@ -165,8 +166,9 @@ llvm::json::Value toJson(const LedgerReport &r, int64_t evalPeak) {
 }
 
 struct ShardcLedgerPass
-    : shardc::dist::impl::ShardcLedgerPassBase<ShardcLedgerPass> {
-  using ShardcLedgerPassBase::ShardcLedgerPassBase;
+    : shardc::NamedOptionErrors<
+          shardc::dist::impl::ShardcLedgerPassBase<ShardcLedgerPass>> {
+  using NamedOptionErrors::NamedOptionErrors;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();

@@ -1,6 +1,7 @@
 //===- Schedule.cpp - Asynchronous collectives, prefetch, early frees -----===//
 
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
+#include "shardc/Support/PassOptions.h"
 
 #include "shardc/Dialect/Dist/Analysis/BufferLiveness.h"
 
@@ -258,8 +259,9 @@ LogicalResult checkSameOrderOnEveryRank(ModelOp model) {
 }
 
 struct ShardcSchedulePass
-    : shardc::dist::impl::ShardcSchedulePassBase<ShardcSchedulePass> {
-  using ShardcSchedulePassBase::ShardcSchedulePassBase;
+    : shardc::NamedOptionErrors<
+          shardc::dist::impl::ShardcSchedulePassBase<ShardcSchedulePass>> {
+  using NamedOptionErrors::NamedOptionErrors;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();

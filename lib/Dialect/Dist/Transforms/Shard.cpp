@@ -2,6 +2,7 @@
 
 #include "shardc/Dialect/Dist/Analysis/BufferLiveness.h"
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
+#include "shardc/Support/PassOptions.h"
 
 #include "Retype.h"
 
@@ -1336,8 +1337,9 @@ LogicalResult Sharder::run() {
 //===----------------------------------------------------------------------===//
 
 struct ShardcShardPass
-    : shardc::dist::impl::ShardcShardPassBase<ShardcShardPass> {
-  using ShardcShardPassBase::ShardcShardPassBase;
+    : shardc::NamedOptionErrors<
+          shardc::dist::impl::ShardcShardPassBase<ShardcShardPass>> {
+  using NamedOptionErrors::NamedOptionErrors;
   void runOnOperation() override;
 };
 

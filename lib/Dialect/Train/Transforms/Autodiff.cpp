@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardc/Dialect/Train/Transforms/Passes.h"
+#include "shardc/Support/PassOptions.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
@@ -303,8 +304,9 @@ LogicalResult ReverseSweep::differentiate(Operation *op) {
 //===----------------------------------------------------------------------===//
 
 struct TrainAutodiffPass
-    : shardc::train::impl::TrainAutodiffPassBase<TrainAutodiffPass> {
-  using TrainAutodiffPassBase::TrainAutodiffPassBase;
+    : shardc::NamedOptionErrors<
+          shardc::train::impl::TrainAutodiffPassBase<TrainAutodiffPass>> {
+  using NamedOptionErrors::NamedOptionErrors;
   void runOnOperation() override;
 
 private:

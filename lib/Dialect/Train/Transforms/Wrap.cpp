@@ -1,6 +1,7 @@
 //===- Wrap.cpp - Group a model's layers into units by policy -------------===//
 
 #include "shardc/Dialect/Train/Transforms/Passes.h"
+#include "shardc/Support/PassOptions.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -143,8 +144,9 @@ void outline(const Layer &layer, StringRef name) {
 }
 
 struct ShardcWrapPass
-    : shardc::train::impl::ShardcWrapPassBase<ShardcWrapPass> {
-  using ShardcWrapPassBase::ShardcWrapPassBase;
+    : shardc::NamedOptionErrors<
+          shardc::train::impl::ShardcWrapPassBase<ShardcWrapPass>> {
+  using NamedOptionErrors::NamedOptionErrors;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
