@@ -871,98 +871,142 @@ __global__ void layerNormGradKernel(const T *dy, const T *x, const T *w,
 /// above run (a lane's share would spill from registers).
 constexpr int kMaxLaneChunks = 8;
 
-/// A lane's share of a row of c elements in the chunked row kernels: the
-/// row's 16-byte chunks lane, lane + 32, ..., (kChunks of them; those past
-/// the row's end read as zeros and are not written), as f32. The warp reads
-/// each of its row's tensors once, kChunks loads in flight a lane, and
-/// writes each once; the row kernels above read x two to four times,
-/// element by element. c must be a whole number of chunks
-/// (chunkedRowChunks). Where a call's tensors are all 16-byte aligned
-/// (`aligned`) a chunk is one 16-byte access, else kVector element ones of
-/// the same elements: the lanes, their values and every sum's order, so
-/// the results, are the same either way.
-template <typename T, int kChunks> struct LaneChunks {
+/// Which elements of a row of c a lane of the chunked row kernels holds:
+/// the row's 16-byte chunks lane, lane + 32, ..., kChunks of them (those
+/// past the row's end read as zeros and are not written). c must be a whole
+/// number of chunks (chunkedRowChunks).
+template <typename T, int kChunks> struct LaneLayout {
   static constexpr int kVector = 16 / sizeof(T);
   static constexpr int kSize = kChunks * kVector;
-  float v[kSize];
 
   /// Whether chunk `chunk` of lane `lane` lies in a row of c.
   __device__ static bool inRow(int chunk, int lane, int64_t c) {
     return (static_cast<int64_t>(chunk) * 32 + lane) * kVector < c;
   }
-  /// The row's column of v[i] of lane `lane`.
+  /// The row's column of element i of lane `lane`.
   __device__ static int64_t column(int i, int lane) {
     return (static_cast<int64_t>(i / kVector) * 32 + lane) * kVector +
            i % kVector;
   }
 
-  __device__ void read(const T *row, int64_t c, int lane, bool aligned) {
-    if (!aligned) {
-#pragma unroll
-      for (int i = 0; i < kSize; ++i)
-        v[i] = inRow(i / kVector, lane, c) ? load(row[column(i, lane)]) : 0.0f;
-      return;
-    }
-    const uint4 *chunks = reinterpret_cast<const uint4 *>(row);
-    uint4 bits[kChunks];
-#pragma unroll
-    for (int chunk = 0; chunk < kChunks; ++chunk)
-      bits[chunk] = inRow(chunk, lane, c) ? chunks[chunk * 32 + lane]
-                                          : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int chunk = 0; chunk < kChunks; ++chunk) {
-      // Through memcpy, not a cast: cudasim's host compiler assumes that a
-      // T and a uint4 never alias.
-      T x[kVector];
-      memcpy(x, &bits[chunk], sizeof(uint4));
-#pragma unroll
-      for (int e = 0; e < kVector; ++e)
-        v[chunk * kVector + e] = load(x[e]);
-    }
-  }
-
-  /// Stores v rounded to T.
-  __device__ void write(T *row, int64_t c, int lane, bool aligned) const {
-    if (!aligned) {
-#pragma unroll
-      for (int i = 0; i < kSize; ++i)
-        if (inRow(i / kVector, lane, c))
-          row[column(i, lane)] = store<T>(v[i]);
-      return;
-    }
-    uint4 *chunks = reinterpret_cast<uint4 *>(row);
-#pragma unroll
-    for (int chunk = 0; chunk < kChunks; ++chunk) {
-      if (!inRow(chunk, lane, c))
-        continue;
-      T x[kVector];
-#pragma unroll
-      for (int e = 0; e < kVector; ++e)
-        x[e] = store<T>(v[chunk * kVector + e]);
-      uint4 bits;
-      memcpy(&bits, x, sizeof bits);
-      chunks[chunk * 32 + lane] = bits;
-    }
-  }
-
-  /// rowStats of the warp's row: every lane gets its mean and
-  /// 1 / sqrt(var + eps).
-  __device__ void stats(int64_t c, float eps, int lane, float &mean,
-                        float &rstd) const {
+  /// The mean and 1 / sqrt(var + eps) of the warp's row, whose lane's
+  /// element i is value(i) (zero past the row), for every lane: the
+  /// variance of the centered values.
+  template <typename Value>
+  __device__ static void stats(Value value, int64_t c, float eps, int lane,
+                               float &mean, float &rstd) {
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < kSize; ++i)
-      sum += v[i]; // the zeros past the row add nothing
+      sum += value(i); // the zeros past the row add nothing
     mean = warpReduce(sum, SumOp()) / static_cast<float>(c);
     float squares = 0.0f;
 #pragma unroll
     for (int i = 0; i < kSize; ++i) {
-      float centered = v[i] - mean;
+      float centered = value(i) - mean;
       if (inRow(i / kVector, lane, c))
         squares += centered * centered;
     }
     float var = warpReduce(squares, SumOp()) / static_cast<float>(c);
     rstd = 1.0f / sqrtf(var + eps);
+  }
+};
+
+/// A lane's share of a row as stored: its chunks' bits, each element
+/// converted to f32 where it is used (at). Half the registers of
+/// LaneChunks' f32 for bf16, so that a kernel may hold several tensors'
+/// shares with their loads issued together. The warp reads each of its
+/// row's tensors once, kChunks loads in flight a lane, and writes each
+/// once; the row kernels above read x two to four times, element by
+/// element. Where a call's tensors are all 16-byte aligned (`aligned`) a
+/// chunk is one 16-byte access, else kVector element ones of the same
+/// elements: the lanes, their values and every sum's order, so the
+/// results, are the same either way.
+template <typename T, int kChunks> struct LaneBits : LaneLayout<T, kChunks> {
+  using Layout = LaneLayout<T, kChunks>;
+  using Layout::inRow, Layout::kVector;
+  uint4 bits[kChunks];
+
+  __device__ void read(const T *row, int64_t c, int lane, bool aligned) {
+#pragma unroll
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      bool inside = inRow(chunk, lane, c);
+      if (aligned) {
+        bits[chunk] =
+            inside ? reinterpret_cast<const uint4 *>(row)[chunk * 32 + lane]
+                   : make_uint4(0, 0, 0, 0);
+        continue;
+      }
+      T x[kVector];
+#pragma unroll
+      for (int e = 0; e < kVector; ++e)
+        x[e] = inside ? row[(chunk * 32 + lane) * kVector + e] : store<T>(0.0f);
+      set(chunk, x);
+    }
+  }
+  /// Stores the chunks that lie in the row.
+  __device__ void write(T *row, int64_t c, int lane, bool aligned) const {
+#pragma unroll
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      if (!inRow(chunk, lane, c))
+        continue;
+      if (aligned) {
+        reinterpret_cast<uint4 *>(row)[chunk * 32 + lane] = bits[chunk];
+        continue;
+      }
+      T x[kVector];
+      memcpy(x, &bits[chunk], sizeof(uint4));
+#pragma unroll
+      for (int e = 0; e < kVector; ++e)
+        row[(chunk * 32 + lane) * kVector + e] = x[e];
+    }
+  }
+  /// Element i as f32.
+  __device__ float at(int i) const {
+    T x[kVector];
+    memcpy(x, &bits[i / kVector], sizeof(uint4));
+    return load(x[i % kVector]);
+  }
+  /// Chunk `chunk` = x. Through memcpy, not a cast: cudasim's host compiler
+  /// assumes that a T and a uint4 never alias.
+  __device__ void set(int chunk, const T (&x)[kVector]) {
+    memcpy(&bits[chunk], x, sizeof(uint4));
+  }
+};
+
+/// A lane's share of a row (LaneLayout) as f32, read and written as
+/// LaneBits.
+template <typename T, int kChunks> struct LaneChunks : LaneLayout<T, kChunks> {
+  using Layout = LaneLayout<T, kChunks>;
+  using Layout::kSize, Layout::kVector;
+  float v[kSize];
+
+  __device__ void read(const T *row, int64_t c, int lane, bool aligned) {
+    LaneBits<T, kChunks> stored;
+    stored.read(row, c, lane, aligned);
+#pragma unroll
+    for (int i = 0; i < kSize; ++i)
+      v[i] = stored.at(i);
+  }
+
+  /// Stores v rounded to T.
+  __device__ void write(T *row, int64_t c, int lane, bool aligned) const {
+    LaneBits<T, kChunks> stored;
+#pragma unroll
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      T x[kVector];
+#pragma unroll
+      for (int e = 0; e < kVector; ++e)
+        x[e] = store<T>(v[chunk * kVector + e]);
+      stored.set(chunk, x);
+    }
+    stored.write(row, c, lane, aligned);
+  }
+
+  /// Layout::stats of the warp's row.
+  __device__ void stats(int64_t c, float eps, int lane, float &mean,
+                        float &rstd) const {
+    Layout::stats([&](int i) { return v[i]; }, c, eps, lane, mean, rstd);
   }
 };
 
@@ -1031,62 +1075,67 @@ __global__ void chunkedLayerNormKernel(const T *x, const T *rhs, const T *w,
 
 /// layerNormGradKernel's fused plan over lanes' chunks: the same results
 /// but for the order of the row's sums. Each warp's dweight and dbias sums
-/// lie in shared memory by lane (slot i * 32 + lane for the lane's v[i]:
-/// no bank conflicts), 2 kSize * 32 floats a warp; the block sums its
+/// lie in shared memory by lane (slot i * 32 + lane for the lane's element
+/// i: no bank conflicts), 2 kSize * 32 floats a warp; the block sums its
 /// warps' in warp order into partials[0][block] and partials[1][block], as
-/// layerNormGradKernel.
+/// layerNormGradKernel. A row's x, dy, weight and addend loads are issued
+/// together, one trip to memory a row (the addend's used to wait for the
+/// row's sums), and held as stored (LaneBits), xhat computed again for dx.
 template <typename T, int kChunks>
 __global__ void chunkedLayerNormGradKernel(const T *dy, const T *x, const T *w,
                                            const T *addend, T *dx,
                                            float *partials, int64_t rows,
                                            int64_t c, float eps, bool aligned) {
-  using Lane = LaneChunks<T, kChunks>;
-  constexpr int kSlots = 2 * Lane::kSize * 32; // a warp's: dweight, dbias
-  extern __shared__ float warpSums[];          // [warp][kSlots]
+  using Bits = LaneBits<T, kChunks>;
+  constexpr int kSize = Bits::kSize, kVector = Bits::kVector;
+  constexpr int kSlots = 2 * kSize * 32; // a warp's: dweight, dbias
+  extern __shared__ float warpSums[];    // [warp][kSlots]
   int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   float *sums = warpSums + kSlots * warp;
   for (int i = lane; i < kSlots; i += 32)
     sums[i] = 0.0f;
   int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   for (int64_t row = warpRow(); row < rows; row += warps) {
-    Lane xhat, g, weight;
-    xhat.read(x + row * c, c, lane, aligned);
+    Bits xs, g, weight, a{}; // a: zeros where there is no addend
+    xs.read(x + row * c, c, lane, aligned);
     g.read(dy + row * c, c, lane, aligned);
     weight.read(w, c, lane, aligned);
+    if (addend)
+      a.read(addend + row * c, c, lane, aligned);
     float mean, rstd;
-    xhat.stats(c, eps, lane, mean, rstd);
+    Bits::stats([&](int i) { return xs.at(i); }, c, eps, lane, mean, rstd);
+    auto xhat = [&](int i) { return (xs.at(i) - mean) * rstd; };
     float sumG = 0.0f, sumGXhat = 0.0f;
 #pragma unroll
-    for (int i = 0; i < Lane::kSize; ++i) {
-      xhat.v[i] = (xhat.v[i] - mean) * rstd;
-      float gw = g.v[i] * weight.v[i]; // 0 past the row: dy reads 0
+    for (int i = 0; i < kSize; ++i) {
+      float gw = g.at(i) * weight.at(i); // 0 past the row: dy reads 0
       sumG += gw;
-      sumGXhat += gw * xhat.v[i];
+      sumGXhat += gw * xhat(i);
     }
     float meanG = warpReduce(sumG, SumOp()) / static_cast<float>(c);
     float meanGXhat = warpReduce(sumGXhat, SumOp()) / static_cast<float>(c);
-    Lane grad;
+    Bits grad;
 #pragma unroll
-    for (int i = 0; i < Lane::kSize; ++i) {
-      float dyi = g.v[i];
-      grad.v[i] = load(
-          store<T>(rstd * (dyi * weight.v[i] - meanG - xhat.v[i] * meanGXhat)));
-      sums[i * 32 + lane] += dyi * xhat.v[i];
-      sums[(Lane::kSize + i) * 32 + lane] += dyi;
-    }
-    if (addend) {
-      Lane a;
-      a.read(addend + row * c, c, lane, aligned);
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      T out[kVector];
 #pragma unroll
-      for (int i = 0; i < Lane::kSize; ++i)
-        grad.v[i] = __fadd_rn(a.v[i], grad.v[i]);
+      for (int e = 0; e < kVector; ++e) {
+        int i = chunk * kVector + e;
+        float dyi = g.at(i), xh = xhat(i);
+        float value = load(
+            store<T>(rstd * (dyi * weight.at(i) - meanG - xh * meanGXhat)));
+        sums[i * 32 + lane] += dyi * xh;
+        sums[(kSize + i) * 32 + lane] += dyi;
+        out[e] = store<T>(addend ? __fadd_rn(a.at(i), value) : value);
+      }
+      grad.set(chunk, out);
     }
     grad.write(dx + row * c, c, lane, aligned);
   }
   __syncthreads();
   for (int slot = threadIdx.x; slot < kSlots; slot += blockDim.x) {
     int which = slot / (kSlots / 2), i = slot % (kSlots / 2) / 32;
-    int64_t column = Lane::column(i, slot % 32);
+    int64_t column = Bits::column(i, slot % 32);
     if (column >= c)
       continue;
     float sum = 0.0f;
