@@ -7,7 +7,9 @@
 // fused attention, beside them where cuDNN is there and takes the shape),
 // cross entropy with its gradient, layernorm_grad_add and add_layernorm,
 // sum_to (a bias gradient), add (a residual) and embedding_grad (the token
-// embedding's), and a GEMM of the MLP's shape for scale. Each row prints
+// embedding's), a GEMM of the MLP's shape for scale, and the MLP's weight
+// gradient GEMM alone and with its bias gradient fused
+// (matmul_bias_grad: against it and sum_to). Each row prints
 // milliseconds per call (cudaEvents around `iters` calls after one warm-up) and
 // the floor the H200 allows it: FLOPs at its dense bf16 peak for the
 // tensor-core kernels, bytes at its HBM bandwidth for the others.
@@ -301,6 +303,22 @@ int main(int argc, char **argv) {
                 [&] {
                   shardc_rt_cuda_matmul_bf16(k, hidden, fcw, out, 1, n, 4 * c,
                                              c, 0, 1);
+                }),
+      1e3 * 2.0 * n * 4 * c * c / kPeakFlops, "bf16 peak");
+  // The MLP's first linear's weight gradient, dy^T x [4C, C], alone and
+  // with its bias gradient (sum_to above) from the same read of dy.
+  row("matmul (MLP fc wgrad)", shape({n, 4 * c, c}),
+      msPerCall(stream, iters,
+                [&] {
+                  shardc_rt_cuda_matmul_bf16(k, hidden, x, fcw, 1, 4 * c, n, c,
+                                             1, 0);
+                }),
+      1e3 * 2.0 * n * 4 * c * c / kPeakFlops, "bf16 peak");
+  row("matmul_bias_grad (MLP fc)", shape({n, 4 * c, c}),
+      msPerCall(stream, iters,
+                [&] {
+                  shardc_rt_cuda_matmul_bias_grad_bf16(k, hidden, x, fcw, dbias,
+                                                       4 * c, n, c, 1, 0);
                 }),
       1e3 * 2.0 * n * 4 * c * c / kPeakFlops, "bf16 peak");
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");

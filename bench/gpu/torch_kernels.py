@@ -25,6 +25,10 @@ kernels phase prints the two side by side:
                           summed by id into [V padded, C] (aten's
                           embedding_dense_backward: the ids sorted, then
                           summed by segment)
+  matmul (MLP proj)       hidden [B T, 4C] @ w^T [4C, C]
+  matmul (MLP fc wgrad)   dy^T @ x: dy [B T, 4C], x [B T, C]
+  matmul_bias_grad (MLP fc)  that and dy.sum(0), as autograd runs a
+                          linear's weight and bias gradients (two kernels)
 
 Milliseconds per call: CUDA events around `iters` calls after one warm-up.
 Prints rows in KernelBench's layout ("torch" before each kernel's name).
@@ -127,6 +131,13 @@ def main():
         row("embedding_grad", f"{n}x{c}x{ld}", ms_per_call(
             lambda: torch.ops.aten.embedding_dense_backward(
                 dy, ids, ld, -1, False)))
+        fcw = rand(c, 4 * c)
+        row("matmul (MLP proj)", f"{n}x{4 * c}x{c}",
+            ms_per_call(lambda: hidden @ fcw.t()))
+        row("matmul (MLP fc wgrad)", f"{n}x{4 * c}x{c}",
+            ms_per_call(lambda: hidden.t() @ x))
+        row("matmul_bias_grad (MLP fc)", f"{n}x{4 * c}x{c}",
+            ms_per_call(lambda: (hidden.t() @ x, hidden.sum(0))))
     return 0
 
 

@@ -1957,9 +1957,13 @@ void gemm(Kernels *k, bool transA, bool transB, int64_t m, int64_t n,
 /// may not be.
 constexpr uintptr_t kLtAlignment = 16;
 
+/// Whether the epilogue takes the descriptor's bias pointer: the bias [n]
+/// it adds (BIAS, GELU_AUX_BIAS), or the bias gradient [m] it writes
+/// (BGRADB: op(a)'s rows summed over kd, matmul_bias_grad's).
 bool epilogueHasBias(cublasLtEpilogue_t epilogue) {
   return epilogue == CUBLASLT_EPILOGUE_BIAS ||
-         epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+         epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+         epilogue == CUBLASLT_EPILOGUE_BGRADB;
 }
 
 /// The preactivation pre[m, n]: linear_gelu's output, matmul_gelu_grad's
@@ -1980,6 +1984,8 @@ const char *epilogueName(cublasLtEpilogue_t epilogue) {
     return "linear_gelu (GELU_AUX_BIAS)";
   case CUBLASLT_EPILOGUE_DGELU:
     return "matmul_gelu_grad (DGELU)";
+  case CUBLASLT_EPILOGUE_BGRADB:
+    return "matmul_bias_grad (BGRADB)";
   default:
     return "gemm";
   }
@@ -2077,7 +2083,8 @@ void makePlan(Kernels *k, const LtKey &key, LtPlan &plan) {
   const void *probe = static_cast<char *>(k->ltWorkspace) + kLtAlignment;
   if (bias) {
     // The bias has D's type (the stored type); n elements, one per row of
-    // the column-major D, broadcast over its m columns.
+    // the column-major D, broadcast over its m columns; BGRADB's gradient,
+    // m elements, one per column of D, sums its B (our a) over kd.
     int32_t biasType = key.type;
     SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                         biasType);
@@ -2186,15 +2193,16 @@ bool isAligned(const void *pointer) {
 }
 
 /// Row-major d[m, n] = epilogue(op(a) op(b)) in one cuBLASLt matmul, a and b
-/// contiguous (row strides as matmul's), `bias` [n] and `aux` (the
-/// preactivation [m, n]) as the epilogue takes them (else null). Returns
+/// contiguous (row strides as matmul's), `bias` (epilogueHasBias's) and
+/// `aux` (the preactivation [m, n]) as the epilogue takes them (else null).
+/// Returns
 /// false, having enqueued nothing, where the epilogues are off or cuBLASLt
 /// cannot run it (see LtPlan; a pointer not kLtAlignment-aligned): the
 /// caller then runs the unfused kernels.
 template <typename T>
 bool gemmEpilogue(Kernels *k, cublasLtEpilogue_t epilogue, bool transA,
                   bool transB, int64_t m, int64_t n, int64_t kd, const T *a,
-                  const T *b, T *d, const T *bias, const void *aux) {
+                  const T *b, T *d, const void *bias, const void *aux) {
   // kd = 0: the unfused path writes the bias (or zeros) and its elementwise
   // kernel, without a GEMM cuBLASLt would have to take.
   if (!k->gemmEpilogues || m <= 0 || n <= 0 || kd <= 0)
@@ -2204,7 +2212,8 @@ bool gemmEpilogue(Kernels *k, cublasLtEpilogue_t epilogue, bool transA,
   // of TF32 GEMMs and of bf16, not of full fp32. fp32 without TF32 keeps
   // GELU and its derivative in the elementwise kernels.
   if (std::is_same_v<T, float> && !k->allowTf32 &&
-      epilogue != CUBLASLT_EPILOGUE_BIAS)
+      epilogue != CUBLASLT_EPILOGUE_BIAS &&
+      epilogue != CUBLASLT_EPILOGUE_BGRADB)
     return false;
   LtKey key{m, n, kd, transA, transB, cudaTypeOf<T>(), epilogue, k->allowTf32};
   LtPlan &plan = planFor(k, key);
@@ -2222,7 +2231,7 @@ bool gemmEpilogue(Kernels *k, cublasLtEpilogue_t epilogue, bool transA,
   }
   if (hasBias)
     SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                        static_cast<const void *>(bias));
+                        bias);
   if (hasAux)
     SHARDC_CUBLASLT_SET(key, plan.desc,
                         CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
@@ -2392,12 +2401,28 @@ void matmulGeluGrad(Kernels *k, const T *lhs, const T *rhs, const T *pre, T *dx,
     return;
   if (!std::is_same_v<T, float> &&
       gemmEpilogue(k, CUBLASLT_EPILOGUE_DGELU, transposeLhs != 0,
-                   transposeRhs != 0, m, n, kdim, lhs, rhs, dx,
-                   static_cast<const T *>(nullptr),
+                   transposeRhs != 0, m, n, kdim, lhs, rhs, dx, nullptr,
                    static_cast<const void *>(pre)))
     return;
   matmul(k, lhs, rhs, dx, 1, m, kdim, n, transposeLhs, transposeRhs);
   launch(k, m * n, geluGradKernel<T>, dx, pre, dx, m * n);
+}
+
+/// matmul_bias_grad's weight gradient dw[m, n] = lhs^T op(rhs), lhs [kdim,
+/// m], batch 1. With epilogues, one cuBLASLt GEMM whose BGRADB epilogue also
+/// writes db[m], lhs's rows summed in f32 and rounded to T once, from the
+/// same read of lhs (Transformer Engine's wgrad GEMM): returns true. Else
+/// (false) dw alone, and the caller sums db as sum_to does.
+template <typename T>
+bool matmulBiasGrad(Kernels *k, const T *lhs, const T *rhs, T *dw, T *db,
+                    int64_t m, int64_t kdim, int64_t n, int transposeRhs) {
+  if (m <= 0)
+    return true; // no columns: nothing to write
+  if (gemmEpilogue(k, CUBLASLT_EPILOGUE_BGRADB, true, transposeRhs != 0, m, n,
+                   kdim, lhs, rhs, dw, static_cast<const void *>(db), nullptr))
+    return true;
+  matmul(k, lhs, rhs, dw, 1, m, kdim, n, 1, transposeRhs);
+  return false;
 }
 
 /// The probabilities (or their gradient) as the GEMMs that read them take
@@ -3160,6 +3185,17 @@ void shardc_rt_cuda_matmul_gelu_grad_f32(shardc_rt_cuda_kernels *k,
   matmulGeluGrad(k, lhs, rhs, pre, dx, m, kdim, n, transposeLhs, transposeRhs);
 }
 
+void shardc_rt_cuda_matmul_bias_grad_f32(shardc_rt_cuda_kernels *k,
+                                         const float *lhs, const float *rhs,
+                                         float *dw, float *db, int64_t m,
+                                         int64_t kdim, int64_t n,
+                                         int transposeLhs, int transposeRhs) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "matmul_bias_grad_f32");
+  (void)transposeLhs; // always set (train.matmul_bias_grad's verifier)
+  if (!matmulBiasGrad(k, lhs, rhs, dw, db, m, kdim, n, transposeRhs))
+    sumTo(k, lhs, db, kdim, m);
+}
+
 void shardc_rt_cuda_layernorm_grad_add_f32(shardc_rt_cuda_kernels *k,
                                            const float *dy, const float *x,
                                            const float *w, const float *addend,
@@ -3317,6 +3353,16 @@ private:
   Kernels *k;
   char *cursor;
 };
+
+/// sum_to on bf16: the rows read in place; the sums (inner floats) rounded
+/// from f32.
+void sumToBf16(shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *x,
+               shardc_rt_bf16 *y, int64_t outer, int64_t inner) {
+  F32Results sums(k, {inner});
+  float *fy = sums.take(inner);
+  sumTo(k, bf(x), fy, outer, inner);
+  sums.store(y, fy, inner);
+}
 
 /// layernorm_grad(_add) on bf16: the rows read and written in place (the
 /// addend, where not null, added to each rounded gradient element); dweight
@@ -3507,6 +3553,17 @@ void shardc_rt_cuda_matmul_gelu_grad_bf16(
                  transposeRhs);
 }
 
+void shardc_rt_cuda_matmul_bias_grad_bf16(
+    shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *lhs,
+    const shardc_rt_bf16 *rhs, shardc_rt_bf16 *dw, shardc_rt_bf16 *db,
+    int64_t m, int64_t kdim, int64_t n, int transposeLhs, int transposeRhs) {
+  SHARDC_RT_CUDA_TIME_KERNEL(k, "matmul_bias_grad_bf16");
+  (void)transposeLhs;
+  if (!matmulBiasGrad(k, bf(lhs), bf(rhs), bf(dw), bf(db), m, kdim, n,
+                      transposeRhs))
+    sumToBf16(k, lhs, db, kdim, m);
+}
+
 void shardc_rt_cuda_attention_bf16(shardc_rt_cuda_kernels *k,
                                    const shardc_rt_bf16 *qkv,
                                    shardc_rt_bf16 *out, float *lse, int64_t b,
@@ -3556,11 +3613,7 @@ void shardc_rt_cuda_sum_to_bf16(shardc_rt_cuda_kernels *k,
                                 const shardc_rt_bf16 *x, shardc_rt_bf16 *y,
                                 int64_t outer, int64_t inner) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "sum_to_bf16");
-  // The rows read in place; the sums (inner floats) rounded from f32.
-  F32Results sums(k, {inner});
-  float *fy = sums.take(inner);
-  sumTo(k, bf(x), fy, outer, inner);
-  sums.store(y, fy, inner);
+  sumToBf16(k, x, y, outer, inner);
 }
 
 void shardc_rt_cuda_embedding_grad_bf16(shardc_rt_cuda_kernels *k,

@@ -9,7 +9,8 @@
 // result is alpha op(A) op(B) + beta C in f32, rounded once to C's (D's)
 // type; C is not read where beta is 0 (device memory may hold NaN). The
 // cuBLASLt epilogues runtime/cuda uses (BIAS, GELU, GELU_AUX, their _BIAS
-// forms, DGELU; GELU as the tanh approximation) act on that f32 value.
+// forms, DGELU; GELU as the tanh approximation) act on that f32 value;
+// BGRADB writes op(B)'s columns summed over k in f32, rounded to D's type.
 // Handles and descriptors are heap structs; streams and workspaces are
 // accepted and unused (everything runs synchronously); alpha and beta are
 // host pointers.
@@ -140,14 +141,18 @@ float geluGrad(float x) {
 /// What a modelled cuBLASLt epilogue does after alpha op(A) op(B) + beta C:
 /// add the bias (one element per row of D, broadcast over its columns),
 /// store that value as aux (the GELU input, of D's type, aux's leading
-/// dimension), apply GELU, or multiply by gelu'(aux).
+/// dimension), apply GELU, or multiply by gelu'(aux); or, besides D, write
+/// the bias gradient (biasGradB: one element per column of D, op(B)'s
+/// column summed over k) where the bias pointer points.
 struct Epilogue {
   bool bias = false, auxOut = false, gelu = false, dgelu = false;
+  bool biasGradB = false;
   const void *biasData = nullptr;
   void *aux = nullptr;
   int64_t auxLd = 0;
 
   bool usesAux() const { return auxOut || dgelu; }
+  bool usesBias() const { return bias || biasGradB; }
 };
 
 /// The steps of `epilogue`; false where it is not modelled (ReLU, the bias
@@ -170,6 +175,9 @@ bool epilogueSteps(uint32_t epilogue, Epilogue &steps) {
     return true;
   case CUBLASLT_EPILOGUE_DGELU:
     steps.dgelu = true;
+    return true;
+  case CUBLASLT_EPILOGUE_BGRADB:
+    steps.biasGradB = true;
     return true;
   default:
     return false;
@@ -197,14 +205,17 @@ void multiply(const char *call, bool transA, bool transB, const Matrix &a,
   checkRange(d, call, output);
   if (epilogue.bias)
     checkRange({epilogue.biasData, d.type, m, 1, m}, call, "bias");
+  if (epilogue.biasGradB)
+    checkRange({epilogue.biasData, d.type, n, 1, n}, call, "bias gradient");
   Matrix aux{epilogue.aux, d.type, m, n, epilogue.auxLd};
   if (epilogue.usesAux())
     checkRange(aux, call, "aux");
 
-  std::vector<float> p;
+  std::vector<float> p, fa, fb;
   if (product) {
     p.resize(static_cast<size_t>(m) * n);
-    std::vector<float> fa = unpack(a, tf32), fb = unpack(b, tf32);
+    fa = unpack(a, tf32);
+    fb = unpack(b, tf32);
     cblas_sgemm(CblasColMajor, transA ? CblasTrans : CblasNoTrans,
                 transB ? CblasTrans : CblasNoTrans, static_cast<int>(m),
                 static_cast<int>(n), static_cast<int>(k), 1.0f, fa.data(),
@@ -228,6 +239,13 @@ void multiply(const char *call, bool transA, bool transB, const Matrix &a,
         value *= geluGrad(load(aux.data, d.type, i + j * aux.ld));
       store(out, d.type, i + j * d.ld, value);
     }
+  // op(B)[kk, j] of the unpacked (dense, leading dimension b.rows) B.
+  for (int64_t j = 0; epilogue.biasGradB && j < n; ++j) {
+    float sum = 0.0f;
+    for (int64_t kk = 0; product && kk < k; ++kk)
+      sum += fb[transB ? j + kk * b.rows : kk + j * b.rows];
+    store(const_cast<void *>(epilogue.biasData), d.type, j, sum);
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -393,7 +411,7 @@ cublasStatus_t checkLt(const LtDesc &desc, const LtLayout &a, const LtLayout &b,
       d.cols != (transB ? b.rows : b.cols) || c.rows != d.rows ||
       c.cols != d.cols)
     return CUBLAS_STATUS_INVALID_VALUE;
-  if (steps.bias && desc.biasType != -1 && desc.biasType != d.type)
+  if (steps.usesBias() && desc.biasType != -1 && desc.biasType != d.type)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   if (steps.usesAux()) {
     if (desc.auxLd < static_cast<int64_t>(m))
@@ -750,12 +768,12 @@ cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
   float betaValue = *static_cast<const float *>(beta);
   // In place (C == D) takes one layout for both.
   if (chosen.magic != kAlgoMagic || (C == D && !sameLayout(c, d)) ||
-      (steps.bias && !desc.bias) || (steps.usesAux() && !desc.aux))
+      (steps.usesBias() && !desc.bias) || (steps.usesAux() && !desc.aux))
     return CUBLAS_STATUS_INVALID_VALUE;
   // Less aligned than the algorithm's: A, B, C or D are refused, a bias or
   // aux faults on a GPU.
   const char *names[6] = {"A", "B", "C", "D", "bias", "aux"};
-  const void *bias = steps.bias ? desc.bias : nullptr;
+  const void *bias = steps.usesBias() ? desc.bias : nullptr;
   const void *aux = steps.usesAux() ? desc.aux : nullptr;
   const void *pointers[6] = {A, B, C, D, bias, aux};
   for (int i = 0; i < 6; ++i) {

@@ -1,7 +1,7 @@
 //===- FusedKernels.cpp - The fused kernels on the host -------------------===//
 //
 // The host's fused kernels (train.linear_gelu, train.add_layernorm,
-// train.matmul_gelu_grad, train.layernorm_grad_add,
+// train.matmul_gelu_grad, train.matmul_bias_grad, train.layernorm_grad_add,
 // train.cross_entropy_and_grad) run the kernels of the
 // two ops they fuse in turn, on the intermediate as stored: their results are
 // those of the unfused pair to the bit, in f32 and in bf16. The fusion pays
@@ -28,6 +28,7 @@ template <typename T> struct Fused {
   void (*matmul)(const T *, const T *, T *, int64_t, int64_t, int64_t, int64_t,
                  int, int);
   void (*geluGrad)(const T *, const T *, T *, int64_t);
+  void (*sumTo)(const T *, T *, int64_t, int64_t);
   void (*layerNormGrad)(const T *, const T *, const T *, T *, T *, T *, int64_t,
                         int64_t, double);
   int64_t (*crossEntropy)(const T *, const int32_t *, float *, int64_t, int64_t,
@@ -51,6 +52,11 @@ template <typename T> struct Fused {
     matmul(lhs, rhs, dx, 1, m, k, n, transposeLhs, transposeRhs);
     geluGrad(dx, pre, dx, m * n);
   }
+  void matmulBiasGrad(const T *lhs, const T *rhs, T *dw, T *db, int64_t m,
+                      int64_t k, int64_t n, int transposeRhs) const {
+    matmul(lhs, rhs, dw, 1, m, k, n, 1, transposeRhs);
+    sumTo(lhs, db, k, m); // lhs [k, m]: its rows summed
+  }
   void layerNormGradAdd(const T *dy, const T *x, const T *w, const T *addend,
                         T *dx, T *dw, T *db, int64_t rows, int64_t c,
                         double eps) const {
@@ -69,24 +75,18 @@ template <typename T> struct Fused {
   }
 };
 
-constexpr Fused<float> f32{shardc_rt_linear_f32,
-                           shardc_rt_gelu_f32,
-                           shardc_rt_add_f32,
-                           shardc_rt_layernorm_f32,
-                           shardc_rt_matmul_f32,
-                           shardc_rt_gelu_grad_f32,
-                           shardc_rt_layernorm_grad_f32,
-                           shardc_rt_cross_entropy_f32,
-                           shardc_rt_cross_entropy_grad_f32};
-constexpr Fused<shardc_rt_bf16> bf16{shardc_rt_linear_bf16,
-                                     shardc_rt_gelu_bf16,
-                                     shardc_rt_add_bf16,
-                                     shardc_rt_layernorm_bf16,
-                                     shardc_rt_matmul_bf16,
-                                     shardc_rt_gelu_grad_bf16,
-                                     shardc_rt_layernorm_grad_bf16,
-                                     shardc_rt_cross_entropy_bf16,
-                                     shardc_rt_cross_entropy_grad_bf16};
+constexpr Fused<float> f32{
+    shardc_rt_linear_f32,        shardc_rt_gelu_f32,
+    shardc_rt_add_f32,           shardc_rt_layernorm_f32,
+    shardc_rt_matmul_f32,        shardc_rt_gelu_grad_f32,
+    shardc_rt_sum_to_f32,        shardc_rt_layernorm_grad_f32,
+    shardc_rt_cross_entropy_f32, shardc_rt_cross_entropy_grad_f32};
+constexpr Fused<shardc_rt_bf16> bf16{
+    shardc_rt_linear_bf16,        shardc_rt_gelu_bf16,
+    shardc_rt_add_bf16,           shardc_rt_layernorm_bf16,
+    shardc_rt_matmul_bf16,        shardc_rt_gelu_grad_bf16,
+    shardc_rt_sum_to_bf16,        shardc_rt_layernorm_grad_bf16,
+    shardc_rt_cross_entropy_bf16, shardc_rt_cross_entropy_grad_bf16};
 
 } // namespace
 
@@ -111,6 +111,15 @@ void shardc_rt_matmul_gelu_grad_f32(const float *lhs, const float *rhs,
                                     int transposeRhs) {
   SHARDC_RT_TIME_KERNEL("matmul_gelu_grad_f32");
   f32.matmulGeluGrad(lhs, rhs, pre, dx, m, k, n, transposeLhs, transposeRhs);
+}
+
+void shardc_rt_matmul_bias_grad_f32(const float *lhs, const float *rhs,
+                                    float *dw, float *db, int64_t m, int64_t k,
+                                    int64_t n, int transposeLhs,
+                                    int transposeRhs) {
+  SHARDC_RT_TIME_KERNEL("matmul_bias_grad_f32");
+  (void)transposeLhs; // always set (train.matmul_bias_grad's verifier)
+  f32.matmulBiasGrad(lhs, rhs, dw, db, m, k, n, transposeRhs);
 }
 
 void shardc_rt_layernorm_grad_add_f32(const float *dy, const float *x,
@@ -158,6 +167,16 @@ void shardc_rt_matmul_gelu_grad_bf16(const shardc_rt_bf16 *lhs,
                                      int transposeRhs) {
   SHARDC_RT_TIME_KERNEL("matmul_gelu_grad_bf16");
   bf16.matmulGeluGrad(lhs, rhs, pre, dx, m, k, n, transposeLhs, transposeRhs);
+}
+
+void shardc_rt_matmul_bias_grad_bf16(const shardc_rt_bf16 *lhs,
+                                     const shardc_rt_bf16 *rhs,
+                                     shardc_rt_bf16 *dw, shardc_rt_bf16 *db,
+                                     int64_t m, int64_t k, int64_t n,
+                                     int transposeLhs, int transposeRhs) {
+  SHARDC_RT_TIME_KERNEL("matmul_bias_grad_bf16");
+  (void)transposeLhs;
+  bf16.matmulBiasGrad(lhs, rhs, dw, db, m, k, n, transposeRhs);
 }
 
 void shardc_rt_layernorm_grad_add_bf16(

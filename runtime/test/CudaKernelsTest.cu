@@ -1350,6 +1350,17 @@ void cudaMatmulGeluGrad(shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *lhs,
                         int tl, int tr) {
   shardc_rt_cuda_matmul_gelu_grad_bf16(k, lhs, rhs, pre, dx, m, kd, n, tl, tr);
 }
+void cudaMatmulBiasGrad(shardc_rt_cuda_kernels *k, const float *lhs,
+                        const float *rhs, float *dw, float *db, int64_t m,
+                        int64_t kd, int64_t n, int tr) {
+  shardc_rt_cuda_matmul_bias_grad_f32(k, lhs, rhs, dw, db, m, kd, n, 1, tr);
+}
+void cudaMatmulBiasGrad(shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *lhs,
+                        const shardc_rt_bf16 *rhs, shardc_rt_bf16 *dw,
+                        shardc_rt_bf16 *db, int64_t m, int64_t kd, int64_t n,
+                        int tr) {
+  shardc_rt_cuda_matmul_bias_grad_bf16(k, lhs, rhs, dw, db, m, kd, n, 1, tr);
+}
 void cudaAdd(shardc_rt_cuda_kernels *k, const float *a, const float *b,
              float *y, int64_t n) {
   shardc_rt_cuda_add_f32(k, a, b, y, n, n);
@@ -1581,6 +1592,41 @@ void testMatmulGeluGrad(int64_t m, int64_t kd, int64_t n, bool tl, bool tr,
   }
 }
 
+/// matmul_bias_grad on every switch: dw = lhs^T op(rhs) [m, n] and db = the
+/// kd rows of lhs [kd, m] summed, against the CPU (f32: in double; bf16:
+/// its matmul and sum_to kernels); fused (cuBLASLt's BGRADB) where the
+/// epilogues are on and cuBLASLt takes the shape, else matmul, then sum_to.
+template <typename E>
+void testMatmulBiasGrad(int64_t kd, int64_t m, int64_t n, bool tr) {
+  std::vector<E> lhs = stored<E>(random(kd * m)),
+                 rhs = stored<E>(random(kd * n));
+  std::vector<int64_t> rows = sampledRows(m);
+  int64_t r = static_cast<int64_t>(rows.size());
+  std::vector<E> ls = gatherOpRows(lhs, m, kd, true, rows);
+  Reference<E> wantDw(r * n), wantDb(m);
+  if constexpr (std::is_same_v<E, float>) {
+    cpu::matmul<double>(widen(ls).data(), widen(rhs).data(), wantDw.data(), 1,
+                        r, kd, n, false, tr);
+    cpu::sumTo<double>(widen(lhs).data(), wantDb.data(), kd, m);
+  } else {
+    shardc_rt_matmul_bf16(ls.data(), rhs.data(), wantDw.data(), 1, r, kd, n, 0,
+                          tr);
+    shardc_rt_sum_to_bf16(lhs.data(), wantDb.data(), kd, m);
+  }
+  Buffer<E> dl(lhs), dr(rhs), ddw(m * n), ddb(m);
+  std::string name =
+      "matmul_bias_grad " + shape({kd, m, n}) + (tr ? " rhs^T" : "");
+  for (const Switch &s : switches) {
+    cudaFill(s.k, ddw.get(), m * n); // overwritten
+    cudaFill(s.k, ddb.get(), m);
+    cudaMatmulBiasGrad(s.k, dl.get(), dr.get(), ddw.get(), ddb.get(), m, kd, n,
+                       tr);
+    check(name + ": dw" + s.gemmTag, gatherRows(ddw.download(), n, rows),
+          wantDw, toleranceOf<E>(s));
+    check(name + ": db" + s.gemmTag, ddb.download(), wantDb, toleranceOf<E>(s));
+  }
+}
+
 /// add_layernorm on every switch (not a GEMM: the switch must not matter):
 /// sum and y against the CPU, and against the GPU's unfused pair bit for
 /// bit (sum is add's; y is layernorm's of the stored sum). `misaligned`:
@@ -1714,6 +1760,13 @@ template <typename E> void testFused() {
   testMatmulGeluGrad<E>(3, 0, 8, false, false, false);
   testMatmulGeluGrad<E>(4096, 768, 3072, false, false, true);
   testMatmulGeluGrad<E>(4096, 768, 3072, false, false, false);
+  // matmul_bias_grad (lhs [kd, m]): odd sizes, rhs transposed, no rows (dw
+  // and db zeros), GPT-2's MLP output projection (4 x 1024 rows, 768 out,
+  // 3072 in).
+  testMatmulBiasGrad<E>(37, 33, 65, false);
+  testMatmulBiasGrad<E>(1500, 64, 96, true);
+  testMatmulBiasGrad<E>(0, 16, 8, false);
+  testMatmulBiasGrad<E>(4096, 768, 3072, false);
   // add_layernorm and layernorm_grad_add: one element, C not a multiple of
   // 32, more than 1024 rows, GPT-2's (4 x 1024 rows of 768). The chunked
   // row kernels take rows of whole 16-byte chunks up to 8 a lane: 100 (f32:

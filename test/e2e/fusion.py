@@ -7,8 +7,9 @@ usage: fusion.py SHARDC MODEL.mlir LAYERS OUT_DIR
 1. In every configuration below, the fused step calls the fused kernels:
    per GPT block one linear_gelu (c_fc and its GELU), one add_layernorm
    (the attention's residual and ln_2), one matmul_gelu_grad (GELU's
-   derivative in the GEMM through c_proj) and two layernorm_grad_add (each
-   norm's input gradient joins the residual's); the unfused step calls
+   derivative in the GEMM through c_proj), two layernorm_grad_add (each
+   norm's input gradient joins the residual's) and four matmul_bias_grad
+   (each linear's weight and bias gradients); the unfused step calls
    none.
 2. For each strategy, dtype and micro-batch count below, the fused and the
    unfused builds give the same loss at every step and the same params after
@@ -43,7 +44,7 @@ CONFIGS = [
                   "--grad-accum", "2"]),
 ]
 FUSED_CALLS = {"linear_gelu": 1, "add_layernorm": 1, "matmul_gelu_grad": 1,
-               "layernorm_grad_add": 2}
+               "layernorm_grad_add": 2, "matmul_bias_grad": 4}
 
 
 def kernel_calls(shardc, model, out_dir, tag, strategy, mesh, flags):

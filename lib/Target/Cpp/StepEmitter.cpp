@@ -1212,26 +1212,32 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
            << ", " << k << ", " << n << ");\n";
         return success();
       })
-      .Case<train::MatmulOp, train::MatmulGeluGradOp>([&](auto o) {
-        // matmul: lhs, rhs, out, batch, ...; matmul_gelu_grad (matrices):
-        // lhs, rhs, preactivation, dx, m, ...
-        constexpr bool gelu =
-            std::is_same_v<decltype(o), train::MatmulGeluGradOp>;
-        std::string c = allocate(o.getResult());
-        ArrayRef<int64_t> lhs = shapeOf(o.getLhs()), res = shapeOf(o.getResult());
-        int64_t m = res[res.size() - 2], n = res.back();
-        int64_t k = o.getTransposeLhs() ? lhs[lhs.size() - 2] : lhs.back();
-        os << kernel(o->getName().stripDialect(), o.getResult())
-           << name(o.getLhs()) << ", " << name(o.getRhs()) << ", ";
-        if constexpr (gelu)
-          os << name(o.getPreactivation()) << ", " << c << ", ";
-        else
-          os << c << ", " << numel(o.getResult()) / (m * n) << ", ";
-        os << m << ", " << k << ", " << n << ", "
-           << (o.getTransposeLhs() ? 1 : 0) << ", "
-           << (o.getTransposeRhs() ? 1 : 0) << ");\n";
-        return success();
-      })
+      .Case<train::MatmulOp, train::MatmulGeluGradOp, train::MatmulBiasGradOp>(
+          [&](auto o) {
+            // matmul: lhs, rhs, out, batch, ...; matmul_gelu_grad (matrices):
+            // lhs, rhs, preactivation, dx, m, ...; matmul_bias_grad (matrices):
+            // lhs, rhs, out, bias_grad, m, ...
+            using Op = decltype(o);
+            std::string c = allocate(o.getResult()), biasGrad;
+            if constexpr (std::is_same_v<Op, train::MatmulBiasGradOp>)
+              biasGrad = allocate(o.getBiasGrad());
+            ArrayRef<int64_t> lhs = shapeOf(o.getLhs()),
+                              res = shapeOf(o.getResult());
+            int64_t m = res[res.size() - 2], n = res.back();
+            int64_t k = o.getTransposeLhs() ? lhs[lhs.size() - 2] : lhs.back();
+            os << kernel(o->getName().stripDialect(), o.getResult())
+               << name(o.getLhs()) << ", " << name(o.getRhs()) << ", ";
+            if constexpr (std::is_same_v<Op, train::MatmulGeluGradOp>)
+              os << name(o.getPreactivation()) << ", " << c << ", ";
+            else if constexpr (std::is_same_v<Op, train::MatmulBiasGradOp>)
+              os << c << ", " << biasGrad << ", ";
+            else
+              os << c << ", " << numel(o.getResult()) / (m * n) << ", ";
+            os << m << ", " << k << ", " << n << ", "
+               << (o.getTransposeLhs() ? 1 : 0) << ", "
+               << (o.getTransposeRhs() ? 1 : 0) << ");\n";
+            return success();
+          })
       .Case([&](train::AddOp o) {
         std::string y = allocate(o.getResult());
         os << kernel("add", o.getResult()) << name(o.getLhs()) << ", "

@@ -244,6 +244,19 @@ void shardc_rt_cuda_matmul_gelu_grad_f32(shardc_rt_cuda_kernels *k,
                                          int64_t m, int64_t kdim, int64_t n,
                                          int transposeLhs, int transposeRhs);
 
+/// dw[m, n] = lhs^T op(rhs) and db[m] = lhs's kdim rows summed, for lhs
+/// [kdim, m] (train.matmul_bias_grad: a linear's weight and bias gradients;
+/// transposeLhs is 1, transposeRhs as matmul's, batch 1): one GEMM whose
+/// epilogue also writes db from the same read of lhs (cuBLASLt,
+/// CUBLASLT_EPILOGUE_BGRADB), unless epilogues are off or cuBLASLt has no
+/// algorithm for the shape; else matmul, then sum_to. Fused, db is summed
+/// in cuBLASLt's order (f32, rounded once to the stored type).
+void shardc_rt_cuda_matmul_bias_grad_f32(shardc_rt_cuda_kernels *k,
+                                         const float *lhs, const float *rhs,
+                                         float *dw, float *db, int64_t m,
+                                         int64_t kdim, int64_t n,
+                                         int transposeLhs, int transposeRhs);
+
 /// layernorm_grad with dx = addend + the input's gradient
 /// (train.layernorm_grad_add), in the same pass over the rows: the gradient
 /// rounded as layernorm_grad stores it, then added (one more rounding), so
@@ -334,15 +347,16 @@ void shardc_rt_cuda_kernels_set_cudnn_attention(shardc_rt_cuda_kernels *k,
 const char *shardc_rt_cuda_kernels_cudnn_attention_declines(
     shardc_rt_cuda_kernels *k, int64_t b, int64_t t, int64_t c, int64_t heads);
 
-/// Whether linear, linear_gelu and matmul_gelu_grad fuse their bias, GELU
-/// and GELU-derivative work into the GEMM through cuBLASLt epilogues (on by
-/// default), or run a cuBLAS GEMM followed by an elementwise kernel (off;
+/// Whether linear, linear_gelu, matmul_gelu_grad and matmul_bias_grad fuse
+/// their bias, GELU, GELU-derivative and bias-gradient work into the GEMM
+/// through cuBLASLt epilogues (on by default), or run a cuBLAS GEMM followed
+/// by an elementwise kernel or a column sum (off;
 /// also, decided once per shape, where cuBLASLt finds no algorithm or n is
 /// not a multiple of 8 for linear_gelu and matmul_gelu_grad, and for a call
 /// with a pointer not 16-byte aligned). fp32 without TF32 (create's
 /// allowTf32 == 0) keeps GELU and its derivative out of the epilogues, whose
-/// tanh may be approximate: only the bias fuses there. The runtime sets it
-/// from SHARDC_GEMM_EPILOGUES=on|off.
+/// tanh may be approximate: only the bias and its gradient fuse there. The
+/// runtime sets it from SHARDC_GEMM_EPILOGUES=on|off.
 void shardc_rt_cuda_kernels_set_gemm_epilogues(shardc_rt_cuda_kernels *k,
                                                int on);
 
@@ -543,6 +557,10 @@ void shardc_rt_cuda_layernorm_grad_bf16(
 void shardc_rt_cuda_matmul_gelu_grad_bf16(
     shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *lhs,
     const shardc_rt_bf16 *rhs, const shardc_rt_bf16 *pre, shardc_rt_bf16 *dx,
+    int64_t m, int64_t k_, int64_t n, int transposeLhs, int transposeRhs);
+void shardc_rt_cuda_matmul_bias_grad_bf16(
+    shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *lhs,
+    const shardc_rt_bf16 *rhs, shardc_rt_bf16 *dw, shardc_rt_bf16 *db,
     int64_t m, int64_t k_, int64_t n, int transposeLhs, int transposeRhs);
 void shardc_rt_cuda_layernorm_grad_add_bf16(
     shardc_rt_cuda_kernels *k, const shardc_rt_bf16 *dy,

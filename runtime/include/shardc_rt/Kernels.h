@@ -190,6 +190,15 @@ void shardc_rt_matmul_gelu_grad_f32(const float *lhs, const float *rhs,
                                     int64_t k, int64_t n, int transposeLhs,
                                     int transposeRhs);
 
+/// Fused matmul and sum_to (train.matmul_bias_grad), a linear's weight and
+/// bias gradients: dw[m, n] = lhs^T op(rhs) for lhs [k, m] (transposeLhs is
+/// 1), the product as matmul's with batch 1, and db[m] = sum_to of lhs's k
+/// rows, as sum_to's.
+void shardc_rt_matmul_bias_grad_f32(const float *lhs, const float *rhs,
+                                    float *dw, float *db, int64_t m, int64_t k,
+                                    int64_t n, int transposeLhs,
+                                    int transposeRhs);
+
 /// Fused layernorm_grad then add (train.layernorm_grad_add): as
 /// layernorm_grad, with dx[rows, c] = addend + the input's gradient (as
 /// layernorm_grad stores it); dx does not alias addend.
@@ -310,6 +319,11 @@ void shardc_rt_matmul_gelu_grad_bf16(const shardc_rt_bf16 *lhs,
                                      shardc_rt_bf16 *dx, int64_t m, int64_t k,
                                      int64_t n, int transposeLhs,
                                      int transposeRhs);
+void shardc_rt_matmul_bias_grad_bf16(const shardc_rt_bf16 *lhs,
+                                     const shardc_rt_bf16 *rhs,
+                                     shardc_rt_bf16 *dw, shardc_rt_bf16 *db,
+                                     int64_t m, int64_t k, int64_t n,
+                                     int transposeLhs, int transposeRhs);
 void shardc_rt_layernorm_grad_add_bf16(
     const shardc_rt_bf16 *dy, const shardc_rt_bf16 *x, const shardc_rt_bf16 *w,
     const shardc_rt_bf16 *addend, shardc_rt_bf16 *dx, shardc_rt_bf16 *dw,

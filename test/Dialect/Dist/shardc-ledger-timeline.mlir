@@ -24,12 +24,12 @@
 // JSON:      "timeline": {
 // JSON-NEXT:   "all_gather_ms": 0.03000026666
 // JSON-NEXT:   "all_reduce_ms": 0.01500001666
-// JSON-NEXT:   "exposed_ms": 0.0750002
+// JSON-NEXT:   "exposed_ms": 0.0750003
 // JSON-NEXT:   "machine": "h200",
 // JSON:        "ranks_per_node": 8,
 // JSON:        "waits": [
 // JSON-NEXT:     {
-// JSON-NEXT:       "ms": 0.03000009
+// JSON-NEXT:       "ms": 0.03000010
 // JSON-NEXT:       "what": "reduce_scatter before the optimizer step"
 
 // Two micro-batches, each reducing its gradients (grad-sync=microbatch):

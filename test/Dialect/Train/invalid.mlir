@@ -626,6 +626,32 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 // -----
 
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4xf32>
+  %w = train.param "w" init(#train.zeros) : tensor<4x8xf32>
+  // expected-error @+1 {{'train.matmul_bias_grad' op expected transpose_lhs: bias_grad sums the lhs's rows [K, N] over K}}
+  %dw, %db = train.matmul_bias_grad %x, %w : (tensor<2x4xf32>, tensor<4x8xf32>) -> (tensor<2x8xf32>, tensor<4xf32>)
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4xf32>
+  %y = train.input "y" : tensor<2x8xf32>
+  // expected-error @+1 {{'train.matmul_bias_grad' op expected bias_grad of shape 4, got 8}}
+  %dw, %db = train.matmul_bias_grad %x, %y {transpose_lhs} : (tensor<2x4xf32>, tensor<2x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>)
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4x4xf32>
+  // expected-error @+1 {{'train.matmul_bias_grad' op expected matrices, got an operand of shape 2x4x4}}
+  %dw, %db = train.matmul_bias_grad %x, %x {transpose_lhs} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<4xf32>)
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %x = train.input "x" : tensor<2x16xf32>
   %r = train.input "r" : tensor<2x8xf32>
   %g = train.param "g" init(#train.ones) : tensor<16xf32>

@@ -117,6 +117,8 @@ train.model @backward_ops batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0
     %m = train.reshape %norm : tensor<2x8x48xbf16> to tensor<16x48xbf16>
     %dm = train.matmul_gelu_grad %m, %wsq, %m {transpose_rhs} : (tensor<16x48xbf16>, tensor<48x48xbf16>, tensor<16x48xbf16>) -> tensor<16x48xbf16>
     %dmv = train.reshape %dm : tensor<16x48xbf16> to tensor<2x8x48xbf16>
+    // CHECK: train.matmul_bias_grad %{{.*}}, %{{.*}} {transpose_lhs} : (tensor<16x48xbf16>, tensor<16x48xbf16>) -> (tensor<48x48xbf16>, tensor<48xbf16>)
+    %dwsq, %dbsq = train.matmul_bias_grad %dm, %m {transpose_lhs} : (tensor<16x48xbf16>, tensor<16x48xbf16>) -> (tensor<48x48xbf16>, tensor<48xbf16>)
     // CHECK: train.layernorm_grad_add %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x48xbf16>, tensor<2x8x48xbf16>, tensor<48xbf16>, tensor<2x8x48xbf16>) -> (tensor<2x8x48xbf16>, tensor<48xbf16>, tensor<48xbf16>)
     %dx4, %dg4, %db4 = train.layernorm_grad_add %dmv, %a, %gw, %sum : (tensor<2x8x48xbf16>, tensor<2x8x48xbf16>, tensor<48xbf16>, tensor<2x8x48xbf16>) -> (tensor<2x8x48xbf16>, tensor<48xbf16>, tensor<48xbf16>)
     // CHECK: train.yield

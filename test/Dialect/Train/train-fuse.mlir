@@ -1,5 +1,16 @@
 // RUN: shardc-opt %s -split-input-file --train-fuse | FileCheck %s
 // RUN: shardc-opt %s -split-input-file --train-fuse | shardc-opt -split-input-file
+// exclude: the named fusions are not formed, the others are.
+// RUN: shardc-opt %s -split-input-file --train-fuse="exclude=matmul_bias_grad" | FileCheck %s --check-prefix=EXCLUDE
+// EXCLUDE-LABEL: train.model @block
+// EXCLUDE: train.linear_gelu
+// EXCLUDE-LABEL: train.model @bias_grads
+// EXCLUDE-NOT: train.matmul_bias_grad
+// EXCLUDE: train.sum_to
+// EXCLUDE-NOT: train.matmul_bias_grad
+// EXCLUDE-LABEL: train.model @bias_grads_unfused
+// RUN: not shardc-opt %s -split-input-file --train-fuse="exclude=matmul_bias_grad,gelu" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// UNKNOWN: error: unknown fused op 'gelu' in exclude: expected one of layernorm_grad_add, add_layernorm, linear_gelu, matmul_gelu_grad, matmul_bias_grad, cross_entropy_and_grad
 
 // A GPT block's forward after autodiff: c_fc and its GELU fuse (the
 // preactivation stays a result, yielded for the backward), the attention's
@@ -194,5 +205,72 @@ train.model @classifier_unfused batch 2 optimizer #train.adamw<lr = 1.0e-03, bet
   %loss3 = train.cross_entropy %z, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
   %loss4 = train.cross_entropy %z, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
   %dl4 = train.cross_entropy_grad %one, %z, %t : (tensor<f32>, tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  train.return %loss : tensor<f32>
+}
+
+// -----
+
+// A linear's weight and bias gradients: the weight's lhs^T rhs of the
+// output gradient's matrix view and the bias's sum_to of that gradient fuse
+// in the place of the first. Autodiff's order (the product, then the sum);
+// the sum first, with the view after it (the fused op views the gradient
+// in the sum's place), rhs transposed.
+
+// CHECK-LABEL: train.model @bias_grads
+// CHECK:      %[[G:.*]] = train.input "g"
+// CHECK-NEXT: %[[K:.*]] = train.input "k"
+// CHECK-NEXT: %[[G2:.*]] = train.reshape %[[G]] : tensor<2x4x16xf32> to tensor<8x16xf32>
+// CHECK-NEXT: %[[X2:.*]] = train.reshape
+// CHECK-NEXT: %[[DW:.*]], %[[DB:.*]] = train.matmul_bias_grad %[[G2]], %[[X2]] {transpose_lhs} : (tensor<8x16xf32>, tensor<8x8xf32>) -> (tensor<16x8xf32>, tensor<16xf32>)
+// CHECK-NEXT: %[[K2:.*]] = train.reshape %[[K]] : tensor<2x4x16xf32> to tensor<8x16xf32>
+// CHECK-NEXT: %[[DWK:.*]], %[[DBK:.*]] = train.matmul_bias_grad %[[K2]], %[[X2]] {transpose_lhs, transpose_rhs}
+// CHECK-NEXT: train.input "t"
+// CHECK-NEXT: %[[L:.*]] = train.cross_entropy
+// CHECK-NEXT: train.return %[[L]]
+train.model @bias_grads batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4x8xf32>
+  %g = train.input "g" : tensor<2x4x16xf32>
+  %k = train.input "k" : tensor<2x4x16xf32>
+  %g2 = train.reshape %g : tensor<2x4x16xf32> to tensor<8x16xf32>
+  %x2 = train.reshape %x : tensor<2x4x8xf32> to tensor<8x8xf32>
+  %dw = train.matmul %g2, %x2 {transpose_lhs} : (tensor<8x16xf32>, tensor<8x8xf32>) -> tensor<16x8xf32>
+  %db = train.sum_to %g : tensor<2x4x16xf32> to tensor<16xf32>
+  %dk = train.sum_to %k : tensor<2x4x16xf32> to tensor<16xf32>
+  %k2 = train.reshape %k : tensor<2x4x16xf32> to tensor<8x16xf32>
+  %dwk = train.matmul %k2, %x2 {transpose_lhs, transpose_rhs} : (tensor<8x16xf32>, tensor<8x8xf32>) -> tensor<16x8xf32>
+  %t = train.input "t" : tensor<2x4xi32>
+  %loss = train.cross_entropy %x, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  train.return %loss : tensor<f32>
+}
+
+// -----
+
+// What does not: a sum to more than the last dimension (a broadcast's
+// gradient); a product that does not transpose its lhs; the sum first and
+// the product's rhs defined after it.
+
+// CHECK-LABEL: train.model @bias_grads_unfused
+// CHECK-NOT: train.matmul_bias_grad
+train.model @bias_grads_unfused batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4x8xf32>
+  %g = train.input "g" : tensor<2x4x8xf32>
+  %k = train.input "k" : tensor<2x4x8xf32>
+  %m = train.input "m" : tensor<2x4x8xf32>
+  %x2 = train.reshape %x : tensor<2x4x8xf32> to tensor<8x8xf32>
+  // To [4, 8].
+  %g2 = train.reshape %g : tensor<2x4x8xf32> to tensor<8x8xf32>
+  %dw = train.matmul %g2, %x2 {transpose_lhs} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %dpos = train.sum_to %g : tensor<2x4x8xf32> to tensor<4x8xf32>
+  // lhs not transposed.
+  %k2 = train.reshape %k : tensor<2x4x8xf32> to tensor<8x8xf32>
+  %dx = train.matmul %k2, %x2 : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %dk = train.sum_to %k : tensor<2x4x8xf32> to tensor<8xf32>
+  // rhs after the sum.
+  %dm = train.sum_to %m : tensor<2x4x8xf32> to tensor<8xf32>
+  %late = train.scale %x2 by 2.0 : tensor<8x8xf32>
+  %m2 = train.reshape %m : tensor<2x4x8xf32> to tensor<8x8xf32>
+  %dwm = train.matmul %m2, %late {transpose_lhs} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %t = train.input "t" : tensor<2x4xi32>
+  %loss = train.cross_entropy %x, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
   train.return %loss : tensor<f32>
 }

@@ -74,6 +74,7 @@
 // GPT: shardc_rt_cuda_linear_gelu_f32(K,
 // GPT: shardc_rt_cuda_matmul_gelu_grad_f32(K,
 // GPT: shardc_rt_cuda_layernorm_grad_add_f32(K,
+// GPT: shardc_rt_cuda_matmul_bias_grad_f32(K,
 // GPT-BUILT: bf16
 // GPT-BUILT: f32
 // GPT-BUILT: reshard-bf16

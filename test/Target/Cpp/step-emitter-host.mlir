@@ -140,7 +140,7 @@
 // BF16-NEXT: float *[[L:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 4));
 // BF16-NEXT: shardc_rt_bf16 *[[DL:v[0-9]+]] = [[LOGITS:v[0-9]+]]; // in place: [[LOGITS]] dies here
 // BF16-NEXT: shardc_rt_cross_entropy_and_grad_bf16([[SEED]], [[LOGITS]], {{v[0-9]+}}, [[L]], [[DL]], 2, 5, 5)
-// BF16: shardc_rt_matmul_bf16({{v[0-9]+}}, {{v[0-9]+}}, [[G:v[0-9]+]], 1, 5, 2, 3, 1, 0);
+// BF16: shardc_rt_matmul_bias_grad_bf16({{v[0-9]+}}, {{v[0-9]+}}, [[G:v[0-9]+]], {{v[0-9]+}}, 5, 2, 3, 1, 0);
 // BF16: float *[[S:v[0-9]+]] = static_cast<float *>(shardc_rt_alloc(ctx, 72));
 // BF16-NEXT: shardc_rt_convert_bf16_f32([[S]], [[G]], 15);
 // BF16-NEXT: shardc_rt_fill_f32([[S]] + 15, 0.0f, 3);

@@ -386,7 +386,8 @@ int64_t dist::getMatmulFlops(Operation *op) {
       .Case<train::LinearOp, train::LinearGeluOp>([&](auto o) {
         return saturatingMul(2 * numel(o.getInput()), shape(o.getWeight())[0]);
       })
-      .Case<train::MatmulOp, train::MatmulGeluGradOp>(matmul)
+      .Case<train::MatmulOp, train::MatmulGeluGradOp, train::MatmulBiasGradOp>(
+          matmul)
       .Case([&](train::AttentionOp o) {
         return saturatingMul(2, causalProduct(o.getQkv()));
       })

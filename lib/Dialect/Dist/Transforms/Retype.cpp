@@ -52,6 +52,13 @@ FailureOr<SmallVector<Type>> inferResults(Operation *op) {
       })
       .Case<MatmulOp, MatmulGeluGradOp>(
           [&](auto op) { return one(matmulType(op)); })
+      .Case<MatmulBiasGradOp>([&](MatmulBiasGradOp op) {
+        // The bias gradient: one per column of lhs [K, N].
+        Type bias =
+            withShape(typeOf(op.getLhs()), {typeOf(op.getLhs()).getDimSize(1)});
+        return FailureOr<SmallVector<Type>>(
+            SmallVector<Type>{matmulType(op), bias});
+      })
       .Case<AddLayerNormOp>([&](AddLayerNormOp op) {
         Type type = op.getLhs().getType();
         return FailureOr<SmallVector<Type>>(SmallVector<Type>{type, type});

@@ -613,7 +613,8 @@ LogicalResult LinearOp::verify() {
 
 //===--- train.matmul -----------------------------------------------------===//
 
-/// matmul's and matmul_gelu_grad's shape rules, `result` being the product.
+/// matmul's, matmul_gelu_grad's and matmul_bias_grad's shape rules,
+/// `result` being the product.
 static LogicalResult verifyMatmul(Operation *op, Value lhs, Value rhs,
                                   bool transposeLhs, bool transposeRhs,
                                   Value result) {
@@ -732,6 +733,19 @@ LogicalResult MatmulGeluGradOp::verify() {
                          << formatShape(shapeOf(getLhs()));
   return verifyShapeIs(*this, "preactivation", getPreactivation(),
                        shapeOf(getResult()));
+}
+LogicalResult MatmulBiasGradOp::verify() {
+  if (failed(verifyMatmul(*this, getLhs(), getRhs(), getTransposeLhs(),
+                          getTransposeRhs(), getResult())))
+    return failure();
+  ArrayRef<int64_t> lhs = shapeOf(getLhs());
+  if (lhs.size() != 2)
+    return emitOpError() << "expected matrices, got an operand of shape "
+                         << formatShape(lhs);
+  if (!getTransposeLhs())
+    return emitOpError() << "expected transpose_lhs: bias_grad sums the "
+                            "lhs's rows [K, N] over K";
+  return verifyShapeIs(*this, "bias_grad", getBiasGrad(), {lhs[1]});
 }
 LogicalResult LayerNormGradAddOp::verify() {
   if (failed(verifyLayerNormGrad(*this)))

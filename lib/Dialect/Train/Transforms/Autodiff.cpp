@@ -197,8 +197,8 @@ LogicalResult ReverseSweep::matmul(MatmulOp op, Value dy) {
 LogicalResult ReverseSweep::differentiate(Operation *op) {
   if (!activity.isActive(op))
     return success();
-  if (isa<LinearGeluOp, AddLayerNormOp, MatmulGeluGradOp, LayerNormGradAddOp,
-          CrossEntropyAndGradOp>(op))
+  if (isa<LinearGeluOp, AddLayerNormOp, MatmulGeluGradOp, MatmulBiasGradOp,
+          LayerNormGradAddOp, CrossEntropyAndGradOp>(op))
     return op->emitOpError()
            << "is a fused op: --train-fuse runs after --train-autodiff";
   // Every differentiable op has one result, but for attention's second, its

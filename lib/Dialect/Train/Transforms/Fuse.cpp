@@ -1,9 +1,12 @@
 //===- Fuse.cpp - Fuse adjacent ops into the fused ops --------------------===//
 
 #include "shardc/Dialect/Train/Transforms/Passes.h"
+#include "shardc/Support/PassOptions.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Dominance.h"
+
+#include <functional>
 
 #define DEBUG_TYPE "train-fuse"
 
@@ -108,6 +111,65 @@ void fuseMatmulGeluGrad(GeluGradOp geluGrad, DominanceInfo &dominance) {
   matmul.erase();
 }
 
+/// The matmul lhs^T rhs whose lhs is `grad` as a matrix [K, N] (itself, or a
+/// reshape of it), or null.
+MatmulOp transposedMatmulOf(Value grad, int64_t n) {
+  auto isLhs = [&](Value matrix) -> MatmulOp {
+    auto type = cast<RankedTensorType>(matrix.getType());
+    if (type.getRank() != 2 || type.getDimSize(1) != n)
+      return nullptr;
+    for (Operation *user : matrix.getUsers())
+      if (auto matmul = dyn_cast<MatmulOp>(user);
+          matmul && matmul.getLhs() == matrix && matmul.getTransposeLhs() &&
+          matmul.getLhs() != matmul.getRhs())
+        return matmul;
+    return nullptr;
+  };
+  if (MatmulOp matmul = isLhs(grad))
+    return matmul;
+  for (Operation *user : grad.getUsers())
+    if (auto view = dyn_cast<ReshapeOp>(user))
+      if (MatmulOp matmul = isLhs(view.getResult()))
+        return matmul;
+  return nullptr;
+}
+
+/// sum_to [.., N] -> [N] and matmul (reshape(grad))^T rhs of the same
+/// gradient: train.matmul_bias_grad, a linear's weight and bias gradients,
+/// in the place of whichever comes first.
+void fuseMatmulBiasGrad(SumToOp sum, DominanceInfo &dominance) {
+  Value grad = sum.getInput();
+  auto gradType = cast<RankedTensorType>(grad.getType());
+  auto sumType = cast<RankedTensorType>(sum.getResult().getType());
+  if (gradType.getRank() < 2 || sumType.getRank() != 1 ||
+      sumType.getDimSize(0) != gradType.getShape().back())
+    return;
+  MatmulOp matmul = transposedMatmulOf(grad, sumType.getDimSize(0));
+  if (!matmul || matmul->getBlock() != sum->getBlock())
+    return;
+  Operation *first = matmul, *second = sum;
+  if (sum->isBeforeInBlock(matmul))
+    std::swap(first, second);
+  if (!canFuseAt(first, second, {grad, matmul.getRhs()}, dominance))
+    return;
+  OpBuilder b(first);
+  Value lhs = matmul.getLhs();
+  if (lhs.getDefiningOp() && !dominance.properlyDominates(lhs, first))
+    lhs = reshapeTo(b, grad, lhs.getType()); // the view comes after sum_to
+  auto fused = MatmulBiasGradOp::create(
+      b, b.getFusedLoc({matmul.getLoc(), sum.getLoc()}),
+      matmul.getResult().getType(), sum.getResult().getType(), lhs,
+      matmul.getRhs(), matmul.getTransposeLhsAttr(),
+      matmul.getTransposeRhsAttr());
+  Operation *view = matmul.getLhs().getDefiningOp<ReshapeOp>();
+  matmul.getResult().replaceAllUsesWith(fused.getResult());
+  matmul.erase();
+  sum.getResult().replaceAllUsesWith(fused.getBiasGrad());
+  sum.erase();
+  if (view && view->use_empty())
+    view->erase();
+}
+
 /// layernorm_grad -> add: train.layernorm_grad_add.
 void fuseLayerNormGradAdd(LayerNormGradOp normGrad, DominanceInfo &dominance) {
   Value inputGrad = normGrad.getInputGrad();
@@ -174,18 +236,42 @@ void fuseEach(Operation *root, DominanceInfo &dominance,
     fuse(op, dominance);
 }
 
-struct TrainFusePass : shardc::train::impl::TrainFusePassBase<TrainFusePass> {
+struct TrainFusePass
+    : shardc::NamedOptionErrors<
+          shardc::train::impl::TrainFusePassBase<TrainFusePass>> {
+  using NamedOptionErrors::NamedOptionErrors;
+
   void runOnOperation() override {
     Operation *module = getOperation();
     DominanceInfo dominance(module);
-    // Each rewrite erases its anchor and the op before it and creates ops
-    // only where one of them was: the remaining anchors and the dominance
-    // of values defined elsewhere are untouched.
-    fuseEach<LayerNormGradOp>(module, dominance, fuseLayerNormGradAdd);
-    fuseEach<LayerNormOp>(module, dominance, fuseAddLayerNorm);
-    fuseEach<GeluOp>(module, dominance, fuseLinearGelu);
-    fuseEach<GeluGradOp>(module, dominance, fuseMatmulGeluGrad);
-    fuseEach<CrossEntropyGradOp>(module, dominance, fuseCrossEntropyAndGrad);
+    // Each fusion by the name of its fused op, in the order they run. Each
+    // rewrite erases its anchor and the op before it and creates ops only
+    // where one of them was: the remaining anchors and the dominance of
+    // values defined elsewhere are untouched.
+    std::pair<StringLiteral, std::function<void()>> fusions[] = {
+        {"layernorm_grad_add",
+         [&] { fuseEach(module, dominance, fuseLayerNormGradAdd); }},
+        {"add_layernorm",
+         [&] { fuseEach(module, dominance, fuseAddLayerNorm); }},
+        {"linear_gelu", [&] { fuseEach(module, dominance, fuseLinearGelu); }},
+        {"matmul_gelu_grad",
+         [&] { fuseEach(module, dominance, fuseMatmulGeluGrad); }},
+        {"matmul_bias_grad",
+         [&] { fuseEach(module, dominance, fuseMatmulBiasGrad); }},
+        {"cross_entropy_and_grad",
+         [&] { fuseEach(module, dominance, fuseCrossEntropyAndGrad); }},
+    };
+    auto names = llvm::map_range(fusions, [](auto &f) { return f.first; });
+    for (const std::string &name : exclude)
+      if (!llvm::is_contained(names, name)) {
+        module->emitError()
+            << "unknown fused op '" << name << "' in exclude: expected one of "
+            << llvm::join(names, ", ");
+        return signalPassFailure();
+      }
+    for (auto &[name, fuse] : fusions)
+      if (!llvm::is_contained(exclude, name))
+        fuse();
   }
 };
 

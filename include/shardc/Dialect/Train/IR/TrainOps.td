@@ -761,6 +761,33 @@ def Train_MatmulGeluGradOp : Train_ComputeOp<"matmul_gelu_grad"> {
   }];
 }
 
+def Train_MatmulBiasGradOp : Train_ComputeOp<"matmul_bias_grad"> {
+  let summary = "train.matmul then train.sum_to of its lhs: a linear's weight "
+                "and bias gradients";
+  let description = [{
+    `matmul(lhs, rhs) {transpose_lhs}` and `sum_to(lhs)` over lhs's rows:
+    with `lhs` the gradient reaching a linear's output as a matrix [K, N]
+    and `rhs` the linear's input [K, M], `result` = lhs^T rhs [N, M] is the
+    weight's gradient and `bias_grad` [N] the bias's, both reductions over
+    the K rows, from one read of lhs (cuBLASLt's BGRADB epilogue on a GPU).
+    `lhs` and `rhs` are matrices; `transpose_lhs` is required,
+    `transpose_rhs` as `train.matmul`'s.
+
+    ```mlir
+    %dw, %db = train.matmul_bias_grad %dy, %x {transpose_lhs}
+        : (tensor<32x16xf32>, tensor<32x64xf32>)
+          -> (tensor<16x64xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$lhs, Train_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Train_FloatTensor:$result,
+                      Train_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def Train_LayerNormGradAddOp : Train_ComputeOp<"layernorm_grad_add"> {
   let summary = "train.layernorm_grad then train.add: the residual's gradient";
   let description = [{

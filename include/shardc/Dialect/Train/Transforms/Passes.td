@@ -122,7 +122,7 @@ def TrainAutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
 def TrainFusePass : Pass<"train-fuse", "::mlir::ModuleOp"> {
   let summary = "Fuse adjacent ops of a differentiated step into one kernel each";
   let description = [{
-    Rewrites five pairs of ops, forward and backward, into the fused ops of
+    Rewrites six pairs of ops, forward and backward, into the fused ops of
     the train dialect, so that the intermediate between them never makes a
     round trip through memory (on a GPU: a GEMM epilogue, or one pass per
     row), or an input is read once for both:
@@ -133,16 +133,24 @@ def TrainFusePass : Pass<"train-fuse", "::mlir::ModuleOp"> {
     | `train.add` -> `train.layernorm`          | `train.add_layernorm`      |
     | `train.matmul` (-> reshape) -> `train.gelu_grad` | `train.matmul_gelu_grad` |
     | `train.layernorm_grad` -> `train.add`     | `train.layernorm_grad_add` |
+    | `train.matmul` {transpose_lhs} and `train.sum_to` of its lhs | `train.matmul_bias_grad` |
     | `train.cross_entropy` ... `train.cross_entropy_grad` | `train.cross_entropy_and_grad` |
 
     These are a GPT block's MLP (c_fc and its GELU), its residual adds and
-    the norms after them, their gradients, and the loss with the logits'
+    the norms after them, their gradients, each linear's weight and bias
+    gradients (both reduce the output's gradient over its rows: one read of
+    it, as cuBLASLt's BGRADB epilogue and Transformer Engine's wgrad
+    GEMMs take it), and the loss with the logits'
     gradient (llm.c's fused classifier: the logits, the step's largest
     tensor, are read twice instead of three times). The loss and its
     gradient fuse in the gradient's place when they read the same logits,
     targets and classes, no other such loss reads those logits, and nothing
     reads the loss before the gradient (the backward's seed, defined
-    between them, is not a function of the loss). Another pair fuses when
+    between them, is not a function of the loss). A weight gradient
+    `matmul(g, x) {transpose_lhs}` of a matrix g (the gradient as [K, N],
+    or a reshape of it) fuses with the `sum_to` of that gradient to [N] in
+    the same block, in the place of whichever comes first, where the other
+    one's operands are defined before it. Another pair fuses when
 
     - both ops are in the same block and the second reads the first's result;
     - the add has operands of one shape (no broadcast);
@@ -167,6 +175,11 @@ def TrainFusePass : Pass<"train-fuse", "::mlir::ModuleOp"> {
     it; a model whose peak falls inside such a pair can build with
     `fuse=false` (shardc `--fuse false`) instead.
 
+    `exclude` names fused ops not to form (`exclude=matmul_bias_grad`), to
+    tell one fusion's effect on a step's numbers or time from the others'
+    (XLA's `--xla_disable_hlo_passes` for one pass): what a step built
+    before that fusion existed ran, say.
+
     Run after `--train-autodiff` (which does not differentiate fused ops),
     before `--shardc-shard`; `--shardc-pipeline` does, unless `fuse=false`.
 
@@ -181,6 +194,12 @@ def TrainFusePass : Pass<"train-fuse", "::mlir::ModuleOp"> {
     %h, %g = train.linear_gelu %x, %w, %b : ...
     ```
   }];
+  let options = [
+    ListOption<"exclude", "exclude", "std::string",
+               "fused ops not to form: linear_gelu, add_layernorm, "
+               "matmul_gelu_grad, matmul_bias_grad, layernorm_grad_add, "
+               "cross_entropy_and_grad">,
+  ];
 }
 
 def ShardcWrapPass : Pass<"shardc-wrap", "::mlir::ModuleOp"> {
