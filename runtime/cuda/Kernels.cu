@@ -11,7 +11,9 @@
 //    matmul_gelu_grad's GELU derivative are applied by one cuBLASLt matmul
 //    (CUBLASLT_EPILOGUE_BIAS, GELU_AUX(_BIAS), DGELU) to the f32
 //    accumulator, by the same column-major trick (the bias has n elements,
-//    one per row of the column-major D). Descriptors, layouts and the
+//    one per row of the column-major D); matmul_bias_grad's bias gradient
+//    is BGRADB's, its lhs's rows summed beside the product. Descriptors,
+//    layouts and the
 //    heuristic's algorithm are cached per shape (LtKey); where cuBLASLt has
 //    no algorithm, where the preactivation's leading dimension n is not a
 //    multiple of 8, or where a pointer is not 16-byte aligned, the call runs
@@ -2195,10 +2197,9 @@ bool isAligned(const void *pointer) {
 /// Row-major d[m, n] = epilogue(op(a) op(b)) in one cuBLASLt matmul, a and b
 /// contiguous (row strides as matmul's), `bias` (epilogueHasBias's) and
 /// `aux` (the preactivation [m, n]) as the epilogue takes them (else null).
-/// Returns
-/// false, having enqueued nothing, where the epilogues are off or cuBLASLt
-/// cannot run it (see LtPlan; a pointer not kLtAlignment-aligned): the
-/// caller then runs the unfused kernels.
+/// Returns false, having enqueued nothing, where the epilogues are off or
+/// cuBLASLt cannot run it (see LtPlan; a pointer not kLtAlignment-aligned):
+/// the caller then runs the unfused kernels.
 template <typename T>
 bool gemmEpilogue(Kernels *k, cublasLtEpilogue_t epilogue, bool transA,
                   bool transB, int64_t m, int64_t n, int64_t kd, const T *a,

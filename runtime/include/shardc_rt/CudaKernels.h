@@ -40,7 +40,8 @@
 //      layernorm_grad_add, add_layernorm: as layernorm_grad, layernorm;
 //    (chunks <= 1024). Besides, cuBLAS and cuBLASLt have a fixed 32 MiB
 //    workspace each (allocated by create; the GEMM epilogues of linear,
-//    linear_gelu and matmul_gelu_grad use cuBLASLt's), and the object keeps
+//    linear_gelu, matmul_gelu_grad and matmul_bias_grad use cuBLASLt's;
+//    matmul_bias_grad unfused takes sum_to's scratch), and the object keeps
 //    one cuBLASLt plan per GEMM shape with an epilogue (descriptors,
 //    layouts, the heuristic's algorithm: host memory, made by a shape's
 //    first call). The environment variable SHARDC_RT_CUDA_ATTENTION_SCORES,
