@@ -97,8 +97,12 @@ options (as --shardc-pipeline's):
                                each gather copying its shard to the device
                                (FSDP2's CPUOffloadPolicy)
   --fuse true|false            fused kernels: linear+gelu, add+layernorm,
-                               their gradients, and the loss with its
-                               gradient (default true)
+                               their gradients, a linear's weight and bias
+                               gradients, and the loss with its gradient
+                               (default true)
+  --fuse-exclude OPS           with --fuse: fused ops not to form, comma-
+                               separated (matmul_bias_grad, linear_gelu,
+                               ...: shardc-opt --help's train-fuse exclude)
   --memory-budget BYTES        fail when the predicted peak is larger
   --machine h100|h200          the ledger also predicts the step's time on
                                this machine (a roofline of the scheduled
@@ -247,6 +251,7 @@ Options parseArgs(int argc, char **argv) {
                                           "layout",
                                           "unit-bucket-mb",
                                           "fuse",
+                                          "fuse-exclude",
                                           "recompute",
                                           "recompute-policy",
                                           "offload-optimizer",

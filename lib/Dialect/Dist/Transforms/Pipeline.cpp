@@ -83,6 +83,9 @@ struct ShardcPipelineOptions
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("fuse adjacent ops (train-fuse)"),
                     llvm::cl::init(true)};
+  ListOption<std::string> fuseExclude{
+      *this, "fuse-exclude",
+      llvm::cl::desc("fused ops train-fuse does not form (its exclude)")};
   Option<int64_t> bucketMB{
       *this, "bucket-mb",
       llvm::cl::desc("ddp, zero1/zero2 flat: gradient bucket size in MiB"),
@@ -142,6 +145,7 @@ struct PipelineSteps {
   std::string wrap;
   train::TrainAutodiffPassOptions autodiff;
   bool fuse = true;
+  train::TrainFusePassOptions fusions;
   ShardcShardPassOptions shard;
   /// Whether reshard-after-forward was given (strategy=auto with a machine
   /// tries zero3's other settings where it was not).
@@ -157,7 +161,7 @@ void addSteps(OpPassManager &pm, const PipelineSteps &steps,
     pm.addPass(train::createShardcWrapPass({steps.wrap}));
   pm.addPass(train::createTrainAutodiffPass(steps.autodiff));
   if (steps.fuse)
-    pm.addPass(train::createTrainFusePass());
+    pm.addPass(train::createTrainFusePass(steps.fusions));
   pm.addPass(createShardcShardPass(steps.shard));
   pm.addPass(createShardcSchedulePass(steps.schedule));
   if (withLedger)
@@ -520,6 +524,8 @@ void buildShardcPipeline(OpPassManager &pm,
                                   options.recompute.end());
   steps.autodiff.recomputePolicy = options.recomputePolicy;
   steps.fuse = options.fuse;
+  steps.fusions.exclude.assign(options.fuseExclude.begin(),
+                               options.fuseExclude.end());
   switch (options.strategy) {
   case StrategyChoice::ddp:
     steps.shard.strategy = Strategy::ddp;
