@@ -196,11 +196,12 @@ void backendSetUp(shardc_rt_context &ctx) {
   // any machine.
   std::string attention =
       setting("SHARDC_ATTENTION", "flash", {"flash", "gemm", "cudnn"});
-  // GEMM epilogues (cuBLASLt's bias, GELU and GELU-derivative fusion): on
-  // unless SHARDC_GEMM_EPILOGUES=off (bench/gpu/run.sh turns them off where
-  // the kernel test's epilogue checks fail). Checked before the device too.
-  bool epilogues =
-      setting("SHARDC_GEMM_EPILOGUES", "on", {"on", "off"}) == "on";
+  // GEMM epilogues (cuBLASLt's bias, GELU, GELU-derivative and bias
+  // gradient fusion): on unless SHARDC_GEMM_EPILOGUES=off, or on but for the
+  // bias gradient with no-bias-grad (bench/gpu/run.sh sets either where the
+  // kernel test's epilogue checks fail). Checked before the device too.
+  std::string epilogues =
+      setting("SHARDC_GEMM_EPILOGUES", "on", {"on", "off", "no-bias-grad"});
   // TF32 GEMMs (and, with flash attention, TF32 attention for f32) unless
   // SHARDC_TF32=0 (the GPU-against-CPU check turns them off). Checked before
   // the device too.
@@ -261,7 +262,8 @@ void backendSetUp(shardc_rt_context &ctx) {
   b->kernels = shardc_rt_cuda_kernels_create(b->compute, tf32);
   shardc_rt_cuda_kernels_set_flash_attention(b->kernels, attention != "gemm");
   shardc_rt_cuda_kernels_set_cudnn_attention(b->kernels, attention == "cudnn");
-  shardc_rt_cuda_kernels_set_gemm_epilogues(b->kernels, epilogues);
+  shardc_rt_cuda_kernels_set_gemm_epilogues(b->kernels, epilogues != "off");
+  shardc_rt_cuda_kernels_set_bias_grad_epilogue(b->kernels, epilogues == "on");
   shardc_rt_cuda_kernels_set_deterministic(b->kernels, deterministic);
 
   ncclUniqueId id;

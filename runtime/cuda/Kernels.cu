@@ -200,6 +200,9 @@ struct shardc_rt_cuda_kernels {
   /// workspace (stream-ordered, allocated at create), and a plan per shape.
   /// logEpilogues (SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG) prints each new plan.
   bool gemmEpilogues = true;
+  /// matmul_bias_grad's BGRADB, where gemmEpilogues
+  /// (set_bias_grad_epilogue).
+  bool biasGradEpilogue = true;
   bool logEpilogues = false;
   cublasLtHandle_t lt = nullptr;
   void *ltWorkspace = nullptr;
@@ -2419,7 +2422,8 @@ bool matmulBiasGrad(Kernels *k, const T *lhs, const T *rhs, T *dw, T *db,
                     int64_t m, int64_t kdim, int64_t n, int transposeRhs) {
   if (m <= 0)
     return true; // no columns: nothing to write
-  if (gemmEpilogue(k, CUBLASLT_EPILOGUE_BGRADB, true, transposeRhs != 0, m, n,
+  if (k->biasGradEpilogue &&
+      gemmEpilogue(k, CUBLASLT_EPILOGUE_BGRADB, true, transposeRhs != 0, m, n,
                    kdim, lhs, rhs, dw, static_cast<const void *>(db), nullptr))
     return true;
   matmul(k, lhs, rhs, dw, 1, m, kdim, n, 1, transposeRhs);
@@ -2973,6 +2977,11 @@ const char *shardc_rt_cuda_kernels_cudnn_attention_declines(
 void shardc_rt_cuda_kernels_set_gemm_epilogues(shardc_rt_cuda_kernels *k,
                                                int on) {
   k->gemmEpilogues = on != 0;
+}
+
+void shardc_rt_cuda_kernels_set_bias_grad_epilogue(shardc_rt_cuda_kernels *k,
+                                                   int on) {
+  k->biasGradEpilogue = on != 0;
 }
 
 void shardc_rt_cuda_kernel_times_enable(shardc_rt_cuda_kernels *k, int on) {

@@ -357,9 +357,16 @@ const char *shardc_rt_cuda_kernels_cudnn_attention_declines(
 /// with a pointer not 16-byte aligned). fp32 without TF32 (create's
 /// allowTf32 == 0) keeps GELU and its derivative out of the epilogues, whose
 /// tanh may be approximate: only the bias and its gradient fuse there. The
-/// runtime sets it from SHARDC_GEMM_EPILOGUES=on|off.
+/// runtime sets it from SHARDC_GEMM_EPILOGUES=on|off|no-bias-grad.
 void shardc_rt_cuda_kernels_set_gemm_epilogues(shardc_rt_cuda_kernels *k,
                                                int on);
+
+/// With the epilogues on, whether matmul_bias_grad takes its bias gradient
+/// from the GEMM's epilogue (BGRADB; on by default) or from sum_to (off:
+/// SHARDC_GEMM_EPILOGUES=no-bias-grad, which bench/gpu/run.sh sets where
+/// only the kernel test's matmul_bias_grad epilogue checks fail).
+void shardc_rt_cuda_kernels_set_bias_grad_epilogue(shardc_rt_cuda_kernels *k,
+                                                   int on);
 
 //===----------------------------------------------------------------------===//
 // Per-kernel timing and the record of calls (shardc_rt/KernelTime.h)
