@@ -155,8 +155,8 @@ struct Epilogue {
   bool usesBias() const { return bias || biasGradB; }
 };
 
-/// The steps of `epilogue`; false where it is not modelled (ReLU, the bias
-/// gradients): cuBLASLt's heuristic then answers "not supported".
+/// The steps of `epilogue`; false where it is not modelled (ReLU, BGRADA,
+/// DGELU_BGRAD): cuBLASLt's heuristic then answers "not supported".
 bool epilogueSteps(uint32_t epilogue, Epilogue &steps) {
   switch (epilogue) {
   case CUBLASLT_EPILOGUE_DEFAULT:
