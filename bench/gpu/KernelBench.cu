@@ -7,9 +7,9 @@
 // fused attention, beside them where cuDNN is there and takes the shape),
 // cross entropy with its gradient, layernorm_grad_add and add_layernorm,
 // sum_to (a bias gradient), add (a residual) and embedding_grad (the token
-// embedding's), a GEMM of the MLP's shape for scale, and the MLP's weight
-// gradient GEMM alone and with its bias gradient fused
-// (matmul_bias_grad: against it and sum_to). Each row prints
+// embedding's, of uniform ids and of text-like ones), a GEMM of the MLP's shape
+// for scale, and the MLP's weight gradient GEMM alone and with its bias
+// gradient fused (matmul_bias_grad: against it and sum_to). Each row prints
 // milliseconds per call (cudaEvents around `iters` calls after one warm-up) and
 // the floor the H200 allows it: FLOPs at its dense bf16 peak for the
 // tensor-core kernels, bytes at its HBM bandwidth for the others.
@@ -70,6 +70,23 @@ __global__ void targetsKernel(int32_t *p, int64_t n, int64_t v) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     p[i] = static_cast<int32_t>((static_cast<uint64_t>(i) * 2654435761u) % v);
+}
+
+/// ids[i] in [0, v), distributed as text's tokens roughly are: id k about as
+/// frequent as 1 / (k + 1), P(id < k) = log(k + 1) / log(v + 1), so that id
+/// 0 takes 6% of a GPT-2 batch (its commonest tokens, ',' and '.', take a
+/// few % each).
+__global__ void textIdsKernel(int32_t *p, int64_t n, int64_t v) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    double u = (h >> 8) / 16777216.0; // [0, 1)
+    int64_t id = static_cast<int64_t>(exp(u * log(v + 1.0)) - 1.0);
+    p[i] = static_cast<int32_t>(id < v - 1 ? id : v - 1);
+  }
 }
 
 /// Every buffer allocate made, freed together at the end.
@@ -175,6 +192,9 @@ int main(int argc, char **argv) {
   int32_t *targets = allocate<int32_t>(n);
   targetsKernel<<<1024, 256>>>(targets, n, vocab);
   check(cudaGetLastError(), "targetsKernel");
+  int32_t *textIds = allocate<int32_t>(n);
+  textIdsKernel<<<1024, 256>>>(textIds, n, vocab);
+  check(cudaGetLastError(), "textIdsKernel");
   float *loss = allocate<float>(1), *dloss = allocate<float>(1);
   const float one = 1.0f;
   check(cudaMemcpy(dloss, &one, sizeof one, cudaMemcpyHostToDevice),
@@ -295,6 +315,13 @@ int main(int argc, char **argv) {
       msPerCall(stream, iters,
                 [&] {
                   shardc_rt_cuda_embedding_grad_bf16(k, dy, targets, dtable, n,
+                                                     ld, c);
+                }),
+      1e3 * 2.0 * (n + ld) * c / kBandwidth, "HBM");
+  row("embedding_grad (text ids)", shape({n, c, ld}),
+      msPerCall(stream, iters,
+                [&] {
+                  shardc_rt_cuda_embedding_grad_bf16(k, dy, textIds, dtable, n,
                                                      ld, c);
                 }),
       1e3 * 2.0 * (n + ld) * c / kBandwidth, "HBM");

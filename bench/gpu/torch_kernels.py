@@ -25,6 +25,8 @@ kernels phase prints the two side by side:
                           summed by id into [V padded, C] (aten's
                           embedding_dense_backward: the ids sorted, then
                           summed by segment)
+  embedding_grad (text ids)  the same of ids as frequent as text's tokens
+                          (id k about as 1 / (k + 1): id 0 6% of them)
   matmul (MLP proj)       hidden [B T, 4C] @ w^T [4C, C]
   matmul (MLP fc wgrad)   dy^T @ x: dy [B T, 4C], x [B T, C]
   matmul_bias_grad (MLP fc)  that and dy.sum(0), as autograd runs a
@@ -35,6 +37,7 @@ Prints rows in KernelBench's layout ("torch" before each kernel's name).
 """
 
 import argparse
+import math
 import sys
 
 
@@ -131,6 +134,13 @@ def main():
         row("embedding_grad", f"{n}x{c}x{ld}", ms_per_call(
             lambda: torch.ops.aten.embedding_dense_backward(
                 dy, ids, ld, -1, False)))
+        # KernelBench's textIdsKernel: P(id < k) = log(k + 1) / log(V + 1).
+        text_ids = (torch.exp(torch.rand(n, device=dev, dtype=torch.float64)
+                              * math.log(a.vocab + 1)) - 1).long().clamp(
+                                  max=a.vocab - 1)
+        row("embedding_grad (text ids)", f"{n}x{c}x{ld}", ms_per_call(
+            lambda: torch.ops.aten.embedding_dense_backward(
+                dy, text_ids, ld, -1, False)))
         fcw = rand(c, 4 * c)
         row("matmul (MLP proj)", f"{n}x{4 * c}x{c}",
             ms_per_call(lambda: hidden @ fcw.t()))

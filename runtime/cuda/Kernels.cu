@@ -68,6 +68,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardc_rt/CudaKernels.h"
+#include "shardc_rt/Kernels.h"   // SHARDC_RT_EMBEDDING_GRAD_GROUP
 #include "shardc_rt/shardc_rt.h" // SHARDC_RT_MAX_CLIP_SUMS
 
 #include "Check.h"
@@ -616,14 +617,15 @@ __device__ void adamwElement(const shardc_rt_cuda_adamw_tensor &t, int64_t i,
         __float2bfloat16_rn(updated);
 }
 
-/// The tensor of a multi-tensor launch holding chunk `chunk`: the last s of
-/// the `count` with firstChunk[s] <= chunk, by bisection.
-__device__ int tensorOfChunk(const int64_t *firstChunk, int count,
-                             int64_t chunk) {
-  int lo = 0, hi = count - 1;
+/// The last s of the `count` with first[s] <= x (first nondecreasing,
+/// first[0] <= x), by bisection: the piece holding item x where piece s's
+/// items begin at first[s] (a multi-tensor launch's tensor of a chunk,
+/// embedding_grad's id of a group).
+__device__ int64_t pieceOf(const int64_t *first, int64_t count, int64_t x) {
+  int64_t lo = 0, hi = count - 1;
   while (lo < hi) {
-    int mid = (lo + hi + 1) / 2;
-    if (firstChunk[mid] <= chunk)
+    int64_t mid = (lo + hi + 1) / 2;
+    if (first[mid] <= x)
       lo = mid;
     else
       hi = mid - 1;
@@ -642,7 +644,7 @@ __global__ void sumSquaresKernel(SquaresBatch batch, double *partials) {
   double acc = 0.0;
   int64_t chunks = batch.firstChunk[batch.count];
   for (int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
-    int lo = tensorOfChunk(batch.firstChunk, batch.count, chunk);
+    int lo = static_cast<int>(pieceOf(batch.firstChunk, batch.count, chunk));
     const shardc_rt_cuda_squares_tensor &t = batch.tensors[lo];
     int64_t begin = (chunk - batch.firstChunk[lo]) * kAdamWChunk;
     int64_t end = begin + kAdamWChunk < t.n ? begin + kAdamWChunk : t.n;
@@ -691,7 +693,7 @@ __global__ void clipCoefficientKernel(ClipSums s, float maxNorm, float *coef,
 /// blockIdx.x.
 __global__ void adamwMultiKernel(AdamWBatch batch, AdamWScalars c) {
   int64_t block = blockIdx.x;
-  int lo = tensorOfChunk(batch.firstChunk, batch.count, block);
+  int lo = static_cast<int>(pieceOf(batch.firstChunk, batch.count, block));
   const shardc_rt_cuda_adamw_tensor &t = batch.tensors[lo];
   int64_t begin = (block - batch.firstChunk[lo]) * kAdamWChunk;
   int64_t end = begin + kAdamWChunk < t.n ? begin + kAdamWChunk : t.n;
@@ -1446,24 +1448,31 @@ void columnSums(Kernels *k, Terms terms, int64_t outer, int64_t inner,
 // Embedding and cross-entropy
 //===----------------------------------------------------------------------===//
 
-template <typename T>
-__global__ void embeddingKernel(const int32_t *ids, const T *table, T *out,
-                                int64_t n, int64_t c, const ErrorSlot *slot) {
+/// out's rows = table's by id, in `width`-byte pieces (a row whole pieces,
+/// both tensors aligned to them: 16 where they allow, else T's size),
+/// as uint4 or as T: the same bits.
+template <typename Piece>
+__global__ void embeddingKernel(const int32_t *ids, const Piece *table,
+                                Piece *out, int64_t n, int64_t pieces,
+                                const ErrorSlot *slot) {
   if (failed(slot))
     return;
-  SHARDC_GRID_STRIDE(i, n * c) {
-    int64_t row = i / c;
-    out[i] = table[static_cast<int64_t>(ids[row]) * c + i % c];
+  SHARDC_GRID_STRIDE(i, n * pieces) {
+    int64_t row = i / pieces;
+    out[i] = table[static_cast<int64_t>(ids[row]) * pieces + i % pieces];
   }
 }
 
-// embedding_grad sums each id's dy rows in position order from 0 in f32,
-// as cpu::embeddingGrad does (so, bit for bit, its f32 result), with no
+// embedding_grad sums each id's dy rows in cpu::embeddingGrad's order
+// (shardc_rt/Kernels.h), in f32, so bit for bit its f32 result, with no
 // atomics: the same ids and dy give the same bits, as PyTorch's sorted
 // embedding backward. The positions are sorted by id, stably, by a
 // counting sort of kDigitBits of the id a pass (least significant first);
-// each id's run in the sorted order is marked; then a thread per (id,
-// column) sums its run's rows.
+// each id's run in the sorted order is marked; a thread per (group, column)
+// sums a group of a run longer than one (kGroup positions); then a thread
+// per (id, column) sums its run's rows, or its groups' sums.
+
+constexpr int64_t kGroup = SHARDC_RT_EMBEDDING_GRAD_GROUP;
 
 constexpr int kDigitBits = 4, kDigits = 1 << kDigitBits;
 
@@ -1570,22 +1579,74 @@ __global__ void markRunsKernel(const int32_t *sorted, int64_t n,
   }
 }
 
-/// dtable[id, j] = the sum of dy[p, j] over id's positions p (its run of
-/// the sorted positions), in increasing p from 0, in f32.
+/// The sum of dy[positions[p], j] over p in [first, last), from 0, in f32.
 template <typename T>
-__global__ void embeddingGradKernel(const T *dy, const int64_t *positions,
-                                    const int64_t *runBegin,
-                                    const int64_t *runEnd, float *dtable,
-                                    int64_t v, int64_t c,
-                                    const ErrorSlot *guard) {
+__device__ float sumRows(const T *dy, const int64_t *positions, int64_t first,
+                         int64_t last, int64_t c, int64_t j) {
+  float sum = 0.0f;
+#pragma unroll 4
+  for (int64_t p = first; p < last; ++p)
+    sum += load(dy[positions[p] * c + j]);
+  return sum;
+}
+
+/// groups[id] = the groups id's run is summed in apart, for id in [0, v]:
+/// ceil(run / kGroup) for a run longer than kGroup, else 0 (v's: none).
+__global__ void groupCountsKernel(const int64_t *runBegin,
+                                  const int64_t *runEnd, int64_t v,
+                                  int64_t *groups, const ErrorSlot *guard) {
+  if (failed(guard))
+    return;
+  SHARDC_GRID_STRIDE(id, v + 1) {
+    int64_t run = id < v ? runEnd[id] - runBegin[id] : 0;
+    groups[id] = run > kGroup ? (run + kGroup - 1) / kGroup : 0;
+  }
+}
+
+/// partials[group, j] = sumRows over the group-th of the groups[v] groups
+/// (groupCountsKernel's counts, scanned: id's are groups[id] on), for
+/// group < groups[v] <= maxGroups.
+template <typename T>
+__global__ void embeddingGradGroupsKernel(
+    const T *dy, const int64_t *positions, const int64_t *runBegin,
+    const int64_t *runEnd, const int64_t *groups, float *partials, int64_t v,
+    int64_t c, int64_t maxGroups, const ErrorSlot *guard) {
+  if (failed(guard))
+    return;
+  int64_t count = groups[v];
+  SHARDC_GRID_STRIDE(i, maxGroups * c) {
+    int64_t group = i / c, j = i % c;
+    if (group >= count)
+      return; // so are the thread's later ones
+    // The group's id: the last whose groups begin at or before it (the ids
+    // between have none, and begin there too).
+    int64_t lo = pieceOf(groups, v, group);
+    int64_t first = runBegin[lo] + (group - groups[lo]) * kGroup;
+    int64_t last = first + kGroup < runEnd[lo] ? first + kGroup : runEnd[lo];
+    partials[i] = sumRows(dy, positions, first, last, c, j);
+  }
+}
+
+/// dtable[id, j] = the sum of dy[p, j] over id's positions p (its run of
+/// the sorted positions), in f32: a run of up to kGroup in increasing p
+/// from 0; a longer one its groups' partials in turn, from 0.
+template <typename T>
+__global__ void
+embeddingGradKernel(const T *dy, const int64_t *positions,
+                    const int64_t *runBegin, const int64_t *runEnd,
+                    const int64_t *groups, const float *partials, float *dtable,
+                    int64_t v, int64_t c, const ErrorSlot *guard) {
   if (failed(guard))
     return;
   SHARDC_GRID_STRIDE(i, v * c) {
     int64_t id = i / c, j = i % c;
+    if (runEnd[id] - runBegin[id] <= kGroup) {
+      dtable[i] = sumRows(dy, positions, runBegin[id], runEnd[id], c, j);
+      continue;
+    }
     float sum = 0.0f;
-#pragma unroll 4
-    for (int64_t p = runBegin[id]; p < runEnd[id]; ++p)
-      sum += load(dy[positions[p] * c + j]);
+    for (int64_t group = groups[id]; group < groups[id + 1]; ++group)
+      sum += partials[group * c + j];
     dtable[i] = sum;
   }
 }
@@ -2638,14 +2699,23 @@ template <typename T>
 void embedding(Kernels *k, const int32_t *ids, const T *table, T *out,
                int64_t n, int64_t v, int64_t c) {
   checkIds<T>(k, ids, n, v, kOpEmbedding);
-  if (c > 0)
-    launch(k, n * c, embeddingKernel<T>, ids, table, out, n, c,
-           static_cast<const ErrorSlot *>(k->slot));
+  if (c <= 0)
+    return;
+  const ErrorSlot *slot = k->slot;
+  constexpr int64_t kVector = 16 / sizeof(T);
+  if (c % kVector == 0 && shardc::rt::cuda::isChunkAligned(table) &&
+      shardc::rt::cuda::isChunkAligned(out))
+    return launch(k, n * c / kVector, embeddingKernel<uint4>, ids,
+                  reinterpret_cast<const uint4 *>(table),
+                  reinterpret_cast<uint4 *>(out), n, c / kVector, slot);
+  launch(k, n * c, embeddingKernel<T>, ids, table, out, n, c, slot);
 }
 
 /// dtable[v, c] (f32) = the rows of dy (T = float or __nv_bfloat16)
-/// summed by id, each id's in position order (embeddingGradKernel): the
+/// summed by id in cpu::embeddingGrad's order (embeddingGradKernel): the
 /// positions sorted by id, kDigitBits of the id (enough for v - 1) a pass.
+/// Runs longer than kGroup (at least kGroup + 1 positions each) take
+/// ceil(run / kGroup) < 2 run / kGroup groups, fewer than maxGroups.
 template <typename T>
 void embeddingGrad(Kernels *k, const T *dy, const int32_t *ids, float *dtable,
                    int64_t n, int64_t v, int64_t c) {
@@ -2654,10 +2724,11 @@ void embeddingGrad(Kernels *k, const T *dy, const int32_t *ids, float *dtable,
   if (v <= 0 || c <= 0)
     return;
   int64_t tiles = (n + kSortTile - 1) / kSortTile;
-  char *cursor = static_cast<char *>(
-      scratch(k, 2 * pieceBytes<int32_t>(n) + 2 * pieceBytes<int64_t>(n) +
-                     pieceBytes<int64_t>(kDigits * tiles) +
-                     2 * pieceBytes<int64_t>(v)));
+  int64_t maxGroups = 2 * ((n + kGroup - 1) / kGroup);
+  char *cursor = static_cast<char *>(scratch(
+      k, 2 * pieceBytes<int32_t>(n) + 2 * pieceBytes<int64_t>(n) +
+             pieceBytes<int64_t>(kDigits * tiles) + 2 * pieceBytes<int64_t>(v) +
+             pieceBytes<int64_t>(v + 1) + pieceBytes<float>(maxGroups * c)));
   int32_t *sortedIds[2] = {carve<int32_t>(cursor, n),
                            carve<int32_t>(cursor, n)};
   int64_t *sortedPositions[2] = {carve<int64_t>(cursor, n),
@@ -2665,6 +2736,8 @@ void embeddingGrad(Kernels *k, const T *dy, const int32_t *ids, float *dtable,
   int64_t *counts = carve<int64_t>(cursor, kDigits * tiles);
   int64_t *runBegin = carve<int64_t>(cursor, v);
   int64_t *runEnd = carve<int64_t>(cursor, v);
+  int64_t *groups = carve<int64_t>(cursor, v + 1);
+  float *partials = carve<float>(cursor, maxGroups * c);
   const int32_t *keys = ids;
   const int64_t *positions = nullptr;
   int bits = 1; // of the largest id, v - 1
@@ -2686,8 +2759,14 @@ void embeddingGrad(Kernels *k, const T *dy, const int32_t *ids, float *dtable,
   SHARDC_CUDA_CHECK(cudaMemsetAsync(
       runEnd, 0, static_cast<size_t>(v) * sizeof(int64_t), k->stream));
   launch(k, n, markRunsKernel, keys, n, runBegin, runEnd, guard);
+  launch(k, v + 1, groupCountsKernel, runBegin, runEnd, v, groups, guard);
+  exclusiveScanKernel<<<1, kScanThreads, 0, k->stream>>>(groups, v + 1, guard);
+  SHARDC_CUDA_CHECK_LAUNCH();
+  if (maxGroups > 0)
+    launch(k, maxGroups * c, embeddingGradGroupsKernel<T>, dy, positions,
+           runBegin, runEnd, groups, partials, v, c, maxGroups, guard);
   launch(k, v * c, embeddingGradKernel<T>, dy, positions, runBegin, runEnd,
-         dtable, v, c, guard);
+         groups, partials, dtable, v, c, guard);
 }
 
 /// layernorm and its gradient for T = float or __nv_bfloat16; dweight and

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 using namespace shardc::rt::cpu;
@@ -430,11 +431,31 @@ int64_t shardc::rt::cpu::embeddingGrad(const T *dy, const int32_t *ids,
   if (bad >= 0)
     return bad;
   std::fill(dtable, dtable + v * c, T(0));
-  for (int64_t i = 0; i < n; ++i) {
-    T *row = dtable + static_cast<int64_t>(ids[i]) * c;
-    const T *g = dy + i * c;
-    for (int64_t j = 0; j < c; ++j)
-      row[j] += g[j];
+  // Each id's positions in increasing order (a stable counting sort):
+  // byId[runs[id], runs[id + 1]).
+  std::vector<int64_t> runs(v + 1, 0), byId(n);
+  for (int64_t i = 0; i < n; ++i)
+    ++runs[ids[i] + 1];
+  std::partial_sum(runs.begin(), runs.end(), runs.begin());
+  std::vector<int64_t> next(runs.begin(), runs.end() - 1);
+  for (int64_t i = 0; i < n; ++i)
+    byId[next[ids[i]]++] = i;
+  std::vector<T> group(c);
+  for (int64_t id = 0; id < v; ++id) {
+    T *row = dtable + id * c;
+    for (int64_t first = runs[id]; first < runs[id + 1];
+         first += SHARDC_RT_EMBEDDING_GRAD_GROUP) {
+      int64_t last =
+          std::min(first + SHARDC_RT_EMBEDDING_GRAD_GROUP, runs[id + 1]);
+      std::fill(group.begin(), group.end(), T(0));
+      for (int64_t p = first; p < last; ++p) {
+        const T *g = dy + byId[p] * c;
+        for (int64_t j = 0; j < c; ++j)
+          group[j] += g[j];
+      }
+      for (int64_t j = 0; j < c; ++j)
+        row[j] += group[j];
+    }
   }
   return -1;
 }

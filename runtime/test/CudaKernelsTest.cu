@@ -1852,6 +1852,7 @@ int main() {
 
   testEmbedding(1100, 50, 33);
   testEmbedding(3, 7, 1);
+  testEmbedding(300, 40, 64); // rows of 16-byte chunks: copied by chunk
   testEmbeddingGrad(1100, 50, 33);
   testEmbeddingGrad(5, 40, 20);
   testEmbeddingGrad(0, 6, 3);
@@ -1865,6 +1866,20 @@ int main() {
   for (size_t i = 0; i < positions.size(); ++i)
     positions[i] = static_cast<int32_t>(i % 700);
   testEmbeddingGrad(4 * 700, 700, 6, positions);
+  // Runs at and either side of one and two groups, among text-like ids
+  // (id k about as frequent as 1 / (k + 1), its run of many groups), in
+  // random order.
+  constexpr int32_t kGroup = SHARDC_RT_EMBEDDING_GRAD_GROUP;
+  Ids mixed;
+  for (int32_t run : {kGroup - 1, kGroup, kGroup + 1, 2 * kGroup,
+                      2 * kGroup + 1, 3 * kGroup - 1})
+    mixed.insert(mixed.end(), run, 1000 + run);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int i = 0; i < 5000; ++i) // P(id < k) = log(k + 1) / log(1001)
+    mixed.push_back(static_cast<int32_t>(
+        std::min(999.0, std::exp(unit(rng) * std::log(1001.0)) - 1.0)));
+  std::shuffle(mixed.begin(), mixed.end(), rng);
+  testEmbeddingGrad(static_cast<int64_t>(mixed.size()), 1200, 9, mixed);
 
   // Attention: T = 1, C not a multiple of 32, batches over heads (heads >= B)
   // and over batch elements (B > heads), one head of one sequence.

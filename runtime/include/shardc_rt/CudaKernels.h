@@ -35,8 +35,10 @@
 //      cross_entropy, cross_entropy_and_grad
 //                      n doubles (per-row losses, summed in a fixed order);
 //      embedding_grad  the ids sorted with their positions (2 * n int32 and
-//                      2 * n int64), 16 * ceil(n / 64) digit counts and
-//                      each id's run (2 * v int64), all int64 but the ids;
+//                      2 * n int64), 16 * ceil(n / 64) digit counts, each
+//                      id's run (2 * v int64) and first group (v + 1
+//                      int64), and the sums of long runs' groups
+//                      (2 * ceil(n / 64) * c floats);
 //      layernorm_grad_add, add_layernorm: as layernorm_grad, layernorm;
 //    (chunks <= 1024). Besides, cuBLAS and cuBLASLt have a fixed 32 MiB
 //    workspace each (allocated by create; the GEMM epilogues of linear,

@@ -209,7 +209,13 @@ void shardc_rt_layernorm_grad_add_f32(const float *dy, const float *x,
 
 /// dtable[v, c] = sum over i with ids[i] == row of dy[i, :], for dy[n, c]
 /// and ids[n] (zeroed by the kernel first). Returns -1, or the position of the
-/// first id outside [0, v) (dtable is then untouched).
+/// first id outside [0, v) (dtable is then untouched). Every backend sums in
+/// one order, so their f32 results agree to the bit: an id's positions in
+/// increasing order, in groups of SHARDC_RT_EMBEDDING_GRAD_GROUP, each group
+/// summed from 0, then the groups' sums from 0 in turn. A GPU sums an id as
+/// frequent as real text's commonest tokens (a few % of a batch) by many
+/// threads, a group each, rather than one thread along the whole run.
+#define SHARDC_RT_EMBEDDING_GRAD_GROUP 64
 int64_t shardc_rt_embedding_grad_f32(const float *dy, const int32_t *ids,
                                      float *dtable, int64_t n, int64_t v,
                                      int64_t c);
