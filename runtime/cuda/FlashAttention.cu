@@ -55,6 +55,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 using bf16 = __nv_bfloat16;
@@ -236,12 +237,6 @@ __device__ float quadMax(float v) {
 __device__ float quadSum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
-__device__ float warpSum(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
 }
 
 /// Issues dst[kBlock][D + padding] = rows [0, valid) of src[.][D] (row
@@ -450,21 +445,64 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
 
 /// delta[(batch, head, query)] = sum over the head's d columns of dy * out:
 /// one warp per row.
+/// A 16-byte chunk of a row of T: loaded as one vector where `aligned`,
+/// else element by element (the same values either way).
+template <typename T> struct Chunk {
+  static constexpr int kSize = 16 / sizeof(T);
+  T at[kSize];
+  __device__ void load(const T *p, bool aligned) {
+    if (aligned) {
+      uint4 bits = *reinterpret_cast<const uint4 *>(p);
+      std::memcpy(at, &bits, sizeof bits);
+      return;
+    }
+    for (int e = 0; e < kSize; ++e)
+      at[e] = p[e];
+  }
+  __device__ void store(T *p, bool aligned) const {
+    if (aligned) {
+      uint4 bits;
+      std::memcpy(&bits, at, sizeof bits);
+      *reinterpret_cast<uint4 *>(p) = bits;
+      return;
+    }
+    for (int e = 0; e < kSize; ++e)
+      p[e] = at[e];
+  }
+};
+
+/// The lanes that take a row in deltaKernel.
+constexpr int kDeltaLanes = 8;
+
+/// delta[row] = dot(dy, out) over a (batch, head, query) row's d elements,
+/// in f32: kDeltaLanes lanes a row, lane l taking its chunks l, l +
+/// kDeltaLanes, ... (a row is 2 to 16 chunks in bf16, 4 to 32 in f32), the
+/// lanes' sums combined by shuffles. dy is chunk aligned
+/// (flashAttentionTakes), out where `aligned`: either way the same sums.
 template <typename T>
 __global__ void deltaKernel(const T *dy, const T *out, float *delta,
                             int64_t rows, int64_t t, int64_t c, int heads,
-                            int d) {
-  int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (row >= rows)
-    return;
-  int lane = threadIdx.x & 31;
-  int64_t bh = row / t, qi = row % t;
-  int64_t at = (bh / heads * t + qi) * c + bh % heads * d;
+                            int d, bool aligned) {
+  constexpr int kRows = kThreads / kDeltaLanes, kSize = Chunk<T>::kSize;
+  int64_t row =
+      static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kDeltaLanes;
+  int lane = threadIdx.x % kDeltaLanes;
   float sum = 0.0f;
-  for (int j = lane; j < d; j += 32)
-    sum += Tiles<T>::toFloat(dy[at + j]) * Tiles<T>::toFloat(out[at + j]);
-  sum = warpSum(sum);
-  if (lane == 0)
+  if (row < rows) {
+    int64_t bh = row / t, qi = row % t;
+    int64_t at = (bh / heads * t + qi) * c + bh % heads * d;
+    for (int j = lane * kSize; j < d; j += kDeltaLanes * kSize) {
+      Chunk<T> x, y;
+      x.load(dy + at + j, true);
+      y.load(out + at + j, aligned);
+      for (int e = 0; e < kSize; ++e)
+        sum += Tiles<T>::toFloat(x.at[e]) * Tiles<T>::toFloat(y.at[e]);
+    }
+  }
+  // Every lane shuffles, a row past the last one with its zero.
+  for (int offset = kDeltaLanes / 2; offset > 0; offset >>= 1)
+    sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (row < rows && lane == 0)
     delta[row] = sum;
 }
 
@@ -652,13 +690,27 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
   storeWarpRows<T, D>(rows + 2 * c, ldg, k0 + r0, t, dv, {1.0f, 1.0f});
 }
 
-/// dqkv's q columns = scale dq (rounded to T).
+/// dqkv's q columns = scale dq (rounded to T), for dq[n / c, c]: a thread
+/// a 16-byte chunk of T (c a multiple of its elements: flashAttentionTakes),
+/// stored as one where dqkv is chunk aligned (`aligned`).
 template <typename T>
 __global__ void storeDqKernel(const float *dq, T *dqkv, int64_t n, int64_t c,
-                              float scale) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dqkv[i / c * 3 * c + i % c] = Tiles<T>::fromFloat(dq[i] * scale);
+                              float scale, bool aligned) {
+  constexpr int kSize = Chunk<T>::kSize;
+  for (int64_t i =
+           (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) *
+           kSize;
+       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x * kSize) {
+    Chunk<T> chunk;
+    for (int e = 0; e < kSize; e += 4) {
+      float4 four = *reinterpret_cast<const float4 *>(dq + i + e);
+      chunk.at[e] = Tiles<T>::fromFloat(four.x * scale);
+      chunk.at[e + 1] = Tiles<T>::fromFloat(four.y * scale);
+      chunk.at[e + 2] = Tiles<T>::fromFloat(four.z * scale);
+      chunk.at[e + 3] = Tiles<T>::fromFloat(four.w * scale);
+    }
+    chunk.store(dqkv + i / c * 3 * c + i % c, aligned);
+  }
 }
 
 /// dqKernel's shared memory with `stages` key blocks in flight: its
@@ -874,9 +926,11 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
   auto *dq = reinterpret_cast<float *>(cursor);
 
   int64_t rows = b * heads * t;
-  deltaKernel<T>
-      <<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0,
-         stream>>>(dy, out, delta, rows, t, c, static_cast<int>(heads), d);
+  constexpr int kDeltaRows = kThreads / kDeltaLanes;
+  deltaKernel<T><<<static_cast<unsigned>((rows + kDeltaRows - 1) / kDeltaRows),
+                   kThreads, 0, stream>>>(dy, out, delta, rows, t, c,
+                                          static_cast<int>(heads), d,
+                                          isChunkAligned(out));
   SHARDC_CUDA_CHECK_LAUNCH();
   if (!deterministic)
     SHARDC_CUDA_CHECK(cudaMemsetAsync(
@@ -903,10 +957,11 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
   });
   if (deterministic)
     return;
-  int64_t n = b * t * c;
+  int64_t chunks = b * t * c / Chunk<T>::kSize;
   unsigned blocks = static_cast<unsigned>(
-      std::min<int64_t>((n + 255) / 256, int64_t(1) << 16));
-  storeDqKernel<T><<<blocks, 256, 0, stream>>>(dq, dqkv, n, c, scale);
+      std::min<int64_t>((chunks + 255) / 256, int64_t(1) << 16));
+  storeDqKernel<T><<<blocks, 256, 0, stream>>>(dq, dqkv, b * t * c, c, scale,
+                                               isChunkAligned(dqkv));
   SHARDC_CUDA_CHECK_LAUNCH();
 }
 

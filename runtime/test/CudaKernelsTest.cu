@@ -937,34 +937,43 @@ void testBf16Batched(int64_t batch, int64_t m, int64_t kd, int64_t n) {
 /// `offset`: qkv and dy start that many elements into their allocations
 /// (1: 2 bytes off the 16-byte alignment flash attention's copies need).
 /// The gradient runs on `backward` where not null (a forward path's out
-/// and lse read by another's backward), else on k.
+/// and lse read by another's backward), else on k. `outputOffset`: out and
+/// dqkv start that many elements into theirs (the flash kernels take
+/// outputs off the alignment: they store them element by element).
 void testAttentionBf16(shardc_rt_cuda_kernels *k, int64_t b, int64_t t,
                        int64_t c, int64_t heads, const char *tag = "",
                        int64_t offset = 0,
-                       shardc_rt_cuda_kernels *backward = nullptr) {
+                       shardc_rt_cuda_kernels *backward = nullptr,
+                       int64_t outputOffset = 0) {
   Halves qkv = halves(random(b * t * 3 * c)), dy = halves(random(b * t * c));
   Halves shiftedQkv(offset), shiftedDy(offset);
   shiftedQkv.insert(shiftedQkv.end(), qkv.begin(), qkv.end());
   shiftedDy.insert(shiftedDy.end(), dy.begin(), dy.end());
-  Buffer<shardc_rt_bf16> dqkv(shiftedQkv), ddy(shiftedDy), dout(b * t * c),
-      dgrad(b * t * 3 * c);
+  Buffer<shardc_rt_bf16> dqkv(shiftedQkv), ddy(shiftedDy),
+      dout(outputOffset + b * t * c), dgrad(outputOffset + b * t * 3 * c);
   Buffer<float> dlse(b * heads * t);
   Halves out(b * t * c), grad(b * t * 3 * c);
   Floats lse(b * heads * t);
-  shardc_rt_cuda_attention_bf16(k, dqkv.get() + offset, dout.get(), dlse.get(),
-                                b, t, c, heads);
+  shardc_rt_cuda_attention_bf16(k, dqkv.get() + offset,
+                                dout.get() + outputOffset, dlse.get(), b, t, c,
+                                heads);
   shardc_rt_attention_bf16(qkv.data(), out.data(), lse.data(), b, t, c, heads);
   shardc_rt_cuda_attention_grad_bf16(
       backward ? backward : k, ddy.get() + offset, dqkv.get() + offset,
-      dout.get(), dlse.get(), dgrad.get(), b, t, c, heads);
+      dout.get() + outputOffset, dlse.get(), dgrad.get() + outputOffset, b, t,
+      c, heads);
   shardc_rt_attention_grad_bf16(dy.data(), qkv.data(), out.data(), lse.data(),
                                 grad.data(), b, t, c, heads);
+  auto withoutOffset = [&](Halves all) {
+    all.erase(all.begin(), all.begin() + outputOffset);
+    return all;
+  };
   std::string name = shape({b, t, c}) + " heads " + std::to_string(heads) + tag;
-  compareBf16("attention " + name, dout.download(), out,
+  compareBf16("attention " + name, withoutOffset(dout.download()), out,
               kBf16AttentionTolerance);
   compare("attention lse " + name + " (bf16 qkv)", dlse.download(), widen(lse),
           kBf16Tolerance);
-  compareBf16("attention_grad " + name, dgrad.download(), grad,
+  compareBf16("attention_grad " + name, withoutOffset(dgrad.download()), grad,
               kBf16AttentionTolerance);
 }
 
@@ -1961,6 +1970,8 @@ int main() {
     testAttentionBf16(flash, 1, 100, 160, 2, " (flash)");
     testAttentionBf16(flash, 2, 9, 20, 5, " (flash: d = 4, GEMMs)");
     testAttentionBf16(flash, 1, 70, 128, 2, " (flash: misaligned, GEMMs)", 1);
+    testAttentionBf16(flash, 2, 70, 64, 4, " (flash: misaligned out, dqkv)", 0,
+                      nullptr, 1);
     shardc_rt_cuda_kernels_destroy(flash);
   }
   {
