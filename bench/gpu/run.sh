@@ -1309,15 +1309,19 @@ prepare_bundle() {
   cp -a "$ompi_pkglib" "$BUNDLE/ompi/usr/$rel"
   cp -a "$ompi_data" "$BUNDLE/ompi/usr/share/"
   # The executables differ mostly in their step: each carries the same
-  # runtime and kernels (a fatbin each). xz's 8 MiB window finds those
-  # across files where gzip's 32 KiB cannot (2026-12-05, 23 executables:
-  # 113 MiB, 49 MiB gzipped, 2.7 MiB in xz). Python's lzma packs them and
-  # unpacks them where the run needs them.
+  # runtime and kernels (a fatbin each). An xz window wider than one
+  # executable finds those across files where gzip's 32 KiB cannot: 64 MiB
+  # (xz's default 8 MiB stopped finding them once the executables passed
+  # 8 MiB: 23 of them, 192 MiB, took 60 MiB in it and take 3.8 in 64 MiB,
+  # 2026-12-05). Python's lzma packs them and unpacks them where the run
+  # needs them.
   local executables
   executables=$(ls "$BUNDLE/exe" | wc -l)
   rm -f "$BUNDLE/exe.tar.xz"
-  if python3 -c 'import sys, tarfile
-with tarfile.open(sys.argv[1], "w:xz", preset=6) as t:
+  if python3 -c 'import lzma, sys, tarfile
+filters = [{"id": lzma.FILTER_LZMA2, "preset": 6, "dict_size": 64 << 20}]
+with lzma.open(sys.argv[1], "w", filters=filters) as xz, \
+    tarfile.open(fileobj=xz, mode="w|") as t:
     t.add(sys.argv[2], arcname="exe")' "$BUNDLE/exe.tar.xz" "$BUNDLE/exe"; then
     rm -rf "$BUNDLE/exe"
   else
@@ -1325,9 +1329,14 @@ with tarfile.open(sys.argv[1], "w:xz", preset=6) as t:
     say "cannot pack $BUNDLE/exe: carried unpacked"
   fi
   echo "prepared $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n) ($(. /etc/os-release && echo "$PRETTY_NAME")), tree $TREE_FP" >"$BUNDLE/INFO"
-  local mib
+  local mib tree
   mib=$(du -sm "$BUNDLE" | cut -f1)
-  say "bundle: $BUNDLE, ${mib} MiB ($executables executables, $(ls "$BUNDLE/lib/mpi" | wc -l) MPI libraries, BLAS: $(cat "$BUNDLE/lib/blas/KIND" 2>/dev/null || echo none)); the working tree and carried paths must stay under 64 MiB"
+  tree=$(git -C "$ROOT" ls-files -z | (cd "$ROOT" && xargs -0 du -cm --apparent-size 2>/dev/null) | tail -n 1 | cut -f1)
+  say "bundle: $BUNDLE, ${mib} MiB ($executables executables, $(ls "$BUNDLE/lib/mpi" | wc -l) MPI libraries, BLAS: $(cat "$BUNDLE/lib/blas/KIND" 2>/dev/null || echo none)); with the working tree (${tree:-?} MiB) it must stay under 64 MiB"
+  if [ $((mib + ${tree:-0})) -ge 64 ]; then
+    say "the bundle and the working tree take $((mib + ${tree:-0})) MiB: more than the device call carries (64 MiB)"
+    exit 1
+  fi
   say "device call: run(command=\"SHARDC_BUILD_DIR=${BUILD#"$ROOT"/} bench/gpu/run.sh\", carry=[\"${BUNDLE#"$ROOT"/}\"], timeout_s=$((TOTAL_BUDGET - PREPARE_BUDGET + 30)))"
 }
 [ "$PREPARE" = 1 ] && prepare_bundle

@@ -443,8 +443,6 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
   }
 }
 
-/// delta[(batch, head, query)] = sum over the head's d columns of dy * out:
-/// one warp per row.
 /// A 16-byte chunk of a row of T: loaded as one vector where `aligned`,
 /// else element by element (the same values either way).
 template <typename T> struct Chunk {
