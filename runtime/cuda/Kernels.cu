@@ -1448,9 +1448,9 @@ void columnSums(Kernels *k, Terms terms, int64_t outer, int64_t inner,
 // Embedding and cross-entropy
 //===----------------------------------------------------------------------===//
 
-/// out's rows = table's by id, in `width`-byte pieces (a row whole pieces,
-/// both tensors aligned to them: 16 where they allow, else T's size),
-/// as uint4 or as T: the same bits.
+/// out's rows = table's by id, copied a Piece at a time: uint4 where a row
+/// is whole 16-byte pieces and both tensors are aligned to them, else T
+/// (the same bits either way); `pieces` a row.
 template <typename Piece>
 __global__ void embeddingKernel(const int32_t *ids, const Piece *table,
                                 Piece *out, int64_t n, int64_t pieces,
@@ -1590,8 +1590,9 @@ __device__ float sumRows(const T *dy, const int64_t *positions, int64_t first,
   return sum;
 }
 
-/// groups[id] = the groups id's run is summed in apart, for id in [0, v]:
-/// ceil(run / kGroup) for a run longer than kGroup, else 0 (v's: none).
+/// groups[id] = the groups id's run is summed in, for id in [0, v]:
+/// ceil(run / kGroup) for a run longer than kGroup, else 0 (none for v,
+/// so that the exclusive scan leaves the total in groups[v]).
 __global__ void groupCountsKernel(const int64_t *runBegin,
                                   const int64_t *runEnd, int64_t v,
                                   int64_t *groups, const ErrorSlot *guard) {
