@@ -620,6 +620,12 @@ def Train_EmbeddingGradOp : Train_ComputeOp<"embedding_grad"> {
   let description = [{
     `result[v, :] = sum over i with ids[i] == v of grad[i, :]`.
 
+    Every runtime sums in one order, so their f32 results agree to the bit
+    and a run repeats its bits (no atomics): an id's positions in increasing
+    order, in groups of 64 each summed from 0, then the groups' sums in turn
+    (shardc_rt/Kernels.h's SHARDC_RT_EMBEDDING_GRAD_GROUP). A GPU sums a
+    frequent id's groups side by side.
+
     ```mlir
     %dt = train.embedding_grad %dy, %ids
         : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<64x16xf32>
