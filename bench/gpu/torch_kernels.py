@@ -25,7 +25,7 @@ kernels phase prints the two side by side:
                           summed by id into [V padded, C] (aten's
                           embedding_dense_backward: the ids sorted, then
                           summed by segment)
-  embedding_grad (text ids)  the same of ids as frequent as text's tokens
+  embedding_grad (text ids)  the same, its ids as frequent as text's tokens
                           (id k about as 1 / (k + 1): id 0 6% of them)
   matmul (MLP proj)       hidden [B T, 4C] @ w^T [4C, C]
   matmul (MLP fc wgrad)   dy^T @ x: dy [B T, 4C], x [B T, C]
