@@ -415,8 +415,9 @@ void testEmbedding(int64_t n, int64_t v, int64_t c) {
 }
 
 /// embedding_grad against the double reference, and against the CPU's f32
-/// kernel bit for bit: both sum each id's rows in position order, so a sum
-/// in another order (atomics, or an unstable sort) shows in the last bits.
+/// kernel bit for bit: both sum each id's rows in one order (positions in
+/// order, in groups: shardc_rt/Kernels.h), so a sum in another order
+/// (atomics, an unstable sort, other groups) shows in the last bits.
 /// `ids` (default: random in [0, v)) picks the repeats.
 void testEmbeddingGrad(int64_t n, int64_t v, int64_t c, Ids ids = {}) {
   if (ids.empty())
