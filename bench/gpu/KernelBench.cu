@@ -3,8 +3,10 @@
 // Times the kernels that take most of a bf16 GPT-2 small step (--profile's
 // table in bench/RESULTS.md) at that step's shapes, each alone, so that a
 // change to one is measured in seconds rather than by a whole step: flash
-// attention forward and backward (the deterministic backward, and cuDNN's
-// fused attention, beside them where cuDNN is there and takes the shape),
+// attention forward and backward (the deterministic backward, the
+// instrumented kernels with where their warps spend their cycles, and
+// cuDNN's fused attention, beside them where cuDNN is there and takes the
+// shape),
 // cross entropy with its gradient, layernorm_grad_add and add_layernorm,
 // sum_to (a bias gradient), add (a residual) and embedding_grad (the token
 // embedding's, of uniform ids and of text-like ones), a GEMM of the MLP's shape
@@ -144,6 +146,33 @@ double msPerCall(cudaStream_t stream, int64_t iters,
   return ms / static_cast<double>(iters);
 }
 
+/// "# flash phases: KERNEL: N warp steps, C cycles a warp step: PHASE
+/// S%, ..." for each kernel `k`'s phase counters have counted.
+void printFlashPhases(shardc_rt_cuda_kernels *k) {
+  std::vector<shardc_rt_flash_phase> phases(32);
+  phases.resize(shardc_rt_cuda_flash_phases(
+      k, phases.data(), static_cast<int32_t>(phases.size())));
+  for (const char *kernel : {"attention", "attention_grad"}) {
+    uint64_t total = 0, steps = 0;
+    for (const shardc_rt_flash_phase &p : phases)
+      if (std::strcmp(p.kernel, kernel) == 0)
+        total += p.cycles, steps = p.warpSteps;
+    if (steps == 0 || total == 0)
+      continue;
+    std::printf("# flash phases: %s: %llu warp steps, %.0f cycles a warp step:",
+                kernel, static_cast<unsigned long long>(steps),
+                static_cast<double>(total) / steps);
+    const char *separator = " ";
+    for (const shardc_rt_flash_phase &p : phases)
+      if (std::strcmp(p.kernel, kernel) == 0) {
+        std::printf("%s%s %.1f%%", separator, p.phase,
+                    100.0 * p.cycles / total);
+        separator = ", ";
+      }
+    std::printf("\n");
+  }
+}
+
 void row(const char *kernel, const std::string &shape, double ms,
          double floorMs, const char *floorKind) {
   std::printf("%-30s %-26s %10.3f %10.3f %6.1f%%  %s\n", kernel, shape.c_str(),
@@ -247,6 +276,17 @@ int main(int argc, char **argv) {
   shardc_rt_cuda_kernels_set_deterministic(k, 1);
   backwardRow("attention_grad (deterministic)", k);
   shardc_rt_cuda_kernels_set_deterministic(k, 0);
+  // The instrumented flash kernels (shardc_rt_cuda_flash_phases_enable):
+  // their time beside the rows above is what the clock reads cost; then
+  // where their warps spend their cycles, a line per kernel.
+  shardc_rt_cuda_kernels *phased =
+      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/1);
+  shardc_rt_cuda_kernels_set_flash_attention(phased, 1);
+  shardc_rt_cuda_flash_phases_enable(phased, 1);
+  forwardRow("attention (phases)", phased);
+  backwardRow("attention_grad (phases)", phased);
+  printFlashPhases(phased);
+  shardc_rt_cuda_kernels_destroy(phased);
   // The same attention through cuDNN's fused attention
   // (set_cudnn_attention), where cuDNN takes the shape; its backward reads
   // the lse its forward wrote.

@@ -22,7 +22,9 @@
       the final table from row files.
   compare.py kernels BENCH.out TORCH.out
       shardc-rt-kernel-bench's rows beside torch_kernels.py's, one markdown
-      table: per kernel, both times and PyTorch's speed over shardc's.
+      table: per kernel, both times and PyTorch's speed over shardc's;
+      then the bench's "# flash phases:" lines (where the instrumented
+      flash kernels' warps spend their cycles), a list item each.
 """
 
 import argparse
@@ -330,6 +332,17 @@ def cmd_kernels(args):
             kernel, shape, ms, share,
             "%.3f" % torch[1] if torch else "",
             "%.2fx" % (ms / torch[1]) if torch and torch[1] > 0 else ""))
+    # where the instrumented flash kernels' warps spend their cycles
+    try:
+        with open(args.bench) as f:
+            phases = [line[2:].strip() for line in f
+                      if line.startswith("# flash phases:")]
+    except OSError:
+        phases = []
+    if phases:
+        print()
+        for line in phases:
+            print("- " + line)
     return 0 if ours else 1
 
 

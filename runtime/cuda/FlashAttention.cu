@@ -43,6 +43,10 @@
 // accumulations, and dS^T as the a operand of dq's) meet
 // 2-way conflicts.
 //
+// Each kernel is also built instrumented (Phased: PhaseClock), its warps
+// reading the clock between the phases of their steps, for
+// FlashPhaseCounters.
+//
 //===----------------------------------------------------------------------===//
 
 #include "FlashAttention.h"
@@ -56,6 +60,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <type_traits>
 
 using bf16 = __nv_bfloat16;
@@ -239,6 +244,57 @@ __device__ float quadSum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
+/// The phases of the kernels' steps (FlashPhaseCounters), in flashPhaseName's
+/// order. The forward's: its setup and its stores; a step's wait for its k
+/// (then v's issue), S = q k^T, the softmax, the wait for v (then the next
+/// k's issue), and the rescale with P v.
+enum ForwardPhase { kForwardSetup, kWaitK, kScores, kSoftmax, kWaitV, kPv };
+/// The backward's: its setup and its stores; a step's wait for its q, dy,
+/// lse and delta, S^T and dP^T, P^T and dS^T (dS^T's stores included), dv
+/// and dk, the sync after them with the next issue, dq = dS k, and dq's
+/// atomics.
+enum BackwardPhase {
+  kBackwardSetup,
+  kWaitQ,
+  kScoresT,
+  kGradScores,
+  kDvDk,
+  kIssue,
+  kDq,
+  kDqAtomics
+};
+
+/// A warp's clock split into the phases of its steps where Phased:
+/// mark(p) adds the cycles since the last mark to phase p, step() counts a
+/// step, and flush adds lane 0's counts to the kernel's counters. Every
+/// lane counts, in 32 bits (a block's phase takes far fewer than 2^32
+/// cycles). The clock reads are where the warp issues them: a product's
+/// latency shows in the phase that first reads its result. Without Phased,
+/// nothing.
+template <bool Phased> struct PhaseClock {
+  __device__ void mark(int) {}
+  __device__ void step() {}
+  __device__ void flush(FlashPhaseCounters *) {}
+};
+template <> struct PhaseClock<true> {
+  uint32_t cycles[FlashPhaseCounters::kPhases] = {}, steps = 0, last;
+  __device__ PhaseClock() : last(now()) {}
+  __device__ static uint32_t now() { return static_cast<uint32_t>(clock64()); }
+  __device__ void mark(int phase) {
+    uint32_t at = now();
+    cycles[phase] += at - last;
+    last = at;
+  }
+  __device__ void step() { ++steps; }
+  __device__ void flush(FlashPhaseCounters *to) {
+    if ((threadIdx.x & 31) != 0)
+      return;
+    for (int p = 0; p < FlashPhaseCounters::kPhases; ++p)
+      atomicAdd(&to->cycles[p], static_cast<unsigned long long>(cycles[p]));
+    atomicAdd(&to->warpSteps, static_cast<unsigned long long>(steps));
+  }
+};
+
 /// Issues dst[kBlock][D + padding] = rows [0, valid) of src[.][D] (row
 /// stride ld), zeros after, as 16-byte cp.asyncs (copyAsync) that land at
 /// the thread's wait for the group they are committed in. Rows and tiles
@@ -347,11 +403,13 @@ template <typename T> size_t forwardSharedBytes(int d) {
   return 3 * size_t(kBlock) * (d + kPad<T>)*sizeof(T);
 }
 
-/// grid: headBlock's, the query blocks.
-template <typename T, int D>
+/// grid: headBlock's, the query blocks. Phased: adds its warps' phases to
+/// `phases` (PhaseClock).
+template <typename T, int D, bool Phased>
 __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
     forwardKernel(const T *qkv, T *out, float *lse, int64_t t, int64_t c,
-                  int heads, float scaleLog2) {
+                  int heads, float scaleLog2, FlashPhaseCounters *phases) {
+  PhaseClock<Phased> clock;
   constexpr int ld = D + kPad<T>;
   extern __shared__ __align__(128) unsigned char shared[];
   T *qs = reinterpret_cast<T *>(shared);
@@ -376,6 +434,7 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
   // Rows g and g + 8 of the warp's: running max (of scaled scores, in
   // log2 units) and sum.
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  clock.mark(kForwardSetup);
   // Causal: the key blocks up to the query block's own, that one first.
   // Only it holds keys after a query and keys at or after t (every block
   // before it is whole): the mask is compiled into its step alone, as
@@ -388,8 +447,10 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
     __syncthreads(); // k has landed; every warp is done with the last v
     copyTile<T, D>(vs, values + k0 * ldg, ldg, t - k0);
     copyAsyncCommit();
+    clock.mark(kWaitK);
     RowAccumulators s = {};
     warpABT<T, D, kForwardByMatrix>(s, qs + r0 * ld, ks);
+    clock.mark(kScores);
     float alpha[2];
     for (int half = 0; half < 2; ++half) {
       int row = r0 + g + 8 * half; // of the block; keys' index alike
@@ -420,16 +481,20 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
       l[half] = l[half] * alpha[half] + quadSum(sum);
       m[half] = mNew;
     }
+    clock.mark(kSoftmax);
     copyAsyncWait<0>();
     __syncthreads(); // v has landed; every warp is done with k
     if (kb > 0) {
       copyTile<T, D>(ks, keys + (k0 - kBlock) * ldg, ldg, t - (k0 - kBlock));
       copyAsyncCommit();
     }
+    clock.mark(kWaitV);
     for (int n = 0; n < D / 8; ++n)
       for (int i = 0; i < 4; ++i)
         o[n][i] *= alpha[i / 2];
     warpAccumulatePB<T, D, kForwardByMatrix>(o, s, vs);
+    clock.mark(kPv);
+    clock.step();
   };
   step(qb, std::true_type());
   for (int64_t kb = qb - 1; kb >= 0; --kb)
@@ -441,6 +506,8 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
     if (qi < t && q == 0) // natural log: m and log2(l) are log2 units
       lse[bh * t + qi] = (m[half] + log2f(l[half])) * kLn2;
   }
+  clock.mark(kForwardSetup);
+  clock.flush(phases);
 }
 
 /// A 16-byte chunk of a row of T: loaded as one vector where `aligned`,
@@ -555,12 +622,14 @@ constexpr int kBackwardStages = backwardStages<T>(D);
 /// grid: headBlock's, the key blocks (the first, which sees the most
 /// queries, first). With AtomicDq, dq accumulates,
 /// unscaled, in f32 by atomics (storeDqKernel scales it); without, dk and
-/// dv only (dqKernel computes dq).
-template <typename T, int D, bool AtomicDq>
+/// dv only (dqKernel computes dq). Phased: adds its warps' phases to
+/// `phases` (PhaseClock).
+template <typename T, int D, bool AtomicDq, bool Phased>
 __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
     backwardKernel(const T *qkv, const T *dy, const float *lse,
                    const float *delta, float *dq, T *dqkv, int64_t t, int64_t c,
-                   int heads, float scale) {
+                   int heads, float scale, FlashPhaseCounters *phases) {
+  PhaseClock<Phased> clock;
   constexpr int kStages = kBackwardStages<T, D>;
   const float scaleLog2 = scale * kLog2e;
   constexpr int ld = D + kPad<T>, ldS = kBlock + kPad<T>, kK = Tiles<T>::kK;
@@ -611,6 +680,7 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
   }
   // The warp's 16 keys (rows g and g + 8 of each tile).
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+  clock.mark(kBackwardSetup);
   // Step i: query block kb + i, group i of the thread's copies.
   auto step = [&](int64_t i, auto diagonal) {
     int64_t q0 = (kb + i) * kBlock;
@@ -622,11 +692,13 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
     copyAsyncWait<kStages - 1>();
     // The step's tiles have landed; every warp is done with the last dS^T.
     __syncthreads();
+    clock.mark(kWaitQ);
     // The warp's 16 keys against the block's queries: S^T = k q^T and
     // dP^T = v dy^T; then P^T and dS^T over them.
     RowAccumulators s = {}, dp = {};
     warpABT<T, D, kBackwardByMatrix>(s, ks + r0 * ld, qs);
     warpABT<T, D, kBackwardByMatrix>(dp, vs + r0 * ld, dys);
+    clock.mark(kScoresT);
     for (int n = 0; n < kTiles; ++n) {
       int col = n * 8 + 2 * q;
       float lseLog2[2], rowDelta[2];
@@ -649,15 +721,19 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
           Tiles<T>::storePair(dsT + r * ldS + col, ds[0], ds[1]);
       }
     }
+    clock.mark(kGradScores);
     // The warp's keys: dv += P^T dy, dk += dS^T q.
     warpAccumulatePB<T, D, kBackwardByMatrix>(dv, s, dys);
     warpAccumulatePB<T, D, kBackwardByMatrix>(dk, dp, qs);
+    clock.mark(kDvDk);
     // dS^T of every key; every warp is done with the stage's q and dy,
     // which the step kStages on takes.
     __syncthreads();
     if (i + kStages < steps)
       issue(i + kStages);
     copyAsyncCommit(); // one group per step, empty or not
+    clock.mark(kIssue);
+    clock.step();
     if (!AtomicDq)
       return;
     // The warp's 16 queries: dq += dS k (scaled once, by storeDqKernel),
@@ -670,6 +746,7 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
       warpMmaTiles<T, D / 8, kBackwardByMatrix>(acc, fa, ks + j * kK * ld, ld,
                                                 1);
     }
+    clock.mark(kDq);
     for (int half = 0; half < 2; ++half) {
       int64_t qi = q0 + r0 + g + 8 * half;
       if (qi >= t)
@@ -679,6 +756,7 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
         atomicAdd(reinterpret_cast<float2 *>(row + n * 8 + 2 * q),
                   make_float2(acc[n][2 * half], acc[n][2 * half + 1]));
     }
+    clock.mark(kDqAtomics);
   };
   step(0, std::true_type());
   for (int64_t i = 1; i < steps; ++i)
@@ -686,6 +764,8 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
   T *rows = dqkv + batch * t * ldg + h * D;
   storeWarpRows<T, D>(rows + c, ldg, k0 + r0, t, dk, {scale, scale});
   storeWarpRows<T, D>(rows + 2 * c, ldg, k0 + r0, t, dv, {1.0f, 1.0f});
+  clock.mark(kBackwardSetup);
+  clock.flush(phases);
 }
 
 /// dqkv's q columns = scale dq (rounded to T), for dq[n / c, c]: a thread
@@ -880,6 +960,21 @@ bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy,
   return bytes <= static_cast<size_t>(limit);
 }
 
+const char *flashPhaseName(FlashKernel kernel, int phase) {
+  static const char *const forward[] = {"setup and store", "wait k, issue v",
+                                        "S = q k^T",       "softmax",
+                                        "wait v, issue k", "P v"};
+  static const char *const backward[] = {
+      "setup and store", "wait q, dy",  "S^T, dP^T", "P^T, dS^T",
+      "dv, dk",          "sync, issue", "dq = dS k", "dq atomics"};
+  static_assert(std::size(backward) <= FlashPhaseCounters::kPhases);
+  if (phase < 0)
+    return nullptr;
+  if (kernel == FlashKernel::Forward)
+    return phase < int(std::size(forward)) ? forward[phase] : nullptr;
+  return phase < int(std::size(backward)) ? backward[phase] : nullptr;
+}
+
 size_t flashForwardScratchBytes(int64_t b, int64_t t, int64_t heads) {
   return pieceBytes<float>(b * heads * t);
 }
@@ -893,7 +988,7 @@ size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c, int64_t heads,
 template <typename T>
 void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
                            float *lse, int64_t b, int64_t t, int64_t c,
-                           int64_t heads) {
+                           int64_t heads, FlashPhaseCounters *phases) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
   int d = static_cast<int>(c / heads);
@@ -903,10 +998,15 @@ void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
   size_t shared = forwardSharedBytes<T>(d);
   withHeadSize(d, [&](auto size) {
     constexpr int D = decltype(size)::value;
-    allowShared(forwardKernel<T, D>, shared);
-    forwardKernel<T, D><<<grid, kThreads, shared, stream>>>(
-        qkv, out, lse, t, c, static_cast<int>(heads), scaleLog2);
-    SHARDC_CUDA_CHECK_LAUNCH();
+    auto launch = [&](auto kernel) {
+      allowShared(kernel, shared);
+      kernel<<<grid, kThreads, shared, stream>>>(
+          qkv, out, lse, t, c, static_cast<int>(heads), scaleLog2, phases);
+      SHARDC_CUDA_CHECK_LAUNCH();
+    };
+    if (phases)
+      return launch(forwardKernel<T, D, true>);
+    launch(forwardKernel<T, D, false>);
   });
 }
 
@@ -914,7 +1014,8 @@ template <typename T>
 void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
                             const T *out, const float *lse, T *dqkv,
                             void *scratch, int64_t b, int64_t t, int64_t c,
-                            int64_t heads, bool deterministic) {
+                            int64_t heads, bool deterministic,
+                            FlashPhaseCounters *phases) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
   int d = static_cast<int>(c / heads);
@@ -940,13 +1041,18 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
     constexpr int D = decltype(size)::value;
     auto launch = [&](auto kernel) {
       allowShared(kernel, shared);
-      kernel<<<grid, kThreads, shared, stream>>>(
-          qkv, dy, lse, delta, dq, dqkv, t, c, static_cast<int>(heads), scale);
+      kernel<<<grid, kThreads, shared, stream>>>(qkv, dy, lse, delta, dq, dqkv,
+                                                 t, c, static_cast<int>(heads),
+                                                 scale, phases);
       SHARDC_CUDA_CHECK_LAUNCH();
     };
     if (!deterministic)
-      return launch(backwardKernel<T, D, true>);
-    launch(backwardKernel<T, D, false>);
+      return phases ? launch(backwardKernel<T, D, true, true>)
+                    : launch(backwardKernel<T, D, true, false>);
+    if (phases)
+      launch(backwardKernel<T, D, false, true>);
+    else
+      launch(backwardKernel<T, D, false, false>);
     size_t dqShared = dqSharedBytes<T>(d);
     allowShared(dqKernel<T, D>, dqShared);
     dqKernel<T, D><<<grid, kThreads, dqShared, stream>>>(
@@ -970,19 +1076,19 @@ template bool flashAttentionTakes<float>(int64_t, const float *, const float *,
                                          bool);
 template void flashAttentionForward<bf16>(cudaStream_t, const bf16 *, bf16 *,
                                           float *, int64_t, int64_t, int64_t,
-                                          int64_t);
+                                          int64_t, FlashPhaseCounters *);
 template void flashAttentionForward<float>(cudaStream_t, const float *, float *,
                                            float *, int64_t, int64_t, int64_t,
-                                           int64_t);
+                                           int64_t, FlashPhaseCounters *);
 template void flashAttentionBackward<bf16>(cudaStream_t, const bf16 *,
                                            const bf16 *, const bf16 *,
                                            const float *, bf16 *, void *,
                                            int64_t, int64_t, int64_t, int64_t,
-                                           bool);
+                                           bool, FlashPhaseCounters *);
 template void flashAttentionBackward<float>(cudaStream_t, const float *,
                                             const float *, const float *,
                                             const float *, float *, void *,
                                             int64_t, int64_t, int64_t, int64_t,
-                                            bool);
+                                            bool, FlashPhaseCounters *);
 
 } // namespace shardc::rt::cuda

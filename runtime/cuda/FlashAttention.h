@@ -40,15 +40,36 @@ template <typename T>
 bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy,
                          bool deterministic);
 
+/// Where a flash kernel's warps spend their cycles, for finding its
+/// bottleneck on a GPU without a profiler (shardc_rt_cuda_flash_phases): the
+/// cycles (clock64) its warps spent in each phase of their steps
+/// (flashPhaseName), summed over the warps of every launch, and how many
+/// steps they took (a step: one block of keys, forward; of queries,
+/// backward). The instrumented kernels are builds of their own, with the
+/// clock reads and ten more registers a thread.
+struct FlashPhaseCounters {
+  static constexpr int kPhases = 8;
+  unsigned long long cycles[kPhases];
+  unsigned long long warpSteps;
+};
+
+/// The kernels FlashPhaseCounters count: the forward, and the backward's
+/// main kernel (the deterministic backward's dq kernel is not counted).
+enum class FlashKernel { Forward, Backward };
+
+/// The name of `kernel`'s phase `phase`, or null where it has none.
+const char *flashPhaseName(FlashKernel kernel, int phase);
+
 /// Scratch the forward needs: the rows' log-sum-exp, b * heads * t floats.
 size_t flashForwardScratchBytes(int64_t b, int64_t t, int64_t heads);
 
 /// out[b, t, c] = causal attention of qkv[b, t, 3c]; lse receives each
-/// (batch, head, query)'s log-sum-exp of its scaled scores.
+/// (batch, head, query)'s log-sum-exp of its scaled scores. With `phases`
+/// (device memory), the instrumented kernel adds to them.
 template <typename T>
 void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
                            float *lse, int64_t b, int64_t t, int64_t c,
-                           int64_t heads);
+                           int64_t heads, FlashPhaseCounters *phases = nullptr);
 
 /// Scratch the backward needs, in this order: delta (b * heads * t floats)
 /// and, unless deterministic, the f32 accumulator of dq (b * t * c floats);
@@ -59,12 +80,14 @@ size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c, int64_t heads,
 /// dqkv[b, t, 3c] from dy[b, t, c], qkv and the forward's out and lse:
 /// delta = rowsum(dy * out) per (batch, head, query), then per key block
 /// dk, dv, and dq through f32 atomics; deterministic, dq per query block
-/// instead, by a second kernel.
+/// instead, by a second kernel. With `phases` (device memory), the
+/// instrumented main kernel adds to them.
 template <typename T>
 void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
                             const T *out, const float *lse, T *dqkv,
                             void *scratch, int64_t b, int64_t t, int64_t c,
-                            int64_t heads, bool deterministic);
+                            int64_t heads, bool deterministic,
+                            FlashPhaseCounters *phases = nullptr);
 
 } // namespace shardc::rt::cuda
 

@@ -223,6 +223,11 @@ struct shardc_rt_cuda_kernels {
   /// attention_grad's dq in a fixed order (set_deterministic): the flash
   /// kernels' dqKernel, not their atomics; cuDNN declines.
   bool deterministic = false;
+  /// The flash kernels' phase counters (shardc_rt_cuda_flash_phases_enable):
+  /// device memory, the forward's then the backward's, made when first
+  /// enabled; null to the kernels while off.
+  shardc::rt::cuda::FlashPhaseCounters *flashPhases = nullptr;
+  bool flashPhasesOn = false;
   std::set<std::pair<shardc::rt::cuda::AttentionShape, std::string>>
       cudnnDeclinesSaid;
   /// Cross entropy rows staged in shared memory where they fit
@@ -2602,8 +2607,9 @@ void attention(Kernels *k, const T *qkv, T *out, float *lse, int64_t b,
     if (!lse) // the fused kernels write it anyway
       lse = static_cast<float *>(
           scratch(k, shardc::rt::cuda::flashForwardScratchBytes(b, t, heads)));
-    shardc::rt::cuda::flashAttentionForward<T>(k->stream, qkv, out, lse, b, t,
-                                               c, heads);
+    shardc::rt::cuda::flashAttentionForward<T>(
+        k->stream, qkv, out, lse, b, t, c, heads,
+        k->flashPhasesOn ? k->flashPhases : nullptr);
     return;
   }
   int64_t d = c / heads;
@@ -2651,9 +2657,9 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, const T *out,
   if (useFlash<T>(k, c, heads, qkv, dy)) {
     void *work = scratch(k, shardc::rt::cuda::flashBackwardScratchBytes(
                                 b, t, c, heads, k->deterministic));
-    shardc::rt::cuda::flashAttentionBackward<T>(k->stream, dy, qkv, out, lse,
-                                                dqkv, work, b, t, c, heads,
-                                                k->deterministic);
+    shardc::rt::cuda::flashAttentionBackward<T>(
+        k->stream, dy, qkv, out, lse, dqkv, work, b, t, c, heads,
+        k->deterministic, k->flashPhasesOn ? k->flashPhases + 1 : nullptr);
     return;
   }
   int64_t d = c / heads, ld = 3 * c;
@@ -2999,6 +3005,7 @@ void shardc_rt_cuda_kernels_destroy(shardc_rt_cuda_kernels *k) {
   SHARDC_CUDA_CHECK(cudaFree(k->blasWorkspace));
   SHARDC_CUDA_CHECK(cudaFree(k->slot));
   SHARDC_CUDA_CHECK(cudaFreeHost(k->hostSlot));
+  SHARDC_CUDA_CHECK(cudaFree(k->flashPhases));
   delete k;
 }
 
@@ -3036,6 +3043,41 @@ void shardc_rt_cuda_kernels_set_flash_attention(shardc_rt_cuda_kernels *k,
 void shardc_rt_cuda_kernels_set_deterministic(shardc_rt_cuda_kernels *k,
                                               int on) {
   k->deterministic = on != 0;
+}
+
+void shardc_rt_cuda_flash_phases_enable(shardc_rt_cuda_kernels *k, int on) {
+  k->flashPhasesOn = on != 0;
+  if (k->flashPhasesOn && !k->flashPhases) {
+    SHARDC_CUDA_CHECK(cudaMalloc(&k->flashPhases, 2 * sizeof *k->flashPhases));
+    shardc_rt_cuda_flash_phases_reset(k);
+  }
+}
+
+void shardc_rt_cuda_flash_phases_reset(shardc_rt_cuda_kernels *k) {
+  if (k->flashPhases)
+    SHARDC_CUDA_CHECK(cudaMemsetAsync(k->flashPhases, 0,
+                                      2 * sizeof *k->flashPhases, k->stream));
+}
+
+int32_t shardc_rt_cuda_flash_phases(shardc_rt_cuda_kernels *k,
+                                    shardc_rt_flash_phase *out,
+                                    int32_t capacity) {
+  using shardc::rt::cuda::FlashKernel;
+  shardc::rt::cuda::FlashPhaseCounters counters[2] = {};
+  if (k->flashPhases) {
+    SHARDC_CUDA_CHECK(cudaMemcpyAsync(counters, k->flashPhases, sizeof counters,
+                                      cudaMemcpyDeviceToHost, k->stream));
+    SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
+  }
+  int32_t count = 0;
+  for (int kernel = 0; kernel < 2; ++kernel) {
+    auto which = kernel == 0 ? FlashKernel::Forward : FlashKernel::Backward;
+    for (int p = 0; const char *name = flashPhaseName(which, p); ++p, ++count)
+      if (count < capacity)
+        out[count] = {kernel == 0 ? "attention" : "attention_grad", name,
+                      counters[kernel].cycles[p], counters[kernel].warpSteps};
+  }
+  return count;
 }
 
 void shardc_rt_cuda_kernels_set_cudnn_attention(shardc_rt_cuda_kernels *k,

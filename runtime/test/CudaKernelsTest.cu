@@ -978,6 +978,16 @@ void testAttentionBf16(shardc_rt_cuda_kernels *k, int64_t b, int64_t t,
               kBf16AttentionTolerance);
 }
 
+/// Columns [from, from + c) of every row of a [rows, 3c] gradient: its dq
+/// (from 0), dk (c) or dv (2c).
+Halves qkvColumns(const Halves &g, int64_t rows, int64_t c, int64_t from) {
+  Halves part;
+  for (int64_t r = 0; r < rows; ++r)
+    part.insert(part.end(), g.begin() + r * 3 * c + from,
+                g.begin() + r * 3 * c + from + c);
+  return part;
+}
+
 /// The deterministic flash backward (set_deterministic) beside the atomic
 /// one on the same bf16 inputs: dk and dv come from the same arithmetic
 /// (bit for bit), dq from the same products summed in another order
@@ -1005,13 +1015,8 @@ void testDeterministicAttentionBf16(int64_t b, int64_t t, int64_t c,
   };
   Halves viaAtomics = gradient(atomic), first = gradient(fixed),
          second = gradient(fixed);
-  // Columns [from, from + c) of every row of a [b t, 3c] gradient.
   auto columns = [&](const Halves &g, int64_t from) {
-    Halves part;
-    for (int64_t r = 0; r < b * t; ++r)
-      part.insert(part.end(), g.begin() + r * 3 * c + from,
-                  g.begin() + r * 3 * c + from + c);
-    return part;
+    return qkvColumns(g, b * t, c, from);
   };
   std::string name = "attention_grad " + shape({b, t, c}) + " heads " +
                      std::to_string(heads) + " (deterministic flash)";
@@ -1024,6 +1029,88 @@ void testDeterministicAttentionBf16(int64_t b, int64_t t, int64_t c,
   checkSameBits(name + ": a second run", second, first);
   shardc_rt_cuda_kernels_destroy(fixed);
   shardc_rt_cuda_kernels_destroy(atomic);
+}
+
+/// The flash kernels' phase counters (shardc_rt_cuda_flash_phases_enable):
+/// the instrumented kernels give the unmarked ones' out, lse, dk and dv
+/// bit for bit (dq within the bf16 tolerance: its atomics add in any
+/// order), every phase counts cycles, and each kernel counts its warps'
+/// steps: 4 warps a block, block i of a head's n taking n - i steps (the
+/// backward's key blocks) or i + 1 (the forward's query blocks), n (n +
+/// 1) / 2 a head either way. Tagged "(flash phases)", which run.sh's
+/// choice of attention does not read.
+void testFlashPhasesBf16(int64_t b, int64_t t, int64_t c, int64_t heads) {
+  shardc_rt_cuda_kernels *plain =
+      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+  shardc_rt_cuda_kernels *phased =
+      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+  shardc_rt_cuda_kernels_set_flash_attention(plain, 1);
+  shardc_rt_cuda_kernels_set_flash_attention(phased, 1);
+  shardc_rt_cuda_flash_phases_enable(phased, 1);
+  Buffer<shardc_rt_bf16> dqkv(halves(random(b * t * 3 * c))),
+      ddy(halves(random(b * t * c))), dout(b * t * c), dgrad(b * t * 3 * c);
+  Buffer<float> dlse(b * heads * t);
+  struct Results {
+    Halves out, grad;
+    Floats lse;
+  };
+  auto run = [&](shardc_rt_cuda_kernels *k) {
+    shardc_rt_cuda_attention_bf16(k, dqkv.get(), dout.get(), dlse.get(), b, t,
+                                  c, heads);
+    shardc_rt_cuda_attention_grad_bf16(k, ddy.get(), dqkv.get(), dout.get(),
+                                       dlse.get(), dgrad.get(), b, t, c, heads);
+    return Results{dout.download(), dgrad.download(), dlse.download()};
+  };
+  Results want = run(plain), got = run(phased);
+  std::string name =
+      shape({b, t, c}) + " heads " + std::to_string(heads) + " (flash phases)";
+  checkSameBits("attention " + name, got.out, want.out);
+  checkSameBits("attention lse " + name, got.lse, want.lse);
+  auto columns = [&](const Halves &g, int64_t from) {
+    return qkvColumns(g, b * t, c, from);
+  };
+  checkSameBits("attention_grad " + name + ": dk", columns(got.grad, c),
+                columns(want.grad, c));
+  checkSameBits("attention_grad " + name + ": dv", columns(got.grad, 2 * c),
+                columns(want.grad, 2 * c));
+  compareBf16("attention_grad " + name + ": dq", columns(got.grad, 0),
+              columns(want.grad, 0), kBf16AttentionTolerance);
+
+  std::vector<shardc_rt_flash_phase> phases(32);
+  phases.resize(shardc_rt_cuda_flash_phases(
+      phased, phases.data(), static_cast<int32_t>(phases.size())));
+  int64_t blocks = (t + 63) / 64;
+  uint64_t steps = 4 * b * heads * blocks * (blocks + 1) / 2;
+  for (const char *kernel : {"attention", "attention_grad"}) {
+    std::string said;
+    bool ok = true;
+    int count = 0;
+    for (const shardc_rt_flash_phase &p : phases) {
+      if (std::strcmp(p.kernel, kernel) != 0)
+        continue;
+      ++count;
+      ok = ok && p.cycles > 0 && p.warpSteps == steps;
+      said += std::string(said.empty() ? "" : ", ") + p.phase + " " +
+              std::to_string(p.cycles) + " in " + std::to_string(p.warpSteps);
+    }
+    int wanted = std::strcmp(kernel, "attention") == 0 ? 6 : 8;
+    report(ok && count == wanted,
+           std::string(kernel) + " " + name + ": " + std::to_string(wanted) +
+               " phases, each with cycles, " + std::to_string(steps) +
+               " warp steps",
+           said);
+  }
+  // Reset: nothing counted until the next call.
+  shardc_rt_cuda_flash_phases_reset(phased);
+  shardc_rt_cuda_flash_phases(phased, phases.data(),
+                              static_cast<int32_t>(phases.size()));
+  report(std::all_of(phases.begin(), phases.end(),
+                     [](const shardc_rt_flash_phase &p) {
+                       return p.cycles == 0 && p.warpSteps == 0;
+                     }),
+         "flash phases " + name + ": reset clears every count", "");
+  shardc_rt_cuda_kernels_destroy(phased);
+  shardc_rt_cuda_kernels_destroy(plain);
 }
 
 /// bf16 attention through cuDNN's fused attention (set_cudnn_attention):
@@ -1993,6 +2080,7 @@ int main() {
     shardc_rt_cuda_kernels_destroy(fixed);
     testDeterministicAttentionBf16(2, 70, 64, 4);
     testDeterministicAttentionBf16(1, 200, 96, 3);
+    testFlashPhasesBf16(2, 130, 64, 2);
   }
 
   // TF32: a 10-bit mantissa, so ~5e-4 per product; the sum of 96 products

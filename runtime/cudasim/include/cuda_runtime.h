@@ -18,6 +18,7 @@
 #include "../Simulator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <type_traits>
 
@@ -70,6 +71,12 @@ template <typename T>
 T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = warpSize) {
   return ::cudasim::fromBits<T>(::cudasim::shuffle(
       mask, ::cudasim::toBits(var), ::cudasim::Shuffle::Xor, laneMask, width));
+}
+
+// The clock: simulated threads take no cycles, so it counts the steady
+// clock's nanoseconds, which say nothing of a GPU's cycles.
+inline long long clock64() {
+  return std::chrono::steady_clock::now().time_since_epoch().count();
 }
 
 template <typename T> T atomicAdd(T *address, T value) {

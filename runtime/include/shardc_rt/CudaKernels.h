@@ -398,6 +398,30 @@ int32_t shardc_rt_cuda_kernel_calls(shardc_rt_cuda_kernels *k,
                                     int32_t capacity);
 void shardc_rt_cuda_kernel_calls_reset(shardc_rt_cuda_kernels *k);
 
+/// One phase of a flash attention kernel's steps: the cycles (clock64) its
+/// warps spent in it, summed over every warp of every call, and the warp
+/// steps they took (a step: a block of 64 keys in the forward, of 64
+/// queries in the backward), the same for each phase of a kernel.
+typedef struct {
+  const char *kernel; /* "attention" or "attention_grad"; static storage */
+  const char *phase;  /* e.g. "S = q k^T"; static storage */
+  uint64_t cycles, warpSteps;
+} shardc_rt_flash_phase;
+
+/// Where the flash attention kernels' warps spend their cycles, to find
+/// their bottleneck on a GPU without a profiler: off until enabled; on, the
+/// flash forward and the backward's main kernel (not the deterministic
+/// backward's dq kernel) run instrumented builds of themselves, which read
+/// the clock between phases of each step (slower, by the reads and their
+/// counters' registers) and count, until reset. Waits for the stream and
+/// copies up to `capacity` phases to `out` (the forward's in order, then
+/// the backward's); returns how many there are.
+void shardc_rt_cuda_flash_phases_enable(shardc_rt_cuda_kernels *k, int on);
+int32_t shardc_rt_cuda_flash_phases(shardc_rt_cuda_kernels *k,
+                                    shardc_rt_flash_phase *out,
+                                    int32_t capacity);
+void shardc_rt_cuda_flash_phases_reset(shardc_rt_cuda_kernels *k);
+
 //===----------------------------------------------------------------------===//
 // Optimizer
 //===----------------------------------------------------------------------===//
