@@ -24,11 +24,13 @@
 // and dP again, and accumulate dq = dS k in registers in a fixed order.
 //
 // Tiles reach shared memory by cp.async (copyTile), so that they land
-// while the warps compute, as FlashAttention-2's do: in the forward v's
-// while S and its softmax are computed, the next k's while P v is; in the
-// backward the next query block's q, dy, lse and delta while this one's
-// products run (backwardStages: two blocks' buffers where shared memory
-// allows, else one, filled during dq's products).
+// while the warps compute: in the forward the next key block's k and v
+// while this one's products run (forwardStages: two blocks' buffers where
+// shared memory allows; else one, as FlashAttention-2's, v landing while S
+// and its softmax are computed, the next k while P v is); in the backward
+// the next query block's q, dy, lse and delta while this one's products
+// run (backwardStages: two blocks' buffers where shared memory allows,
+// else one, filled during dq's products).
 //
 // Products round their inputs as cuBLAS does: bf16 as stored, f32 to TF32
 // (q, k, v, dy, and P and dS, as the bf16 kernels round P and dS to bf16).
@@ -245,10 +247,11 @@ __device__ float quadSum(float v) {
 }
 
 /// The phases of the kernels' steps (FlashPhaseCounters), in flashPhaseName's
-/// order. The forward's: its setup and its stores; a step's wait for its k
-/// (then v's issue), S = q k^T, the softmax, the wait for v (then the next
-/// k's issue), and the rescale with P v.
-enum ForwardPhase { kForwardSetup, kWaitK, kScores, kSoftmax, kWaitV, kPv };
+/// order. The forward's: its setup and its stores; a step's wait for its
+/// tiles (then the next issue: forwardStages), S = q k^T, the softmax, with
+/// one stage the wait for v (then the next k's issue), and the rescale with
+/// P v.
+enum ForwardPhase { kForwardSetup, kWaitTiles, kScores, kSoftmax, kWaitV, kPv };
 /// The backward's: its setup and its stores; a step's wait for its q, dy,
 /// lse and delta, S^T and dP^T, P^T and dS^T (dS^T's stores included), dv
 /// and dk, the sync after them with the next issue, dq = dS k, and dq's
@@ -398,10 +401,49 @@ __device__ HeadBlock headBlock(int64_t t) {
   return {x / blocks, x % blocks};
 }
 
-/// The forward's shared memory: q, k and v tiles.
-template <typename T> size_t forwardSharedBytes(int d) {
-  return 3 * size_t(kBlock) * (d + kPad<T>)*sizeof(T);
+/// An sm_90 multiprocessor's shared memory, and what each block resident
+/// there takes besides its own (1 KiB, the CUDA programming guide's).
+constexpr size_t kSharedPerMultiprocessor = 228 * 1024;
+constexpr size_t kSharedReservedPerBlock = 1024;
+
+/// The blocks of `bytes` of shared memory a multiprocessor holds, up to
+/// `wanted`.
+constexpr int residentBlocks(size_t bytes, int wanted) {
+  return std::min<size_t>(wanted, kSharedPerMultiprocessor /
+                                      (bytes + kSharedReservedPerBlock));
 }
+
+/// 2 stages of tiles in flight where a multiprocessor holds as many blocks
+/// of `twoStages` bytes as of `oneStage` (up to `wanted`), else 1.
+constexpr int stagesKeepingBlocks(size_t twoStages, size_t oneStage,
+                                  int wanted) {
+  return residentBlocks(twoStages, wanted) >= residentBlocks(oneStage, wanted)
+             ? 2
+             : 1;
+}
+
+/// The forward's shared memory with `stages` key blocks in flight: the
+/// query block's q tile, and per stage a key block's k and v tiles.
+template <typename T> constexpr size_t forwardSharedBytes(int d, int stages) {
+  return size_t(1 + 2 * stages) * kBlock * (d + kPad<T>)*sizeof(T);
+}
+
+/// The key blocks the forward keeps in flight: 2, the next one's k and v
+/// landing during this one's whole step, where that leaves as many blocks
+/// on a multiprocessor as 1 (bf16 up to d = 64; f32 up to d = 32); else 1,
+/// v landing while the warps compute S and its softmax, the next k while
+/// they compute P v.
+template <typename T> constexpr int forwardStages(int d) {
+  return stagesKeepingBlocks(forwardSharedBytes<T>(d, 2),
+                             forwardSharedBytes<T>(d, 1), forwardBlocks(d));
+}
+
+template <typename T> constexpr size_t forwardSharedBytes(int d) {
+  return forwardSharedBytes<T>(d, forwardStages<T>(d));
+}
+
+/// forwardStages for the kernel (a constant, which device code may read).
+template <typename T, int D> constexpr int kForwardStages = forwardStages<T>(D);
 
 /// grid: headBlock's, the query blocks. Phased: adds its warps' phases to
 /// `phases` (PhaseClock).
@@ -410,11 +452,11 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
     forwardKernel(const T *qkv, T *out, float *lse, int64_t t, int64_t c,
                   int heads, float scaleLog2, FlashPhaseCounters *phases) {
   PhaseClock<Phased> clock;
+  constexpr int kStages = kForwardStages<T, D>;
   constexpr int ld = D + kPad<T>;
   extern __shared__ __align__(128) unsigned char shared[];
   T *qs = reinterpret_cast<T *>(shared);
-  T *ks = qs + kBlock * ld;
-  T *vs = ks + kBlock * ld;
+  T *stageTiles = qs + kBlock * ld; // per stage: k, then v
 
   // A head's last query blocks, which see the most keys, are scheduled
   // first (blocks start roughly in index order), as FlashAttention-2
@@ -427,8 +469,17 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
   int g = lane / 4, q = lane & 3;
 
   const T *keys = head + c, *values = head + 2 * c;
+  // Issues key block kb's k (and with two stages its v) into the stage of
+  // its step, qb - kb.
+  auto issue = [&](int64_t kb) {
+    int64_t k0 = kb * kBlock;
+    T *ks = stageTiles + (qb - kb) % kStages * 2 * kBlock * ld;
+    copyTile<T, D>(ks, keys + k0 * ldg, ldg, t - k0);
+    if (kStages == 2)
+      copyTile<T, D>(ks + kBlock * ld, values + k0 * ldg, ldg, t - k0);
+  };
   copyTile<T, D>(qs, head + q0 * ldg, ldg, t - q0);
-  copyTile<T, D>(ks, keys + q0 * ldg, ldg, t - q0); // the diagonal block's
+  issue(qb); // the diagonal block's
   copyAsyncCommit();
   float o[D / 8][4] = {};
   // Rows g and g + 8 of the warp's: running max (of scaled scores, in
@@ -438,16 +489,25 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
   // Causal: the key blocks up to the query block's own, that one first.
   // Only it holds keys after a query and keys at or after t (every block
   // before it is whole): the mask is compiled into its step alone, as
-  // FlashAttention-2 splits its loop. As there, v's tile lands while the
-  // warps compute S and its softmax, and the next block's k while they
-  // multiply P v.
+  // FlashAttention-2 splits its loop. With two stages the next block's k
+  // and v land during the whole step, one barrier a step; with one, as in
+  // FlashAttention-2, v's tile lands while the warps compute S and its
+  // softmax, and the next block's k while they multiply P v.
   auto step = [&](int64_t kb, auto diagonal) {
     int64_t k0 = kb * kBlock;
+    const T *ks = stageTiles + (qb - kb) % kStages * 2 * kBlock * ld;
+    const T *vs = ks + kBlock * ld;
     copyAsyncWait<0>();
-    __syncthreads(); // k has landed; every warp is done with the last v
-    copyTile<T, D>(vs, values + k0 * ldg, ldg, t - k0);
+    // k (two stages: and v) has landed; every warp is done with the last
+    // step's v (two stages: with the other stage, which the next step
+    // takes).
+    __syncthreads();
+    if (kStages == 2 && kb > 0)
+      issue(kb - 1);
+    if (kStages == 1)
+      copyTile<T, D>(stageTiles + kBlock * ld, values + k0 * ldg, ldg, t - k0);
     copyAsyncCommit();
-    clock.mark(kWaitK);
+    clock.mark(kWaitTiles);
     RowAccumulators s = {};
     warpABT<T, D, kForwardByMatrix>(s, qs + r0 * ld, ks);
     clock.mark(kScores);
@@ -482,11 +542,13 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
       m[half] = mNew;
     }
     clock.mark(kSoftmax);
-    copyAsyncWait<0>();
-    __syncthreads(); // v has landed; every warp is done with k
-    if (kb > 0) {
-      copyTile<T, D>(ks, keys + (k0 - kBlock) * ldg, ldg, t - (k0 - kBlock));
-      copyAsyncCommit();
+    if (kStages == 1) {
+      copyAsyncWait<0>();
+      __syncthreads(); // v has landed; every warp is done with k
+      if (kb > 0) {
+        issue(kb - 1);
+        copyAsyncCommit();
+      }
     }
     clock.mark(kWaitV);
     for (int n = 0; n < D / 8; ++n)
@@ -579,27 +641,6 @@ template <typename T> constexpr size_t backwardSharedBytes(int d, int stages) {
   size_t tile = size_t(kBlock) * (d + kPad<T>)*sizeof(T);
   return 2 * tile + size_t(kBlock) * (kBlock + kPad<T>)*sizeof(T) +
          size_t(stages) * (2 * tile + 2 * kBlock * sizeof(float));
-}
-
-/// An sm_90 multiprocessor's shared memory, and what each block resident
-/// there takes besides its own (1 KiB, the CUDA programming guide's).
-constexpr size_t kSharedPerMultiprocessor = 228 * 1024;
-constexpr size_t kSharedReservedPerBlock = 1024;
-
-/// The blocks of `bytes` of shared memory a multiprocessor holds, up to
-/// `wanted`.
-constexpr int residentBlocks(size_t bytes, int wanted) {
-  return std::min<size_t>(wanted, kSharedPerMultiprocessor /
-                                      (bytes + kSharedReservedPerBlock));
-}
-
-/// 2 stages of tiles in flight where a multiprocessor holds as many blocks
-/// of `twoStages` bytes as of `oneStage` (up to `wanted`), else 1.
-constexpr int stagesKeepingBlocks(size_t twoStages, size_t oneStage,
-                                  int wanted) {
-  return residentBlocks(twoStages, wanted) >= residentBlocks(oneStage, wanted)
-             ? 2
-             : 1;
 }
 
 /// The query blocks the backward keeps in flight: 2, the next one's tiles
@@ -961,9 +1002,9 @@ bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy,
 }
 
 const char *flashPhaseName(FlashKernel kernel, int phase) {
-  static const char *const forward[] = {"setup and store", "wait k, issue v",
-                                        "S = q k^T",       "softmax",
-                                        "wait v, issue k", "P v"};
+  static const char *const forward[] = {
+      "setup and store", "wait tiles, issue",  "S = q k^T",
+      "softmax",         "wait v (one stage)", "P v"};
   static const char *const backward[] = {
       "setup and store", "wait q, dy",  "S^T, dP^T", "P^T, dS^T",
       "dv, dk",          "sync, issue", "dq = dS k", "dq atomics"};
