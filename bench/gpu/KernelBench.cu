@@ -31,6 +31,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -147,16 +148,19 @@ double msPerCall(cudaStream_t stream, int64_t iters,
 }
 
 /// "# flash phases: KERNEL: N warp steps, C cycles a warp step: PHASE
-/// S%, ..." for each kernel `k`'s phase counters have counted.
+/// S%, ..." for each flash kernel that `k`'s phase counters counted.
 void printFlashPhases(shardc_rt_cuda_kernels *k) {
   std::vector<shardc_rt_flash_phase> phases(32);
-  phases.resize(shardc_rt_cuda_flash_phases(
-      k, phases.data(), static_cast<int32_t>(phases.size())));
+  int32_t count = shardc_rt_cuda_flash_phases(
+      k, phases.data(), static_cast<int32_t>(phases.size()));
+  phases.resize(std::min<size_t>(count, phases.size()));
   for (const char *kernel : {"attention", "attention_grad"}) {
     uint64_t total = 0, steps = 0;
     for (const shardc_rt_flash_phase &p : phases)
-      if (std::strcmp(p.kernel, kernel) == 0)
-        total += p.cycles, steps = p.warpSteps;
+      if (std::strcmp(p.kernel, kernel) == 0) {
+        total += p.cycles;
+        steps = p.warpSteps;
+      }
     if (steps == 0 || total == 0)
       continue;
     std::printf("# flash phases: %s: %llu warp steps, %.0f cycles a warp step:",

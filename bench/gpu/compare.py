@@ -326,8 +326,11 @@ def cmd_kernels(args):
     for kernel, (shape, ms, rest) in ours.items():
         share = rest[0] + " of " + " ".join(rest[1:]) if rest else ""
         # a variant row ("attention (cudnn)") beside PyTorch's row of the
-        # name before its parenthesis, where PyTorch has one
-        torch = theirs.get(kernel) or theirs.get(kernel.split(" (")[0])
+        # name before its parenthesis, where PyTorch has one; not the
+        # instrumented kernels' ("attention (phases)"), slower on purpose
+        torch = theirs.get(kernel) or (
+            None if kernel.endswith(" (phases)")
+            else theirs.get(kernel.split(" (")[0]))
         print("| %s | %s | %.3f | %s | %s | %s |" % (
             kernel, shape, ms, share,
             "%.3f" % torch[1] if torch else "",

@@ -251,7 +251,15 @@ __device__ float quadSum(float v) {
 /// tiles (then the next issue: forwardStages), S = q k^T, the softmax, with
 /// one stage the wait for v (then the next k's issue), and the rescale with
 /// P v.
-enum ForwardPhase { kForwardSetup, kWaitTiles, kScores, kSoftmax, kWaitV, kPv };
+enum ForwardPhase {
+  kForwardSetup,
+  kWaitTiles,
+  kScores,
+  kSoftmax,
+  kWaitV,
+  kPv,
+  kForwardPhases // their number
+};
 /// The backward's: its setup and its stores; a step's wait for its q, dy,
 /// lse and delta, S^T and dP^T, P^T and dS^T (dS^T's stores included), dv
 /// and dk, the sync after them with the next issue, dq = dS k, and dq's
@@ -264,16 +272,17 @@ enum BackwardPhase {
   kDvDk,
   kIssue,
   kDq,
-  kDqAtomics
+  kDqAtomics,
+  kBackwardPhases // their number
 };
 
 /// A warp's clock split into the phases of its steps where Phased:
 /// mark(p) adds the cycles since the last mark to phase p, step() counts a
 /// step, and flush adds lane 0's counts to the kernel's counters. Every
-/// lane counts, in 32 bits (a block's phase takes far fewer than 2^32
-/// cycles). The clock reads are where the warp issues them: a product's
-/// latency shows in the phase that first reads its result. Without Phased,
-/// nothing.
+/// lane counts, in 32 bits (a warp's phase over all of its block's steps
+/// takes far fewer than 2^32 cycles). The clock reads are where the warp issues
+/// them: a product's latency shows in the phase that first reads its result.
+/// Without Phased, nothing.
 template <bool Phased> struct PhaseClock {
   __device__ void mark(int) {}
   __device__ void step() {}
@@ -430,7 +439,8 @@ template <typename T> constexpr size_t forwardSharedBytes(int d, int stages) {
 
 /// The key blocks the forward keeps in flight: 2, the next one's k and v
 /// landing during this one's whole step, where that leaves as many blocks
-/// on a multiprocessor as 1 (bf16 up to d = 64; f32 up to d = 32); else 1,
+/// on a multiprocessor as 1 (on sm_90: bf16 up to d = 112, f32 up to d =
+/// 32); else 1,
 /// v landing while the warps compute S and its softmax, the next k while
 /// they compute P v.
 template <typename T> constexpr int forwardStages(int d) {
@@ -469,13 +479,16 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
   int g = lane / 4, q = lane & 3;
 
   const T *keys = head + c, *values = head + 2 * c;
-  // Issues key block kb's k (and with two stages its v) into the stage of
-  // its step, qb - kb.
+  // Key block kb's stage, that of its step qb - kb: its k tile, then v.
+  auto stageOf = [&](int64_t kb) {
+    return stageTiles + (qb - kb) % kStages * 2 * kBlock * ld;
+  };
+  // Issues key block kb's k (and with two stages its v) into its stage.
   auto issue = [&](int64_t kb) {
     int64_t k0 = kb * kBlock;
-    T *ks = stageTiles + (qb - kb) % kStages * 2 * kBlock * ld;
+    T *ks = stageOf(kb);
     copyTile<T, D>(ks, keys + k0 * ldg, ldg, t - k0);
-    if (kStages == 2)
+    if constexpr (kStages == 2)
       copyTile<T, D>(ks + kBlock * ld, values + k0 * ldg, ldg, t - k0);
   };
   copyTile<T, D>(qs, head + q0 * ldg, ldg, t - q0);
@@ -495,17 +508,18 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
   // softmax, and the next block's k while they multiply P v.
   auto step = [&](int64_t kb, auto diagonal) {
     int64_t k0 = kb * kBlock;
-    const T *ks = stageTiles + (qb - kb) % kStages * 2 * kBlock * ld;
-    const T *vs = ks + kBlock * ld;
+    T *ks = stageOf(kb), *vs = ks + kBlock * ld;
     copyAsyncWait<0>();
     // k (two stages: and v) has landed; every warp is done with the last
     // step's v (two stages: with the other stage, which the next step
     // takes).
     __syncthreads();
-    if (kStages == 2 && kb > 0)
-      issue(kb - 1);
-    if (kStages == 1)
-      copyTile<T, D>(stageTiles + kBlock * ld, values + k0 * ldg, ldg, t - k0);
+    if constexpr (kStages == 2) {
+      if (kb > 0)
+        issue(kb - 1);
+    } else {
+      copyTile<T, D>(vs, values + k0 * ldg, ldg, t - k0);
+    }
     copyAsyncCommit();
     clock.mark(kWaitTiles);
     RowAccumulators s = {};
@@ -542,7 +556,7 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
       m[half] = mNew;
     }
     clock.mark(kSoftmax);
-    if (kStages == 1) {
+    if constexpr (kStages == 1) {
       copyAsyncWait<0>();
       __syncthreads(); // v has landed; every warp is done with k
       if (kb > 0) {
@@ -1008,7 +1022,9 @@ const char *flashPhaseName(FlashKernel kernel, int phase) {
   static const char *const backward[] = {
       "setup and store", "wait q, dy",  "S^T, dP^T", "P^T, dS^T",
       "dv, dk",          "sync, issue", "dq = dS k", "dq atomics"};
-  static_assert(std::size(backward) <= FlashPhaseCounters::kPhases);
+  static_assert(std::size(forward) == kForwardPhases &&
+                std::size(backward) == kBackwardPhases &&
+                kBackwardPhases <= FlashPhaseCounters::kPhases);
   if (phase < 0)
     return nullptr;
   if (kernel == FlashKernel::Forward)
