@@ -3,8 +3,9 @@
 // Times the kernels that take most of a bf16 GPT-2 small step (--profile's
 // table in bench/RESULTS.md) at that step's shapes, each alone, so that a
 // change to one is measured in seconds rather than by a whole step: flash
-// attention forward and backward (the deterministic backward, the
-// instrumented kernels with where their warps spend their cycles, and
+// attention forward and backward (the deterministic backward, the backward
+// with dq by bulk reductions, the instrumented kernels with where their
+// warps spend their cycles, and
 // cuDNN's fused attention, beside them where cuDNN is there and takes the
 // shape),
 // cross entropy with its gradient, layernorm_grad_add and add_layernorm,
@@ -280,6 +281,15 @@ int main(int argc, char **argv) {
   shardc_rt_cuda_kernels_set_deterministic(k, 1);
   backwardRow("attention_grad (deterministic)", k);
   shardc_rt_cuda_kernels_set_deterministic(k, 0);
+  // dq through sm_90's bulk reductions instead of atomics
+  // (SHARDC_RT_CUDA_FLASH_DQ=bulk).
+  setenv("SHARDC_RT_CUDA_FLASH_DQ", "bulk", 1);
+  shardc_rt_cuda_kernels *bulk =
+      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/1);
+  unsetenv("SHARDC_RT_CUDA_FLASH_DQ");
+  shardc_rt_cuda_kernels_set_flash_attention(bulk, 1);
+  backwardRow("attention_grad (bulk dq)", bulk);
+  shardc_rt_cuda_kernels_destroy(bulk);
   // The instrumented flash kernels (shardc_rt_cuda_flash_phases_enable):
   // their time beside the rows above is what the clock reads cost; then
   // where their warps spend their cycles, a line per kernel.

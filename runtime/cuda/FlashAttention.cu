@@ -18,7 +18,9 @@
 // dS^T = P^T (dP^T - delta) with delta = rowsum(dy o), and accumulates
 // dv += P^T dy and dk += dS^T q in registers; dS^T goes through shared
 // memory so that each warp adds its 16 queries' dq += dS k to an f32
-// accumulator by atomics, rounded into dqkv at the end. The deterministic
+// accumulator by atomics (or, FlashDq::BulkReduce, by sm_90's bulk
+// reductions of its rows staged in shared memory), rounded into dqkv at
+// the end. The deterministic
 // backward leaves dq to a second kernel (dqKernel) shaped as the forward:
 // 64 queries a block walk the key blocks at or before them, computing S
 // and dP again, and accumulate dq = dS k in registers in a fixed order.
@@ -647,45 +649,59 @@ __global__ void deltaKernel(const T *dy, const T *out, float *delta,
     delta[row] = sum;
 }
 
+/// The stride of a warp's dq staging rows (FlashDq::BulkReduce): half of
+/// d's columns, padded by 8 floats so that a half warp's float2 stores hit
+/// 32 different banks.
+__host__ __device__ constexpr int dqStageStride(int d) { return d / 2 + 8; }
+
 /// The backward's shared memory with `stages` query blocks in flight: k, v
 /// and dS^T (kBlock keys by kBlock queries) tiles, and per stage a query
 /// block's q and dy tiles (T), then per stage its log-sum-exps and deltas
-/// (f32).
-template <typename T> constexpr size_t backwardSharedBytes(int d, int stages) {
+/// (f32), then with BulkReduce each warp's dq staging (16 rows of
+/// dqStageStride floats).
+template <typename T>
+constexpr size_t backwardSharedBytes(int d, int stages, FlashDq dq) {
   size_t tile = size_t(kBlock) * (d + kPad<T>)*sizeof(T);
+  size_t staging = dq == FlashDq::BulkReduce
+                       ? size_t(kWarps) * 16 * dqStageStride(d) * sizeof(float)
+                       : 0;
   return 2 * tile + size_t(kBlock) * (kBlock + kPad<T>)*sizeof(T) +
-         size_t(stages) * (2 * tile + 2 * kBlock * sizeof(float));
+         size_t(stages) * (2 * tile + 2 * kBlock * sizeof(float)) + staging;
 }
 
 /// The query blocks the backward keeps in flight: 2, the next one's tiles
 /// landing while the warps compute on this one's, where that leaves as many
-/// blocks on a multiprocessor as 1 (bf16 up to d = 112); else 1, the next
-/// one's landing while the warps compute dq.
-template <typename T> constexpr int backwardStages(int d) {
-  return stagesKeepingBlocks(backwardSharedBytes<T>(d, 2),
-                             backwardSharedBytes<T>(d, 1), backwardBlocks(d));
+/// blocks on a multiprocessor as 1 (on sm_90 bf16 at every d, with
+/// BulkReduce's staging up to d = 96; GPT-2's d = 64 keeps 3 blocks either
+/// way); else 1, the next one's landing while the warps
+/// compute dq.
+template <typename T> constexpr int backwardStages(int d, FlashDq dq) {
+  return stagesKeepingBlocks(backwardSharedBytes<T>(d, 2, dq),
+                             backwardSharedBytes<T>(d, 1, dq),
+                             backwardBlocks(d));
 }
 
-template <typename T> constexpr size_t backwardSharedBytes(int d) {
-  return backwardSharedBytes<T>(d, backwardStages<T>(d));
+template <typename T> constexpr size_t backwardSharedBytes(int d, FlashDq dq) {
+  return backwardSharedBytes<T>(d, backwardStages<T>(d, dq), dq);
 }
 
 /// backwardStages for the kernel (a constant, which device code may read).
-template <typename T, int D>
-constexpr int kBackwardStages = backwardStages<T>(D);
+template <typename T, int D, FlashDq Dq>
+constexpr int kBackwardStages = backwardStages<T>(D, Dq);
 
 /// grid: headBlock's, the key blocks (the first, which sees the most
-/// queries, first). With AtomicDq, dq accumulates,
-/// unscaled, in f32 by atomics (storeDqKernel scales it); without, dk and
-/// dv only (dqKernel computes dq). Phased: adds its warps' phases to
-/// `phases` (PhaseClock).
-template <typename T, int D, bool AtomicDq, bool Phased>
+/// queries, first). With Atomics or BulkReduce, dq accumulates, unscaled,
+/// in f32 (storeDqKernel scales it); with SecondKernel, dk and dv only
+/// (dqKernel computes dq). Phased: adds its warps' phases to `phases`
+/// (PhaseClock).
+template <typename T, int D, FlashDq Dq, bool Phased>
 __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
     backwardKernel(const T *qkv, const T *dy, const float *lse,
                    const float *delta, float *dq, T *dqkv, int64_t t, int64_t c,
                    int heads, float scale, FlashPhaseCounters *phases) {
   PhaseClock<Phased> clock;
-  constexpr int kStages = kBackwardStages<T, D>;
+  constexpr bool kDqHere = Dq != FlashDq::SecondKernel;
+  constexpr int kStages = kBackwardStages<T, D, Dq>;
   const float scaleLog2 = scale * kLog2e;
   constexpr int ld = D + kPad<T>, ldS = kBlock + kPad<T>, kK = Tiles<T>::kK;
   extern __shared__ __align__(128) unsigned char shared[];
@@ -696,6 +712,8 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
   // Per stage: log-sum-exps, then deltas.
   float *stageRows =
       reinterpret_cast<float *>(stageTiles + kStages * 2 * kBlock * ld);
+  // BulkReduce: per warp, 16 rows of half of its dq columns.
+  float *dqStage = stageRows + kStages * 2 * kBlock;
 
   HeadBlock at = headBlock(t);
   int64_t bh = at.bh, kb = at.block;
@@ -772,7 +790,7 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
           x = p;
           dp[n][2 * half + e] = ds[e];
         }
-        if (AtomicDq)
+        if (kDqHere)
           Tiles<T>::storePair(dsT + r * ldS + col, ds[0], ds[1]);
       }
     }
@@ -789,7 +807,7 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
     copyAsyncCommit(); // one group per step, empty or not
     clock.mark(kIssue);
     clock.step();
-    if (!AtomicDq)
+    if (!kDqHere)
       return;
     // The warp's 16 queries: dq += dS k (scaled once, by storeDqKernel),
     // dS(query, key) = dS^T's (key, query).
@@ -802,14 +820,39 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
                                                 1);
     }
     clock.mark(kDq);
-    for (int half = 0; half < 2; ++half) {
-      int64_t qi = q0 + r0 + g + 8 * half;
-      if (qi >= t)
-        continue;
-      float *row = dq + (batch * t + qi) * c + h * D;
-      for (int n = 0; n < D / 8; ++n) // a column pair per atomic (sm_90)
-        atomicAdd(reinterpret_cast<float2 *>(row + n * 8 + 2 * q),
-                  make_float2(acc[n][2 * half], acc[n][2 * half + 1]));
+    if constexpr (Dq == FlashDq::Atomics) {
+      for (int half = 0; half < 2; ++half) {
+        int64_t qi = q0 + r0 + g + 8 * half;
+        if (qi >= t)
+          continue;
+        float *row = dq + (batch * t + qi) * c + h * D;
+        for (int n = 0; n < D / 8; ++n) // a column pair per atomic (sm_90)
+          atomicAdd(reinterpret_cast<float2 *>(row + n * 8 + 2 * q),
+                    make_float2(acc[n][2 * half], acc[n][2 * half + 1]));
+      }
+    } else {
+      // Each half of the warp's columns through its staging rows: once the
+      // last bulk reductions have read them, written, fenced for the bulk
+      // copies' proxy, then one bulk reduction a row (lane r, row r).
+      constexpr int ldq = dqStageStride(D), kTilesHalf = D / 16;
+      float *stage = dqStage + warp * 16 * ldq;
+      int64_t qi = q0 + r0 + lane;
+      for (int part = 0; part < 2; ++part) {
+        bulkWaitRead();
+        __syncwarp();
+        for (int n = 0; n < kTilesHalf; ++n)
+          for (int half = 0; half < 2; ++half) {
+            const float *x = acc[part * kTilesHalf + n] + 2 * half;
+            *reinterpret_cast<float2 *>(stage + (g + 8 * half) * ldq + n * 8 +
+                                        2 * q) = make_float2(x[0], x[1]);
+          }
+        fenceProxyAsync();
+        __syncwarp();
+        if (lane < 16 && qi < t)
+          bulkReduceAdd(dq + (batch * t + qi) * c + h * D + part * (D / 2),
+                        stage + lane * ldq, 2 * D); // D / 2 floats
+        bulkCommit();
+      }
     }
     clock.mark(kDqAtomics);
   };
@@ -819,6 +862,8 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
   T *rows = dqkv + batch * t * ldg + h * D;
   storeWarpRows<T, D>(rows + c, ldg, k0 + r0, t, dk, {scale, scale});
   storeWarpRows<T, D>(rows + 2 * c, ldg, k0 + r0, t, dv, {1.0f, 1.0f});
+  if constexpr (Dq == FlashDq::BulkReduce)
+    bulkWaitRead(); // the staging must outlive its reads
   clock.mark(kBackwardSetup);
   clock.flush(phases);
 }
@@ -995,8 +1040,7 @@ template <typename F> void withHeadSize(int d, F &&f) {
 } // namespace
 
 template <typename T>
-bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy,
-                         bool deterministic) {
+bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy, FlashDq dq) {
   if (d <= 0 || d % 16 != 0 || d > 128)
     return false;
   if (!isChunkAligned(qkv) || !isChunkAligned(dy))
@@ -1009,9 +1053,9 @@ bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy,
   SHARDC_CUDA_CHECK(cudaDeviceGetAttribute(
       &limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   int size = static_cast<int>(d);
-  size_t bytes = deterministic ? std::max(backwardSharedBytes<T>(size),
-                                          dqSharedBytes<T>(size))
-                               : backwardSharedBytes<T>(size);
+  size_t bytes = backwardSharedBytes<T>(size, dq);
+  if (dq == FlashDq::SecondKernel)
+    bytes = std::max(bytes, dqSharedBytes<T>(size));
   return bytes <= static_cast<size_t>(limit);
 }
 
@@ -1037,9 +1081,9 @@ size_t flashForwardScratchBytes(int64_t b, int64_t t, int64_t heads) {
 }
 
 size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c, int64_t heads,
-                                 bool deterministic) {
+                                 FlashDq dq) {
   return flashForwardScratchBytes(b, t, heads) +
-         (deterministic ? 0 : pieceBytes<float>(b * t * c));
+         (dq == FlashDq::SecondKernel ? 0 : pieceBytes<float>(b * t * c));
 }
 
 template <typename T>
@@ -1071,7 +1115,7 @@ template <typename T>
 void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
                             const T *out, const float *lse, T *dqkv,
                             void *scratch, int64_t b, int64_t t, int64_t c,
-                            int64_t heads, bool deterministic,
+                            int64_t heads, FlashDq dq,
                             FlashPhaseCounters *phases) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
@@ -1079,7 +1123,7 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
   char *cursor = static_cast<char *>(scratch);
   auto *delta = reinterpret_cast<float *>(cursor);
   cursor += flashForwardScratchBytes(b, t, heads);
-  auto *dq = reinterpret_cast<float *>(cursor);
+  auto *dqSum = reinterpret_cast<float *>(cursor);
 
   int64_t rows = b * heads * t;
   constexpr int kDeltaRows = kThreads / kDeltaLanes;
@@ -1088,49 +1132,55 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
                                           static_cast<int>(heads), d,
                                           isChunkAligned(out));
   SHARDC_CUDA_CHECK_LAUNCH();
-  if (!deterministic)
+  bool secondKernel = dq == FlashDq::SecondKernel;
+  if (!secondKernel)
     SHARDC_CUDA_CHECK(cudaMemsetAsync(
-        dq, 0, static_cast<size_t>(b * t * c) * sizeof(float), stream));
+        dqSum, 0, static_cast<size_t>(b * t * c) * sizeof(float), stream));
   float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   dim3 grid(static_cast<unsigned>(b * heads * blocksOf(t)));
-  size_t shared = backwardSharedBytes<T>(d);
+  size_t shared = backwardSharedBytes<T>(d, dq);
   withHeadSize(d, [&](auto size) {
     constexpr int D = decltype(size)::value;
-    auto launch = [&](auto kernel) {
+    // The main kernel for dq mode Q (a std::integral_constant).
+    auto launch = [&](auto mode) {
+      constexpr FlashDq Q = decltype(mode)::value;
+      auto kernel = phases ? backwardKernel<T, D, Q, true>
+                           : backwardKernel<T, D, Q, false>;
       allowShared(kernel, shared);
-      kernel<<<grid, kThreads, shared, stream>>>(qkv, dy, lse, delta, dq, dqkv,
-                                                 t, c, static_cast<int>(heads),
-                                                 scale, phases);
+      kernel<<<grid, kThreads, shared, stream>>>(
+          qkv, dy, lse, delta, dqSum, dqkv, t, c, static_cast<int>(heads),
+          scale, phases);
       SHARDC_CUDA_CHECK_LAUNCH();
     };
-    if (!deterministic)
-      return phases ? launch(backwardKernel<T, D, true, true>)
-                    : launch(backwardKernel<T, D, true, false>);
-    if (phases)
-      launch(backwardKernel<T, D, false, true>);
-    else
-      launch(backwardKernel<T, D, false, false>);
+    using Atomics = std::integral_constant<FlashDq, FlashDq::Atomics>;
+    using Bulk = std::integral_constant<FlashDq, FlashDq::BulkReduce>;
+    using Second = std::integral_constant<FlashDq, FlashDq::SecondKernel>;
+    if (dq == FlashDq::Atomics)
+      return launch(Atomics());
+    if (dq == FlashDq::BulkReduce)
+      return launch(Bulk());
+    launch(Second());
     size_t dqShared = dqSharedBytes<T>(d);
     allowShared(dqKernel<T, D>, dqShared);
     dqKernel<T, D><<<grid, kThreads, dqShared, stream>>>(
         qkv, dy, lse, delta, dqkv, t, c, static_cast<int>(heads), scale);
     SHARDC_CUDA_CHECK_LAUNCH();
   });
-  if (deterministic)
+  if (secondKernel)
     return;
   int64_t chunks = b * t * c / Chunk<T>::kSize;
   unsigned blocks = static_cast<unsigned>(
       std::min<int64_t>((chunks + 255) / 256, int64_t(1) << 16));
-  storeDqKernel<T><<<blocks, 256, 0, stream>>>(dq, dqkv, b * t * c, c, scale,
+  storeDqKernel<T><<<blocks, 256, 0, stream>>>(dqSum, dqkv, b * t * c, c, scale,
                                                isChunkAligned(dqkv));
   SHARDC_CUDA_CHECK_LAUNCH();
 }
 
 // The two stored types.
 template bool flashAttentionTakes<bf16>(int64_t, const bf16 *, const bf16 *,
-                                        bool);
+                                        FlashDq);
 template bool flashAttentionTakes<float>(int64_t, const float *, const float *,
-                                         bool);
+                                         FlashDq);
 template void flashAttentionForward<bf16>(cudaStream_t, const bf16 *, bf16 *,
                                           float *, int64_t, int64_t, int64_t,
                                           int64_t, FlashPhaseCounters *);
@@ -1141,11 +1191,11 @@ template void flashAttentionBackward<bf16>(cudaStream_t, const bf16 *,
                                            const bf16 *, const bf16 *,
                                            const float *, bf16 *, void *,
                                            int64_t, int64_t, int64_t, int64_t,
-                                           bool, FlashPhaseCounters *);
+                                           FlashDq, FlashPhaseCounters *);
 template void flashAttentionBackward<float>(cudaStream_t, const float *,
                                             const float *, const float *,
                                             const float *, float *, void *,
                                             int64_t, int64_t, int64_t, int64_t,
-                                            bool, FlashPhaseCounters *);
+                                            FlashDq, FlashPhaseCounters *);
 
 } // namespace shardc::rt::cuda

@@ -32,13 +32,26 @@
 
 namespace shardc::rt::cuda {
 
+/// How the backward sums each query's dq over the key blocks.
+enum class FlashDq {
+  /// f32 atomics into a dq accumulator (a column pair each); the last bits
+  /// vary from run to run.
+  Atomics,
+  /// The same accumulator, each warp's rows added by sm_90's bulk
+  /// reductions from shared memory (a row's half each, where
+  /// FlashAttention-3 adds whole tiles): as Atomics, in adds of 32 floats
+  /// instead of 2 (atomics before sm_90).
+  BulkReduce,
+  /// A second kernel per query block, in a fixed order: deterministic.
+  SecondKernel
+};
+
 /// Whether the kernels of element type T take heads of size d on the current
-/// device (their backward's shared memory fits it, deterministic or not)
+/// device (their backward's shared memory fits it, summing dq as `dq` says)
 /// from these tensors: qkv, and dy where not null, 16-byte aligned (the
 /// kernels copy 16-byte chunks of their rows by cp.async).
 template <typename T>
-bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy,
-                         bool deterministic);
+bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy, FlashDq dq);
 
 /// Where a flash kernel's warps spend their cycles, for finding its
 /// bottleneck on a GPU without a profiler (shardc_rt_cuda_flash_phases): the
@@ -72,21 +85,23 @@ void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
                            int64_t heads, FlashPhaseCounters *phases = nullptr);
 
 /// Scratch the backward needs, in this order: delta (b * heads * t floats)
-/// and, unless deterministic, the f32 accumulator of dq (b * t * c floats);
+/// and, unless dq is SecondKernel, the f32 accumulator of dq (b * t * c
+/// floats);
 /// each piece 256-byte aligned.
 size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c, int64_t heads,
-                                 bool deterministic);
+                                 FlashDq dq);
 
 /// dqkv[b, t, 3c] from dy[b, t, c], qkv and the forward's out and lse:
 /// delta = rowsum(dy * out) per (batch, head, query), then per key block
-/// dk, dv, and dq through f32 atomics; deterministic, dq per query block
-/// instead, by a second kernel. With `phases` (device memory), the
+/// dk, dv, and dq into the f32 accumulator (Atomics, BulkReduce); with
+/// SecondKernel, dq per query block instead, by a second kernel. With
+/// `phases` (device memory), the
 /// instrumented main kernel adds to them.
 template <typename T>
 void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
                             const T *out, const float *lse, T *dqkv,
                             void *scratch, int64_t b, int64_t t, int64_t c,
-                            int64_t heads, bool deterministic,
+                            int64_t heads, FlashDq dq,
                             FlashPhaseCounters *phases = nullptr);
 
 } // namespace shardc::rt::cuda

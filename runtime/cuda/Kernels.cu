@@ -223,6 +223,10 @@ struct shardc_rt_cuda_kernels {
   /// attention_grad's dq in a fixed order (set_deterministic): the flash
   /// kernels' dqKernel, not their atomics; cuDNN declines.
   bool deterministic = false;
+  /// Otherwise dq through sm_90's bulk reductions rather than atomics
+  /// (FlashDq::BulkReduce): SHARDC_RT_CUDA_FLASH_DQ=bulk, read by create, so
+  /// that the kernel bench and test run both side by side.
+  bool flashBulkDq = false;
   /// The flash kernels' phase counters (shardc_rt_cuda_flash_phases_enable):
   /// device memory, the forward's then the backward's, made when first
   /// enabled; null to the kernels while off.
@@ -2523,8 +2527,18 @@ template <typename T> size_t attentionScratch(int64_t scores, int f32Pieces) {
 /// TF32 is allowed (create's allowTf32: SHARDC_TF32 on), since they multiply
 /// on TF32 tensor cores; with TF32 off the caller asked for full fp32
 /// products, which f32 keeps through the GEMMs; qkv and dy (null in the
-/// forward) as the kernels read them (flashAttentionTakes). The GEMMs'
+/// forward) as the kernels read them (flashAttentionTakes, for the
+/// backward's flashDq). The GEMMs'
 /// forward writes the lse a fused backward reads.
+/// How the flash backward sums dq: by a second kernel where deterministic,
+/// else by atomics, or bulk reductions (flashBulkDq).
+shardc::rt::cuda::FlashDq flashDq(const Kernels *k) {
+  using shardc::rt::cuda::FlashDq;
+  if (k->deterministic)
+    return FlashDq::SecondKernel;
+  return k->flashBulkDq ? FlashDq::BulkReduce : FlashDq::Atomics;
+}
+
 template <typename T>
 bool useFlash(const Kernels *k, int64_t c, int64_t heads, const T *qkv,
               const T *dy) {
@@ -2533,7 +2547,7 @@ bool useFlash(const Kernels *k, int64_t c, int64_t heads, const T *qkv,
   if (std::is_same_v<T, float> && !k->allowTf32)
     return false;
   return shardc::rt::cuda::flashAttentionTakes<T>(c / heads, qkv, dy,
-                                                  k->deterministic);
+                                                  flashDq(k));
 }
 
 /// Says on stderr, once per shape and reason, why cuDNN declines a call
@@ -2656,10 +2670,10 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, const T *out,
   }
   if (useFlash<T>(k, c, heads, qkv, dy)) {
     void *work = scratch(k, shardc::rt::cuda::flashBackwardScratchBytes(
-                                b, t, c, heads, k->deterministic));
+                                b, t, c, heads, flashDq(k)));
     shardc::rt::cuda::flashAttentionBackward<T>(
-        k->stream, dy, qkv, out, lse, dqkv, work, b, t, c, heads,
-        k->deterministic, k->flashPhasesOn ? k->flashPhases + 1 : nullptr);
+        k->stream, dy, qkv, out, lse, dqkv, work, b, t, c, heads, flashDq(k),
+        k->flashPhasesOn ? k->flashPhases + 1 : nullptr);
     return;
   }
   int64_t d = c / heads, ld = 3 * c;
@@ -2980,6 +2994,8 @@ shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
   allocateWorkspace(k, &k->ltWorkspace, kCublasLtWorkspaceBytes);
   if (const char *rows = std::getenv("SHARDC_RT_CUDA_CROSS_ENTROPY"))
     k->stagedCrossEntropy = std::strcmp(rows, "online") != 0;
+  if (const char *dq = std::getenv("SHARDC_RT_CUDA_FLASH_DQ"))
+    k->flashBulkDq = std::strcmp(dq, "bulk") == 0;
   if (const char *log = std::getenv("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG"))
     k->logEpilogues = *log != '\0' && std::strcmp(log, "0") != 0;
   SHARDC_CUDA_CHECK(cudaMalloc(&k->slot, sizeof(ErrorSlot)));

@@ -204,6 +204,61 @@ template <int Pending> __device__ inline void copyAsyncWait() {
 #endif
 }
 
+// sm_90's bulk operations, where this compilation has them (the device
+// pass for sm_90 and later; not cudasim).
+#if !defined(SHARDC_CUDASIM) &&                                                \
+    (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
+#define SHARDC_PTX_BULK 1
+#else
+#define SHARDC_PTX_BULK 0
+#endif
+
+/// dst[i] += src[i] for the `bytes` / 4 floats of shared `src` into global
+/// `dst` (both 16-byte aligned, bytes a multiple of 16), each add atomic
+/// as an atomicAdd's: on sm_90 one bulk reduction
+/// (cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32, as
+/// FlashAttention-3 adds its dq), which reads src asynchronously: src must
+/// not change until the thread has waited for its bulk groups
+/// (bulkCommit, bulkWaitRead), and the thread's own earlier writes of src
+/// must precede a fenceProxyAsync (other threads': their fence, then a
+/// barrier). Before sm_90 (and on cudasim), atomicAdds now.
+__device__ inline void bulkReduceAdd(float *dst, const float *src, int bytes) {
+#if !SHARDC_PTX_BULK
+  for (int i = 0; i < bytes / 4; ++i)
+    atomicAdd(dst + i, src[i]);
+#else
+  auto address = static_cast<uint32_t>(__cvta_generic_to_shared(src));
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 "
+               "[%0], [%1], %2;" ::"l"(dst),
+               "r"(address), "r"(bytes)
+               : "memory");
+#endif
+}
+
+/// cp.async.bulk.commit_group: the thread's bulk operations since its last
+/// commit form a group (possibly empty).
+__device__ inline void bulkCommit() {
+#if SHARDC_PTX_BULK
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+
+/// cp.async.bulk.wait_group.read 0: waits until the thread's committed bulk
+/// groups have read their shared sources (which may then change).
+__device__ inline void bulkWaitRead() {
+#if SHARDC_PTX_BULK
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#endif
+}
+
+/// fence.proxy.async.shared::cta: the thread's shared-memory writes so far
+/// become visible to the bulk operations issued after it (bulkReduceAdd).
+__device__ inline void fenceProxyAsync() {
+#if SHARDC_PTX_BULK
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
 } // namespace shardc::rt::cuda
 
 #endif // SHARDC_RT_CUDA_PTX_H

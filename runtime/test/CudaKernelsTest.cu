@@ -978,6 +978,16 @@ void testAttentionBf16(shardc_rt_cuda_kernels *k, int64_t b, int64_t t,
               kBf16AttentionTolerance);
 }
 
+/// Kernels with flash attention on whose backward sums dq by bulk
+/// reductions (SHARDC_RT_CUDA_FLASH_DQ=bulk, read by create).
+shardc_rt_cuda_kernels *createFlashBulkDq(int allowTf32) {
+  setenv("SHARDC_RT_CUDA_FLASH_DQ", "bulk", 1);
+  shardc_rt_cuda_kernels *k = shardc_rt_cuda_kernels_create(stream, allowTf32);
+  unsetenv("SHARDC_RT_CUDA_FLASH_DQ");
+  shardc_rt_cuda_kernels_set_flash_attention(k, 1);
+  return k;
+}
+
 /// Columns [from, from + c) of every row of a [rows, 3c] gradient: its dq
 /// (from 0), dk (c) or dv (2c).
 Halves qkvColumns(const Halves &g, int64_t rows, int64_t c, int64_t from) {
@@ -2083,6 +2093,19 @@ int main() {
     shardc_rt_cuda_kernels_destroy(fixed);
     testDeterministicAttentionBf16(2, 70, 64, 4);
     testDeterministicAttentionBf16(1, 200, 96, 3);
+    // dq through sm_90's bulk reductions (SHARDC_RT_CUDA_FLASH_DQ=bulk,
+    // which the kernel bench times beside the atomics): head sizes 16 to
+    // 128, T below, at and past the blocks, one query. Not the default: its
+    // tag gates nothing in run.sh.
+    shardc_rt_cuda_kernels *bulk = createFlashBulkDq(/*allowTf32=*/0);
+    const char *bulkTag = " (bulk dq flash)";
+    testAttentionBf16(bulk, 2, 70, 64, 4, bulkTag);
+    testAttentionBf16(bulk, 1, 130, 128, 2, bulkTag);
+    testAttentionBf16(bulk, 2, 64, 256, 2, bulkTag);
+    testAttentionBf16(bulk, 3, 1, 32, 2, bulkTag);
+    testAttentionBf16(bulk, 1, 200, 96, 3, bulkTag);
+    testAttentionBf16(bulk, 1, 100, 160, 2, bulkTag);
+    shardc_rt_cuda_kernels_destroy(bulk);
     testFlashPhasesBf16(2, 130, 64, 2);
     testFlashPhasesBf16(1, 130, 256, 2);
   }
@@ -2150,6 +2173,12 @@ int main() {
     testAttention(flash, 1, 129, 256, 2, 2.0f, tag, kFlashTf32Tolerance);
     testAttention(flash, 2, 150, 128, 2, 3.0f, tag, kFlashTf32Tolerance);
     shardc_rt_cuda_kernels_destroy(flash);
+    shardc_rt_cuda_kernels *bulk = createFlashBulkDq(/*allowTf32=*/1);
+    tag = " (bulk dq flash tf32)";
+    testAttention(bulk, 2, 70, 64, 4, 1.0f, tag, kFlashTf32Tolerance);
+    testAttention(bulk, 1, 129, 256, 2, 2.0f, tag, kFlashTf32Tolerance);
+    testAttention(bulk, 2, 150, 128, 2, 3.0f, tag, kFlashTf32Tolerance);
+    shardc_rt_cuda_kernels_destroy(bulk);
     // TF32 off: f32 attention keeps the GEMMs' full fp32 products with
     // flash attention on, within f32's kTolerance (which the fused TF32
     // kernels, ~1e-3 and more here, would fail); its tag is not a flash
