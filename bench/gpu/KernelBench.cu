@@ -5,9 +5,8 @@
 // change to one is measured in seconds rather than by a whole step: flash
 // attention forward and backward (the deterministic backward, the backward
 // with dq by bulk reductions, the instrumented kernels with where their
-// warps spend their cycles, and
-// cuDNN's fused attention, beside them where cuDNN is there and takes the
-// shape),
+// warps spend their cycles, and cuDNN's fused attention, beside them where
+// cuDNN is there and takes the shape),
 // cross entropy with its gradient, layernorm_grad_add and add_layernorm,
 // sum_to (a bias gradient), add (a residual) and embedding_grad (the token
 // embedding's, of uniform ids and of text-like ones), a GEMM of the MLP's shape

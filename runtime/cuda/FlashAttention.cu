@@ -20,8 +20,8 @@
 // memory so that each warp adds its 16 queries' dq += dS k to an f32
 // accumulator by atomics (or, FlashDq::BulkReduce, by sm_90's bulk
 // reductions of its rows staged in shared memory), rounded into dqkv at
-// the end. The deterministic
-// backward leaves dq to a second kernel (dqKernel) shaped as the forward:
+// the end. The deterministic backward leaves dq to a second kernel
+// (dqKernel) shaped as the forward:
 // 64 queries a block walk the key blocks at or before them, computing S
 // and dP again, and accumulate dq = dS k in registers in a fixed order.
 //
@@ -265,7 +265,7 @@ enum ForwardPhase {
 /// The backward's: its setup and its stores; a step's wait for its q, dy,
 /// lse and delta, S^T and dP^T, P^T and dS^T (dS^T's stores included), dv
 /// and dk, the sync after them with the next issue, dq = dS k, and dq's
-/// atomics.
+/// adds (atomics or bulk reductions: FlashDq).
 enum BackwardPhase {
   kBackwardSetup,
   kWaitQ,
@@ -274,7 +274,7 @@ enum BackwardPhase {
   kDvDk,
   kIssue,
   kDq,
-  kDqAtomics,
+  kDqAdds,
   kBackwardPhases // their number
 };
 
@@ -282,9 +282,9 @@ enum BackwardPhase {
 /// mark(p) adds the cycles since the last mark to phase p, step() counts a
 /// step, and flush adds lane 0's counts to the kernel's counters. Every
 /// lane counts, in 32 bits (a warp's phase over all of its block's steps
-/// takes far fewer than 2^32 cycles). The clock reads are where the warp issues
-/// them: a product's latency shows in the phase that first reads its result.
-/// Without Phased, nothing.
+/// takes far fewer than 2^32 cycles). The clock reads are where the warp
+/// issues them: a product's latency shows in the phase that first reads its
+/// result. Without Phased, nothing.
 template <bool Phased> struct PhaseClock {
   __device__ void mark(int) {}
   __device__ void step() {}
@@ -441,10 +441,9 @@ template <typename T> constexpr size_t forwardSharedBytes(int d, int stages) {
 
 /// The key blocks the forward keeps in flight: 2, the next one's k and v
 /// landing during this one's whole step, where that leaves as many blocks
-/// on a multiprocessor as 1 (on sm_90: bf16 up to d = 112, f32 up to d =
-/// 32); else 1,
-/// v landing while the warps compute S and its softmax, the next k while
-/// they compute P v.
+/// on a multiprocessor as 1 (on sm_90: bf16 up to d = 112, f32 up to
+/// d = 32); else 1, v landing while the warps compute S and its softmax,
+/// the next k while they compute P v.
 template <typename T> constexpr int forwardStages(int d) {
   return stagesKeepingBlocks(forwardSharedBytes<T>(d, 2),
                              forwardSharedBytes<T>(d, 1), forwardBlocks(d));
@@ -673,8 +672,7 @@ constexpr size_t backwardSharedBytes(int d, int stages, FlashDq dq) {
 /// landing while the warps compute on this one's, where that leaves as many
 /// blocks on a multiprocessor as 1 (on sm_90 bf16 at every d, with
 /// BulkReduce's staging up to d = 96; GPT-2's d = 64 keeps 3 blocks either
-/// way); else 1, the next one's landing while the warps
-/// compute dq.
+/// way); else 1, the next one's landing while the warps compute dq.
 template <typename T> constexpr int backwardStages(int d, FlashDq dq) {
   return stagesKeepingBlocks(backwardSharedBytes<T>(d, 2, dq),
                              backwardSharedBytes<T>(d, 1, dq),
@@ -854,7 +852,7 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
         bulkCommit();
       }
     }
-    clock.mark(kDqAtomics);
+    clock.mark(kDqAdds);
   };
   step(0, std::true_type());
   for (int64_t i = 1; i < steps; ++i)
@@ -1065,7 +1063,7 @@ const char *flashPhaseName(FlashKernel kernel, int phase) {
       "softmax",         "wait v (one stage)", "P v"};
   static const char *const backward[] = {
       "setup and store", "wait q, dy",  "S^T, dP^T", "P^T, dS^T",
-      "dv, dk",          "sync, issue", "dq = dS k", "dq atomics"};
+      "dv, dk",          "sync, issue", "dq = dS k", "dq adds"};
   static_assert(std::size(forward) == kForwardPhases &&
                 std::size(backward) == kBackwardPhases &&
                 kBackwardPhases <= FlashPhaseCounters::kPhases);

@@ -49,7 +49,10 @@
 //    first call). The environment variable SHARDC_RT_CUDA_ATTENTION_SCORES,
 //    read by create, overrides the 2^26 bound (a number of floats; the unit
 //    test uses it to exercise the chunking); SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG
-//    (non-empty, not 0) prints each new plan to stderr: fused, or why not.
+//    (non-empty, not 0) prints each new plan to stderr: fused, or why not;
+//    SHARDC_RT_CUDA_FLASH_DQ=bulk makes the flash backward add dq by sm_90's
+//    bulk reductions of rows staged in shared memory instead of atomics
+//    (the kernel bench times both).
 //  - results are deterministic (same inputs, same bits), except the flash
 //    and cuDNN attention_grad's dq (shardc_rt_cuda_kernels_set_flash_attention,
 //    _set_cudnn_attention), which sums by atomicAdd unless
