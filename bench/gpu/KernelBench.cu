@@ -208,9 +208,21 @@ int main(int argc, char **argv) {
 
   cudaStream_t stream;
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
-  shardc_rt_cuda_kernels *k =
-      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/1);
-  shardc_rt_cuda_kernels_set_flash_attention(k, 1);
+  // Kernels on the stream with flash attention on, made with the
+  // environment `variable` (a setting create reads) set to `value` where
+  // given: a variant timed beside the default.
+  auto create = [&](const char *variable = nullptr,
+                    const char *value = nullptr) {
+    if (variable)
+      setenv(variable, value, 1);
+    shardc_rt_cuda_kernels *made =
+        shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/1);
+    if (variable)
+      unsetenv(variable);
+    shardc_rt_cuda_kernels_set_flash_attention(made, 1);
+    return made;
+  };
+  shardc_rt_cuda_kernels *k = create();
 
   shardc_rt_bf16 *qkv = randomBf16(n * 3 * c, 1), *out = randomBf16(n * c, 2),
                  *dy = randomBf16(n * c, 3), *dqkv = randomBf16(n * 3 * c, 4);
@@ -282,19 +294,13 @@ int main(int argc, char **argv) {
   shardc_rt_cuda_kernels_set_deterministic(k, 0);
   // dq through sm_90's bulk reductions instead of atomics
   // (SHARDC_RT_CUDA_FLASH_DQ=bulk).
-  setenv("SHARDC_RT_CUDA_FLASH_DQ", "bulk", 1);
-  shardc_rt_cuda_kernels *bulk =
-      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/1);
-  unsetenv("SHARDC_RT_CUDA_FLASH_DQ");
-  shardc_rt_cuda_kernels_set_flash_attention(bulk, 1);
+  shardc_rt_cuda_kernels *bulk = create("SHARDC_RT_CUDA_FLASH_DQ", "bulk");
   backwardRow("attention_grad (bulk dq)", bulk);
   shardc_rt_cuda_kernels_destroy(bulk);
   // The instrumented flash kernels (shardc_rt_cuda_flash_phases_enable):
   // their time beside the rows above is what the clock reads cost; then
   // where their warps spend their cycles, a line per kernel.
-  shardc_rt_cuda_kernels *phased =
-      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/1);
-  shardc_rt_cuda_kernels_set_flash_attention(phased, 1);
+  shardc_rt_cuda_kernels *phased = create();
   shardc_rt_cuda_flash_phases_enable(phased, 1);
   forwardRow("attention (phases)", phased);
   backwardRow("attention_grad (phases)", phased);
@@ -303,9 +309,7 @@ int main(int argc, char **argv) {
   // The same attention through cuDNN's fused attention
   // (set_cudnn_attention), where cuDNN takes the shape; its backward reads
   // the lse its forward wrote.
-  shardc_rt_cuda_kernels *viaCudnn =
-      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/1);
-  shardc_rt_cuda_kernels_set_flash_attention(viaCudnn, 1);
+  shardc_rt_cuda_kernels *viaCudnn = create();
   shardc_rt_cuda_kernels_set_cudnn_attention(viaCudnn, 1);
   if (const char *why = shardc_rt_cuda_kernels_cudnn_attention_declines(
           viaCudnn, b, t, c, heads)) {
@@ -324,10 +328,8 @@ int main(int argc, char **argv) {
       1e3 * 2.0 * 2 * n * ld / kBandwidth, "HBM");
   // The same rows through the online kernel the staged one replaces where
   // rows fit shared memory (SHARDC_RT_CUDA_CROSS_ENTROPY=online).
-  setenv("SHARDC_RT_CUDA_CROSS_ENTROPY", "online", 1);
   shardc_rt_cuda_kernels *online =
-      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/1);
-  unsetenv("SHARDC_RT_CUDA_CROSS_ENTROPY");
+      create("SHARDC_RT_CUDA_CROSS_ENTROPY", "online");
   row("cross_entropy (online)", shape({n, ld}),
       msPerCall(stream, iters,
                 [&] {

@@ -1097,15 +1097,12 @@ void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
   size_t shared = forwardSharedBytes<T>(d);
   withHeadSize(d, [&](auto size) {
     constexpr int D = decltype(size)::value;
-    auto launch = [&](auto kernel) {
-      allowShared(kernel, shared);
-      kernel<<<grid, kThreads, shared, stream>>>(
-          qkv, out, lse, t, c, static_cast<int>(heads), scaleLog2, phases);
-      SHARDC_CUDA_CHECK_LAUNCH();
-    };
-    if (phases)
-      return launch(forwardKernel<T, D, true>);
-    launch(forwardKernel<T, D, false>);
+    auto kernel =
+        phases ? forwardKernel<T, D, true> : forwardKernel<T, D, false>;
+    allowShared(kernel, shared);
+    kernel<<<grid, kThreads, shared, stream>>>(
+        qkv, out, lse, t, c, static_cast<int>(heads), scaleLog2, phases);
+    SHARDC_CUDA_CHECK_LAUNCH();
   });
 }
 

@@ -998,6 +998,18 @@ Halves qkvColumns(const Halves &g, int64_t rows, int64_t c, int64_t from) {
   return part;
 }
 
+/// testAttentionBf16 through `k`'s flash kernels at the shapes every flash
+/// variant is checked on: head sizes (c / heads) 16, 32, 64, 80 and 128,
+/// T below, at and past the 64-row blocks, one query.
+void testFlashShapesBf16(shardc_rt_cuda_kernels *k, const char *tag) {
+  testAttentionBf16(k, 2, 70, 64, 4, tag);
+  testAttentionBf16(k, 1, 130, 128, 2, tag);
+  testAttentionBf16(k, 2, 64, 256, 2, tag);
+  testAttentionBf16(k, 3, 1, 32, 2, tag);
+  testAttentionBf16(k, 1, 200, 96, 3, tag);
+  testAttentionBf16(k, 1, 100, 160, 2, tag);
+}
+
 /// The deterministic flash backward (set_deterministic) beside the atomic
 /// one on the same bf16 inputs: dk and dv come from the same arithmetic
 /// (bit for bit), dq from the same products summed in another order
@@ -2062,13 +2074,8 @@ int main() {
     shardc_rt_cuda_kernels *flash =
         shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
     shardc_rt_cuda_kernels_set_flash_attention(flash, 1);
-    testAttentionBf16(flash, 2, 70, 64, 4, " (flash)");
-    testAttentionBf16(flash, 1, 130, 128, 2, " (flash)");
-    testAttentionBf16(flash, 2, 64, 256, 2, " (flash)");
-    testAttentionBf16(flash, 3, 1, 32, 2, " (flash)");
-    testAttentionBf16(flash, 1, 200, 96, 3, " (flash)");
+    testFlashShapesBf16(flash, " (flash)");
     testAttentionBf16(flash, 1, 150, 96, 2, " (flash)");
-    testAttentionBf16(flash, 1, 100, 160, 2, " (flash)");
     testAttentionBf16(flash, 2, 9, 20, 5, " (flash: d = 4, GEMMs)");
     testAttentionBf16(flash, 1, 70, 128, 2, " (flash: misaligned, GEMMs)", 1);
     testAttentionBf16(flash, 2, 70, 64, 4, " (flash: misaligned out, dqkv)", 0,
@@ -2083,13 +2090,7 @@ int main() {
         shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
     shardc_rt_cuda_kernels_set_flash_attention(fixed, 1);
     shardc_rt_cuda_kernels_set_deterministic(fixed, 1);
-    const char *tag = " (deterministic flash)";
-    testAttentionBf16(fixed, 2, 70, 64, 4, tag);
-    testAttentionBf16(fixed, 1, 130, 128, 2, tag);
-    testAttentionBf16(fixed, 2, 64, 256, 2, tag);
-    testAttentionBf16(fixed, 3, 1, 32, 2, tag);
-    testAttentionBf16(fixed, 1, 200, 96, 3, tag);
-    testAttentionBf16(fixed, 1, 100, 160, 2, tag);
+    testFlashShapesBf16(fixed, " (deterministic flash)");
     shardc_rt_cuda_kernels_destroy(fixed);
     testDeterministicAttentionBf16(2, 70, 64, 4);
     testDeterministicAttentionBf16(1, 200, 96, 3);
@@ -2098,13 +2099,7 @@ int main() {
     // 128, T below, at and past the blocks, one query. Not the default: its
     // tag gates nothing in run.sh.
     shardc_rt_cuda_kernels *bulk = createFlashBulkDq(/*allowTf32=*/0);
-    const char *bulkTag = " (bulk dq flash)";
-    testAttentionBf16(bulk, 2, 70, 64, 4, bulkTag);
-    testAttentionBf16(bulk, 1, 130, 128, 2, bulkTag);
-    testAttentionBf16(bulk, 2, 64, 256, 2, bulkTag);
-    testAttentionBf16(bulk, 3, 1, 32, 2, bulkTag);
-    testAttentionBf16(bulk, 1, 200, 96, 3, bulkTag);
-    testAttentionBf16(bulk, 1, 100, 160, 2, bulkTag);
+    testFlashShapesBf16(bulk, " (bulk dq flash)");
     shardc_rt_cuda_kernels_destroy(bulk);
     testFlashPhasesBf16(2, 130, 64, 2);
     testFlashPhasesBf16(1, 130, 256, 2);
