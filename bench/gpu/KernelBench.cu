@@ -4,19 +4,19 @@
 // table in bench/RESULTS.md) at that step's shapes, each alone, so that a
 // change to one is measured in seconds rather than by a whole step: flash
 // attention forward and backward (the deterministic backward, the backward
-// with dq by bulk reductions, the instrumented kernels with where their
-// warps spend their cycles, and cuDNN's fused attention, beside them where
-// cuDNN is there and takes the shape),
-// cross entropy with its gradient, layernorm_grad_add and add_layernorm,
-// sum_to (a bias gradient), add (a residual) and embedding_grad (the token
-// embedding's, of uniform ids and of text-like ones), a GEMM of the MLP's shape
-// for scale, and the MLP's weight gradient GEMM alone and with its bias
-// gradient fused (matmul_bias_grad: against it and sum_to). Each row prints
-// milliseconds per call (cudaEvents around `iters` calls after one warm-up) and
-// the floor the H200 allows it: FLOPs at its dense bf16 peak for the
-// tensor-core kernels, bytes at its HBM bandwidth for the others.
-// bench/gpu/torch_kernels.py times PyTorch's counterparts at the same shapes;
-// bench/gpu/run.sh's kernels phase prints both.
+// with dq by bulk reductions, with its steps whole, the instrumented kernels
+// with where their warps spend their cycles, and cuDNN's fused attention,
+// beside them where cuDNN is there and takes the shape), cross entropy with its
+// gradient, layernorm_grad_add and add_layernorm, sum_to (a bias gradient), add
+// (a residual) and embedding_grad (the token embedding's, of uniform ids and of
+// text-like ones), a GEMM of the MLP's shape for scale, and the MLP's weight
+// gradient GEMM alone and with its bias gradient fused (matmul_bias_grad:
+// against it and sum_to). Each row prints milliseconds per call (cudaEvents
+// around `iters` calls after one warm-up) and the floor the H200 allows it:
+// FLOPs at its dense bf16 peak for the tensor-core kernels, bytes at its HBM
+// bandwidth for the others. bench/gpu/torch_kernels.py times PyTorch's
+// counterparts at the same shapes; bench/gpu/run.sh's kernels phase prints
+// both.
 //
 //   shardc-rt-kernel-bench [--batch B] [--seq T] [--channels C]
 //                          [--heads H] [--vocab V] [--iters N]
@@ -297,6 +297,12 @@ int main(int argc, char **argv) {
   shardc_rt_cuda_kernels *bulk = create("SHARDC_RT_CUDA_FLASH_DQ", "bulk");
   backwardRow("attention_grad (bulk dq)", bulk);
   shardc_rt_cuda_kernels_destroy(bulk);
+  // The main kernel's steps whole, where the default takes their scores in
+  // halves to fit more blocks on a multiprocessor
+  // (SHARDC_RT_CUDA_FLASH_STEPS=whole).
+  shardc_rt_cuda_kernels *whole = create("SHARDC_RT_CUDA_FLASH_STEPS", "whole");
+  backwardRow("attention_grad (whole steps)", whole);
+  shardc_rt_cuda_kernels_destroy(whole);
   // The instrumented flash kernels (shardc_rt_cuda_flash_phases_enable):
   // their time beside the rows above is what the clock reads cost; then
   // where their warps spend their cycles, a line per kernel.

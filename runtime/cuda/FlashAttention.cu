@@ -16,7 +16,9 @@
 // after them: each warp computes, for its 16 keys, S^T = k q^T and
 // dP^T = v dy^T, then P^T from the forward's log-sum-exp and
 // dS^T = P^T (dP^T - delta) with delta = rowsum(dy o), and accumulates
-// dv += P^T dy and dk += dS^T q in registers; dS^T goes through shared
+// dv += P^T dy and dk += dS^T q in registers (a step's S^T and dP^T in
+// two halves of 32 queries where that fits more blocks on a multiprocessor:
+// backwardParts); dS^T goes through shared
 // memory so that each warp adds its 16 queries' dq += dS k to an f32
 // accumulator by atomics (or, FlashDq::BulkReduce, by sm_90's bulk
 // reductions of its rows staged in shared memory), rounded into dqkv at
@@ -87,9 +89,9 @@ constexpr float kLn2 = 0.6931471805599453f;
 /// On an H200 (GPT-2 small, bf16, batch 128, 12 layers) ldmatrix took the
 /// forward from 28.6 to 27.1 ms but the backward from 93.7 to 104.7 ms.
 /// ptxas says why: the backward then took 185 registers a thread, so 2
-/// blocks fit a multiprocessor's 64K where 3 had (165). It now asks for 3
-/// (backwardBlocks): 168 registers with ldmatrix at d = 64. Not yet timed
-/// on a GPU.
+/// blocks fit a multiprocessor's 64K where 3 had (165). It now asks for 4
+/// at d = 64, its steps in halves (backwardBlocks): 128 registers with
+/// ldmatrix. Not yet timed on a GPU.
 constexpr bool kForwardByMatrix = true;
 constexpr bool kBackwardByMatrix = true;
 
@@ -101,15 +103,25 @@ constexpr int forwardBlocks(int d) { return d <= 64 ? 4 : 3; }
 
 /// The backward blocks a multiprocessor should hold at once, which its
 /// registers (__launch_bounds__) then allow, as many as spill a few words
-/// at most (ptxas, sm_90: 4 bytes at d = 64 in bf16, 60 at most): 4 at
-/// d = 16; 3 up to 64 (its shared memory allows 4 in bf16, but 128
-/// registers are fewer than its accumulators take); 2 past that, where 3
-/// spills 96 to 988 bytes.
-constexpr int backwardBlocks(int d) { return d <= 16 ? 4 : d <= 64 ? 3 : 2; }
+/// at most (ptxas, sm_90), the main kernel taking its steps' scores in
+/// `parts` parts (backwardParts). Whole (and dqKernel): 4 at d = 16; 3 up
+/// to 64 (128 registers are fewer than its accumulators take: dk, dv, S^T
+/// and dP^T, 128 floats a thread at d = 64; 4 bytes spilled there in bf16,
+/// 60 at most); 2 past that, where 3 spills 96 to 988 bytes. In halves
+/// (S^T and dP^T 32 floats a thread fewer): 4 up to d = 64, spilling 24
+/// bytes at d = 64 in bf16 (dq by atomics; 4 by bulk reductions, none for
+/// dk and dv alone), 44 at d = 48.
+constexpr int backwardBlocks(int d, int parts = 1) {
+  if (parts == 2 && d <= 64)
+    return 4;
+  return d <= 16 ? 4 : d <= 64 ? 3 : 2;
+}
 
-/// The accumulators of a warp's 16 rows by kBlock columns: tile n holds
+/// The accumulators of a warp's 16 rows by 8 N columns: tile n holds
 /// columns [8n, 8n + 8) (Ptx.h's c layout).
-using RowAccumulators = float[kTiles][4];
+template <int N> using Accumulators = float[N][4];
+/// A warp's 16 rows by kBlock columns.
+using RowAccumulators = Accumulators<kTiles>;
 
 /// What the kernels need of the stored type T (qkv, out, dy, dqkv): its
 /// tensor-core instruction, k deep; how its a and b fragments are read from
@@ -175,8 +187,9 @@ template <> struct Tiles<bf16> {
   }
   /// The a fragment of columns [16j, 16j + 16) of c: tiles 2j and 2j + 1,
   /// whose layout is a's.
+  template <int N>
   __device__ static void accumulatorsToA(uint32_t (&a)[4],
-                                         const RowAccumulators &c, int j) {
+                                         const Accumulators<N> &c, int j) {
     for (int i = 0; i < 4; ++i) {
       const float *x = c[2 * j + i / 2] + 2 * (i % 2);
       a[i] = roundPackBf16(x[0], x[1]);
@@ -218,8 +231,9 @@ template <> struct Tiles<float> {
   /// q + 4 (i / 2) is accumulator element i % 2 * 2 + q % 2 of lane
   /// q / 2 + 2 (i / 2) of the same four, fetched by shuffles (every lane
   /// sends both elements, the receiver keeps the one of its parity).
+  template <int N>
   __device__ static void accumulatorsToA(uint32_t (&a)[4],
-                                         const RowAccumulators &c, int j) {
+                                         const Accumulators<N> &c, int j) {
     int lane = threadIdx.x & 31, q = lane & 3;
     for (int i = 0; i < 4; ++i) {
       int source = (lane & ~3) + q / 2 + 2 * (i / 2);
@@ -349,24 +363,24 @@ __device__ void warpMmaTiles(float (&c)[N][4], const uint32_t (&a)[4],
 }
 
 /// c[n] += a b over the warp's 16 rows: a(r, k) = a[r ld + k] for k in
-/// [0, D), b(k, n) = b[n ld + k] for the kBlock rows of b (S = a b^T).
-template <typename T, int D, bool ByMatrix>
-__device__ void warpABT(RowAccumulators &c, const T *a, const T *b) {
+/// [0, D), b(k, n) = b[n ld + k] for the 8 N rows of b (S = a b^T).
+template <typename T, int D, bool ByMatrix, int N>
+__device__ void warpABT(Accumulators<N> &c, const T *a, const T *b) {
   constexpr int ld = D + kPad<T>;
   for (int k = 0; k < D; k += Tiles<T>::kK) {
     uint32_t fa[4];
     Tiles<T>::template loadA<ByMatrix>(fa, a + k, ld, 1);
-    warpMmaTiles<T, kTiles, ByMatrix>(c, fa, b + k, 1, ld);
+    warpMmaTiles<T, N, ByMatrix>(c, fa, b + k, 1, ld);
   }
 }
 
-/// o[n] (16 x D) += p b, where p is the warp's 16 x kBlock accumulators and
-/// b[kBlock][D] (row stride D + padding) in shared memory.
-template <typename T, int D, bool ByMatrix>
-__device__ void warpAccumulatePB(float (&o)[D / 8][4], const RowAccumulators &p,
+/// o[n] (16 x D) += p b, where p is the warp's 16 x 8N accumulators and
+/// b[8N][D] (row stride D + padding) in shared memory.
+template <typename T, int D, bool ByMatrix, int N>
+__device__ void warpAccumulatePB(float (&o)[D / 8][4], const Accumulators<N> &p,
                                  const T *b) {
   constexpr int ld = D + kPad<T>, kK = Tiles<T>::kK;
-  for (int j = 0; j < kBlock / kK; ++j) {
+  for (int j = 0; j < 8 * N / kK; ++j) {
     uint32_t fa[4];
     Tiles<T>::accumulatorsToA(fa, p, j);
     warpMmaTiles<T, D / 8, ByMatrix>(o, fa, b + j * kK * ld, ld, 1);
@@ -508,7 +522,6 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
   // FlashAttention-2, v's tile lands while the warps compute S and its
   // softmax, and the next block's k while they multiply P v.
   auto step = [&](int64_t kb, auto diagonal) {
-    int64_t k0 = kb * kBlock;
     T *ks = stageOf(kb), *vs = ks + kBlock * ld;
     copyAsyncWait<0>();
     // k (two stages: and v) has landed; every warp is done with the last
@@ -519,6 +532,7 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
       if (kb > 0)
         issue(kb - 1);
     } else {
+      int64_t k0 = kb * kBlock;
       copyTile<T, D>(vs, values + k0 * ldg, ldg, t - k0);
     }
     copyAsyncCommit();
@@ -668,38 +682,77 @@ constexpr size_t backwardSharedBytes(int d, int stages, FlashDq dq) {
          size_t(stages) * (2 * tile + 2 * kBlock * sizeof(float)) + staging;
 }
 
-/// The query blocks the backward keeps in flight: 2, the next one's tiles
-/// landing while the warps compute on this one's, where that leaves as many
-/// blocks on a multiprocessor as 1 (on sm_90 bf16 at every d, with
-/// BulkReduce's staging up to d = 96; GPT-2's d = 64 keeps 3 blocks either
-/// way); else 1, the next one's landing while the warps compute dq.
-template <typename T> constexpr int backwardStages(int d, FlashDq dq) {
+/// The query blocks the backward keeps in flight, its steps in `parts`
+/// parts: 2, the next one's tiles landing while the warps compute on this
+/// one's, where that leaves as many blocks on a multiprocessor as 1 (on
+/// sm_90, whole steps: bf16 at every d, with BulkReduce's staging up to
+/// d = 96); else 1, the next one's landing while the warps compute dq
+/// (halves at d = 64: 2 would leave 3 blocks of the 4 their registers
+/// allow).
+template <typename T>
+constexpr int backwardStages(int d, FlashDq dq, int parts) {
   return stagesKeepingBlocks(backwardSharedBytes<T>(d, 2, dq),
                              backwardSharedBytes<T>(d, 1, dq),
-                             backwardBlocks(d));
+                             backwardBlocks(d, parts));
 }
 
-template <typename T> constexpr size_t backwardSharedBytes(int d, FlashDq dq) {
-  return backwardSharedBytes<T>(d, backwardStages<T>(d, dq), dq);
+/// The backward's shared memory, its steps in `parts` parts.
+template <typename T>
+constexpr size_t backwardKernelSharedBytes(int d, FlashDq dq, int parts) {
+  return backwardSharedBytes<T>(d, backwardStages<T>(d, dq, parts), dq);
+}
+
+/// The backward's blocks a multiprocessor holds, its steps in `parts`
+/// parts: as many as its registers allow (backwardBlocks) and its shared
+/// memory.
+template <typename T>
+constexpr int backwardResidentBlocks(int d, FlashDq dq, int parts) {
+  return residentBlocks(backwardKernelSharedBytes<T>(d, dq, parts),
+                        backwardBlocks(d, parts));
+}
+
+/// The parts the backward's main kernel takes a step's scores in: with
+/// FlashSteps::Fitted, 2 (halves of 32 queries) where that lets more of
+/// its blocks share a multiprocessor (on sm_90: bf16 from d = 32 to 64,
+/// f32 at d = 32), else 1.
+template <typename T>
+constexpr int backwardParts(int d, FlashDq dq, FlashSteps steps) {
+  return steps == FlashSteps::Fitted && backwardResidentBlocks<T>(d, dq, 2) >
+                                            backwardResidentBlocks<T>(d, dq, 1)
+             ? 2
+             : 1;
 }
 
 /// backwardStages for the kernel (a constant, which device code may read).
-template <typename T, int D, FlashDq Dq>
-constexpr int kBackwardStages = backwardStages<T>(D, Dq);
+template <typename T, int D, FlashDq Dq, int Parts>
+constexpr int kBackwardStages = backwardStages<T>(D, Dq, Parts);
+
+// What the comments above say of sm_90.
+static_assert(
+    backwardParts<bf16>(64, FlashDq::Atomics, FlashSteps::Fitted) == 2 &&
+    backwardParts<bf16>(64, FlashDq::BulkReduce, FlashSteps::Fitted) == 2 &&
+    backwardParts<bf16>(16, FlashDq::Atomics, FlashSteps::Fitted) == 1 &&
+    backwardParts<float>(64, FlashDq::Atomics, FlashSteps::Fitted) == 1 &&
+    backwardParts<bf16>(96, FlashDq::Atomics, FlashSteps::Fitted) == 1);
+static_assert(backwardResidentBlocks<bf16>(64, FlashDq::Atomics, 2) == 4 &&
+              backwardStages<bf16>(64, FlashDq::Atomics, 2) == 1 &&
+              backwardResidentBlocks<bf16>(64, FlashDq::Atomics, 1) == 3 &&
+              backwardStages<bf16>(64, FlashDq::Atomics, 1) == 2);
 
 /// grid: headBlock's, the key blocks (the first, which sees the most
 /// queries, first). With Atomics or BulkReduce, dq accumulates, unscaled,
 /// in f32 (storeDqKernel scales it); with SecondKernel, dk and dv only
-/// (dqKernel computes dq). Phased: adds its warps' phases to `phases`
-/// (PhaseClock).
-template <typename T, int D, FlashDq Dq, bool Phased>
-__global__ void __launch_bounds__(kThreads, backwardBlocks(D))
+/// (dqKernel computes dq). A step's scores in Parts parts (backwardParts).
+/// Phased: adds its warps' phases to `phases` (PhaseClock).
+template <typename T, int D, FlashDq Dq, int Parts, bool Phased>
+__global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts))
     backwardKernel(const T *qkv, const T *dy, const float *lse,
                    const float *delta, float *dq, T *dqkv, int64_t t, int64_t c,
                    int heads, float scale, FlashPhaseCounters *phases) {
   PhaseClock<Phased> clock;
   constexpr bool kDqHere = Dq != FlashDq::SecondKernel;
-  constexpr int kStages = kBackwardStages<T, D, Dq>;
+  constexpr int kStages = kBackwardStages<T, D, Dq, Parts>;
+  constexpr int kPartTiles = kTiles / Parts; // 8-query tiles of a part
   const float scaleLog2 = scale * kLog2e;
   constexpr int ld = D + kPad<T>, ldS = kBlock + kPad<T>, kK = Tiles<T>::kK;
   extern __shared__ __align__(128) unsigned char shared[];
@@ -764,39 +817,41 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
     // The step's tiles have landed; every warp is done with the last dS^T.
     __syncthreads();
     clock.mark(kWaitQ);
-    // The warp's 16 keys against the block's queries: S^T = k q^T and
-    // dP^T = v dy^T; then P^T and dS^T over them.
-    RowAccumulators s = {}, dp = {};
-    warpABT<T, D, kBackwardByMatrix>(s, ks + r0 * ld, qs);
-    warpABT<T, D, kBackwardByMatrix>(dp, vs + r0 * ld, dys);
-    clock.mark(kScoresT);
-    for (int n = 0; n < kTiles; ++n) {
-      int col = n * 8 + 2 * q;
-      float lseLog2[2], rowDelta[2];
-      for (int e = 0; e < 2; ++e) {
-        lseLog2[e] = lses[col + e] * kLog2e;
-        rowDelta[e] = deltas[col + e];
-      }
-      for (int half = 0; half < 2; ++half) {
-        int r = r0 + g + 8 * half;
-        float ds[2];
+    // The warp's 16 keys against the block's queries, a part at a time
+    // (its first query `first`): S^T = k q^T and dP^T = v dy^T; P^T and
+    // dS^T over them; then dv += P^T dy, dk += dS^T q.
+    for (int first = 0; first < kBlock; first += kBlock / Parts) {
+      Accumulators<kPartTiles> s = {}, dp = {};
+      warpABT<T, D, kBackwardByMatrix>(s, ks + r0 * ld, qs + first * ld);
+      warpABT<T, D, kBackwardByMatrix>(dp, vs + r0 * ld, dys + first * ld);
+      clock.mark(kScoresT);
+      for (int n = 0; n < kPartTiles; ++n) {
+        int col = first + n * 8 + 2 * q;
+        float lseLog2[2], rowDelta[2];
         for (int e = 0; e < 2; ++e) {
-          float &x = s[n][2 * half + e];
-          bool valid = !decltype(diagonal)::value || r <= col + e;
-          float p = valid ? exp2Approx(x * scaleLog2 - lseLog2[e]) : 0.0f;
-          ds[e] = p * (dp[n][2 * half + e] - rowDelta[e]);
-          x = p;
-          dp[n][2 * half + e] = ds[e];
+          lseLog2[e] = lses[col + e] * kLog2e;
+          rowDelta[e] = deltas[col + e];
         }
-        if (kDqHere)
-          Tiles<T>::storePair(dsT + r * ldS + col, ds[0], ds[1]);
+        for (int half = 0; half < 2; ++half) {
+          int r = r0 + g + 8 * half;
+          float ds[2];
+          for (int e = 0; e < 2; ++e) {
+            float &x = s[n][2 * half + e];
+            bool valid = !decltype(diagonal)::value || r <= col + e;
+            float p = valid ? exp2Approx(x * scaleLog2 - lseLog2[e]) : 0.0f;
+            ds[e] = p * (dp[n][2 * half + e] - rowDelta[e]);
+            x = p;
+            dp[n][2 * half + e] = ds[e];
+          }
+          if (kDqHere)
+            Tiles<T>::storePair(dsT + r * ldS + col, ds[0], ds[1]);
+        }
       }
+      clock.mark(kGradScores);
+      warpAccumulatePB<T, D, kBackwardByMatrix>(dv, s, dys + first * ld);
+      warpAccumulatePB<T, D, kBackwardByMatrix>(dk, dp, qs + first * ld);
+      clock.mark(kDvDk);
     }
-    clock.mark(kGradScores);
-    // The warp's keys: dv += P^T dy, dk += dS^T q.
-    warpAccumulatePB<T, D, kBackwardByMatrix>(dv, s, dys);
-    warpAccumulatePB<T, D, kBackwardByMatrix>(dk, dp, qs);
-    clock.mark(kDvDk);
     // dS^T of every key; every warp is done with the stage's q and dy,
     // which the step kStages on takes.
     __syncthreads();
@@ -1038,7 +1093,8 @@ template <typename F> void withHeadSize(int d, F &&f) {
 } // namespace
 
 template <typename T>
-bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy, FlashDq dq) {
+bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy,
+                         FlashBackwardPlan plan) {
   if (d <= 0 || d % 16 != 0 || d > 128)
     return false;
   if (!isChunkAligned(qkv) || !isChunkAligned(dy))
@@ -1051,8 +1107,9 @@ bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy, FlashDq dq) {
   SHARDC_CUDA_CHECK(cudaDeviceGetAttribute(
       &limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   int size = static_cast<int>(d);
-  size_t bytes = backwardSharedBytes<T>(size, dq);
-  if (dq == FlashDq::SecondKernel)
+  size_t bytes = backwardKernelSharedBytes<T>(
+      size, plan.dq, backwardParts<T>(size, plan.dq, plan.steps));
+  if (plan.dq == FlashDq::SecondKernel)
     bytes = std::max(bytes, dqSharedBytes<T>(size));
   return bytes <= static_cast<size_t>(limit);
 }
@@ -1110,7 +1167,7 @@ template <typename T>
 void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
                             const T *out, const float *lse, T *dqkv,
                             void *scratch, int64_t b, int64_t t, int64_t c,
-                            int64_t heads, FlashDq dq,
+                            int64_t heads, FlashBackwardPlan plan,
                             FlashPhaseCounters *phases) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
@@ -1127,20 +1184,28 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
                                           static_cast<int>(heads), d,
                                           isChunkAligned(out));
   SHARDC_CUDA_CHECK_LAUNCH();
+  FlashDq dq = plan.dq;
   bool secondKernel = dq == FlashDq::SecondKernel;
   if (!secondKernel)
     SHARDC_CUDA_CHECK(cudaMemsetAsync(
         dqSum, 0, static_cast<size_t>(b * t * c) * sizeof(float), stream));
   float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   dim3 grid(static_cast<unsigned>(b * heads * blocksOf(t)));
-  size_t shared = backwardSharedBytes<T>(d, dq);
   withHeadSize(d, [&](auto size) {
     constexpr int D = decltype(size)::value;
-    // The main kernel for dq mode Q (a std::integral_constant).
+    // The main kernel for dq mode Q (a std::integral_constant), its steps
+    // in the parts plan.steps says (compiled in halves only where Fitted
+    // takes them).
     auto launch = [&](auto mode) {
       constexpr FlashDq Q = decltype(mode)::value;
-      auto kernel = phases ? backwardKernel<T, D, Q, true>
-                           : backwardKernel<T, D, Q, false>;
+      constexpr int kFitted = backwardParts<T>(D, Q, FlashSteps::Fitted);
+      int parts = plan.steps == FlashSteps::Fitted ? kFitted : 1;
+      auto kernel = phases ? backwardKernel<T, D, Q, 1, true>
+                           : backwardKernel<T, D, Q, 1, false>;
+      if (parts == 2)
+        kernel = phases ? backwardKernel<T, D, Q, kFitted, true>
+                        : backwardKernel<T, D, Q, kFitted, false>;
+      size_t shared = backwardKernelSharedBytes<T>(D, Q, parts);
       allowShared(kernel, shared);
       kernel<<<grid, kThreads, shared, stream>>>(
           qkv, dy, lse, delta, dqSum, dqkv, t, c, static_cast<int>(heads),
@@ -1173,9 +1238,9 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
 
 // The two stored types.
 template bool flashAttentionTakes<bf16>(int64_t, const bf16 *, const bf16 *,
-                                        FlashDq);
+                                        FlashBackwardPlan);
 template bool flashAttentionTakes<float>(int64_t, const float *, const float *,
-                                         FlashDq);
+                                         FlashBackwardPlan);
 template void flashAttentionForward<bf16>(cudaStream_t, const bf16 *, bf16 *,
                                           float *, int64_t, int64_t, int64_t,
                                           int64_t, FlashPhaseCounters *);
@@ -1186,11 +1251,13 @@ template void flashAttentionBackward<bf16>(cudaStream_t, const bf16 *,
                                            const bf16 *, const bf16 *,
                                            const float *, bf16 *, void *,
                                            int64_t, int64_t, int64_t, int64_t,
-                                           FlashDq, FlashPhaseCounters *);
+                                           FlashBackwardPlan,
+                                           FlashPhaseCounters *);
 template void flashAttentionBackward<float>(cudaStream_t, const float *,
                                             const float *, const float *,
                                             const float *, float *, void *,
                                             int64_t, int64_t, int64_t, int64_t,
-                                            FlashDq, FlashPhaseCounters *);
+                                            FlashBackwardPlan,
+                                            FlashPhaseCounters *);
 
 } // namespace shardc::rt::cuda

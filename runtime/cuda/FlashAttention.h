@@ -46,12 +46,31 @@ enum class FlashDq {
   SecondKernel
 };
 
+/// How the backward's main kernel takes a block of 64 queries against its
+/// 64 keys.
+enum class FlashSteps {
+  /// In two halves of 32 queries where that lets more of its blocks share
+  /// a multiprocessor (a half's scores and their gradient take half the
+  /// registers: on sm_90, 4 blocks of bf16 at d = 64 where whole steps
+  /// leave 3), else whole.
+  Fitted,
+  /// Whole.
+  Whole
+};
+
+/// How the backward runs (the kernel bench times each).
+struct FlashBackwardPlan {
+  FlashDq dq = FlashDq::Atomics;
+  FlashSteps steps = FlashSteps::Fitted;
+};
+
 /// Whether the kernels of element type T take heads of size d on the current
-/// device (their backward's shared memory fits it, summing dq as `dq` says)
-/// from these tensors: qkv, and dy where not null, 16-byte aligned (the
-/// kernels copy 16-byte chunks of their rows by cp.async).
+/// device (their backward's shared memory fits it, run as `plan` says) from
+/// these tensors: qkv, and dy where not null, 16-byte aligned (the kernels
+/// copy 16-byte chunks of their rows by cp.async).
 template <typename T>
-bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy, FlashDq dq);
+bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy,
+                         FlashBackwardPlan plan);
 
 /// Where a flash kernel's warps spend their cycles, for finding its
 /// bottleneck on a GPU without a profiler (shardc_rt_cuda_flash_phases): the
@@ -94,14 +113,14 @@ size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c, int64_t heads,
 /// dqkv[b, t, 3c] from dy[b, t, c], qkv and the forward's out and lse:
 /// delta = rowsum(dy * out) per (batch, head, query), then per key block
 /// dk, dv, and dq into the f32 accumulator (Atomics, BulkReduce); with
-/// SecondKernel, dq per query block instead, by a second kernel. With
-/// `phases` (device memory), the
-/// instrumented main kernel adds to them.
+/// SecondKernel, dq per query block instead, by a second kernel. Its
+/// scratch is flashBackwardScratchBytes(..., plan.dq)'s. With `phases`
+/// (device memory), the instrumented main kernel adds to them.
 template <typename T>
 void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
                             const T *out, const float *lse, T *dqkv,
                             void *scratch, int64_t b, int64_t t, int64_t c,
-                            int64_t heads, FlashDq dq,
+                            int64_t heads, FlashBackwardPlan plan,
                             FlashPhaseCounters *phases = nullptr);
 
 } // namespace shardc::rt::cuda

@@ -227,6 +227,10 @@ struct shardc_rt_cuda_kernels {
   /// (FlashDq::BulkReduce): SHARDC_RT_CUDA_FLASH_DQ=bulk, read by create, so
   /// that the kernel bench and test run both side by side.
   bool flashBulkDq = false;
+  /// The flash backward's steps whole rather than fitted
+  /// (FlashSteps::Whole): SHARDC_RT_CUDA_FLASH_STEPS=whole, read by create,
+  /// as flashBulkDq.
+  bool flashWholeSteps = false;
   /// The flash kernels' phase counters (shardc_rt_cuda_flash_phases_enable):
   /// device memory, the forward's then the backward's, made when first
   /// enabled; null to the kernels while off.
@@ -2528,15 +2532,17 @@ template <typename T> size_t attentionScratch(int64_t scores, int f32Pieces) {
 /// on TF32 tensor cores; with TF32 off the caller asked for full fp32
 /// products, which f32 keeps through the GEMMs; qkv and dy (null in the
 /// forward) as the kernels read them (flashAttentionTakes, for the
-/// backward's flashDq). The GEMMs'
+/// backward's flashBackwardPlan). The GEMMs'
 /// forward writes the lse a fused backward reads.
-/// How the flash backward sums dq: by a second kernel where deterministic,
-/// else by atomics, or bulk reductions (flashBulkDq).
-shardc::rt::cuda::FlashDq flashDq(const Kernels *k) {
-  using shardc::rt::cuda::FlashDq;
-  if (k->deterministic)
-    return FlashDq::SecondKernel;
-  return k->flashBulkDq ? FlashDq::BulkReduce : FlashDq::Atomics;
+/// How the flash backward runs: dq by a second kernel where deterministic,
+/// else by atomics, or bulk reductions (flashBulkDq); its steps fitted, or
+/// whole (flashWholeSteps).
+shardc::rt::cuda::FlashBackwardPlan flashBackwardPlan(const Kernels *k) {
+  using namespace shardc::rt::cuda;
+  FlashDq dq = k->deterministic ? FlashDq::SecondKernel
+               : k->flashBulkDq ? FlashDq::BulkReduce
+                                : FlashDq::Atomics;
+  return {dq, k->flashWholeSteps ? FlashSteps::Whole : FlashSteps::Fitted};
 }
 
 template <typename T>
@@ -2547,7 +2553,7 @@ bool useFlash(const Kernels *k, int64_t c, int64_t heads, const T *qkv,
   if (std::is_same_v<T, float> && !k->allowTf32)
     return false;
   return shardc::rt::cuda::flashAttentionTakes<T>(c / heads, qkv, dy,
-                                                  flashDq(k));
+                                                  flashBackwardPlan(k));
 }
 
 /// Says on stderr, once per shape and reason, why cuDNN declines a call
@@ -2669,10 +2675,11 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, const T *out,
     }
   }
   if (useFlash<T>(k, c, heads, qkv, dy)) {
+    shardc::rt::cuda::FlashBackwardPlan plan = flashBackwardPlan(k);
     void *work = scratch(k, shardc::rt::cuda::flashBackwardScratchBytes(
-                                b, t, c, heads, flashDq(k)));
+                                b, t, c, heads, plan.dq));
     shardc::rt::cuda::flashAttentionBackward<T>(
-        k->stream, dy, qkv, out, lse, dqkv, work, b, t, c, heads, flashDq(k),
+        k->stream, dy, qkv, out, lse, dqkv, work, b, t, c, heads, plan,
         k->flashPhasesOn ? k->flashPhases + 1 : nullptr);
     return;
   }
@@ -2996,6 +3003,8 @@ shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
     k->stagedCrossEntropy = std::strcmp(rows, "online") != 0;
   if (const char *dq = std::getenv("SHARDC_RT_CUDA_FLASH_DQ"))
     k->flashBulkDq = std::strcmp(dq, "bulk") == 0;
+  if (const char *steps = std::getenv("SHARDC_RT_CUDA_FLASH_STEPS"))
+    k->flashWholeSteps = std::strcmp(steps, "whole") == 0;
   if (const char *log = std::getenv("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG"))
     k->logEpilogues = *log != '\0' && std::strcmp(log, "0") != 0;
   SHARDC_CUDA_CHECK(cudaMalloc(&k->slot, sizeof(ErrorSlot)));

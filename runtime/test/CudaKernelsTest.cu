@@ -978,12 +978,14 @@ void testAttentionBf16(shardc_rt_cuda_kernels *k, int64_t b, int64_t t,
               kBf16AttentionTolerance);
 }
 
-/// Kernels with flash attention on whose backward sums dq by bulk
-/// reductions (SHARDC_RT_CUDA_FLASH_DQ=bulk, read by create).
-shardc_rt_cuda_kernels *createFlashBulkDq(int allowTf32) {
-  setenv("SHARDC_RT_CUDA_FLASH_DQ", "bulk", 1);
+/// Kernels with flash attention on, created with environment variable
+/// `variable` = `value` (read by create): SHARDC_RT_CUDA_FLASH_DQ=bulk, dq
+/// by bulk reductions; SHARDC_RT_CUDA_FLASH_STEPS=whole, whole steps.
+shardc_rt_cuda_kernels *createFlashWith(const char *variable, const char *value,
+                                        int allowTf32) {
+  setenv(variable, value, 1);
   shardc_rt_cuda_kernels *k = shardc_rt_cuda_kernels_create(stream, allowTf32);
-  unsetenv("SHARDC_RT_CUDA_FLASH_DQ");
+  unsetenv(variable);
   shardc_rt_cuda_kernels_set_flash_attention(k, 1);
   return k;
 }
@@ -1010,19 +1012,17 @@ void testFlashShapesBf16(shardc_rt_cuda_kernels *k, const char *tag) {
   testAttentionBf16(k, 1, 100, 160, 2, tag);
 }
 
-/// The deterministic flash backward (set_deterministic) beside the atomic
-/// one on the same bf16 inputs: dk and dv come from the same arithmetic
-/// (bit for bit), dq from the same products summed in another order
-/// (within the bf16 tolerance), and a second run gives the same bits.
-void testDeterministicAttentionBf16(int64_t b, int64_t t, int64_t c,
-                                    int64_t heads) {
+/// A flash backward `variant` beside the default one (dq by atomics, steps
+/// fitted) on the same bf16 inputs: dk and dv come from the same
+/// arithmetic (bit for bit), dq from the same products, summed in another
+/// order or not (within the bf16 tolerance); where `deterministic`, a
+/// second run gives the same bits. Named with `tag`.
+void testFlashVariantBf16(shardc_rt_cuda_kernels *variant, const char *tag,
+                          bool deterministic, int64_t b, int64_t t, int64_t c,
+                          int64_t heads) {
   shardc_rt_cuda_kernels *atomic =
       shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
-  shardc_rt_cuda_kernels *fixed =
-      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
   shardc_rt_cuda_kernels_set_flash_attention(atomic, 1);
-  shardc_rt_cuda_kernels_set_flash_attention(fixed, 1);
-  shardc_rt_cuda_kernels_set_deterministic(fixed, 1);
   Halves qkv = halves(random(b * t * 3 * c)), dy = halves(random(b * t * c));
   Buffer<shardc_rt_bf16> dqkv(qkv), ddy(dy), dout(b * t * c),
       dgrad(b * t * 3 * c);
@@ -1035,22 +1035,33 @@ void testDeterministicAttentionBf16(int64_t b, int64_t t, int64_t c,
                                        dlse.get(), dgrad.get(), b, t, c, heads);
     return dgrad.download();
   };
-  Halves viaAtomics = gradient(atomic), first = gradient(fixed),
-         second = gradient(fixed);
+  Halves viaAtomics = gradient(atomic), first = gradient(variant);
   auto columns = [&](const Halves &g, int64_t from) {
     return qkvColumns(g, b * t, c, from);
   };
   std::string name = "attention_grad " + shape({b, t, c}) + " heads " +
-                     std::to_string(heads) + " (deterministic flash)";
-  checkSameBits(name + ": dk the atomic kernel's", columns(first, c),
+                     std::to_string(heads) + tag;
+  checkSameBits(name + ": dk the default kernel's", columns(first, c),
                 columns(viaAtomics, c));
-  checkSameBits(name + ": dv the atomic kernel's", columns(first, 2 * c),
+  checkSameBits(name + ": dv the default kernel's", columns(first, 2 * c),
                 columns(viaAtomics, 2 * c));
-  compareBf16(name + ": dq against the atomic kernel's", columns(first, 0),
+  compareBf16(name + ": dq against the default kernel's", columns(first, 0),
               columns(viaAtomics, 0), kBf16AttentionTolerance);
-  checkSameBits(name + ": a second run", second, first);
-  shardc_rt_cuda_kernels_destroy(fixed);
+  if (deterministic)
+    checkSameBits(name + ": a second run", gradient(variant), first);
   shardc_rt_cuda_kernels_destroy(atomic);
+}
+
+/// The deterministic flash backward (set_deterministic) beside the default
+/// one (testFlashVariantBf16).
+void testDeterministicAttentionBf16(int64_t b, int64_t t, int64_t c,
+                                    int64_t heads) {
+  shardc_rt_cuda_kernels *fixed =
+      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+  shardc_rt_cuda_kernels_set_flash_attention(fixed, 1);
+  shardc_rt_cuda_kernels_set_deterministic(fixed, 1);
+  testFlashVariantBf16(fixed, " (deterministic flash)", true, b, t, c, heads);
+  shardc_rt_cuda_kernels_destroy(fixed);
 }
 
 /// The flash kernels' phase counters (shardc_rt_cuda_flash_phases_enable):
@@ -2098,9 +2109,20 @@ int main() {
     // which the kernel bench times beside the atomics): head sizes 16 to
     // 128, T below, at and past the blocks, one query. Not the default: its
     // tag gates nothing in run.sh.
-    shardc_rt_cuda_kernels *bulk = createFlashBulkDq(/*allowTf32=*/0);
+    shardc_rt_cuda_kernels *bulk =
+        createFlashWith("SHARDC_RT_CUDA_FLASH_DQ", "bulk", /*allowTf32=*/0);
     testFlashShapesBf16(bulk, " (bulk dq flash)");
     shardc_rt_cuda_kernels_destroy(bulk);
+    // The backward's steps whole (SHARDC_RT_CUDA_FLASH_STEPS=whole, which
+    // the kernel bench times beside the default halves at d = 32 to 64):
+    // every shape, and beside the default at d = 32 and 64 (the same dk
+    // and dv bits). Its tag gates nothing in run.sh either.
+    shardc_rt_cuda_kernels *whole =
+        createFlashWith("SHARDC_RT_CUDA_FLASH_STEPS", "whole", 0);
+    testFlashShapesBf16(whole, " (whole-step flash)");
+    testFlashVariantBf16(whole, " (whole-step flash)", false, 2, 70, 128, 2);
+    testFlashVariantBf16(whole, " (whole-step flash)", false, 1, 200, 96, 3);
+    shardc_rt_cuda_kernels_destroy(whole);
     testFlashPhasesBf16(2, 130, 64, 2);
     testFlashPhasesBf16(1, 130, 256, 2);
   }
@@ -2168,7 +2190,8 @@ int main() {
     testAttention(flash, 1, 129, 256, 2, 2.0f, tag, kFlashTf32Tolerance);
     testAttention(flash, 2, 150, 128, 2, 3.0f, tag, kFlashTf32Tolerance);
     shardc_rt_cuda_kernels_destroy(flash);
-    shardc_rt_cuda_kernels *bulk = createFlashBulkDq(/*allowTf32=*/1);
+    shardc_rt_cuda_kernels *bulk =
+        createFlashWith("SHARDC_RT_CUDA_FLASH_DQ", "bulk", /*allowTf32=*/1);
     tag = " (bulk dq flash tf32)";
     testAttention(bulk, 2, 70, 64, 4, 1.0f, tag, kFlashTf32Tolerance);
     testAttention(bulk, 1, 129, 256, 2, 2.0f, tag, kFlashTf32Tolerance);
