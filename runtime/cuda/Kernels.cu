@@ -2525,15 +2525,6 @@ template <typename T> size_t attentionScratch(int64_t scores, int f32Pieces) {
          (std::is_same_v<T, float> ? 0 : pieceBytes<T>(scores));
 }
 
-/// Whether attention of element type T runs the fused kernels
-/// (FlashAttention.h) rather than GEMMs over the full scores: switched on
-/// (set_flash_attention), a head size they take, and for f32 only where
-/// TF32 is allowed (create's allowTf32: SHARDC_TF32 on), since they multiply
-/// on TF32 tensor cores; with TF32 off the caller asked for full fp32
-/// products, which f32 keeps through the GEMMs; qkv and dy (null in the
-/// forward) as the kernels read them (flashAttentionTakes, for the
-/// backward's flashBackwardPlan). The GEMMs'
-/// forward writes the lse a fused backward reads.
 /// How the flash backward runs: dq by a second kernel where deterministic,
 /// else by atomics, or bulk reductions (flashBulkDq); its steps fitted, or
 /// whole (flashWholeSteps).
@@ -2545,6 +2536,15 @@ shardc::rt::cuda::FlashBackwardPlan flashBackwardPlan(const Kernels *k) {
   return {dq, k->flashWholeSteps ? FlashSteps::Whole : FlashSteps::Fitted};
 }
 
+/// Whether attention of element type T runs the fused kernels
+/// (FlashAttention.h) rather than GEMMs over the full scores: switched on
+/// (set_flash_attention), a head size they take, and for f32 only where
+/// TF32 is allowed (create's allowTf32: SHARDC_TF32 on), since they multiply
+/// on TF32 tensor cores; with TF32 off the caller asked for full fp32
+/// products, which f32 keeps through the GEMMs; qkv and dy (null in the
+/// forward) as the kernels read them (flashAttentionTakes, for the
+/// backward's flashBackwardPlan). The GEMMs' forward writes the lse a fused
+/// backward reads.
 template <typename T>
 bool useFlash(const Kernels *k, int64_t c, int64_t heads, const T *qkv,
               const T *dy) {
