@@ -24,6 +24,7 @@
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -578,6 +579,29 @@ int main(int argc, char **argv) {
     return usageError("the model has more than " +
                       llvm::Twine(std::numeric_limits<int64_t>::max()) +
                       " parameters");
+  if (*numParams > ModelOp::kMaxElements)
+    return usageError(summary + " has " + llvm::Twine(*numParams) +
+                      " parameters, past the 2^40 a model may hold");
+
+  // A tensor past the dialect's 2^40 elements comes of the sizes asked for.
+  std::string tooLarge;
+  model.walk([&](Operation *op) {
+    for (Type type : op->getResultTypes()) {
+      auto tensor = dyn_cast<RankedTensorType>(type);
+      int64_t elements = 1;
+      if (tensor && llvm::any_of(tensor.getShape(), [&](int64_t size) {
+            return llvm::MulOverflow(elements, size, elements) ||
+                   elements > ModelOp::kMaxElements;
+          })) {
+        llvm::raw_string_ostream(tooLarge) << tensor;
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  if (!tooLarge.empty())
+    return usageError(summary + " makes a " + tooLarge +
+                      ", past the 2^40 elements a tensor may hold");
 
   // A verifier failure here is a bug in the generator, not in the arguments.
   if (failed(verify(*module))) {

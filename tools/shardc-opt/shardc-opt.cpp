@@ -2,11 +2,16 @@
 
 #include "shardc/InitAll.h"
 #include "shardc/Support/Files.h"
+#include "shardc/Support/Nesting.h"
 
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
@@ -45,6 +50,7 @@ static std::string ledgerOverOutput(llvm::ArrayRef<char *> args) {
 }
 
 int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
   if (std::string both = ledgerOverOutput({argv, argv + argc}); !both.empty()) {
     llvm::errs() << "shardc-opt: the ledger's output '" << both
                  << "' is also -o's file, which the IR would replace\n";
@@ -61,7 +67,41 @@ int main(int argc, char **argv) {
   shardc::registerAllPasses();
   mlir::DialectRegistry registry;
   shardc::registerAllDialects(registry);
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
+  auto [input, output] = mlir::registerAndParseCLIOptions(
       argc, argv, "shardc optimizer: train and dist dialect passes\n",
-      registry));
+      registry);
+  mlir::MlirOptMainConfig config =
+      mlir::MlirOptMainConfig::createFromCLOptions();
+  if (config.shouldShowDialects() || config.shouldListPasses())
+    return mlir::asMainReturnCode(
+        mlir::MlirOptMain(argc, argv, input, output, registry));
+  // As MlirOptMain(argc, argv, ...), but the input checked before the
+  // parser reads it (checkNesting), and a failed write an error naming
+  // the file, not LLVM's fatal one.
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> file = mlir::openInputFile(input, &error);
+  if (!file) {
+    llvm::errs() << "shardc-opt: " << error << "\n";
+    return 1;
+  }
+  if (!shardc::checkNesting(file->getBufferIdentifier(), file->getBuffer()))
+    return 1;
+  std::unique_ptr<llvm::ToolOutputFile> out =
+      mlir::openOutputFile(output, &error);
+  if (!out) {
+    llvm::errs() << "shardc-opt: " << error << "\n";
+    return 1;
+  }
+  if (mlir::failed(
+          mlir::MlirOptMain(out->os(), std::move(file), registry, config)))
+    return 1;
+  out->os().flush();
+  if (std::error_code failed = out->os().error()) {
+    llvm::errs() << "shardc-opt: cannot write '" << output
+                 << "': " << failed.message() << "\n";
+    out->os().clear_error();
+    return 1;
+  }
+  out->keep();
+  return 0;
 }

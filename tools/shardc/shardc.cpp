@@ -15,6 +15,7 @@
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
 #include "shardc/InitAll.h"
 #include "shardc/Support/Files.h"
+#include "shardc/Support/Nesting.h"
 #include "shardc/Target/Cpp/StepEmitter.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -26,6 +27,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -314,7 +316,8 @@ Options parseArgs(int argc, char **argv) {
       char *end = nullptr;
       long long n = std::strtoll(value.c_str(), &end, 10);
       if (*end || n < 1 || n > (1 << 24))
-        usageError("--np: expected a rank count >= 1, got '" + value + "'");
+        usageError("--np: expected a rank count from 1 to 2^24, got '" + value +
+                   "'");
       o.np = n;
     } else if (flag == "--ledger-json") {
       // The pipeline takes the path double-quoted (pipelineOptions).
@@ -406,6 +409,22 @@ std::string pipelineOptions(const Options &o) {
   return text;
 }
 
+/// A file removed if shardc is interrupted (SIGINT, SIGTERM) while this
+/// lives, as LLVM's tools guard theirs (RemoveFileOnSignal): the .tmp files
+/// the outputs are written to, the emitted step, a run's executable.
+class RemovedOnSignal {
+public:
+  explicit RemovedOnSignal(llvm::StringRef path) : path(path.str()) {
+    llvm::sys::RemoveFileOnSignal(this->path);
+  }
+  ~RemovedOnSignal() { llvm::sys::DontRemoveFileOnSignal(path); }
+  RemovedOnSignal(const RemovedOnSignal &) = delete;
+  RemovedOnSignal &operator=(const RemovedOnSignal &) = delete;
+
+private:
+  std::string path;
+};
+
 /// Runs a program, its output passing through; its exit code.
 int execute(llvm::StringRef program, llvm::ArrayRef<std::string> args) {
   llvm::SmallVector<llvm::StringRef> argv{program};
@@ -493,6 +512,7 @@ std::vector<std::string> compileArgs(const std::string &target,
 int compile(const std::string &compiler, const std::string &target,
             const std::string &source, const std::string &output) {
   std::string temp = output + ".tmp";
+  RemovedOnSignal guard(temp);
   int rc = execute(compiler, compileArgs(target, source, temp));
   if (rc != 0) {
     llvm::sys::fs::remove(temp);
@@ -516,6 +536,7 @@ int compile(const std::string &compiler, const std::string &target,
 
 int writeFile(const std::string &path, llvm::StringRef contents) {
   std::string temp = path + ".tmp";
+  RemovedOnSignal guard(temp);
   std::error_code ec;
   {
     llvm::raw_fd_ostream os(temp, ec);
@@ -608,12 +629,19 @@ int main(int argc, char **argv) {
                  << "\n";
     return 1;
   }
+  if (!shardc::checkNesting(o.input, file->getBuffer()))
+    return 1;
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
   if (failed(pm.run(*module)))
     return finishLedger(o, 1);
+  // The ledger's JSON, which the pipeline wrote, until finishLedger moves
+  // it into place (the ledger's own guard ended with its writing).
+  std::optional<RemovedOnSignal> ledgerGuard;
+  if (!o.ledgerJson.empty() && o.ledgerJson != "-")
+    ledgerGuard.emplace(o.ledgerJson + ".tmp");
 
   std::string source;
   llvm::raw_string_ostream os(source);
@@ -624,26 +652,35 @@ int main(int argc, char **argv) {
   if (o.command == "emit")
     return finishLedger(o, writeFile(o.output, source));
 
-  // build, or the build half of run.
-  llvm::SmallString<128> dir;
-  if (std::error_code ec =
-          llvm::sys::fs::createUniqueDirectory("shardc", dir)) {
+  // build, or the build half of run: the emitted step, and a run's
+  // executable where -o names none, in temporary files.
+  llvm::SmallString<128> sourcePath, runExe;
+  std::error_code ec = llvm::sys::fs::createTemporaryFile(
+      "shardc-step", cudaSource ? "cu" : "cpp", sourcePath);
+  if (!ec && o.output.empty())
+    ec = llvm::sys::fs::createTemporaryFile("shardc-step", "", runExe);
+  if (ec) {
+    if (!sourcePath.empty())
+      llvm::sys::fs::remove(sourcePath);
     llvm::SmallString<128> temp;
     llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, temp);
-    llvm::errs() << "shardc: cannot create a build directory in '" << temp
+    llvm::errs() << "shardc: cannot create a temporary file in '" << temp
                  << "' (TMPDIR): " << ec.message() << "\n";
     return finishLedger(o, 1);
   }
-  std::string sourcePath =
-      (dir + (cudaSource ? "/step.cu" : "/step.cpp")).str();
-  std::string exe = o.output.empty() ? (dir + "/step").str() : o.output;
-  int rc = writeFile(sourcePath, source);
+  RemovedOnSignal sourceGuard(sourcePath);
+  std::optional<RemovedOnSignal> runExeGuard;
+  if (!runExe.empty())
+    runExeGuard.emplace(runExe);
+  std::string exe = o.output.empty() ? runExe.str().str() : o.output;
+  int rc = writeFile(sourcePath.str().str(), source);
   if (rc == 0)
-    rc = compile(compiler, o.target, sourcePath, exe);
+    rc = compile(compiler, o.target, sourcePath.str().str(), exe);
   llvm::sys::fs::remove(sourcePath);
   rc = finishLedger(o, rc);
   if (rc != 0 || o.command == "build") {
-    llvm::sys::fs::remove(dir);
+    if (!runExe.empty())
+      llvm::sys::fs::remove(runExe);
     return rc;
   }
 
@@ -662,8 +699,7 @@ int main(int argc, char **argv) {
   if (rc != 0)
     llvm::errs() << "shardc: the run exited " << rc << " ("
                  << (ranks == 1 ? exe : launcher) << ")\n";
-  if (o.output.empty())
-    llvm::sys::fs::remove(exe);
-  llvm::sys::fs::remove(dir);
+  if (!runExe.empty())
+    llvm::sys::fs::remove(runExe);
   return rc;
 }

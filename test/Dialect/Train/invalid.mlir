@@ -725,3 +725,20 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 // expected-error @+1 {{expected decay_min_rank >= 0 (0: every parameter decays), got -1}}
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.1, decay_min_rank = -1> {
 }
+
+// -----
+
+// Names the runtime keys tensors by as C strings: no NUL, which would cut
+// "a\00b" to "a" (other bytes are quoted in the emitted C++).
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x16xf32>
+  // expected-error @+1 {{'train.param' op expected no NUL in the param name, got "a\00b"}}
+  %w = train.param "a\00b" init(#train.zeros) : tensor<4x16xf32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  // expected-error @+1 {{'train.input' op expected no NUL in the input name, got "x\00"}}
+  %x = train.input "x\00" : tensor<2x16xf32>
+}

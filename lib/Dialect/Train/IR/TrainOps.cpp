@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
@@ -389,6 +390,23 @@ static void buildClosedRegion(OperationState &state, TypeRange resultTypes,
     block->addArgument(input.getType(), input.getLoc());
 }
 
+/// A unit's, param's or input's name, which the runtime keys its tensors,
+/// checkpoints and data by as C strings: non-empty, and without a NUL,
+/// which would cut it short there (where two names could then meet). Any
+/// other byte is the user's: the emitted C++ quotes every one.
+static LogicalResult verifyName(Operation *op, StringRef name, StringRef what) {
+  if (name.empty())
+    return op->emitOpError() << "expected a non-empty " << what << " name";
+  if (name.contains('\0')) {
+    std::string escaped;
+    llvm::raw_string_ostream os(escaped);
+    llvm::printEscapedString(name, os);
+    return op->emitOpError() << "expected no NUL in the " << what
+                             << " name, got \"" << escaped << "\"";
+  }
+  return success();
+}
+
 void UnitOp::build(OpBuilder &builder, OperationState &state, StringRef name,
                    TypeRange resultTypes, ValueRange inputs) {
   state.addAttribute(getNameAttrName(state.name), builder.getStringAttr(name));
@@ -396,8 +414,8 @@ void UnitOp::build(OpBuilder &builder, OperationState &state, StringRef name,
 }
 
 LogicalResult UnitOp::verifyRegions() {
-  if (getName().empty())
-    return emitOpError() << "expected a non-empty unit name";
+  if (failed(verifyName(*this, getName(), "unit")))
+    return failure();
   return verifyClosedRegion(*this, getName(), getInputs(),
                             getResults().getTypes());
 }
@@ -489,8 +507,8 @@ LogicalResult ParamOp::verify() {
   if (!isa<UnitOp, ModelOp>((*this)->getParentOp()))
     return emitOpError()
            << "expected to be declared in a train.unit or train.model";
-  if (getName().empty())
-    return emitOpError() << "expected a non-empty param name";
+  if (failed(verifyName(*this, getName(), "param")))
+    return failure();
   if (!isInitializer(getInit()))
     return emitOpError() << "unknown initializer " << getInit();
   if (failed(verifyStaticShapes(*this)))
@@ -554,8 +572,8 @@ LogicalResult ParamRefOp::verifyParams(ArrayRef<Operation *> params) {
 //===--- train.input ------------------------------------------------------===//
 
 LogicalResult InputOp::verify() {
-  if (getName().empty())
-    return emitOpError() << "expected a non-empty input name";
+  if (failed(verifyName(*this, getName(), "input")))
+    return failure();
   if (getType().getRank() == 0)
     return emitOpError() << "expected a leading batch dimension";
   if (failed(verifyStaticShapes(*this)))
