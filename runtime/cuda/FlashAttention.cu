@@ -1199,7 +1199,7 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
     auto launch = [&](auto mode) {
       constexpr FlashDq Q = decltype(mode)::value;
       constexpr int kFitted = backwardParts<T>(D, Q, FlashSteps::Fitted);
-      int parts = plan.steps == FlashSteps::Fitted ? kFitted : 1;
+      int parts = backwardParts<T>(D, Q, plan.steps);
       auto kernel = phases ? backwardKernel<T, D, Q, 1, true>
                            : backwardKernel<T, D, Q, 1, false>;
       if (parts == 2)

@@ -33,6 +33,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 using namespace mlir;
 using namespace shardc::train;
@@ -153,6 +154,23 @@ int usageError(const llvm::Twine &message) {
 
 std::string flag(const llvm::cl::Option &opt) {
   return ("--" + opt.ArgStr).str();
+}
+
+/// Refuses a flag given more than once: cl keeps the last value, which may
+/// not be the one meant (shardc and the executables refuse a flag given
+/// twice with two values). Reports the first such flag by name.
+bool rejectRepeated() {
+  std::vector<std::string> repeated;
+  for (const auto &entry : llvm::cl::getRegisteredOptions())
+    if (llvm::is_contained(entry.second->Categories, &genCategory) &&
+        entry.second->getNumOccurrences() > 1)
+      repeated.push_back(flag(*entry.second) + " given " +
+                         std::to_string(entry.second->getNumOccurrences()) +
+                         " times: give it once");
+  if (repeated.empty())
+    return true;
+  usageError(*llvm::min_element(repeated));
+  return false;
 }
 
 /// Checks that a size is in [1, max]; prints the error and returns false
@@ -476,6 +494,8 @@ int main(int argc, char **argv) {
           "  shardc-gen gpt [--layers 2 --hidden 64 --heads 4 --vocab 256 "
           "--pad-vocab 1 --seq 32 --batch 4]\n",
           &llvm::errs()))
+    return ExitUsage;
+  if (!rejectRepeated())
     return ExitUsage;
 
   if (modelKind.empty())

@@ -18,18 +18,11 @@
 #include <vector>
 
 /// The ledger's output= (in any pass's or pipeline's options) that names
-/// -o's file, or "": the IR, written last, would replace the ledger. As
-/// shardc build refuses --ledger-json onto -o, before anything runs. A
-/// device or a pipe (/dev/null for both) replaces nothing.
-static std::string ledgerOverOutput(llvm::ArrayRef<char *> args) {
-  llvm::StringRef output;
-  for (size_t i = 1; i < args.size(); ++i) {
-    llvm::StringRef arg = args[i];
-    if (arg == "-o" && i + 1 < args.size())
-      output = args[i + 1];
-    else if (arg.consume_front("-o=") || arg.consume_front("--o="))
-      output = arg;
-  }
+/// -o's file `output`, or "": the IR, written last, would replace the
+/// ledger. As shardc build refuses --ledger-json onto -o, before anything
+/// runs. A device or a pipe (/dev/null for both) replaces nothing.
+static std::string ledgerOverOutput(llvm::ArrayRef<char *> args,
+                                    llvm::StringRef output) {
   if (output.empty() || output == "-" ||
       (llvm::sys::fs::exists(output) &&
        !llvm::sys::fs::is_regular_file(output)))
@@ -51,11 +44,6 @@ static std::string ledgerOverOutput(llvm::ArrayRef<char *> args) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  if (std::string both = ledgerOverOutput({argv, argv + argc}); !both.empty()) {
-    llvm::errs() << "shardc-opt: the ledger's output '" << both
-                 << "' is also -o's file, which the IR would replace\n";
-    return 1;
-  }
   // Diagnostics name the place and the value; dumping the whole operation
   // under each one buries them. `--mlir-print-op-on-diagnostic` restores it.
   std::vector<char *> args(argv, argv + argc);
@@ -70,6 +58,11 @@ int main(int argc, char **argv) {
   auto [input, output] = mlir::registerAndParseCLIOptions(
       argc, argv, "shardc optimizer: train and dist dialect passes\n",
       registry);
+  if (std::string both = ledgerOverOutput(args, output); !both.empty()) {
+    llvm::errs() << "shardc-opt: the ledger's output '" << both
+                 << "' is also -o's file, which the IR would replace\n";
+    return 1;
+  }
   mlir::MlirOptMainConfig config =
       mlir::MlirOptMainConfig::createFromCLOptions();
   if (config.shouldShowDialects() || config.shouldListPasses())

@@ -31,11 +31,17 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <atomic>
 #include <cctype>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <utility>
 #include <vector>
+
+#include <sys/wait.h>
 
 using namespace mlir;
 
@@ -425,21 +431,57 @@ private:
   std::string path;
 };
 
-/// Runs a program, its output passing through; its exit code.
+/// The program `execute` waits on (0: none), and whether shardc was
+/// interrupted (SIGINT, SIGTERM, SIGHUP) while it waited.
+std::atomic<pid_t> waitedProgram{0};
+std::atomic<bool> interrupted{false};
+
+/// LLVM's interrupt function while `execute` waits, called by its signal
+/// handler once it has removed the RemovedOnSignal files and restored the
+/// default actions: stops the program, which a signal sent to shardc alone
+/// (not to its process group, as a terminal's Ctrl-C is) would leave
+/// running, writing where those files were. `execute` then ends shardc.
+void stopWaitedProgram() {
+  interrupted = true;
+  if (pid_t pid = waitedProgram)
+    kill(pid, SIGTERM);
+}
+
+/// Runs a program, its output passing through; its exit code. Interrupted
+/// meanwhile, shardc stops the program and ends by the signal the program
+/// ended by (SIGTERM where it exited): as a terminal's Ctrl-C would have
+/// ended both.
 int execute(llvm::StringRef program, llvm::ArrayRef<std::string> args) {
   llvm::SmallVector<llvm::StringRef> argv{program};
   for (const std::string &a : args)
     argv.push_back(a);
   std::string error;
-  int rc = llvm::sys::ExecuteAndWait(program, argv, std::nullopt, {}, 0, 0,
-                                     &error);
-  if (rc < 0) {
-    // Not started, or ended by a signal: either way a failure, and exit
-    // codes are not negative.
+  interrupted = false;
+  llvm::sys::SetInterruptFunction(stopWaitedProgram);
+  llvm::sys::ProcessInfo started =
+      llvm::sys::ExecuteNoWait(program, argv, std::nullopt, {}, 0, &error);
+  pid_t pid = started.Pid;
+  waitedProgram = pid;
+  if (interrupted && pid != 0) // before its pid was known
+    kill(pid, SIGTERM);
+  int status = 0;
+  while (pid != 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  llvm::sys::SetInterruptFunction(nullptr);
+  waitedProgram = 0;
+  if (interrupted)
+    raise(pid != 0 && WIFSIGNALED(status) ? WTERMSIG(status) : SIGTERM);
+  if (pid == 0) {
     llvm::errs() << "shardc: " << program << ": " << error << "\n";
     return 1;
   }
-  return rc;
+  if (WIFSIGNALED(status)) {
+    // A failure either way, and exit codes are not negative.
+    llvm::errs() << "shardc: " << program << ": " << strsignal(WTERMSIG(status))
+                 << "\n";
+    return 1;
+  }
+  return WEXITSTATUS(status);
 }
 
 /// The tool `name`: the path in environment variable `variable` when set,
