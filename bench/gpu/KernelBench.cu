@@ -4,7 +4,8 @@
 // table in bench/RESULTS.md) at that step's shapes, each alone, so that a
 // change to one is measured in seconds rather than by a whole step: flash
 // attention forward and backward (the deterministic backward, the backward
-// with dq by bulk reductions, with its steps whole, the instrumented kernels
+// with dq by bulk reductions, with its steps whole; the forward with two
+// row tiles a warp), the instrumented kernels
 // with where their warps spend their cycles, and cuDNN's fused attention,
 // beside them where cuDNN is there and takes the shape), cross entropy with its
 // gradient, layernorm_grad_add and add_layernorm, sum_to (a bias gradient), add
@@ -149,7 +150,7 @@ double msPerCall(cudaStream_t stream, int64_t iters,
 
 /// "# flash phases: KERNEL: N warp steps, C cycles a warp step: PHASE
 /// S%, ..." for each flash kernel that `k`'s phase counters counted.
-void printFlashPhases(shardc_rt_cuda_kernels *k) {
+void printFlashPhases(shardc_rt_cuda_kernels *k, const char *variant = "") {
   std::vector<shardc_rt_flash_phase> phases(32);
   int32_t count = shardc_rt_cuda_flash_phases(
       k, phases.data(), static_cast<int32_t>(phases.size()));
@@ -163,8 +164,9 @@ void printFlashPhases(shardc_rt_cuda_kernels *k) {
       }
     if (steps == 0 || total == 0)
       continue;
-    std::printf("# flash phases: %s: %llu warp steps, %.0f cycles a warp step:",
-                kernel, static_cast<unsigned long long>(steps),
+    std::printf("# flash phases: %s%s: %llu warp steps, %.0f cycles a warp "
+                "step:",
+                kernel, variant, static_cast<unsigned long long>(steps),
                 static_cast<double>(total) / steps);
     const char *separator = " ";
     for (const shardc_rt_flash_phase &p : phases)
@@ -312,6 +314,15 @@ int main(int argc, char **argv) {
   backwardRow("attention_grad (phases)", phased);
   printFlashPhases(phased);
   shardc_rt_cuda_kernels_destroy(phased);
+  // The forward's warps taking two row tiles of 16 queries each, 128 a
+  // block (SHARDC_RT_CUDA_FLASH_FORWARD_TILES=2), then instrumented.
+  shardc_rt_cuda_kernels *twoTiles =
+      create("SHARDC_RT_CUDA_FLASH_FORWARD_TILES", "2");
+  forwardRow("attention (two tiles)", twoTiles);
+  shardc_rt_cuda_flash_phases_enable(twoTiles, 1);
+  forwardRow("attention (two tiles) (phases)", twoTiles);
+  printFlashPhases(twoTiles, " (two tiles)");
+  shardc_rt_cuda_kernels_destroy(twoTiles);
   // The same attention through cuDNN's fused attention
   // (set_cudnn_attention), where cuDNN takes the shape; its backward reads
   // the lse its forward wrote.

@@ -3,14 +3,17 @@
 // FlashAttention-2's schedule on PTX's mma.sync (Ptx.h), one algorithm
 // for two stored types (Tiles<T> below): bf16 on m16n8k16 bf16 tiles, f32 on
 // m16n8k8 TF32 tiles, f32 accumulators either way, in registers. A block of
-// 4 warps takes 64 rows; each warp owns 16 of them.
+// 4 warps takes 64 rows; each warp owns 16 of them (a row tile).
 //
 // The forward takes 64 queries per block: per block of 64 keys (k and v in
 // shared memory) each warp computes its 16 queries' scores S = q k^T into
 // accumulators, softmaxes them online in registers (running max and sum
 // per row; the four lanes holding a row combine theirs by shuffles), and
 // multiplies P into its 16 output rows, P's accumulators becoming the a
-// operand as they are (bf16; TF32 through four lanes' shuffles).
+// operand as they are (bf16; TF32 through four lanes' shuffles). Asked for
+// two row tiles (FlashForwardTiles::Two, up to d = 64), its warps take 32
+// queries each, 128 a block, as FlashAttention-2's forward does at d = 64:
+// each k and v fragment loaded from shared memory feeds both tiles.
 //
 // The backward takes 64 keys per block and walks the query blocks at or
 // after them: each warp computes, for its 16 keys, S^T = k q^T and
@@ -96,10 +99,16 @@ constexpr bool kForwardByMatrix = true;
 constexpr bool kBackwardByMatrix = true;
 
 /// The forward blocks a multiprocessor should hold at once, which its
-/// registers (__launch_bounds__) then allow: 4 up to d = 64 (128 registers
-/// a thread; unbounded, ptxas took 129 at d = 48), 3 past that. None
-/// spills (ptxas, sm_90, either type).
-constexpr int forwardBlocks(int d) { return d <= 64 ? 4 : 3; }
+/// registers (__launch_bounds__) then allow, its warps taking `tiles` row
+/// tiles of 16 queries each (forwardTiles). One: 4 up to d = 64 (128
+/// registers a thread; unbounded, ptxas took 129 at d = 48), 3 past that.
+/// Two (up to d = 64): 2, each thread's accumulators (scores and output)
+/// twice one tile's. None spills (ptxas, sm_90, either type).
+constexpr int forwardBlocks(int d, int tiles = 1) {
+  if (tiles == 2)
+    return 2;
+  return d <= 64 ? 4 : 3;
+}
 
 /// The backward blocks a multiprocessor should hold at once, which its
 /// registers (__launch_bounds__) then allow, as many as spill a few words
@@ -323,12 +332,12 @@ template <> struct PhaseClock<true> {
   }
 };
 
-/// Issues dst[kBlock][D + padding] = rows [0, valid) of src[.][D] (row
+/// Issues dst[Rows][D + padding] = rows [0, valid) of src[.][D] (row
 /// stride ld), zeros after, as 16-byte cp.asyncs (copyAsync) that land at
 /// the thread's wait for the group they are committed in. Rows and tiles
 /// are 16-byte aligned: D a multiple of 16, ld of 3c or c, shared rows
 /// padded by 16 bytes, and qkv and dy 16-byte aligned (flashAttentionTakes).
-template <typename T, int D>
+template <typename T, int D, int Rows = kBlock>
 __device__ void copyTile(T *dst, const T *src, int64_t ld, int64_t valid) {
   constexpr int kVector = 16 / sizeof(T), kPerRow = D / kVector;
   // Each pass copies kRows whole rows, a thread the same chunk of each.
@@ -338,52 +347,59 @@ __device__ void copyTile(T *dst, const T *src, int64_t ld, int64_t valid) {
     return;                 // kThreads % kPerRow threads idle
   const T *first = src + j; // a row past valid reads nothing from here
   const T *from = first + r * ld;
-  for (int u = 0; u < (kBlock + kRows - 1) / kRows; ++u, from += kRows * ld) {
+  for (int u = 0; u < (Rows + kRows - 1) / kRows; ++u, from += kRows * ld) {
     int row = r + u * kRows;
-    if (kBlock % kRows != 0 && row >= kBlock)
+    if (Rows % kRows != 0 && row >= Rows)
       break;
     bool inside = row < valid;
     copyAsync<16>(dst + row * ldd + j, inside ? from : first, inside ? 16 : 0);
   }
 }
 
-/// c[n] += a b_n for a k-step's fragment a and the N column tiles of b,
-/// b_n(k, j) = p[k ks + (8 n + j) ns]: two tiles' fragments loaded (one
-/// ldmatrix for bf16) before their two mmas.
-template <typename T, int N, bool ByMatrix>
-__device__ void warpMmaTiles(float (&c)[N][4], const uint32_t (&a)[4],
+/// c[i][n] += a[i] b_n for a k-step's fragments a[i] of the warp's I tiles
+/// of 16 rows and the N column tiles of b, b_n(k, j) = p[k ks + (8 n + j)
+/// ns]: two column tiles' fragments loaded (one ldmatrix for bf16) before
+/// their 2 I mmas, each b fragment feeding every row tile.
+template <typename T, int N, bool ByMatrix, int I>
+__device__ void warpMmaTiles(float (&c)[I][N][4], const uint32_t (&a)[I][4],
                              const T *p, int ks, int ns) {
   static_assert(N % 2 == 0, "column tiles go in pairs");
   for (int n = 0; n < N; n += 2) {
     uint32_t b0[2], b1[2];
     Tiles<T>::template loadBPair<ByMatrix>(b0, b1, p + 8 * n * ns, ks, ns);
-    Tiles<T>::mma(c[n], a, b0);
-    Tiles<T>::mma(c[n + 1], a, b1);
+    for (int i = 0; i < I; ++i) {
+      Tiles<T>::mma(c[i][n], a[i], b0);
+      Tiles<T>::mma(c[i][n + 1], a[i], b1);
+    }
   }
 }
 
-/// c[n] += a b over the warp's 16 rows: a(r, k) = a[r ld + k] for k in
-/// [0, D), b(k, n) = b[n ld + k] for the 8 N rows of b (S = a b^T).
-template <typename T, int D, bool ByMatrix, int N>
-__device__ void warpABT(Accumulators<N> &c, const T *a, const T *b) {
+/// c[i][n] += a b over the warp's I tiles of 16 rows (tile i: rows
+/// [16 i, 16 i + 16)): a(r, k) = a[r ld + k] for k in [0, D), b(k, n) =
+/// b[n ld + k] for the 8 N rows of b (S = a b^T).
+template <typename T, int D, bool ByMatrix, int N, int I>
+__device__ void warpABT(Accumulators<N> (&c)[I], const T *a, const T *b) {
   constexpr int ld = D + kPad<T>;
   for (int k = 0; k < D; k += Tiles<T>::kK) {
-    uint32_t fa[4];
-    Tiles<T>::template loadA<ByMatrix>(fa, a + k, ld, 1);
-    warpMmaTiles<T, N, ByMatrix>(c, fa, b + k, 1, ld);
+    uint32_t fa[I][4];
+    for (int i = 0; i < I; ++i)
+      Tiles<T>::template loadA<ByMatrix>(fa[i], a + 16 * i * ld + k, ld, 1);
+    warpMmaTiles<T, N, ByMatrix, I>(c, fa, b + k, 1, ld);
   }
 }
 
-/// o[n] (16 x D) += p b, where p is the warp's 16 x 8N accumulators and
-/// b[8N][D] (row stride D + padding) in shared memory.
-template <typename T, int D, bool ByMatrix, int N>
-__device__ void warpAccumulatePB(float (&o)[D / 8][4], const Accumulators<N> &p,
-                                 const T *b) {
+/// o[i] (16 x D) += p[i] b over the warp's I tiles of 16 rows, where p[i]
+/// is tile i's 16 x 8N accumulators and b[8N][D] (row stride D + padding)
+/// in shared memory.
+template <typename T, int D, bool ByMatrix, int N, int I>
+__device__ void warpAccumulatePB(float (&o)[I][D / 8][4],
+                                 const Accumulators<N> (&p)[I], const T *b) {
   constexpr int ld = D + kPad<T>, kK = Tiles<T>::kK;
   for (int j = 0; j < 8 * N / kK; ++j) {
-    uint32_t fa[4];
-    Tiles<T>::accumulatorsToA(fa, p, j);
-    warpMmaTiles<T, D / 8, ByMatrix>(o, fa, b + j * kK * ld, ld, 1);
+    uint32_t fa[I][4];
+    for (int i = 0; i < I; ++i)
+      Tiles<T>::accumulatorsToA(fa[i], p[i], j);
+    warpMmaTiles<T, D / 8, ByMatrix, I>(o, fa, b + j * kK * ld, ld, 1);
   }
 }
 
@@ -406,10 +422,10 @@ __device__ void storeWarpRows(T *rows, int64_t ld, int64_t first, int64_t t,
   }
 }
 
-/// A head's blocks of rows (queries in the forward and dqKernel, keys in
-/// backwardKernel).
-__host__ __device__ constexpr int64_t blocksOf(int64_t t) {
-  return (t + kBlock - 1) / kBlock;
+/// A head's blocks of `rows` rows (queries in the forward and dqKernel,
+/// keys in backwardKernel).
+__host__ __device__ constexpr int64_t blocksOf(int64_t t, int rows = kBlock) {
+  return (t + rows - 1) / rows;
 }
 
 /// The kernels' grid is one dimension, a head's blocks adjacent (heads, then
@@ -417,12 +433,12 @@ __host__ __device__ constexpr int64_t blocksOf(int64_t t) {
 /// blocks running together are mostly one head's, and read its k and v
 /// (forward) or q and dy (backward) from L2 rather than each from memory.
 /// Block `block` of head bh (batch * heads + head) of the grid's
-/// blocksOf(t) per head.
+/// blocksOf(t, rows) per head.
 struct HeadBlock {
   int64_t bh, block;
 };
-__device__ HeadBlock headBlock(int64_t t) {
-  int64_t blocks = blocksOf(t), x = blockIdx.x;
+__device__ HeadBlock headBlock(int64_t t, int rows = kBlock) {
+  int64_t blocks = blocksOf(t, rows), x = blockIdx.x;
   return {x / blocks, x % blocks};
 }
 
@@ -447,56 +463,83 @@ constexpr int stagesKeepingBlocks(size_t twoStages, size_t oneStage,
              : 1;
 }
 
+/// The row tiles of 16 queries each of the forward's warps takes where
+/// `tiles` are asked for: two up to d = 64, else one (two tiles' output
+/// accumulators past that would leave 1 block a multiprocessor).
+constexpr int forwardTiles(int d, FlashForwardTiles tiles) {
+  return tiles == FlashForwardTiles::Two && d <= 64 ? 2 : 1;
+}
+
 /// The forward's shared memory with `stages` key blocks in flight: the
-/// query block's q tile, and per stage a key block's k and v tiles.
-template <typename T> constexpr size_t forwardSharedBytes(int d, int stages) {
-  return size_t(1 + 2 * stages) * kBlock * (d + kPad<T>)*sizeof(T);
+/// query block's q tile (kBlock queries per row tile of its warps), and per
+/// stage a key block's k and v tiles.
+template <typename T>
+constexpr size_t forwardSharedBytes(int d, int stages, int tiles) {
+  return size_t(tiles + 2 * stages) * kBlock * (d + kPad<T>)*sizeof(T);
 }
 
 /// The key blocks the forward keeps in flight: 2, the next one's k and v
 /// landing during this one's whole step, where that leaves as many blocks
-/// on a multiprocessor as 1 (on sm_90: bf16 up to d = 112, f32 up to
-/// d = 32); else 1, v landing while the warps compute S and its softmax,
-/// the next k while they compute P v.
-template <typename T> constexpr int forwardStages(int d) {
-  return stagesKeepingBlocks(forwardSharedBytes<T>(d, 2),
-                             forwardSharedBytes<T>(d, 1), forwardBlocks(d));
+/// on a multiprocessor as 1 (on sm_90, one row tile: bf16 up to d = 112,
+/// f32 up to d = 32; two: either type up to d = 64); else 1, v landing
+/// while the warps compute S and its softmax, the next k while they
+/// compute P v.
+template <typename T> constexpr int forwardStages(int d, int tiles) {
+  return stagesKeepingBlocks(forwardSharedBytes<T>(d, 2, tiles),
+                             forwardSharedBytes<T>(d, 1, tiles),
+                             forwardBlocks(d, tiles));
 }
 
-template <typename T> constexpr size_t forwardSharedBytes(int d) {
-  return forwardSharedBytes<T>(d, forwardStages<T>(d));
+template <typename T> constexpr size_t forwardSharedBytes(int d, int tiles) {
+  return forwardSharedBytes<T>(d, forwardStages<T>(d, tiles), tiles);
 }
 
 /// forwardStages for the kernel (a constant, which device code may read).
-template <typename T, int D> constexpr int kForwardStages = forwardStages<T>(D);
+template <typename T, int D, int Tiles>
+constexpr int kForwardStages = forwardStages<T>(D, Tiles);
 
-/// grid: headBlock's, the query blocks. Phased: adds its warps' phases to
+// What the comments above say of sm_90.
+static_assert(forwardStages<bf16>(64, 1) == 2 &&
+              forwardStages<bf16>(64, 2) == 2 &&
+              forwardStages<float>(64, 2) == 2 &&
+              forwardStages<float>(64, 1) == 1);
+
+/// grid: headBlock's, the query blocks of kBlock Tiles queries: each warp
+/// takes Tiles row tiles of 16 of them, each k and v fragment it loads
+/// feeding every tile's products. Phased: adds its warps' phases to
 /// `phases` (PhaseClock).
-template <typename T, int D, bool Phased>
-__global__ void __launch_bounds__(kThreads, forwardBlocks(D))
+template <typename T, int D, int Tiles, bool Phased>
+__global__ void __launch_bounds__(kThreads, forwardBlocks(D, Tiles))
     forwardKernel(const T *qkv, T *out, float *lse, int64_t t, int64_t c,
                   int heads, float scaleLog2, FlashPhaseCounters *phases) {
   PhaseClock<Phased> clock;
-  constexpr int kStages = kForwardStages<T, D>;
+  constexpr int kStages = kForwardStages<T, D, Tiles>;
+  constexpr int kQueries = kBlock * Tiles, kWarpRows = 16 * Tiles;
   constexpr int ld = D + kPad<T>;
   extern __shared__ __align__(128) unsigned char shared[];
   T *qs = reinterpret_cast<T *>(shared);
-  T *stageTiles = qs + kBlock * ld; // per stage: k, then v
+  T *stageTiles = qs + kQueries * ld; // per stage: k, then v
 
   // A head's last query blocks, which see the most keys, are scheduled
   // first (blocks start roughly in index order), as FlashAttention-2
   // schedules them.
-  HeadBlock at = headBlock(t);
-  int64_t bh = at.bh, qb = blocksOf(t) - 1 - at.block;
-  int64_t batch = bh / heads, h = bh % heads, q0 = qb * kBlock, ldg = 3 * c;
+  HeadBlock at = headBlock(t, kQueries);
+  int64_t bh = at.bh, qb = blocksOf(t, kQueries) - 1 - at.block;
+  int64_t batch = bh / heads, h = bh % heads, q0 = qb * kQueries, ldg = 3 * c;
   const T *head = qkv + batch * t * ldg + h * D;
-  int warp = threadIdx.x / 32, lane = threadIdx.x & 31, r0 = warp * 16;
+  int warp = threadIdx.x / 32, lane = threadIdx.x & 31, r0 = warp * kWarpRows;
   int g = lane / 4, q = lane & 3;
 
   const T *keys = head + c, *values = head + 2 * c;
-  // Key block kb's stage, that of its step qb - kb: its k tile, then v.
+  // The key blocks the queries see: up to the one holding the last query
+  // before t, from the last; those from `masked` on hold keys after some
+  // query (or at or after t), the others none.
+  int64_t last =
+      Tiles == 1 ? qb : ((q0 + kQueries < t ? q0 + kQueries : t) - 1) / kBlock;
+  int64_t masked = q0 / kBlock;
+  // Key block kb's stage, that of its step last - kb: its k tile, then v.
   auto stageOf = [&](int64_t kb) {
-    return stageTiles + (qb - kb) % kStages * 2 * kBlock * ld;
+    return stageTiles + (last - kb) % kStages * 2 * kBlock * ld;
   };
   // Issues key block kb's k (and with two stages its v) into its stage.
   auto issue = [&](int64_t kb) {
@@ -506,22 +549,28 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
     if constexpr (kStages == 2)
       copyTile<T, D>(ks + kBlock * ld, values + k0 * ldg, ldg, t - k0);
   };
-  copyTile<T, D>(qs, head + q0 * ldg, ldg, t - q0);
-  issue(qb); // the diagonal block's
+  copyTile<T, D, kQueries>(qs, head + q0 * ldg, ldg, t - q0);
+  issue(last);
   copyAsyncCommit();
-  float o[D / 8][4] = {};
-  // Rows g and g + 8 of the warp's: running max (of scaled scores, in
-  // log2 units) and sum.
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float o[Tiles][D / 8][4] = {};
+  // Rows g and g + 8 of each of the warp's tiles: running max (of scaled
+  // scores, in log2 units) and sum.
+  float m[Tiles][2], l[Tiles][2];
+  for (int i = 0; i < Tiles; ++i)
+    for (int half = 0; half < 2; ++half)
+      m[i][half] = -INFINITY, l[i][half] = 0.0f;
   clock.mark(kForwardSetup);
-  // Causal: the key blocks up to the query block's own, that one first.
-  // Only it holds keys after a query and keys at or after t (every block
-  // before it is whole): the mask is compiled into its step alone, as
-  // FlashAttention-2 splits its loop. With two stages the next block's k
+  // Causal: the key blocks up to the query block's last, that one first.
+  // Only the blocks from `masked` on hold keys after a query and keys at
+  // or after t (every block before them is whole): the mask is compiled
+  // into their steps alone, as FlashAttention-2 splits its loop; a warp
+  // whose queries all come before such a block's keys skips its products
+  // (its scores would all be masked). With two stages the next block's k
   // and v land during the whole step, one barrier a step; with one, as in
   // FlashAttention-2, v's tile lands while the warps compute S and its
   // softmax, and the next block's k while they multiply P v.
   auto step = [&](int64_t kb, auto diagonal) {
+    int64_t k0 = kb * kBlock;
     T *ks = stageOf(kb), *vs = ks + kBlock * ld;
     copyAsyncWait<0>();
     // k (two stages: and v) has landed; every warp is done with the last
@@ -532,45 +581,56 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
       if (kb > 0)
         issue(kb - 1);
     } else {
-      int64_t k0 = kb * kBlock;
       copyTile<T, D>(vs, values + k0 * ldg, ldg, t - k0);
     }
     copyAsyncCommit();
     clock.mark(kWaitTiles);
-    RowAccumulators s = {};
-    warpABT<T, D, kForwardByMatrix>(s, qs + r0 * ld, ks);
-    clock.mark(kScores);
-    float alpha[2];
-    for (int half = 0; half < 2; ++half) {
-      int row = r0 + g + 8 * half; // of the block; keys' index alike
-      bool inside = q0 + row < t;
-      float rowMax = -INFINITY; // of the unscaled scores
-      for (int n = 0; n < kTiles; ++n)
-        for (int e = 0; e < 2; ++e) {
-          float &x = s[n][2 * half + e];
-          if (decltype(diagonal)::value &&
-              !(inside && n * 8 + 2 * q + e <= row))
-            x = -INFINITY; // key < t follows
-          rowMax = fmaxf(rowMax, x);
+    // The block's first query less the step's first key in a masked step:
+    // 0 with one tile (the one masked step's keys are the queries), else 0
+    // or -kBlock.
+    int shift = Tiles == 1 ? 0 : static_cast<int>(q0 - k0);
+    bool idle =
+        Tiles > 1 && decltype(diagonal)::value && shift + r0 + kWarpRows <= 0;
+    RowAccumulators s[Tiles] = {};
+    float alpha[Tiles][2];
+    if (!idle) {
+      warpABT<T, D, kForwardByMatrix>(s, qs + r0 * ld, ks);
+      clock.mark(kScores);
+      for (int i = 0; i < Tiles; ++i)
+        for (int half = 0; half < 2; ++half) {
+          int row = r0 + 16 * i + g + 8 * half; // of the block
+          bool inside = q0 + row < t;
+          float rowMax = -INFINITY; // of the unscaled scores
+          for (int n = 0; n < kTiles; ++n)
+            for (int e = 0; e < 2; ++e) {
+              float &x = s[i][n][2 * half + e];
+              // Keys from k0 on; the query's index less k0 is row + shift.
+              if (decltype(diagonal)::value &&
+                  !(inside && n * 8 + 2 * q + e <= row + shift))
+                x = -INFINITY; // key < t follows
+              rowMax = fmaxf(rowMax, x);
+            }
+          // The scale is positive: the max of the scaled scores, rounded
+          // alike.
+          float mNew = fmaxf(m[i][half], quadMax(rowMax) * scaleLog2);
+          // A row masked whole so far (past t) subtracts 0, not
+          // -inf - -inf.
+          float mSafe = mNew == -INFINITY ? 0.0f : mNew;
+          float sum = 0.0f;
+          for (int n = 0; n < kTiles; ++n)
+            for (int e = 0; e < 2; ++e) {
+              float &x = s[i][n][2 * half + e];
+              // P over S, the scale in the exponent's fma; exp2(-inf) = 0.
+              x = exp2Approx(fmaf(x, scaleLog2, -mSafe));
+              sum += x;
+            }
+          // The output so far was weighted by 2^-mOld: now by 2^-mNew.
+          alpha[i][half] = exp2Approx(m[i][half] - mSafe);
+          l[i][half] = l[i][half] * alpha[i][half] + quadSum(sum);
+          m[i][half] = mNew;
         }
-      // The scale is positive: the max of the scaled scores, rounded alike.
-      float mNew = fmaxf(m[half], quadMax(rowMax) * scaleLog2);
-      // A row masked whole so far (past t) subtracts 0, not -inf - -inf.
-      float mSafe = mNew == -INFINITY ? 0.0f : mNew;
-      float sum = 0.0f;
-      for (int n = 0; n < kTiles; ++n)
-        for (int e = 0; e < 2; ++e) {
-          float &x = s[n][2 * half + e];
-          // P over S, the scale in the exponent's fma; exp2(-inf) = 0.
-          x = exp2Approx(fmaf(x, scaleLog2, -mSafe));
-          sum += x;
-        }
-      // The output so far was weighted by 2^-mOld: now by 2^-mNew.
-      alpha[half] = exp2Approx(m[half] - mSafe);
-      l[half] = l[half] * alpha[half] + quadSum(sum);
-      m[half] = mNew;
+      clock.mark(kSoftmax);
     }
-    clock.mark(kSoftmax);
     if constexpr (kStages == 1) {
       copyAsyncWait<0>();
       __syncthreads(); // v has landed; every warp is done with k
@@ -580,22 +640,33 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D))
       }
     }
     clock.mark(kWaitV);
-    for (int n = 0; n < D / 8; ++n)
-      for (int i = 0; i < 4; ++i)
-        o[n][i] *= alpha[i / 2];
-    warpAccumulatePB<T, D, kForwardByMatrix>(o, s, vs);
-    clock.mark(kPv);
+    if (!idle) {
+      for (int i = 0; i < Tiles; ++i)
+        for (int n = 0; n < D / 8; ++n)
+          for (int e = 0; e < 4; ++e)
+            o[i][n][e] *= alpha[i][e / 2];
+      warpAccumulatePB<T, D, kForwardByMatrix>(o, s, vs);
+      clock.mark(kPv);
+    }
     clock.step();
   };
-  step(qb, std::true_type());
-  for (int64_t kb = qb - 1; kb >= 0; --kb)
+  step(last, std::true_type()); // with one tile, the only masked one
+  int64_t kb = last - 1;
+  if constexpr (Tiles > 1)
+    for (; kb >= masked; --kb)
+      step(kb, std::true_type());
+  for (; kb >= 0; --kb)
     step(kb, std::false_type());
-  const float inverse[2] = {1.0f / l[0], 1.0f / l[1]};
-  storeWarpRows<T, D>(out + batch * t * c + h * D, c, q0 + r0, t, o, inverse);
-  for (int half = 0; half < 2; ++half) {
-    int64_t qi = q0 + r0 + g + 8 * half;
-    if (qi < t && q == 0) // natural log: m and log2(l) are log2 units
-      lse[bh * t + qi] = (m[half] + log2f(l[half])) * kLn2;
+  for (int i = 0; i < Tiles; ++i) {
+    int64_t first = q0 + r0 + 16 * i;
+    const float inverse[2] = {1.0f / l[i][0], 1.0f / l[i][1]};
+    storeWarpRows<T, D>(out + batch * t * c + h * D, c, first, t, o[i],
+                        inverse);
+    for (int half = 0; half < 2; ++half) {
+      int64_t qi = first + g + 8 * half;
+      if (qi < t && q == 0) // natural log: m and log2(l) are log2 units
+        lse[bh * t + qi] = (m[i][half] + log2f(l[i][half])) * kLn2;
+    }
   }
   clock.mark(kForwardSetup);
   clock.flush(phases);
@@ -802,8 +873,8 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts))
       issue(i);
     copyAsyncCommit();
   }
-  // The warp's 16 keys (rows g and g + 8 of each tile).
-  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+  // The warp's 16 keys (rows g and g + 8 of each tile), one row tile.
+  float dk[1][D / 8][4] = {}, dv[1][D / 8][4] = {};
   clock.mark(kBackwardSetup);
   // Step i: query block kb + i, group i of the thread's copies.
   auto step = [&](int64_t i, auto diagonal) {
@@ -821,9 +892,10 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts))
     // (its first query `first`): S^T = k q^T and dP^T = v dy^T; P^T and
     // dS^T over them; then dv += P^T dy, dk += dS^T q.
     for (int first = 0; first < kBlock; first += kBlock / Parts) {
-      Accumulators<kPartTiles> s = {}, dp = {};
-      warpABT<T, D, kBackwardByMatrix>(s, ks + r0 * ld, qs + first * ld);
-      warpABT<T, D, kBackwardByMatrix>(dp, vs + r0 * ld, dys + first * ld);
+      Accumulators<kPartTiles> sTile[1] = {}, dpTile[1] = {};
+      auto &s = sTile[0], &dp = dpTile[0];
+      warpABT<T, D, kBackwardByMatrix>(sTile, ks + r0 * ld, qs + first * ld);
+      warpABT<T, D, kBackwardByMatrix>(dpTile, vs + r0 * ld, dys + first * ld);
       clock.mark(kScoresT);
       for (int n = 0; n < kPartTiles; ++n) {
         int col = first + n * 8 + 2 * q;
@@ -848,8 +920,8 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts))
         }
       }
       clock.mark(kGradScores);
-      warpAccumulatePB<T, D, kBackwardByMatrix>(dv, s, dys + first * ld);
-      warpAccumulatePB<T, D, kBackwardByMatrix>(dk, dp, qs + first * ld);
+      warpAccumulatePB<T, D, kBackwardByMatrix>(dv, sTile, dys + first * ld);
+      warpAccumulatePB<T, D, kBackwardByMatrix>(dk, dpTile, qs + first * ld);
       clock.mark(kDvDk);
     }
     // dS^T of every key; every warp is done with the stage's q and dy,
@@ -864,13 +936,14 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts))
       return;
     // The warp's 16 queries: dq += dS k (scaled once, by storeDqKernel),
     // dS(query, key) = dS^T's (key, query).
-    float acc[D / 8][4] = {};
+    float accTile[1][D / 8][4] = {};
+    auto &acc = accTile[0];
     for (int j = 0; j < kBlock / kK; ++j) {
-      uint32_t fa[4];
-      Tiles<T>::template loadA<kBackwardByMatrix>(fa, dsT + j * kK * ldS + r0,
-                                                  1, ldS);
-      warpMmaTiles<T, D / 8, kBackwardByMatrix>(acc, fa, ks + j * kK * ld, ld,
-                                                1);
+      uint32_t fa[1][4];
+      Tiles<T>::template loadA<kBackwardByMatrix>(
+          fa[0], dsT + j * kK * ldS + r0, 1, ldS);
+      warpMmaTiles<T, D / 8, kBackwardByMatrix>(accTile, fa, ks + j * kK * ld,
+                                                ld, 1);
     }
     clock.mark(kDq);
     if constexpr (Dq == FlashDq::Atomics) {
@@ -913,8 +986,8 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts))
   for (int64_t i = 1; i < steps; ++i)
     step(i, std::false_type());
   T *rows = dqkv + batch * t * ldg + h * D;
-  storeWarpRows<T, D>(rows + c, ldg, k0 + r0, t, dk, {scale, scale});
-  storeWarpRows<T, D>(rows + 2 * c, ldg, k0 + r0, t, dv, {1.0f, 1.0f});
+  storeWarpRows<T, D>(rows + c, ldg, k0 + r0, t, dk[0], {scale, scale});
+  storeWarpRows<T, D>(rows + 2 * c, ldg, k0 + r0, t, dv[0], {1.0f, 1.0f});
   if constexpr (Dq == FlashDq::BulkReduce)
     bulkWaitRead(); // the staging must outlive its reads
   clock.mark(kBackwardSetup);
@@ -1015,7 +1088,7 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
       rowDelta[half] = delta[bh * t + qi];
     }
   }
-  float acc[D / 8][4] = {};
+  float acc[1][D / 8][4] = {}; // one row tile
   auto step = [&](int64_t i, auto diagonal) {
     copyAsyncWait<0>();
     // Step i's tiles have landed; every warp is done with the other stage.
@@ -1026,9 +1099,10 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
     }
     const T *ks = stageTiles + (i % kStages) * 2 * kBlock * ld;
     const T *vs = ks + kBlock * ld;
-    RowAccumulators s = {}, ds = {};
-    warpABT<T, D, kBackwardByMatrix>(s, qs + r0 * ld, ks);
-    warpABT<T, D, kBackwardByMatrix>(ds, dys + r0 * ld, vs);
+    RowAccumulators sTile[1] = {}, dsTile[1] = {};
+    auto &s = sTile[0], &ds = dsTile[0];
+    warpABT<T, D, kBackwardByMatrix>(sTile, qs + r0 * ld, ks);
+    warpABT<T, D, kBackwardByMatrix>(dsTile, dys + r0 * ld, vs);
     for (int n = 0; n < kTiles; ++n)
       for (int half = 0; half < 2; ++half)
         for (int e = 0; e < 2; ++e) {
@@ -1040,7 +1114,7 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
                     : 0.0f;
           x = p * (x - rowDelta[half]);
         }
-    warpAccumulatePB<T, D, kBackwardByMatrix>(acc, ds, ks);
+    warpAccumulatePB<T, D, kBackwardByMatrix>(acc, dsTile, ks);
     if (kStages == 1 && i < qb) {
       __syncthreads(); // every warp is done with the stage
       issue(i + 1);
@@ -1050,7 +1124,7 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
   step(0, std::true_type());
   for (int64_t i = 1; i <= qb; ++i)
     step(i, std::false_type());
-  storeWarpRows<T, D>(dqkv + batch * t * ldg + h * D, ldg, q0 + r0, t, acc,
+  storeWarpRows<T, D>(dqkv + batch * t * ldg + h * D, ldg, q0 + r0, t, acc[0],
                       {scale, scale});
 }
 
@@ -1144,18 +1218,25 @@ size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c, int64_t heads,
 template <typename T>
 void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
                            float *lse, int64_t b, int64_t t, int64_t c,
-                           int64_t heads, FlashPhaseCounters *phases) {
+                           int64_t heads, FlashForwardTiles tiles,
+                           FlashPhaseCounters *phases) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
   int d = static_cast<int>(c / heads);
   float scaleLog2 =
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) * kLog2e;
-  dim3 grid(static_cast<unsigned>(b * heads * blocksOf(t)));
-  size_t shared = forwardSharedBytes<T>(d);
+  int warpTiles = forwardTiles(d, tiles);
+  dim3 grid(static_cast<unsigned>(b * heads * blocksOf(t, kBlock * warpTiles)));
+  size_t shared = forwardSharedBytes<T>(d, warpTiles);
   withHeadSize(d, [&](auto size) {
     constexpr int D = decltype(size)::value;
+    // Two row tiles compiled only where forwardTiles takes them.
+    constexpr int kTwo = forwardTiles(D, FlashForwardTiles::Two);
     auto kernel =
-        phases ? forwardKernel<T, D, true> : forwardKernel<T, D, false>;
+        phases ? forwardKernel<T, D, 1, true> : forwardKernel<T, D, 1, false>;
+    if (warpTiles == 2)
+      kernel = phases ? forwardKernel<T, D, kTwo, true>
+                      : forwardKernel<T, D, kTwo, false>;
     allowShared(kernel, shared);
     kernel<<<grid, kThreads, shared, stream>>>(
         qkv, out, lse, t, c, static_cast<int>(heads), scaleLog2, phases);
@@ -1243,10 +1324,12 @@ template bool flashAttentionTakes<float>(int64_t, const float *, const float *,
                                          FlashBackwardPlan);
 template void flashAttentionForward<bf16>(cudaStream_t, const bf16 *, bf16 *,
                                           float *, int64_t, int64_t, int64_t,
-                                          int64_t, FlashPhaseCounters *);
+                                          int64_t, FlashForwardTiles,
+                                          FlashPhaseCounters *);
 template void flashAttentionForward<float>(cudaStream_t, const float *, float *,
                                            float *, int64_t, int64_t, int64_t,
-                                           int64_t, FlashPhaseCounters *);
+                                           int64_t, FlashForwardTiles,
+                                           FlashPhaseCounters *);
 template void flashAttentionBackward<bf16>(cudaStream_t, const bf16 *,
                                            const bf16 *, const bf16 *,
                                            const float *, bf16 *, void *,

@@ -46,6 +46,18 @@ enum class FlashDq {
   SecondKernel
 };
 
+/// How many row tiles of 16 queries each of the forward's 4 warps takes.
+enum class FlashForwardTiles {
+  /// One: 64 queries a block, 4 blocks a multiprocessor up to d = 64.
+  One,
+  /// Two up to d = 64 (else one): 128 queries a block, as
+  /// FlashAttention-2's forward at d = 64, each k and v fragment a warp
+  /// loads from shared memory feeding both tiles' products (half the loads
+  /// per product) and each barrier and softmax pass twice the products, in
+  /// twice the accumulators (2 blocks a multiprocessor).
+  Two
+};
+
 /// How the backward's main kernel takes a block of 64 queries against its
 /// 64 keys.
 enum class FlashSteps {
@@ -96,12 +108,15 @@ const char *flashPhaseName(FlashKernel kernel, int phase);
 size_t flashForwardScratchBytes(int64_t b, int64_t t, int64_t heads);
 
 /// out[b, t, c] = causal attention of qkv[b, t, 3c]; lse receives each
-/// (batch, head, query)'s log-sum-exp of its scaled scores. With `phases`
-/// (device memory), the instrumented kernel adds to them.
+/// (batch, head, query)'s log-sum-exp of its scaled scores; each warp
+/// takes `tiles` row tiles. With `phases` (device memory), the
+/// instrumented kernel adds to them.
 template <typename T>
 void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
                            float *lse, int64_t b, int64_t t, int64_t c,
-                           int64_t heads, FlashPhaseCounters *phases = nullptr);
+                           int64_t heads,
+                           FlashForwardTiles tiles = FlashForwardTiles::One,
+                           FlashPhaseCounters *phases = nullptr);
 
 /// Scratch the backward needs, in this order: delta (b * heads * t floats)
 /// and, unless dq is SecondKernel, the f32 accumulator of dq (b * t * c

@@ -231,6 +231,10 @@ struct shardc_rt_cuda_kernels {
   /// (FlashSteps::Whole): SHARDC_RT_CUDA_FLASH_STEPS=whole, read by create,
   /// as flashBulkDq.
   bool flashWholeSteps = false;
+  /// The flash forward's warps taking two row tiles of 16 queries each
+  /// rather than one (FlashForwardTiles::Two):
+  /// SHARDC_RT_CUDA_FLASH_FORWARD_TILES=2, read by create, as flashBulkDq.
+  bool flashForwardTwoTiles = false;
   /// The flash kernels' phase counters (shardc_rt_cuda_flash_phases_enable):
   /// device memory, the forward's then the backward's, made when first
   /// enabled; null to the kernels while off.
@@ -2627,8 +2631,11 @@ void attention(Kernels *k, const T *qkv, T *out, float *lse, int64_t b,
     if (!lse) // the fused kernels write it anyway
       lse = static_cast<float *>(
           scratch(k, shardc::rt::cuda::flashForwardScratchBytes(b, t, heads)));
+    using shardc::rt::cuda::FlashForwardTiles;
     shardc::rt::cuda::flashAttentionForward<T>(
         k->stream, qkv, out, lse, b, t, c, heads,
+        k->flashForwardTwoTiles ? FlashForwardTiles::Two
+                                : FlashForwardTiles::One,
         k->flashPhasesOn ? k->flashPhases : nullptr);
     return;
   }
@@ -3005,6 +3012,8 @@ shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
     k->flashBulkDq = std::strcmp(dq, "bulk") == 0;
   if (const char *steps = std::getenv("SHARDC_RT_CUDA_FLASH_STEPS"))
     k->flashWholeSteps = std::strcmp(steps, "whole") == 0;
+  if (const char *tiles = std::getenv("SHARDC_RT_CUDA_FLASH_FORWARD_TILES"))
+    k->flashForwardTwoTiles = std::strcmp(tiles, "2") == 0;
   if (const char *log = std::getenv("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG"))
     k->logEpilogues = *log != '\0' && std::strcmp(log, "0") != 0;
   SHARDC_CUDA_CHECK(cudaMalloc(&k->slot, sizeof(ErrorSlot)));

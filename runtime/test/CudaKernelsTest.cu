@@ -980,7 +980,8 @@ void testAttentionBf16(shardc_rt_cuda_kernels *k, int64_t b, int64_t t,
 
 /// Kernels with flash attention on, created with environment variable
 /// `variable` = `value` (read by create): SHARDC_RT_CUDA_FLASH_DQ=bulk, dq
-/// by bulk reductions; SHARDC_RT_CUDA_FLASH_STEPS=whole, whole steps.
+/// by bulk reductions; SHARDC_RT_CUDA_FLASH_STEPS=whole, whole steps;
+/// SHARDC_RT_CUDA_FLASH_FORWARD_TILES=2, the forward's two row tiles.
 shardc_rt_cuda_kernels *createFlashWith(const char *variable, const char *value,
                                         int allowTf32) {
   setenv(variable, value, 1);
@@ -1050,6 +1051,31 @@ void testFlashVariantBf16(shardc_rt_cuda_kernels *variant, const char *tag,
   if (deterministic)
     checkSameBits(name + ": a second run", gradient(variant), first);
   shardc_rt_cuda_kernels_destroy(atomic);
+}
+
+/// A flash forward `variant` beside the default one on the same bf16
+/// inputs: the same out and lse bits, each row's softmax taking the same
+/// key blocks in the same order (a variant skips only the products of
+/// scores masked whole). Named with `tag`.
+void testForwardVariantBf16(shardc_rt_cuda_kernels *variant, const char *tag,
+                            int64_t b, int64_t t, int64_t c, int64_t heads) {
+  shardc_rt_cuda_kernels *plain =
+      shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+  shardc_rt_cuda_kernels_set_flash_attention(plain, 1);
+  Buffer<shardc_rt_bf16> dqkv(halves(random(b * t * 3 * c))), dout(b * t * c);
+  Buffer<float> dlse(b * heads * t);
+  auto forward = [&](shardc_rt_cuda_kernels *k) {
+    shardc_rt_cuda_attention_bf16(k, dqkv.get(), dout.get(), dlse.get(), b, t,
+                                  c, heads);
+    return std::make_pair(dout.download(), dlse.download());
+  };
+  auto [out, lse] = forward(plain);
+  auto [variantOut, variantLse] = forward(variant);
+  std::string name =
+      "attention " + shape({b, t, c}) + " heads " + std::to_string(heads) + tag;
+  checkSameBits(name + ": out the default kernel's", variantOut, out);
+  checkSameBits(name + ": lse the default kernel's", variantLse, lse);
+  shardc_rt_cuda_kernels_destroy(plain);
 }
 
 /// The deterministic flash backward (set_deterministic) beside the default
@@ -2123,6 +2149,19 @@ int main() {
     testFlashVariantBf16(whole, " (whole-step flash)", false, 2, 70, 128, 2);
     testFlashVariantBf16(whole, " (whole-step flash)", false, 1, 200, 96, 3);
     shardc_rt_cuda_kernels_destroy(whole);
+    // The forward's warps taking two row tiles of 16 queries
+    // (SHARDC_RT_CUDA_FLASH_FORWARD_TILES=2, which the kernel bench times
+    // beside the default): every shape (two tiles up to d = 64), and
+    // beside the default (the same bits) where a block's last key block
+    // leaves some warps' queries masked whole (T = 200, d = 32) or not.
+    shardc_rt_cuda_kernels *twoTiles =
+        createFlashWith("SHARDC_RT_CUDA_FLASH_FORWARD_TILES", "2", 0);
+    const char *twoTag = " (two-tile flash forward)";
+    testFlashShapesBf16(twoTiles, twoTag);
+    testForwardVariantBf16(twoTiles, twoTag, 1, 200, 96, 3);
+    testForwardVariantBf16(twoTiles, twoTag, 2, 130, 128, 2);
+    testForwardVariantBf16(twoTiles, twoTag, 2, 256, 64, 1);
+    shardc_rt_cuda_kernels_destroy(twoTiles);
     testFlashPhasesBf16(2, 130, 64, 2);
     testFlashPhasesBf16(1, 130, 256, 2);
   }
@@ -2197,6 +2236,13 @@ int main() {
     testAttention(bulk, 1, 129, 256, 2, 2.0f, tag, kFlashTf32Tolerance);
     testAttention(bulk, 2, 150, 128, 2, 3.0f, tag, kFlashTf32Tolerance);
     shardc_rt_cuda_kernels_destroy(bulk);
+    shardc_rt_cuda_kernels *twoTiles =
+        createFlashWith("SHARDC_RT_CUDA_FLASH_FORWARD_TILES", "2", 1);
+    tag = " (two-tile flash forward tf32)";
+    testAttention(twoTiles, 2, 70, 64, 4, 1.0f, tag, kFlashTf32Tolerance);
+    testAttention(twoTiles, 2, 150, 128, 2, 3.0f, tag, kFlashTf32Tolerance);
+    testAttention(twoTiles, 1, 200, 96, 3, 2.0f, tag, kFlashTf32Tolerance);
+    shardc_rt_cuda_kernels_destroy(twoTiles);
     // TF32 off: f32 attention keeps the GEMMs' full fp32 products with
     // flash attention on, within f32's kTolerance (which the fused TF32
     // kernels, ~1e-3 and more here, would fail); its tag is not a flash

@@ -52,9 +52,12 @@
 //    (non-empty, not 0) prints each new plan to stderr: fused, or why not;
 //    SHARDC_RT_CUDA_FLASH_DQ=bulk makes the flash backward add dq by sm_90's
 //    bulk reductions of rows staged in shared memory instead of atomics,
-//    and SHARDC_RT_CUDA_FLASH_STEPS=whole keeps its steps' scores whole
+//    SHARDC_RT_CUDA_FLASH_STEPS=whole keeps its steps' scores whole
 //    where it would take them in halves to fit more blocks on a
-//    multiprocessor (the kernel bench times each beside the default).
+//    multiprocessor, and SHARDC_RT_CUDA_FLASH_FORWARD_TILES=2 gives each
+//    of the flash forward's warps two row tiles of 16 queries (128 a
+//    block) instead of one (the kernel bench times each beside the
+//    default).
 //  - results are deterministic (same inputs, same bits), except the flash
 //    and cuDNN attention_grad's dq (shardc_rt_cuda_kernels_set_flash_attention,
 //    _set_cudnn_attention), which sums by atomicAdd unless
