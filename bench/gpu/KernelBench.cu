@@ -4,9 +4,9 @@
 // table in bench/RESULTS.md) at that step's shapes, each alone, so that a
 // change to one is measured in seconds rather than by a whole step: flash
 // attention forward and backward (the deterministic backward, the backward
-// with dq by bulk reductions, with its steps whole; the forward with two
-// row tiles a warp), the instrumented kernels
-// with where their warps spend their cycles, and cuDNN's fused attention,
+// with dq by bulk reductions, with its steps whole; both with two row
+// tiles a warp), the instrumented kernels with where their warps spend
+// their cycles, and cuDNN's fused attention,
 // beside them where cuDNN is there and takes the shape), cross entropy with its
 // gradient, layernorm_grad_add and add_layernorm, sum_to (a bias gradient), add
 // (a residual) and embedding_grad (the token embedding's, of uniform ids and of
@@ -314,13 +314,18 @@ int main(int argc, char **argv) {
   backwardRow("attention_grad (phases)", phased);
   printFlashPhases(phased);
   shardc_rt_cuda_kernels_destroy(phased);
-  // The forward's warps taking two row tiles of 16 queries each, 128 a
-  // block (SHARDC_RT_CUDA_FLASH_FORWARD_TILES=2), then instrumented.
+  // Each warp taking two row tiles of 16 rows, 128 a block: the forward's
+  // of queries (SHARDC_RT_CUDA_FLASH_FORWARD_TILES=2), the backward's of
+  // keys (SHARDC_RT_CUDA_FLASH_BACKWARD_TILES=2); then instrumented.
+  setenv("SHARDC_RT_CUDA_FLASH_BACKWARD_TILES", "2", 1);
   shardc_rt_cuda_kernels *twoTiles =
       create("SHARDC_RT_CUDA_FLASH_FORWARD_TILES", "2");
+  unsetenv("SHARDC_RT_CUDA_FLASH_BACKWARD_TILES");
   forwardRow("attention (two tiles)", twoTiles);
+  backwardRow("attention_grad (two tiles)", twoTiles);
   shardc_rt_cuda_flash_phases_enable(twoTiles, 1);
   forwardRow("attention (two tiles) (phases)", twoTiles);
+  backwardRow("attention_grad (two tiles) (phases)", twoTiles);
   printFlashPhases(twoTiles, " (two tiles)");
   shardc_rt_cuda_kernels_destroy(twoTiles);
   // The same attention through cuDNN's fused attention

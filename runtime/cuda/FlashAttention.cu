@@ -11,7 +11,7 @@
 // per row; the four lanes holding a row combine theirs by shuffles), and
 // multiplies P into its 16 output rows, P's accumulators becoming the a
 // operand as they are (bf16; TF32 through four lanes' shuffles). Asked for
-// two row tiles (FlashForwardTiles::Two, up to d = 64), its warps take 32
+// two row tiles (FlashTiles::Two, up to d = 64), its warps take 32
 // queries each, 128 a block, as FlashAttention-2's forward does at d = 64:
 // each k and v fragment loaded from shared memory feeds both tiles.
 //
@@ -25,10 +25,12 @@
 // memory so that each warp adds its 16 queries' dq += dS k to an f32
 // accumulator by atomics (or, FlashDq::BulkReduce, by sm_90's bulk
 // reductions of its rows staged in shared memory), rounded into dqkv at
-// the end. The deterministic backward leaves dq to a second kernel
-// (dqKernel) shaped as the forward:
-// 64 queries a block walk the key blocks at or before them, computing S
-// and dP again, and accumulate dq = dS k in registers in a fixed order.
+// the end. Asked for two row tiles (up to d = 64), its warps take 32 keys
+// each, 128 a block, each q and dy fragment feeding both tiles, a step in
+// quarters of 16 queries, dq's adds once per 128 keys. The deterministic
+// backward leaves dq to a second kernel (dqKernel) shaped as the forward: 64
+// queries a block walk the key blocks at or before them, computing S and dP
+// again, and accumulate dq = dS k in registers in a fixed order.
 //
 // Tiles reach shared memory by cp.async (copyTile), so that they land
 // while the warps compute: in the forward the next key block's k and v
@@ -100,7 +102,7 @@ constexpr bool kBackwardByMatrix = true;
 
 /// The forward blocks a multiprocessor should hold at once, which its
 /// registers (__launch_bounds__) then allow, its warps taking `tiles` row
-/// tiles of 16 queries each (forwardTiles). One: 4 up to d = 64 (128
+/// tiles of 16 queries each (rowTiles). One: 4 up to d = 64 (128
 /// registers a thread; unbounded, ptxas took 129 at d = 48), 3 past that.
 /// Two (up to d = 64): 2, each thread's accumulators (scores and output)
 /// twice one tile's. None spills (ptxas, sm_90, either type).
@@ -119,8 +121,11 @@ constexpr int forwardBlocks(int d, int tiles = 1) {
 /// 60 at most); 2 past that, where 3 spills 96 to 988 bytes. In halves
 /// (S^T and dP^T 32 floats a thread fewer): 4 up to d = 64, spilling 24
 /// bytes at d = 64 in bf16 (dq by atomics; 4 by bulk reductions, none for
-/// dk and dv alone), 44 at d = 48.
-constexpr int backwardBlocks(int d, int parts = 1) {
+/// dk and dv alone), 44 at d = 48. Two row tiles of keys a warp
+/// (rowTiles, in quarters): 2, none spilling.
+constexpr int backwardBlocks(int d, int parts = 1, int tiles = 1) {
+  if (tiles == 2)
+    return 2;
   if (parts == 2 && d <= 64)
     return 4;
   return d <= 16 ? 4 : d <= 64 ? 3 : 2;
@@ -463,11 +468,11 @@ constexpr int stagesKeepingBlocks(size_t twoStages, size_t oneStage,
              : 1;
 }
 
-/// The row tiles of 16 queries each of the forward's warps takes where
-/// `tiles` are asked for: two up to d = 64, else one (two tiles' output
-/// accumulators past that would leave 1 block a multiprocessor).
-constexpr int forwardTiles(int d, FlashForwardTiles tiles) {
-  return tiles == FlashForwardTiles::Two && d <= 64 ? 2 : 1;
+/// The row tiles of 16 rows each warp of either kernel takes where `tiles`
+/// are asked for: two up to d = 64, else one (two tiles' accumulators past
+/// that would leave 1 block a multiprocessor).
+constexpr int rowTiles(int d, FlashTiles tiles) {
+  return tiles == FlashTiles::Two && d <= 64 ? 2 : 1;
 }
 
 /// The forward's shared memory with `stages` key blocks in flight: the
@@ -738,18 +743,20 @@ __global__ void deltaKernel(const T *dy, const T *out, float *delta,
 /// 32 different banks.
 __host__ __device__ constexpr int dqStageStride(int d) { return d / 2 + 8; }
 
-/// The backward's shared memory with `stages` query blocks in flight: k, v
-/// and dS^T (kBlock keys by kBlock queries) tiles, and per stage a query
-/// block's q and dy tiles (T), then per stage its log-sum-exps and deltas
-/// (f32), then with BulkReduce each warp's dq staging (16 rows of
-/// dqStageStride floats).
+/// The backward's shared memory with `stages` query blocks in flight, its
+/// warps taking `tiles` row tiles of keys: k, v and dS^T (kBlock tiles
+/// keys by kBlock queries) tiles, and per stage a query block's q and dy
+/// tiles (T), then per stage its log-sum-exps and deltas (f32), then with
+/// BulkReduce each warp's dq staging (16 rows of dqStageStride floats).
 template <typename T>
-constexpr size_t backwardSharedBytes(int d, int stages, FlashDq dq) {
+constexpr size_t backwardSharedBytes(int d, int stages, FlashDq dq,
+                                     int tiles = 1) {
   size_t tile = size_t(kBlock) * (d + kPad<T>)*sizeof(T);
   size_t staging = dq == FlashDq::BulkReduce
                        ? size_t(kWarps) * 16 * dqStageStride(d) * sizeof(float)
                        : 0;
-  return 2 * tile + size_t(kBlock) * (kBlock + kPad<T>)*sizeof(T) +
+  return size_t(tiles) *
+             (2 * tile + size_t(kBlock) * (kBlock + kPad<T>)*sizeof(T)) +
          size_t(stages) * (2 * tile + 2 * kBlock * sizeof(float)) + staging;
 }
 
@@ -761,16 +768,19 @@ constexpr size_t backwardSharedBytes(int d, int stages, FlashDq dq) {
 /// (halves at d = 64: 2 would leave 3 blocks of the 4 their registers
 /// allow).
 template <typename T>
-constexpr int backwardStages(int d, FlashDq dq, int parts) {
-  return stagesKeepingBlocks(backwardSharedBytes<T>(d, 2, dq),
-                             backwardSharedBytes<T>(d, 1, dq),
-                             backwardBlocks(d, parts));
+constexpr int backwardStages(int d, FlashDq dq, int parts, int tiles = 1) {
+  return stagesKeepingBlocks(backwardSharedBytes<T>(d, 2, dq, tiles),
+                             backwardSharedBytes<T>(d, 1, dq, tiles),
+                             backwardBlocks(d, parts, tiles));
 }
 
-/// The backward's shared memory, its steps in `parts` parts.
+/// The backward's shared memory, its steps in `parts` parts, its warps
+/// taking `tiles` row tiles.
 template <typename T>
-constexpr size_t backwardKernelSharedBytes(int d, FlashDq dq, int parts) {
-  return backwardSharedBytes<T>(d, backwardStages<T>(d, dq, parts), dq);
+constexpr size_t backwardKernelSharedBytes(int d, FlashDq dq, int parts,
+                                           int tiles = 1) {
+  return backwardSharedBytes<T>(d, backwardStages<T>(d, dq, parts, tiles), dq,
+                                tiles);
 }
 
 /// The backward's blocks a multiprocessor holds, its steps in `parts`
@@ -794,9 +804,20 @@ constexpr int backwardParts(int d, FlashDq dq, FlashSteps steps) {
              : 1;
 }
 
+/// The parts of a plan's steps: two row tiles take theirs in quarters of
+/// 16 queries (halves spill 8 to 36 bytes at d = 64 in bf16, ptxas sm_90:
+/// two tiles' scores and their gradient take twice one's registers),
+/// else backwardParts.
+template <typename T>
+constexpr int backwardParts(int d, FlashBackwardPlan plan) {
+  return rowTiles(d, plan.tiles) == 2
+             ? 4
+             : backwardParts<T>(d, plan.dq, plan.steps);
+}
+
 /// backwardStages for the kernel (a constant, which device code may read).
-template <typename T, int D, FlashDq Dq, int Parts>
-constexpr int kBackwardStages = backwardStages<T>(D, Dq, Parts);
+template <typename T, int D, FlashDq Dq, int Parts, int KeyTiles>
+constexpr int kBackwardStages = backwardStages<T>(D, Dq, Parts, KeyTiles);
 
 // What the comments above say of sm_90.
 static_assert(
@@ -808,52 +829,60 @@ static_assert(
 static_assert(backwardResidentBlocks<bf16>(64, FlashDq::Atomics, 2) == 4 &&
               backwardStages<bf16>(64, FlashDq::Atomics, 2) == 1 &&
               backwardResidentBlocks<bf16>(64, FlashDq::Atomics, 1) == 3 &&
-              backwardStages<bf16>(64, FlashDq::Atomics, 1) == 2);
+              backwardStages<bf16>(64, FlashDq::Atomics, 1) == 2 &&
+              backwardStages<bf16>(64, FlashDq::Atomics, 4, 2) == 2);
 
 /// grid: headBlock's, the key blocks (the first, which sees the most
 /// queries, first). With Atomics or BulkReduce, dq accumulates, unscaled,
 /// in f32 (storeDqKernel scales it); with SecondKernel, dk and dv only
 /// (dqKernel computes dq). A step's scores in Parts parts (backwardParts).
+/// Each warp takes KeyTiles row tiles of 16 keys (kBlock KeyTiles keys a
+/// block), each q and dy fragment it loads feeding every tile's products.
 /// Phased: adds its warps' phases to `phases` (PhaseClock).
-template <typename T, int D, FlashDq Dq, int Parts, bool Phased>
-__global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts))
+template <typename T, int D, FlashDq Dq, int Parts, int KeyTiles, bool Phased>
+__global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts, KeyTiles))
     backwardKernel(const T *qkv, const T *dy, const float *lse,
                    const float *delta, float *dq, T *dqkv, int64_t t, int64_t c,
                    int heads, float scale, FlashPhaseCounters *phases) {
   PhaseClock<Phased> clock;
   constexpr bool kDqHere = Dq != FlashDq::SecondKernel;
-  constexpr int kStages = kBackwardStages<T, D, Dq, Parts>;
+  constexpr int kStages = kBackwardStages<T, D, Dq, Parts, KeyTiles>;
   constexpr int kPartTiles = kTiles / Parts; // 8-query tiles of a part
+  constexpr int kKeys = kBlock * KeyTiles, kWarpKeys = 16 * KeyTiles;
   const float scaleLog2 = scale * kLog2e;
   constexpr int ld = D + kPad<T>, ldS = kBlock + kPad<T>, kK = Tiles<T>::kK;
   extern __shared__ __align__(128) unsigned char shared[];
   T *ks = reinterpret_cast<T *>(shared);
-  T *vs = ks + kBlock * ld;
-  T *dsT = vs + kBlock * ld;          // [key][query]
-  T *stageTiles = dsT + kBlock * ldS; // per stage: q, then dy
+  T *vs = ks + kKeys * ld;
+  T *dsT = vs + kKeys * ld;          // [key][query]
+  T *stageTiles = dsT + kKeys * ldS; // per stage: q, then dy
   // Per stage: log-sum-exps, then deltas.
   float *stageRows =
       reinterpret_cast<float *>(stageTiles + kStages * 2 * kBlock * ld);
   // BulkReduce: per warp, 16 rows of half of its dq columns.
   float *dqStage = stageRows + kStages * 2 * kBlock;
 
-  HeadBlock at = headBlock(t);
-  int64_t bh = at.bh, kb = at.block;
-  int64_t batch = bh / heads, h = bh % heads, k0 = kb * kBlock, ldg = 3 * c;
+  HeadBlock at = headBlock(t, kKeys);
+  int64_t bh = at.bh, k0 = at.block * kKeys;
+  int64_t batch = bh / heads, h = bh % heads, ldg = 3 * c;
   const T *head = qkv + batch * t * ldg + h * D;
   const T *dyHead = dy + batch * t * c + h * D;
-  int warp = threadIdx.x / 32, lane = threadIdx.x & 31, r0 = warp * 16;
-  int g = lane / 4, q = lane & 3;
+  // The warp's keys (rows r0 on) and, for dq, its queries (rows w0 on).
+  int warp = threadIdx.x / 32, lane = threadIdx.x & 31, r0 = warp * kWarpKeys;
+  int w0 = warp * 16, g = lane / 4, q = lane & 3;
 
-  // Causal: the query blocks from the key block's own on, that one first
-  // and the only one the mask cuts (compiled into its step alone). Queries
+  // Causal: the query blocks from the key block's first on, the first
+  // KeyTiles of them first, the only ones the mask cuts (compiled into
+  // their steps alone); a warp whose keys all come after such a step's
+  // queries skips its products (its scores would all be masked). Queries
   // and keys at or after t need none: their q, dy (and lse, delta), k and
   // v rows are zeros, so their P reaches only dk, dv and dq rows that are
   // never stored, and the others through zeros.
-  int64_t steps = blocksOf(t) - kb;
-  // Issues query block kb + i's q, dy, lse and delta into its stage.
+  int64_t firstBlock = k0 / kBlock, steps = blocksOf(t) - firstBlock;
+  // Issues query block firstBlock + i's q, dy, lse and delta into its
+  // stage.
   auto issue = [&](int64_t i) {
-    int64_t q0 = (kb + i) * kBlock;
+    int64_t q0 = (firstBlock + i) * kBlock;
     int stage = static_cast<int>(i % kStages);
     T *qs = stageTiles + stage * 2 * kBlock * ld;
     copyTile<T, D>(qs, head + q0 * ldg, ldg, t - q0);
@@ -866,19 +895,19 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts))
       copyAsync<4>(rows + kBlock + r, delta + at, inside ? 4 : 0);
     }
   };
-  copyTile<T, D>(ks, head + c + k0 * ldg, ldg, t - k0);
-  copyTile<T, D>(vs, head + 2 * c + k0 * ldg, ldg, t - k0);
+  copyTile<T, D, kKeys>(ks, head + c + k0 * ldg, ldg, t - k0);
+  copyTile<T, D, kKeys>(vs, head + 2 * c + k0 * ldg, ldg, t - k0);
   for (int i = 0; i < kStages; ++i) { // k and v land with the first
     if (i < steps)
       issue(i);
     copyAsyncCommit();
   }
-  // The warp's 16 keys (rows g and g + 8 of each tile), one row tile.
-  float dk[1][D / 8][4] = {}, dv[1][D / 8][4] = {};
+  // The warp's keys (rows g and g + 8 of each of its row tiles).
+  float dk[KeyTiles][D / 8][4] = {}, dv[KeyTiles][D / 8][4] = {};
   clock.mark(kBackwardSetup);
-  // Step i: query block kb + i, group i of the thread's copies.
+  // Step i: query block firstBlock + i, group i of the thread's copies.
   auto step = [&](int64_t i, auto diagonal) {
-    int64_t q0 = (kb + i) * kBlock;
+    int64_t q0 = (firstBlock + i) * kBlock;
     int stage = static_cast<int>(i % kStages);
     const T *qs = stageTiles + stage * 2 * kBlock * ld;
     const T *dys = qs + kBlock * ld;
@@ -888,14 +917,23 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts))
     // The step's tiles have landed; every warp is done with the last dS^T.
     __syncthreads();
     clock.mark(kWaitQ);
-    // The warp's 16 keys against the block's queries, a part at a time
-    // (its first query `first`): S^T = k q^T and dP^T = v dy^T; P^T and
-    // dS^T over them; then dv += P^T dy, dk += dS^T q.
-    for (int first = 0; first < kBlock; first += kBlock / Parts) {
-      Accumulators<kPartTiles> sTile[1] = {}, dpTile[1] = {};
-      auto &s = sTile[0], &dp = dpTile[0];
-      warpABT<T, D, kBackwardByMatrix>(sTile, ks + r0 * ld, qs + first * ld);
-      warpABT<T, D, kBackwardByMatrix>(dpTile, vs + r0 * ld, dys + first * ld);
+    // The step's first query less the block's first key in a masked step:
+    // 0 with one tile (the one masked step's queries are the keys), else 0
+    // or kBlock. A warp whose keys all come after the step's queries has
+    // dS^T rows of zeros.
+    int shift = KeyTiles == 1 ? 0 : static_cast<int>(q0 - k0);
+    bool idle =
+        KeyTiles > 1 && decltype(diagonal)::value && r0 >= shift + kBlock;
+    if (kDqHere && idle)
+      for (int e = lane; e < kWarpKeys * kBlock; e += 32)
+        dsT[(r0 + e / kBlock) * ldS + e % kBlock] = Tiles<T>::fromFloat(0.0f);
+    // The warp's keys against the block's queries, a part at a time (its
+    // first query `first`): S^T = k q^T and dP^T = v dy^T; P^T and dS^T
+    // over them; then dv += P^T dy, dk += dS^T q.
+    for (int first = 0; !idle && first < kBlock; first += kBlock / Parts) {
+      Accumulators<kPartTiles> s[KeyTiles] = {}, dp[KeyTiles] = {};
+      warpABT<T, D, kBackwardByMatrix>(s, ks + r0 * ld, qs + first * ld);
+      warpABT<T, D, kBackwardByMatrix>(dp, vs + r0 * ld, dys + first * ld);
       clock.mark(kScoresT);
       for (int n = 0; n < kPartTiles; ++n) {
         int col = first + n * 8 + 2 * q;
@@ -904,24 +942,25 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts))
           lseLog2[e] = lses[col + e] * kLog2e;
           rowDelta[e] = deltas[col + e];
         }
-        for (int half = 0; half < 2; ++half) {
-          int r = r0 + g + 8 * half;
-          float ds[2];
-          for (int e = 0; e < 2; ++e) {
-            float &x = s[n][2 * half + e];
-            bool valid = !decltype(diagonal)::value || r <= col + e;
-            float p = valid ? exp2Approx(x * scaleLog2 - lseLog2[e]) : 0.0f;
-            ds[e] = p * (dp[n][2 * half + e] - rowDelta[e]);
-            x = p;
-            dp[n][2 * half + e] = ds[e];
+        for (int tile = 0; tile < KeyTiles; ++tile)
+          for (int half = 0; half < 2; ++half) {
+            int r = r0 + 16 * tile + g + 8 * half;
+            float ds[2];
+            for (int e = 0; e < 2; ++e) {
+              float &x = s[tile][n][2 * half + e];
+              bool valid = !decltype(diagonal)::value || r <= col + e + shift;
+              float p = valid ? exp2Approx(x * scaleLog2 - lseLog2[e]) : 0.0f;
+              ds[e] = p * (dp[tile][n][2 * half + e] - rowDelta[e]);
+              x = p;
+              dp[tile][n][2 * half + e] = ds[e];
+            }
+            if (kDqHere)
+              Tiles<T>::storePair(dsT + r * ldS + col, ds[0], ds[1]);
           }
-          if (kDqHere)
-            Tiles<T>::storePair(dsT + r * ldS + col, ds[0], ds[1]);
-        }
       }
       clock.mark(kGradScores);
-      warpAccumulatePB<T, D, kBackwardByMatrix>(dv, sTile, dys + first * ld);
-      warpAccumulatePB<T, D, kBackwardByMatrix>(dk, dpTile, qs + first * ld);
+      warpAccumulatePB<T, D, kBackwardByMatrix>(dv, s, dys + first * ld);
+      warpAccumulatePB<T, D, kBackwardByMatrix>(dk, dp, qs + first * ld);
       clock.mark(kDvDk);
     }
     // dS^T of every key; every warp is done with the stage's q and dy,
@@ -934,21 +973,21 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts))
     clock.step();
     if (!kDqHere)
       return;
-    // The warp's 16 queries: dq += dS k (scaled once, by storeDqKernel),
-    // dS(query, key) = dS^T's (key, query).
+    // The warp's 16 queries: dq += dS k over the block's keys (scaled
+    // once, by storeDqKernel), dS(query, key) = dS^T's (key, query).
     float accTile[1][D / 8][4] = {};
     auto &acc = accTile[0];
-    for (int j = 0; j < kBlock / kK; ++j) {
+    for (int j = 0; j < kKeys / kK; ++j) {
       uint32_t fa[1][4];
       Tiles<T>::template loadA<kBackwardByMatrix>(
-          fa[0], dsT + j * kK * ldS + r0, 1, ldS);
+          fa[0], dsT + j * kK * ldS + w0, 1, ldS);
       warpMmaTiles<T, D / 8, kBackwardByMatrix>(accTile, fa, ks + j * kK * ld,
                                                 ld, 1);
     }
     clock.mark(kDq);
     if constexpr (Dq == FlashDq::Atomics) {
       for (int half = 0; half < 2; ++half) {
-        int64_t qi = q0 + r0 + g + 8 * half;
+        int64_t qi = q0 + w0 + g + 8 * half;
         if (qi >= t)
           continue;
         float *row = dq + (batch * t + qi) * c + h * D;
@@ -962,7 +1001,7 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts))
       // copies' proxy, then one bulk reduction a row (lane r, row r).
       constexpr int ldq = dqStageStride(D), kTilesHalf = D / 16;
       float *stage = dqStage + warp * 16 * ldq;
-      int64_t qi = q0 + r0 + lane;
+      int64_t qi = q0 + w0 + lane;
       for (int part = 0; part < 2; ++part) {
         bulkWaitRead();
         __syncwarp();
@@ -982,12 +1021,19 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts))
     }
     clock.mark(kDqAdds);
   };
-  step(0, std::true_type());
-  for (int64_t i = 1; i < steps; ++i)
+  step(0, std::true_type()); // with one tile, the only masked one
+  int64_t i = 1;
+  if constexpr (KeyTiles > 1)
+    for (; i < KeyTiles && i < steps; ++i)
+      step(i, std::true_type());
+  for (; i < steps; ++i)
     step(i, std::false_type());
   T *rows = dqkv + batch * t * ldg + h * D;
-  storeWarpRows<T, D>(rows + c, ldg, k0 + r0, t, dk[0], {scale, scale});
-  storeWarpRows<T, D>(rows + 2 * c, ldg, k0 + r0, t, dv[0], {1.0f, 1.0f});
+  for (int tile = 0; tile < KeyTiles; ++tile) {
+    int64_t keys = k0 + r0 + 16 * tile;
+    storeWarpRows<T, D>(rows + c, ldg, keys, t, dk[tile], {scale, scale});
+    storeWarpRows<T, D>(rows + 2 * c, ldg, keys, t, dv[tile], {1.0f, 1.0f});
+  }
   if constexpr (Dq == FlashDq::BulkReduce)
     bulkWaitRead(); // the staging must outlive its reads
   clock.mark(kBackwardSetup);
@@ -1182,7 +1228,7 @@ bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy,
       &limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   int size = static_cast<int>(d);
   size_t bytes = backwardKernelSharedBytes<T>(
-      size, plan.dq, backwardParts<T>(size, plan.dq, plan.steps));
+      size, plan.dq, backwardParts<T>(size, plan), rowTiles(size, plan.tiles));
   if (plan.dq == FlashDq::SecondKernel)
     bytes = std::max(bytes, dqSharedBytes<T>(size));
   return bytes <= static_cast<size_t>(limit);
@@ -1218,20 +1264,20 @@ size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c, int64_t heads,
 template <typename T>
 void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
                            float *lse, int64_t b, int64_t t, int64_t c,
-                           int64_t heads, FlashForwardTiles tiles,
+                           int64_t heads, FlashTiles tiles,
                            FlashPhaseCounters *phases) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
   int d = static_cast<int>(c / heads);
   float scaleLog2 =
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) * kLog2e;
-  int warpTiles = forwardTiles(d, tiles);
+  int warpTiles = rowTiles(d, tiles);
   dim3 grid(static_cast<unsigned>(b * heads * blocksOf(t, kBlock * warpTiles)));
   size_t shared = forwardSharedBytes<T>(d, warpTiles);
   withHeadSize(d, [&](auto size) {
     constexpr int D = decltype(size)::value;
-    // Two row tiles compiled only where forwardTiles takes them.
-    constexpr int kTwo = forwardTiles(D, FlashForwardTiles::Two);
+    // Two row tiles compiled only where rowTiles takes them.
+    constexpr int kTwo = rowTiles(D, FlashTiles::Two);
     auto kernel =
         phases ? forwardKernel<T, D, 1, true> : forwardKernel<T, D, 1, false>;
     if (warpTiles == 2)
@@ -1271,24 +1317,33 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
     SHARDC_CUDA_CHECK(cudaMemsetAsync(
         dqSum, 0, static_cast<size_t>(b * t * c) * sizeof(float), stream));
   float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  dim3 grid(static_cast<unsigned>(b * heads * blocksOf(t)));
+  int keyTiles = rowTiles(d, plan.tiles);
+  dim3 grid(static_cast<unsigned>(b * heads * blocksOf(t))); // dqKernel's
+  dim3 keyGrid(
+      static_cast<unsigned>(b * heads * blocksOf(t, kBlock * keyTiles)));
   withHeadSize(d, [&](auto size) {
     constexpr int D = decltype(size)::value;
     // The main kernel for dq mode Q (a std::integral_constant), its steps
-    // in the parts plan.steps says (compiled in halves only where Fitted
+    // in the parts plan says (compiled in halves only where Fitted or two
+    // row tiles take them, and with two row tiles only where rowTiles
     // takes them).
     auto launch = [&](auto mode) {
       constexpr FlashDq Q = decltype(mode)::value;
       constexpr int kFitted = backwardParts<T>(D, Q, FlashSteps::Fitted);
-      int parts = backwardParts<T>(D, Q, plan.steps);
-      auto kernel = phases ? backwardKernel<T, D, Q, 1, true>
-                           : backwardKernel<T, D, Q, 1, false>;
-      if (parts == 2)
-        kernel = phases ? backwardKernel<T, D, Q, kFitted, true>
-                        : backwardKernel<T, D, Q, kFitted, false>;
-      size_t shared = backwardKernelSharedBytes<T>(D, Q, parts);
+      constexpr int kTwo = rowTiles(D, FlashTiles::Two);
+      constexpr int kTwoParts = kTwo == 2 ? 4 : kFitted;
+      int parts = backwardParts<T>(D, {Q, plan.steps, plan.tiles});
+      auto kernel = phases ? backwardKernel<T, D, Q, 1, 1, true>
+                           : backwardKernel<T, D, Q, 1, 1, false>;
+      if (keyTiles == 2)
+        kernel = phases ? backwardKernel<T, D, Q, kTwoParts, kTwo, true>
+                        : backwardKernel<T, D, Q, kTwoParts, kTwo, false>;
+      else if (parts == 2)
+        kernel = phases ? backwardKernel<T, D, Q, kFitted, 1, true>
+                        : backwardKernel<T, D, Q, kFitted, 1, false>;
+      size_t shared = backwardKernelSharedBytes<T>(D, Q, parts, keyTiles);
       allowShared(kernel, shared);
-      kernel<<<grid, kThreads, shared, stream>>>(
+      kernel<<<keyGrid, kThreads, shared, stream>>>(
           qkv, dy, lse, delta, dqSum, dqkv, t, c, static_cast<int>(heads),
           scale, phases);
       SHARDC_CUDA_CHECK_LAUNCH();
@@ -1324,11 +1379,11 @@ template bool flashAttentionTakes<float>(int64_t, const float *, const float *,
                                          FlashBackwardPlan);
 template void flashAttentionForward<bf16>(cudaStream_t, const bf16 *, bf16 *,
                                           float *, int64_t, int64_t, int64_t,
-                                          int64_t, FlashForwardTiles,
+                                          int64_t, FlashTiles,
                                           FlashPhaseCounters *);
 template void flashAttentionForward<float>(cudaStream_t, const float *, float *,
                                            float *, int64_t, int64_t, int64_t,
-                                           int64_t, FlashForwardTiles,
+                                           int64_t, FlashTiles,
                                            FlashPhaseCounters *);
 template void flashAttentionBackward<bf16>(cudaStream_t, const bf16 *,
                                            const bf16 *, const bf16 *,

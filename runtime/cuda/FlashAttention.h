@@ -46,15 +46,19 @@ enum class FlashDq {
   SecondKernel
 };
 
-/// How many row tiles of 16 queries each of the forward's 4 warps takes.
-enum class FlashForwardTiles {
-  /// One: 64 queries a block, 4 blocks a multiprocessor up to d = 64.
+/// How many row tiles of 16 rows each of a kernel's 4 warps takes: queries
+/// in the forward, keys in the backward's main kernel.
+enum class FlashTiles {
+  /// One: 64 rows a block, 3 or 4 blocks a multiprocessor up to d = 64.
   One,
-  /// Two up to d = 64 (else one): 128 queries a block, as
-  /// FlashAttention-2's forward at d = 64, each k and v fragment a warp
-  /// loads from shared memory feeding both tiles' products (half the loads
-  /// per product) and each barrier and softmax pass twice the products, in
-  /// twice the accumulators (2 blocks a multiprocessor).
+  /// Two up to d = 64 (else one): 128 rows a block, as FlashAttention-2's
+  /// kernels at d = 64, each fragment of the other operand a warp loads
+  /// from shared memory (k and v in the forward, q and dy in the backward)
+  /// feeding both tiles' products (half the loads per product), and each
+  /// barrier and softmax pass twice the products, in twice the
+  /// accumulators (2 blocks a multiprocessor on sm_90; f32's backward at
+  /// d = 64, 1 by its shared memory). The backward then takes its steps in
+  /// quarters of 16 queries, and adds dq once per 128 keys.
   Two
 };
 
@@ -74,6 +78,7 @@ enum class FlashSteps {
 struct FlashBackwardPlan {
   FlashDq dq = FlashDq::Atomics;
   FlashSteps steps = FlashSteps::Fitted;
+  FlashTiles tiles = FlashTiles::One;
 };
 
 /// Whether the kernels of element type T take heads of size d on the current
@@ -114,8 +119,7 @@ size_t flashForwardScratchBytes(int64_t b, int64_t t, int64_t heads);
 template <typename T>
 void flashAttentionForward(cudaStream_t stream, const T *qkv, T *out,
                            float *lse, int64_t b, int64_t t, int64_t c,
-                           int64_t heads,
-                           FlashForwardTiles tiles = FlashForwardTiles::One,
+                           int64_t heads, FlashTiles tiles = FlashTiles::One,
                            FlashPhaseCounters *phases = nullptr);
 
 /// Scratch the backward needs, in this order: delta (b * heads * t floats)

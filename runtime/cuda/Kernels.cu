@@ -232,9 +232,13 @@ struct shardc_rt_cuda_kernels {
   /// as flashBulkDq.
   bool flashWholeSteps = false;
   /// The flash forward's warps taking two row tiles of 16 queries each
-  /// rather than one (FlashForwardTiles::Two):
+  /// rather than one (FlashTiles::Two):
   /// SHARDC_RT_CUDA_FLASH_FORWARD_TILES=2, read by create, as flashBulkDq.
   bool flashForwardTwoTiles = false;
+  /// The flash backward's warps taking two row tiles of 16 keys each
+  /// rather than one: SHARDC_RT_CUDA_FLASH_BACKWARD_TILES=2, as
+  /// flashForwardTwoTiles.
+  bool flashBackwardTwoTiles = false;
   /// The flash kernels' phase counters (shardc_rt_cuda_flash_phases_enable):
   /// device memory, the forward's then the backward's, made when first
   /// enabled; null to the kernels while off.
@@ -2531,13 +2535,14 @@ template <typename T> size_t attentionScratch(int64_t scores, int f32Pieces) {
 
 /// How the flash backward runs: dq by a second kernel where deterministic,
 /// else by atomics, or bulk reductions (flashBulkDq); its steps fitted, or
-/// whole (flashWholeSteps).
+/// whole (flashWholeSteps); its warps' row tiles (flashBackwardTwoTiles).
 shardc::rt::cuda::FlashBackwardPlan flashBackwardPlan(const Kernels *k) {
   using namespace shardc::rt::cuda;
   FlashDq dq = k->deterministic ? FlashDq::SecondKernel
                : k->flashBulkDq ? FlashDq::BulkReduce
                                 : FlashDq::Atomics;
-  return {dq, k->flashWholeSteps ? FlashSteps::Whole : FlashSteps::Fitted};
+  return {dq, k->flashWholeSteps ? FlashSteps::Whole : FlashSteps::Fitted,
+          k->flashBackwardTwoTiles ? FlashTiles::Two : FlashTiles::One};
 }
 
 /// Whether attention of element type T runs the fused kernels
@@ -2631,11 +2636,10 @@ void attention(Kernels *k, const T *qkv, T *out, float *lse, int64_t b,
     if (!lse) // the fused kernels write it anyway
       lse = static_cast<float *>(
           scratch(k, shardc::rt::cuda::flashForwardScratchBytes(b, t, heads)));
-    using shardc::rt::cuda::FlashForwardTiles;
+    using shardc::rt::cuda::FlashTiles;
     shardc::rt::cuda::flashAttentionForward<T>(
         k->stream, qkv, out, lse, b, t, c, heads,
-        k->flashForwardTwoTiles ? FlashForwardTiles::Two
-                                : FlashForwardTiles::One,
+        k->flashForwardTwoTiles ? FlashTiles::Two : FlashTiles::One,
         k->flashPhasesOn ? k->flashPhases : nullptr);
     return;
   }
@@ -3014,6 +3018,8 @@ shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
     k->flashWholeSteps = std::strcmp(steps, "whole") == 0;
   if (const char *tiles = std::getenv("SHARDC_RT_CUDA_FLASH_FORWARD_TILES"))
     k->flashForwardTwoTiles = std::strcmp(tiles, "2") == 0;
+  if (const char *tiles = std::getenv("SHARDC_RT_CUDA_FLASH_BACKWARD_TILES"))
+    k->flashBackwardTwoTiles = std::strcmp(tiles, "2") == 0;
   if (const char *log = std::getenv("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG"))
     k->logEpilogues = *log != '\0' && std::strcmp(log, "0") != 0;
   SHARDC_CUDA_CHECK(cudaMalloc(&k->slot, sizeof(ErrorSlot)));

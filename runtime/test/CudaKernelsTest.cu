@@ -981,7 +981,8 @@ void testAttentionBf16(shardc_rt_cuda_kernels *k, int64_t b, int64_t t,
 /// Kernels with flash attention on, created with environment variable
 /// `variable` = `value` (read by create): SHARDC_RT_CUDA_FLASH_DQ=bulk, dq
 /// by bulk reductions; SHARDC_RT_CUDA_FLASH_STEPS=whole, whole steps;
-/// SHARDC_RT_CUDA_FLASH_FORWARD_TILES=2, the forward's two row tiles.
+/// SHARDC_RT_CUDA_FLASH_FORWARD_TILES=2 and _BACKWARD_TILES=2, the
+/// forward's and the backward's two row tiles.
 shardc_rt_cuda_kernels *createFlashWith(const char *variable, const char *value,
                                         int allowTf32) {
   setenv(variable, value, 1);
@@ -2162,6 +2163,28 @@ int main() {
     testForwardVariantBf16(twoTiles, twoTag, 2, 130, 128, 2);
     testForwardVariantBf16(twoTiles, twoTag, 2, 256, 64, 1);
     shardc_rt_cuda_kernels_destroy(twoTiles);
+    // The backward's warps taking two row tiles of 16 keys
+    // (SHARDC_RT_CUDA_FLASH_BACKWARD_TILES=2, timed likewise): every shape,
+    // beside the default (the same dk and dv bits: the same products in the
+    // same order, those of keys masked whole skipped) where the first
+    // query block leaves half the warps idle, T past and at the blocks;
+    // then deterministic, and with dq by bulk reductions.
+    shardc_rt_cuda_kernels *keyTiles =
+        createFlashWith("SHARDC_RT_CUDA_FLASH_BACKWARD_TILES", "2", 0);
+    const char *keyTag = " (two-tile flash backward)";
+    testFlashShapesBf16(keyTiles, keyTag);
+    testFlashVariantBf16(keyTiles, keyTag, false, 2, 70, 128, 2);
+    testFlashVariantBf16(keyTiles, keyTag, false, 1, 200, 96, 3);
+    testFlashVariantBf16(keyTiles, keyTag, false, 1, 256, 64, 1);
+    shardc_rt_cuda_kernels_set_deterministic(keyTiles, 1);
+    testFlashShapesBf16(keyTiles, " (two-tile deterministic flash)");
+    shardc_rt_cuda_kernels_destroy(keyTiles);
+    setenv("SHARDC_RT_CUDA_FLASH_BACKWARD_TILES", "2", 1);
+    shardc_rt_cuda_kernels *keyTilesBulk =
+        createFlashWith("SHARDC_RT_CUDA_FLASH_DQ", "bulk", 0);
+    unsetenv("SHARDC_RT_CUDA_FLASH_BACKWARD_TILES");
+    testFlashShapesBf16(keyTilesBulk, " (two-tile bulk dq flash)");
+    shardc_rt_cuda_kernels_destroy(keyTilesBulk);
     testFlashPhasesBf16(2, 130, 64, 2);
     testFlashPhasesBf16(1, 130, 256, 2);
   }
@@ -2236,13 +2259,23 @@ int main() {
     testAttention(bulk, 1, 129, 256, 2, 2.0f, tag, kFlashTf32Tolerance);
     testAttention(bulk, 2, 150, 128, 2, 3.0f, tag, kFlashTf32Tolerance);
     shardc_rt_cuda_kernels_destroy(bulk);
-    shardc_rt_cuda_kernels *twoTiles =
-        createFlashWith("SHARDC_RT_CUDA_FLASH_FORWARD_TILES", "2", 1);
-    tag = " (two-tile flash forward tf32)";
-    testAttention(twoTiles, 2, 70, 64, 4, 1.0f, tag, kFlashTf32Tolerance);
-    testAttention(twoTiles, 2, 150, 128, 2, 3.0f, tag, kFlashTf32Tolerance);
-    testAttention(twoTiles, 1, 200, 96, 3, 2.0f, tag, kFlashTf32Tolerance);
-    shardc_rt_cuda_kernels_destroy(twoTiles);
+    // Two row tiles a warp: the forward's, then the backward's.
+    const char *const twoTiles[][2] = {{"SHARDC_RT_CUDA_FLASH_FORWARD_TILES",
+                                        " (two-tile flash forward tf32)"},
+                                       {"SHARDC_RT_CUDA_FLASH_BACKWARD_TILES",
+                                        " (two-tile flash backward tf32)"}};
+    for (const auto &[variable, variantTag] : twoTiles) {
+      shardc_rt_cuda_kernels *variant = createFlashWith(variable, "2", 1);
+      struct Case {
+        int64_t b, t, c, heads;
+        float scale;
+      };
+      for (Case x : {Case{2, 70, 64, 4, 1.0f}, Case{2, 150, 128, 2, 3.0f},
+                     Case{1, 200, 96, 3, 2.0f}})
+        testAttention(variant, x.b, x.t, x.c, x.heads, x.scale, variantTag,
+                      kFlashTf32Tolerance);
+      shardc_rt_cuda_kernels_destroy(variant);
+    }
     // TF32 off: f32 attention keeps the GEMMs' full fp32 products with
     // flash attention on, within f32's kTolerance (which the fused TF32
     // kernels, ~1e-3 and more here, would fail); its tag is not a flash

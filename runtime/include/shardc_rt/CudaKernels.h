@@ -56,8 +56,9 @@
 //    where it would take them in halves to fit more blocks on a
 //    multiprocessor, and SHARDC_RT_CUDA_FLASH_FORWARD_TILES=2 gives each
 //    of the flash forward's warps two row tiles of 16 queries (128 a
-//    block) instead of one (the kernel bench times each beside the
-//    default).
+//    block) instead of one, SHARDC_RT_CUDA_FLASH_BACKWARD_TILES=2 each of
+//    its backward's warps two of 16 keys (the kernel bench times each
+//    beside the default).
 //  - results are deterministic (same inputs, same bits), except the flash
 //    and cuDNN attention_grad's dq (shardc_rt_cuda_kernels_set_flash_attention,
 //    _set_cudnn_attention), which sums by atomicAdd unless
