@@ -476,7 +476,7 @@ int execute(llvm::StringRef program, llvm::ArrayRef<std::string> args) {
     return 1;
   }
   if (WIFSIGNALED(status)) {
-    // A failure either way, and exit codes are not negative.
+    // Ended by a signal: a failure, and exit codes are not negative.
     llvm::errs() << "shardc: " << program << ": " << strsignal(WTERMSIG(status))
                  << "\n";
     return 1;
