@@ -538,7 +538,8 @@ __global__ void __launch_bounds__(kThreads, forwardBlocks(D, Tiles))
   const T *keys = head + c, *values = head + 2 * c;
   // The key blocks the queries see: up to the one holding the last query
   // before t, from the last; those from `masked` on hold keys after some
-  // query (or at or after t), the others none.
+  // query (or at or after t), the others none. With one tile, qb: the
+  // same block, in the form that keeps ptxas's one-tile registers.
   int64_t last =
       Tiles == 1 ? qb : ((q0 + kQueries < t ? q0 + kQueries : t) - 1) / kBlock;
   int64_t masked = q0 / kBlock;
@@ -1331,7 +1332,8 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
       constexpr FlashDq Q = decltype(mode)::value;
       constexpr int kFitted = backwardParts<T>(D, Q, FlashSteps::Fitted);
       constexpr int kTwo = rowTiles(D, FlashTiles::Two);
-      constexpr int kTwoParts = kTwo == 2 ? 4 : kFitted;
+      constexpr int kTwoParts = backwardParts<T>(
+          D, FlashBackwardPlan{Q, FlashSteps::Fitted, FlashTiles::Two});
       int parts = backwardParts<T>(D, {Q, plan.steps, plan.tiles});
       auto kernel = phases ? backwardKernel<T, D, Q, 1, 1, true>
                            : backwardKernel<T, D, Q, 1, 1, false>;
