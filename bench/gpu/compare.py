@@ -25,6 +25,12 @@
       table: per kernel, both times and PyTorch's speed over shardc's;
       then the bench's "# flash phases:" lines (where the instrumented
       flash kernels' warps spend their cycles), a list item each.
+  compare.py variants BENCH.out KERNEL_TEST.out [--margin 0.03]
+      the runtime's kernel variants (VARIANTS) to run with: per kernel, the
+      fastest of its default row and its variants' rows in the kernel
+      bench, a variant only where the kernel test passed its checks and
+      it beats the default by more than the margin. A line per kernel:
+      "set VAR=VALUE: why" for a variant taken, "keep KERNEL: why" else.
 """
 
 import argparse
@@ -293,33 +299,36 @@ def cmd_table(args):
     return 0
 
 
-def cmd_kernels(args):
-    def rows(path, prefix):
-        found = {}
-        try:
-            with open(path) as f:
-                for line in f:
-                    words = line.split()
-                    if line.startswith("#") or not words:
+def bench_rows(path, prefix=""):
+    """A kernel bench's rows (or torch_kernels.py's, PREFIX "torch"): name
+    -> (shape, ms per call, the words after the floor's ms)."""
+    found = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                words = line.split()
+                if line.startswith("#") or not words:
+                    continue
+                if prefix:
+                    if words[0] != prefix:
                         continue
-                    if prefix:
-                        if words[0] != prefix:
-                            continue
-                        words = words[1:]
-                    try:
-                        # the kernel's name may hold spaces: the shape is
-                        # the first word after it with an "x" or a digit
-                        at = next(i for i, w in enumerate(words)
-                                  if i > 0 and w[:1].isdigit())
-                        found[" ".join(words[:at])] = (
-                            words[at], float(words[at + 1]), words[at + 3:])
-                    except (StopIteration, IndexError, ValueError):
-                        continue
-        except OSError:
-            pass
-        return found
+                    words = words[1:]
+                try:
+                    # the kernel's name may hold spaces: the shape is
+                    # the first word after it with an "x" or a digit
+                    at = next(i for i, w in enumerate(words)
+                              if i > 0 and w[:1].isdigit())
+                    found[" ".join(words[:at])] = (
+                        words[at], float(words[at + 1]), words[at + 3:])
+                except (StopIteration, IndexError, ValueError):
+                    continue
+    except OSError:
+        pass
+    return found
 
-    ours, theirs = rows(args.bench, ""), rows(args.torch, "torch")
+
+def cmd_kernels(args):
+    ours, theirs = bench_rows(args.bench), bench_rows(args.torch, "torch")
     print("| kernel | shape | shardc ms | of its floor | PyTorch ms "
           "| PyTorch's speed over shardc's |")
     print("|---|---|---|---|---|---|")
@@ -347,6 +356,66 @@ def cmd_kernels(args):
         for line in phases:
             print("- " + line)
     return 0 if ours else 1
+
+
+# The runtime's kernel variants the kernel bench times beside their
+# default (runtime/cuda/Kernels.cu reads the variables in create): the
+# default's row, the variant's row, the variable that selects it, and the
+# tag of the kernel test's checks of it (its "ok"/"FAIL" lines).
+VARIANTS = [
+    ("attention", "attention (two tiles)",
+     "SHARDC_RT_CUDA_FLASH_FORWARD_TILES=2", "(two-tile flash forward"),
+    ("attention_grad", "attention_grad (two tiles)",
+     "SHARDC_RT_CUDA_FLASH_BACKWARD_TILES=2", "(two-tile flash backward"),
+    ("attention_grad", "attention_grad (bulk dq)",
+     "SHARDC_RT_CUDA_FLASH_DQ=bulk", "(bulk dq flash"),
+    ("attention_grad", "attention_grad (whole steps)",
+     "SHARDC_RT_CUDA_FLASH_STEPS=whole", "(whole-step flash"),
+    ("cross_entropy_and_grad", "cross_entropy (online)",
+     "SHARDC_RT_CUDA_CROSS_ENTROPY=online", "(online)"),
+]
+
+
+def cmd_variants(args):
+    times = {name: ms for name, (_, ms, _) in bench_rows(args.bench).items()}
+    try:
+        with open(args.kernel_test) as f:
+            checks = [line for line in f if line.startswith(("ok ", "FAIL"))]
+    except OSError:
+        checks = []
+
+    def checked(tag):
+        return (any(line.startswith("ok ") and tag in line for line in checks)
+                and not any(line.startswith("FAIL") and tag in line
+                            for line in checks))
+
+    for default in dict.fromkeys(d for d, _, _, _ in VARIANTS):
+        if default not in times:
+            print("keep %s: the bench has no row of it" % default)
+            continue
+        base = times[default]
+        best, why = None, []
+        for _, row, assignment, tag in (v for v in VARIANTS
+                                        if v[0] == default):
+            if row not in times:
+                why.append("%s: not timed" % row)
+            elif not checked(tag):
+                why.append("%s: %.3f ms, not passed by the kernel test's "
+                           "\"%s\" checks" % (row, times[row], tag))
+            else:
+                why.append("%s: %.3f ms (%.2fx)" % (row, times[row],
+                                                   times[row] / base))
+                if (times[row] < base * (1 - args.margin)
+                        and (best is None or times[row] < times[best[0]])):
+                    best = (row, assignment)
+        others = "; ".join(why)
+        if best:
+            print("set %s: %s %.3f ms against %s %.3f ms; %s"
+                  % (best[1], best[0], times[best[0]], default, base, others))
+        else:
+            print("keep %s: %.3f ms; %s (no checked variant faster by over %g%%)"
+                  % (default, base, others, 100 * args.margin))
+    return 0
 
 
 def main():
@@ -398,13 +467,19 @@ def main():
     k.add_argument("bench")
     k.add_argument("torch")
 
+    n = sub.add_parser("variants")
+    n.add_argument("bench")
+    n.add_argument("kernel_test")
+    n.add_argument("--margin", type=float, default=0.03,
+                   help="how much faster than the default a variant must be")
+
     args = p.parse_args()
     if args.cmd == "tokens":
         write_tokens(args.out, args.tokens, args.vocab, args.seed)
         return 0
     return {"check": cmd_check, "validate": cmd_validate,
             "shardc-row": cmd_shardc_row, "table": cmd_table,
-            "kernels": cmd_kernels}[args.cmd](args)
+            "kernels": cmd_kernels, "variants": cmd_variants}[args.cmd](args)
 
 
 if __name__ == "__main__":

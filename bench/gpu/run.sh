@@ -22,7 +22,8 @@
 # Environment (defaults in brackets): SHARDC_BUILD_DIR [build], BATCHES
 # ["64 32 16 8"] (fp32), BF16_BATCHES ["128 64 32 16"], TOTAL_BUDGET [540 s],
 # PHASES [build,check,shardc,torch; kernels times the heaviest kernels
-# alone against PyTorch's, KERNEL_BATCH [16]], TIME_VARIANTS [zero3 ddp zero3+bf16
+# alone against PyTorch's, KERNEL_BATCH [16], and the bf16 rows take the
+# kernel variants it timed faster], TIME_VARIANTS [zero3 ddp zero3+bf16
 # ddp+bf16], TORCH_MODES [eager compile fsdp2 compile-bf16 fsdp2-bf16],
 # SHARDC_WARMUP [2], SHARDC_STEPS [8], TORCH_WARMUP [3], TORCH_STEPS [10],
 # PEAK_TFLOPS [494] (fp32 rows), BF16_PEAK_TFLOPS [989] (bf16 rows), the check
@@ -518,10 +519,22 @@ lib_dirs_for() { # prints directories to put in front, "a:b:" (may be empty)
 # exe_cmd EXE: sets EXE_CMD to `env VARS... EXE`, with what the executable
 # needs on this machine; run it as "${EXE_CMD[@]}" ARGS...
 EXE_CMD=()
+# exe_cmd EXE [PREC]: EXE_CMD runs EXE with the libraries it needs; for PREC
+# bf16, with the kernel variants the kernel bench chose (BF16_VARIANTS).
+BF16_VARIANTS=()
+# run_env PREC: the settings a PREC row ran under, as the commands list
+# shows them before an executable.
+run_env() {
+  local words=()
+  [ -n "${SHARDC_GEMM_EPILOGUES:-}" ] && words+=("SHARDC_GEMM_EPILOGUES=$SHARDC_GEMM_EPILOGUES")
+  [ "$1" = bf16 ] && words+=("${BF16_VARIANTS[@]}")
+  if [ "${#words[@]}" -gt 0 ]; then echo "${words[*]} "; fi
+}
 exe_cmd() {
   local exe=$1 extra
   extra=$(lib_dirs_for "$exe")
   EXE_CMD=(env OMPI_MCA_ess_singleton_isolated=1 OPENBLAS_NUM_THREADS=1)
+  [ "${2:-}" = bf16 ] && EXE_CMD+=("${BF16_VARIANTS[@]}")
   if [ -n "$extra" ]; then
     EXE_CMD+=("LD_LIBRARY_PATH=$(with_dirs "$extra")")
     case "$extra" in
@@ -832,6 +845,26 @@ fi
 # kernels of a GPT-2 small step one by one at its shapes, torch_kernels.py
 # PyTorch's counterparts at the same shapes: a kernel change measured in
 # seconds, side by side, where a whole step takes minutes.
+# The runtime's kernel variants (SHARDC_RT_CUDA_FLASH_FORWARD_TILES=2 and
+# the others of compare.py's VARIANTS) that the bench timed faster than
+# their default, by over 3%, and the kernel test passed: the bf16 rows
+# below run with them (the bench times bf16 kernels; fp32's keep the
+# defaults), so that one run both measures the variants and times the step
+# with the fastest.
+choose_variants() {
+  local line
+  while IFS= read -r line; do
+    case "$line" in
+    "set "*)
+      BF16_VARIANTS+=("$(echo "${line#set }" | cut -d: -f1)")
+      record "kernel variant" "${line#set }"
+      ;;
+    *) say "kernel variant: ${line#keep }" ;;
+    esac
+  done < <(python3 "$HERE/compare.py" variants "$WORK/logs/kernel-bench.out" "$WORK/logs/cudakernels.out")
+  [ "${#BF16_VARIANTS[@]}" -gt 0 ] && NOTES+=("bf16 rows with the kernel variants ${BF16_VARIANTS[*]}: the kernel bench timed them faster than the default")
+}
+
 if wants kernels; then
   phase "kernels: the runtime's bf16 kernels one by one, and PyTorch's, GPT-2 small's shapes at batch $KERNEL_BATCH (budget ${KERNEL_BUDGET}s)"
   KB=""
@@ -857,6 +890,7 @@ if wants kernels; then
       >"$WORK/logs/kernels.md" && sed 's/^/   /' "$WORK/logs/kernels.md"
     if [ "$rc" = 0 ]; then
       record "kernel bench" "ran (torch_kernels.py: $([ "$trc" = 0 ] && echo ran || echo "exit $trc, $(one_line "$WORK/logs/torch-kernels.out")"))"
+      choose_variants
     else
       tail_of "$WORK/logs/kernel-bench.out"
       fail "kernel bench" "exit $rc"
@@ -946,7 +980,7 @@ time_shardc() {
       t=$((shardc_end - SECONDS))
       [ "$t" -gt "$SHARDC_ATTEMPT_BUDGET" ] && t=$SHARDC_ATTEMPT_BUDGET
       log="$WORK/logs/shardc-$key-b$batch"
-      exe_cmd "$exe"
+      exe_cmd "$exe" "$prec"
       say "$key batch $batch: $((SHARDC_WARMUP + SHARDC_STEPS)) steps (limit ${t}s) ..."
       smi_start "$log.smi"
       run_limited "$t" "$log.out" "${EXE_CMD[@]}" --steps $((SHARDC_WARMUP + SHARDC_STEPS)) \
@@ -975,7 +1009,7 @@ EOF
         grep -E '^step ' "$log.out" | sed 's/^/     /' | head -n 12
         COMMANDS+=("shardc-gen gpt --layers $G_LAYERS --hidden $G_HIDDEN --heads $G_HEADS --vocab $G_VOCAB --pad-vocab $G_PAD_VOCAB --seq $G_SEQ --batch $batch > gpt2-b$batch.mlir")
         COMMANDS+=("shardc build gpt2-b$batch.mlir $flags --mesh 1 --target cuda -o gpt2-$key-b$batch")
-        COMMANDS+=("${SHARDC_GEMM_EPILOGUES:+SHARDC_GEMM_EPILOGUES=$SHARDC_GEMM_EPILOGUES }./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG   # median step_ms of steps $((SHARDC_WARMUP + 1))..$((SHARDC_WARMUP + SHARDC_STEPS))")
+        COMMANDS+=("$(run_env "$prec")./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG   # median step_ms of steps $((SHARDC_WARMUP + 1))..$((SHARDC_WARMUP + SHARDC_STEPS))")
         # Where zero3's step goes: GPU time per kernel (--profile: events
         # around each call, so not in the timed run), for what to fuse next,
         # and its timeline (--trace, in logs.tar.gz: open it in Perfetto).
@@ -988,7 +1022,7 @@ EOF
             --trace "$log.trace.json" --trace-steps 2:3
           sed -n '/^profile:/,$p' "$log.profile" | head -n 40 | sed 's/^/     /'
           grep '^shardc: gemm epilogue plan: ' "$log.profile" | sed 's/^shardc: gemm epilogue plan: /     epilogue plan: /' | head -n 20
-          COMMANDS+=("./gpt2-$key-b$batch --steps 3 --seed $TIME_SEED --quiet --profile --trace TRACE.json --trace-steps 2:3   # the kernel table in run.log, the timeline in logs.tar.gz")
+          COMMANDS+=("$(run_env "$prec")./gpt2-$key-b$batch --steps 3 --seed $TIME_SEED --quiet --profile --trace TRACE.json --trace-steps 2:3   # the kernel table in run.log, the timeline in logs.tar.gz")
         fi
         break
       fi
@@ -1193,7 +1227,7 @@ time_other_attention() {
     return 0
   fi
   get_exe gpt2 cuda "$key" "$batch" || { row "$rowf" "$name" "FAILED: $EXE_WHY"; FAILED=1; return 0; }
-  exe_cmd "$EXE"
+  exe_cmd "$EXE" "$prec"
   log="$WORK/logs/shardc-$key+$other-attn-b$batch"
   rerun_row "$rowf" "$name" "$prec" "$peak" "$batch" "$log" SHARDC_ATTENTION=$other || return 0
   # Same executable, seed and data: the first step's loss is the timed
@@ -1206,7 +1240,7 @@ time_other_attention() {
     run_limited "$t" "$log.profile" env SHARDC_ATTENTION=$other "${EXE_CMD[@]}" --steps 3 --seed $TIME_SEED --quiet --profile
     sed -n '/^profile:/,$p' "$log.profile" | head -n 40 | sed 's/^/     /'
   fi
-  COMMANDS+=("SHARDC_ATTENTION=$other ${SHARDC_GEMM_EPILOGUES:+SHARDC_GEMM_EPILOGUES=$SHARDC_GEMM_EPILOGUES }./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG")
+  COMMANDS+=("SHARDC_ATTENTION=$other $(run_env "$prec")./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG")
 }
 
 # ZeRO-3 bf16 with the optimizer state and the params in host memory
@@ -1232,7 +1266,7 @@ time_offload() {
   fi
   if [ -z "$batch" ]; then row "$rowf" "$name" "n/a: $(shardc_name "$plain") did not run"; return 0; fi
   get_exe gpt2 cuda "$key" "$batch" || { row "$rowf" "$name" "n/a: $EXE_WHY"; return 0; }
-  exe_cmd "$EXE"
+  exe_cmd "$EXE" bf16
   log="$WORK/logs/shardc-$key-b$batch"
   rerun_row "$rowf" "$name" bf16 "$BF16_PEAK_TFLOPS" "$batch" "$log" || return 0
   local copies
@@ -1244,7 +1278,7 @@ time_offload() {
     "$WORK/logs/shardc-$plain-b$batch.jsonl" 1e-2 "second loss differs from the plain run's"
   grep -E '^(@|step )' "$log.out" | sed 's/^/     /' | head -n 12
   COMMANDS+=("shardc build gpt2-b$batch.mlir --strategy zero3 --param-dtype bf16 --offload-optimizer true --offload-params true --mesh 1 --target cuda -o gpt2-$key-b$batch")
-  COMMANDS+=("./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG   # median step_ms of steps $((SHARDC_WARMUP + 1))..$((SHARDC_WARMUP + SHARDC_STEPS))")
+  COMMANDS+=("$(run_env bf16)./gpt2-$key-b$batch --steps $((SHARDC_WARMUP + SHARDC_STEPS)) --seed $TIME_SEED --log-json LOG   # median step_ms of steps $((SHARDC_WARMUP + 1))..$((SHARDC_WARMUP + SHARDC_STEPS))")
 }
 
 time_shardc fp32
