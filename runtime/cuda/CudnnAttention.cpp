@@ -26,7 +26,10 @@ namespace shardc::rt::cuda {
 
 //===--- cuDNN, loaded --------------------------------------------------===//
 
-/// The cuDNN entry points the graphs use, from libcudnn.so.9.
+/// The cuDNN entry points the graphs use, from libcudnn.so.9. The library
+/// stays loaded once opened, as PyTorch and cuDNN's frontend keep it: it
+/// loads its own sublibraries and keeps per-thread state that unloading
+/// could leave dangling at exit.
 struct CudnnAttention::Library {
   void *handle = nullptr;
   decltype(&cudnnGetVersion) getVersion = nullptr;
@@ -50,8 +53,6 @@ struct CudnnAttention::Library {
       destroy(cudnn);
     if (device)
       destroyDescriptor(device);
-    if (handle)
-      dlclose(handle);
   }
 
   /// cuDNN's name for `status`, and its last error message where it left
@@ -175,7 +176,7 @@ public:
   /// heuristics (mode A) rank for it; with a handle, the execution plan of
   /// the first that takes it (its kernels compiled: NVRTC) and its
   /// workspace size. Without one, for `device` (cuDNN's device properties:
-  /// no GPU needed), the engines are only counted.
+  /// no GPU needed), the engines are only fetched and counted.
   void plan(cudnnHandle_t cudnn, cudnnBackendDescriptor_t device = nullptr) {
     // cuDNN keeps its last error message until it is read (reading clears
     // it): one left from before would pass for this graph's.
@@ -200,13 +201,10 @@ public:
     check(lib.getAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS,
                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &engines, nullptr),
           "heuristics' engine count");
-    if (failure.empty() && engines == 0) {
-      std::string why = lib.lastError();
-      failure = "cuDNN's heuristics found no engine for the graph" +
-                (why.empty() ? "" : " (" + why + ")");
-    }
-    if (!failure.empty() || !cudnn)
+    if (!failure.empty())
       return;
+    // The engines themselves: cuDNN may hand back fewer than it counted
+    // (none, for some graphs no engine takes), so the count is theirs.
     std::vector<cudnnBackendDescriptor_t> configs(engines);
     for (cudnnBackendDescriptor_t &config : configs)
       config = make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
@@ -214,6 +212,13 @@ public:
                            CUDNN_TYPE_BACKEND_DESCRIPTOR, engines, &engines,
                            configs.data()),
           "heuristics' engines");
+    if (failure.empty() && engines == 0) {
+      std::string why = lib.lastError();
+      failure = "cuDNN's heuristics found no engine for the graph" +
+                (why.empty() ? "" : " (" + why + ")");
+    }
+    if (!failure.empty() || !cudnn)
+      return;
     std::string refusals;
     for (int64_t i = 0; i < engines && failure.empty() && !executionPlan; ++i) {
       cudnnBackendDescriptor_t candidate =
