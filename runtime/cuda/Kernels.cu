@@ -9,15 +9,10 @@
 //  - GEMM epilogues (on unless set_gemm_epilogues turns them off): linear's
 //    bias, linear_gelu's bias, preactivation and GELU, and (bf16)
 //    matmul_gelu_grad's GELU derivative are applied by one cuBLASLt matmul
-//    (CUBLASLT_EPILOGUE_BIAS, GELU_AUX(_BIAS), DGELU) to the f32
-//    accumulator, by the same column-major trick (the bias has n elements,
-//    one per row of the column-major D); matmul_bias_grad's bias gradient
-//    is BGRADB's, its lhs's rows summed beside the product. Descriptors,
-//    layouts and the
-//    heuristic's algorithm are cached per shape (LtKey); where cuBLASLt has
-//    no algorithm, where the preactivation's leading dimension n is not a
-//    multiple of 8, or where a pointer is not 16-byte aligned, the call runs
-//    the cuBLAS GEMM and the elementwise kernel instead;
+//    to the f32 accumulator, and matmul_bias_grad's bias gradient is
+//    summed beside its product (EpilogueGemms.h); where cuBLASLt declines
+//    a shape or a call, it runs the cuBLAS GEMM and the elementwise kernel
+//    instead;
 //  - attention reads q, k and v in place from the fused qkv through cuBLAS
 //    leading dimensions (3C) and batch strides, as the CPU kernel does:
 //    per chunk of heads (or of batch elements), the full T x T scores are one
@@ -73,6 +68,7 @@
 
 #include "Check.h"
 #include "CudnnAttention.h"
+#include "EpilogueGemms.h"
 #include "FlashAttention.h"
 #include "Ptx.h"
 #include "Workspace.h"
@@ -89,28 +85,12 @@
 #include <cstring>
 #include <initializer_list>
 #include <iterator>
-#include <map>
 #include <memory>
 #include <new>
 #include <set>
 #include <string>
-#include <tuple>
 #include <type_traits>
 #include <vector>
-
-//===----------------------------------------------------------------------===//
-// Error checks
-//===----------------------------------------------------------------------===//
-
-#define SHARDC_CUBLAS_CHECK(call)                                              \
-  do {                                                                         \
-    cublasStatus_t shardcStatus_ = (call);                                     \
-    if (shardcStatus_ != CUBLAS_STATUS_SUCCESS) {                              \
-      std::fprintf(stderr, "shardc: cuBLAS error: %s: %s (%s:%d)\n", #call,    \
-                   cublasGetStatusString(shardcStatus_), __FILE__, __LINE__);  \
-      std::abort();                                                            \
-    }                                                                          \
-  } while (0)
 
 namespace {
 
@@ -152,39 +132,9 @@ const char *const kOpNames[] = {
     "shardc_rt_cuda_cross_entropy_and_grad_bf16",
 };
 
-/// cuBLAS's workspace: 32 MiB, NVIDIA's recommendation for Hopper; the
-/// same again for cuBLASLt's.
+/// cuBLAS's workspace: 32 MiB, NVIDIA's recommendation for Hopper (as
+/// cuBLASLt's, EpilogueGemms::kWorkspaceBytes).
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
-constexpr size_t kCublasLtWorkspaceBytes = size_t(32) << 20;
-
-/// What a cached cuBLASLt matmul computes: row-major d[m, n] =
-/// epilogue(op(a) op(b)), op(a) [m, kd], op(b) [kd, n], of one stored type,
-/// with TF32 or full f32 products (f32 only).
-struct LtKey {
-  int64_t m, n, kd;
-  bool transA, transB;
-  cudaDataType_t type;
-  cublasLtEpilogue_t epilogue;
-  bool tf32;
-  bool operator<(const LtKey &o) const {
-    return std::tie(m, n, kd, transA, transB, type, epilogue, tf32) <
-           std::tie(o.m, o.n, o.kd, o.transA, o.transB, o.type, o.epilogue,
-                    o.tf32);
-  }
-};
-
-/// A cuBLASLt matmul ready to run: its descriptor, the layouts of
-/// cuBLASLt's A (our b), B (our a) and C = D, and the heuristic's algorithm;
-/// or, in `unsupported`, why there is none, decided once for the shape (the
-/// calls then run the unfused kernels).
-struct LtPlan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  size_t workspaceBytes = 0;
-  std::string unsupported;
-  bool misalignedLogged = false;
-};
 
 /// Default bound on the attention scores computed at a time, in floats.
 constexpr int64_t kAttentionScoreFloats = int64_t(1) << 26;
@@ -197,17 +147,14 @@ struct shardc_rt_cuda_kernels {
   void *blasWorkspace = nullptr;
   /// fp32 GEMMs on TF32 tensor cores (create's allowTf32).
   bool allowTf32 = false;
-  /// The GEMMs with epilogues (set_gemm_epilogues): cuBLASLt's handle, its
-  /// workspace (stream-ordered, allocated at create), and a plan per shape.
-  /// logEpilogues (SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG) prints each new plan.
+  /// The GEMMs with epilogues (set_gemm_epilogues), and their workspace
+  /// (stream-ordered, allocated at create).
   bool gemmEpilogues = true;
   /// matmul_bias_grad's BGRADB, where gemmEpilogues
   /// (set_bias_grad_epilogue).
   bool biasGradEpilogue = true;
-  bool logEpilogues = false;
-  cublasLtHandle_t lt = nullptr;
+  std::unique_ptr<shardc::rt::cuda::EpilogueGemms> epilogues;
   void *ltWorkspace = nullptr;
-  std::map<LtKey, LtPlan> ltPlans;
   /// The scratch workspace (stream-ordered allocation) and its size.
   void *scratch = nullptr;
   size_t scratchBytes = 0;
@@ -2037,255 +1984,13 @@ void gemm(Kernels *k, bool transA, bool transB, int64_t m, int64_t n,
 }
 
 //===----------------------------------------------------------------------===//
-// GEMM epilogues (cuBLASLt)
+// GEMM epilogues (cuBLASLt: EpilogueGemms.h)
 //===----------------------------------------------------------------------===//
 
-/// Every pointer of a fused GEMM must be aligned to this (checked per call;
-/// the heuristic is told so): cudaMalloc'd tensors are, views at odd offsets
-/// may not be.
-constexpr uintptr_t kLtAlignment = 16;
-
-/// Whether the epilogue takes the descriptor's bias pointer: the bias [n]
-/// it adds (BIAS, GELU_AUX_BIAS), or the bias gradient [m] it writes
-/// (BGRADB: op(a)'s rows summed over kd, matmul_bias_grad's).
-bool epilogueHasBias(cublasLtEpilogue_t epilogue) {
-  return epilogue == CUBLASLT_EPILOGUE_BIAS ||
-         epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
-         epilogue == CUBLASLT_EPILOGUE_BGRADB;
-}
-
-/// The preactivation pre[m, n]: linear_gelu's output, matmul_gelu_grad's
-/// input; laid out as D, leading dimension n.
-bool epilogueHasAux(cublasLtEpilogue_t epilogue) {
-  return epilogue == CUBLASLT_EPILOGUE_GELU_AUX ||
-         epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
-         epilogue == CUBLASLT_EPILOGUE_DGELU;
-}
-
-const char *epilogueName(cublasLtEpilogue_t epilogue) {
-  switch (epilogue) {
-  case CUBLASLT_EPILOGUE_BIAS:
-    return "linear (BIAS)";
-  case CUBLASLT_EPILOGUE_GELU_AUX:
-    return "linear_gelu (GELU_AUX)";
-  case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
-    return "linear_gelu (GELU_AUX_BIAS)";
-  case CUBLASLT_EPILOGUE_DGELU:
-    return "matmul_gelu_grad (DGELU)";
-  case CUBLASLT_EPILOGUE_BGRADB:
-    return "matmul_bias_grad (BGRADB)";
-  default:
-    return "gemm";
-  }
-}
-
-/// "linear_gelu (GELU_AUX_BIAS) bf16 m=4096 n=3072 k=768 a b^T": a plan's
-/// shape in messages.
-std::string describe(const LtKey &key) {
-  char text[160];
-  std::snprintf(text, sizeof(text), "%s %s m=%lld n=%lld k=%lld a%s b%s%s",
-                epilogueName(key.epilogue),
-                key.type == CUDA_R_32F ? "f32" : "bf16",
-                static_cast<long long>(key.m), static_cast<long long>(key.n),
-                static_cast<long long>(key.kd), key.transA ? "^T" : "",
-                key.transB ? "^T" : "",
-                key.type == CUDA_R_32F ? (key.tf32 ? " tf32" : " fp32") : "");
-  return text;
-}
-
-/// SHARDC_CUBLAS_CHECK for the cuBLASLt calls of a plan: also names the
-/// plan's shape.
-void failLt(cublasStatus_t status, const char *call, const LtKey &key,
-            const char *file, int line) {
-  std::fprintf(stderr, "shardc: cuBLAS error: %s for %s: %s (%s:%d)\n", call,
-               describe(key).c_str(), cublasGetStatusString(status), file,
-               line);
-  std::abort();
-}
-
-#define SHARDC_CUBLASLT_CHECK(call, key)                                       \
-  do {                                                                         \
-    cublasStatus_t shardcLtStatus_ = (call);                                   \
-    if (shardcLtStatus_ != CUBLAS_STATUS_SUCCESS)                              \
-      failLt(shardcLtStatus_, #call, (key), __FILE__, __LINE__);               \
-  } while (0)
-
-/// Sets an attribute of a plan's descriptor or of a heuristic preference,
-/// failing as SHARDC_CUBLASLT_CHECK with the attribute's name.
-template <typename V>
-void setAttribute(const LtKey &key, cublasLtMatmulDesc_t desc,
-                  cublasLtMatmulDescAttributes_t attribute, const V &value,
-                  const char *name, int line) {
-  cublasStatus_t status =
-      cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(V));
-  if (status != CUBLAS_STATUS_SUCCESS)
-    failLt(
-        status,
-        (std::string("cublasLtMatmulDescSetAttribute(") + name + ")").c_str(),
-        key, __FILE__, line);
-}
-
-template <typename V>
-void setAttribute(const LtKey &key, cublasLtMatmulPreference_t preference,
-                  cublasLtMatmulPreferenceAttributes_t attribute,
-                  const V &value, const char *name, int line) {
-  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
-      preference, attribute, &value, sizeof(V));
-  if (status != CUBLAS_STATUS_SUCCESS)
-    failLt(status,
-           (std::string("cublasLtMatmulPreferenceSetAttribute(") + name + ")")
-               .c_str(),
-           key, __FILE__, line);
-}
-
-#define SHARDC_CUBLASLT_SET(key, object, attribute, value)                     \
-  setAttribute((key), (object), attribute, (value), #attribute, __LINE__)
-
-/// Fills a new plan: the descriptor, the column-major layouts, and the
-/// heuristic's best algorithm, or why there is none.
-void makePlan(Kernels *k, const LtKey &key, LtPlan &plan) {
-  bool bias = epilogueHasBias(key.epilogue), aux = epilogueHasAux(key.epilogue);
-  if (aux && key.n % 8 != 0) {
-    plan.unsupported = "n is not a multiple of 8 (cuBLASLt requires it of "
-                       "the preactivation's leading dimension)";
-    return;
-  }
-  // f32 as `gemm` runs it: TF32 tensor cores where allowed, else full f32;
-  // bf16 operands accumulate in f32. The scale type (alpha, beta) is f32.
-  cublasComputeType_t compute = key.type == CUDA_R_32F && key.tf32
-                                    ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                    : CUBLAS_COMPUTE_32F;
-  SHARDC_CUBLASLT_CHECK(
-      cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F), key);
-  // Column-major D^T[n, m] = op(b)^T op(a)^T: cuBLASLt's A is our b.
-  int32_t opA = key.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  int32_t opB = key.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, opA);
-  SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, opB);
-  uint32_t epilogue = key.epilogue;
-  SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
-  // The heuristic reads the bias and aux pointers for their alignment only
-  // (it does not dereference them): it sees an address aligned to exactly
-  // kLtAlignment, so that its algorithm runs with any pointer the calls
-  // check to be. The calls set the real pointers.
-  const void *probe = static_cast<char *>(k->ltWorkspace) + kLtAlignment;
-  if (bias) {
-    // The bias has D's type (the stored type); n elements, one per row of
-    // the column-major D, broadcast over its m columns; BGRADB's gradient,
-    // m elements, one per column of D, sums its B (our a) over kd.
-    int32_t biasType = key.type;
-    SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                        biasType);
-    SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                        probe);
-  }
-  if (aux) {
-    // The preactivation: laid out as D (leading dimension n), of D's type,
-    // cuBLASLt's default for GELU's aux (the stored type).
-    int64_t auxLd = key.n;
-    SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-                        auxLd);
-    SHARDC_CUBLASLT_SET(key, plan.desc,
-                        CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, probe);
-  }
-  // Stored row-major a [m, kd] (or [kd, m]) is column-major [kd, m] (or
-  // [m, kd]) with leading dimension its row stride; likewise b.
-  uint64_t rowsA = key.transB ? key.kd : key.n;
-  uint64_t colsA = key.transB ? key.n : key.kd;
-  uint64_t rowsB = key.transA ? key.m : key.kd;
-  uint64_t colsB = key.transA ? key.kd : key.m;
-  SHARDC_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.a, key.type, rowsA,
-                                                   colsA,
-                                                   static_cast<int64_t>(rowsA)),
-                        key);
-  SHARDC_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.b, key.type, rowsB,
-                                                   colsB,
-                                                   static_cast<int64_t>(rowsB)),
-                        key);
-  SHARDC_CUBLASLT_CHECK(
-      cublasLtMatrixLayoutCreate(&plan.d, key.type, key.n, key.m, key.n), key);
-
-  cublasLtMatmulPreference_t preference = nullptr;
-  SHARDC_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&preference), key);
-  uint64_t maxWorkspace = kCublasLtWorkspaceBytes;
-  SHARDC_CUBLASLT_SET(key, preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                      maxWorkspace);
-  // Split-K only with f32 partial sums reduced in a fixed order: results
-  // accumulate in f32 and are rounded once (no partial sums in bf16, as
-  // INPLACE and OUTPUT_TYPE would keep them), and are deterministic.
-  uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  SHARDC_CUBLASLT_SET(key, preference,
-                      CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, reductions);
-  uint32_t alignment = kLtAlignment;
-  SHARDC_CUBLASLT_SET(key, preference,
-                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment);
-  SHARDC_CUBLASLT_SET(key, preference,
-                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment);
-  SHARDC_CUBLASLT_SET(key, preference,
-                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment);
-  SHARDC_CUBLASLT_SET(key, preference,
-                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment);
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(k->lt, plan.desc, plan.a, plan.b, plan.d,
-                                     plan.d, preference, 1, &result, &found);
-  SHARDC_CUBLASLT_CHECK(cublasLtMatmulPreferenceDestroy(preference), key);
-  // No algorithm for the combination: NOT_SUPPORTED, or INVALID_VALUE
-  // where this cuBLASLt does not take an attribute for these types.
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
-      status == CUBLAS_STATUS_INVALID_VALUE) {
-    plan.unsupported = std::string("cublasLtMatmulAlgoGetHeuristic: ") +
-                       cublasGetStatusString(status);
-    return;
-  }
-  if (status != CUBLAS_STATUS_SUCCESS)
-    failLt(status, "cublasLtMatmulAlgoGetHeuristic", key, __FILE__, __LINE__);
-  if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
-    plan.unsupported = "cublasLtMatmulAlgoGetHeuristic found no algorithm";
-    return;
-  }
-  if (result.workspaceSize > kCublasLtWorkspaceBytes) {
-    plan.unsupported = "the algorithm needs more than the workspace";
-    return;
-  }
-  plan.algo = result.algo;
-  plan.workspaceBytes = result.workspaceSize;
-}
-
-void logPlan(const LtKey &key, const LtPlan &plan, const char *event) {
-  std::fprintf(stderr, "shardc: gemm epilogue plan: %s: %s%s\n",
-               describe(key).c_str(), event,
-               plan.unsupported.empty() ? "" : plan.unsupported.c_str());
-}
-
-/// The plan of `key`, made on its first use (the heuristic runs once per
-/// shape; a training step repeats its shapes).
-LtPlan &planFor(Kernels *k, const LtKey &key) {
-  auto [it, inserted] = k->ltPlans.try_emplace(key);
-  LtPlan &plan = it->second;
-  if (inserted) {
-    makePlan(k, key, plan);
-    if (k->logEpilogues) {
-      char fused[64];
-      std::snprintf(fused, sizeof(fused), "fused (workspace %zu bytes)",
-                    plan.workspaceBytes);
-      logPlan(key, plan, plan.unsupported.empty() ? fused : "unfused: ");
-    }
-  }
-  return plan;
-}
-
-bool isAligned(const void *pointer) {
-  return reinterpret_cast<uintptr_t>(pointer) % kLtAlignment == 0;
-}
-
-/// Row-major d[m, n] = epilogue(op(a) op(b)) in one cuBLASLt matmul, a and b
-/// contiguous (row strides as matmul's), `bias` (epilogueHasBias's) and
-/// `aux` (the preactivation [m, n]) as the epilogue takes them (else null).
-/// Returns false, having enqueued nothing, where the epilogues are off or
-/// cuBLASLt cannot run it (see LtPlan; a pointer not kLtAlignment-aligned):
-/// the caller then runs the unfused kernels.
+/// Row-major d[m, n] = epilogue(op(a) op(b)) in one cuBLASLt matmul
+/// (EpilogueGemms::run). Returns false, having enqueued nothing, where the
+/// epilogues are off, where f32 without TF32 asks for a GELU, or where
+/// cuBLASLt cannot run it: the caller then runs the unfused kernels.
 template <typename T>
 bool gemmEpilogue(Kernels *k, cublasLtEpilogue_t epilogue, bool transA,
                   bool transB, int64_t m, int64_t n, int64_t kd, const T *a,
@@ -2302,53 +2007,9 @@ bool gemmEpilogue(Kernels *k, cublasLtEpilogue_t epilogue, bool transA,
       epilogue != CUBLASLT_EPILOGUE_BIAS &&
       epilogue != CUBLASLT_EPILOGUE_BGRADB)
     return false;
-  LtKey key{m, n, kd, transA, transB, cudaTypeOf<T>(), epilogue, k->allowTf32};
-  LtPlan &plan = planFor(k, key);
-  if (!plan.unsupported.empty())
-    return false;
-  bool hasBias = epilogueHasBias(epilogue), hasAux = epilogueHasAux(epilogue);
-  if (!isAligned(a) || !isAligned(b) || !isAligned(d) ||
-      (hasBias && !isAligned(bias)) || (hasAux && !isAligned(aux))) {
-    if (k->logEpilogues && !plan.misalignedLogged) {
-      plan.misalignedLogged = true;
-      logPlan(key, plan,
-              "unfused for calls with a pointer not 16-byte aligned");
-    }
-    return false;
-  }
-  if (hasBias)
-    SHARDC_CUBLASLT_SET(key, plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                        bias);
-  if (hasAux)
-    SHARDC_CUBLASLT_SET(key, plan.desc,
-                        CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
-  float alpha = 1.0f, beta = 0.0f;
-  cublasStatus_t status = cublasLtMatmul(
-      k->lt, plan.desc, &alpha, b, plan.a, a, plan.b, &beta, d, plan.d, d,
-      plan.d, &plan.algo, k->ltWorkspace, plan.workspaceBytes, k->stream);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
-    // The heuristic's algorithm refused at launch: nothing was enqueued;
-    // this shape runs unfused from now on.
-    plan.unsupported = "cublasLtMatmul: the heuristic's algorithm is not "
-                       "supported at launch";
-    if (k->logEpilogues)
-      logPlan(key, plan, "unfused: ");
-    return false;
-  }
-  if (status != CUBLAS_STATUS_SUCCESS)
-    failLt(status, "cublasLtMatmul", key, __FILE__, __LINE__);
-  return true;
-}
-
-void destroyPlans(Kernels *k) {
-  for (auto &[key, plan] : k->ltPlans) {
-    for (cublasLtMatrixLayout_t layout : {plan.a, plan.b, plan.d})
-      if (layout)
-        SHARDC_CUBLASLT_CHECK(cublasLtMatrixLayoutDestroy(layout), key);
-    if (plan.desc)
-      SHARDC_CUBLASLT_CHECK(cublasLtMatmulDescDestroy(plan.desc), key);
-  }
-  k->ltPlans.clear();
+  return k->epilogues->run(
+      {m, n, kd, transA, transB, cudaTypeOf<T>(), epilogue, k->allowTf32}, a, b,
+      d, bias, aux);
 }
 
 //===----------------------------------------------------------------------===//
@@ -3007,9 +2668,13 @@ shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
       k->blas, allowTf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
   k->allowTf32 = allowTf32 != 0;
   // cuBLASLt (the GEMM epilogues): its handle and its own workspace, which
-  // every fused GEMM on the stream shares.
-  SHARDC_CUBLAS_CHECK(cublasLtCreate(&k->lt));
-  allocateWorkspace(k, &k->ltWorkspace, kCublasLtWorkspaceBytes);
+  // every fused GEMM on the stream shares; SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG
+  // prints each new plan.
+  allocateWorkspace(k, &k->ltWorkspace,
+                    shardc::rt::cuda::EpilogueGemms::kWorkspaceBytes);
+  const char *log = std::getenv("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG");
+  k->epilogues = std::make_unique<shardc::rt::cuda::EpilogueGemms>(
+      stream, k->ltWorkspace, log && *log != '\0' && std::strcmp(log, "0"));
   if (const char *rows = std::getenv("SHARDC_RT_CUDA_CROSS_ENTROPY"))
     k->stagedCrossEntropy = std::strcmp(rows, "online") != 0;
   if (const char *dq = std::getenv("SHARDC_RT_CUDA_FLASH_DQ"))
@@ -3020,8 +2685,6 @@ shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
     k->flashForwardTwoTiles = std::strcmp(tiles, "2") == 0;
   if (const char *tiles = std::getenv("SHARDC_RT_CUDA_FLASH_BACKWARD_TILES"))
     k->flashBackwardTwoTiles = std::strcmp(tiles, "2") == 0;
-  if (const char *log = std::getenv("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG"))
-    k->logEpilogues = *log != '\0' && std::strcmp(log, "0") != 0;
   SHARDC_CUDA_CHECK(cudaMalloc(&k->slot, sizeof(ErrorSlot)));
   SHARDC_CUDA_CHECK(cudaMallocHost(&k->hostSlot, sizeof(ErrorSlot)));
   SHARDC_CUDA_CHECK(cudaMemsetAsync(k->slot, 0xff, sizeof(ErrorSlot), stream));
@@ -3039,8 +2702,7 @@ void shardc_rt_cuda_kernels_destroy(shardc_rt_cuda_kernels *k) {
   SHARDC_CUDA_CHECK(cudaStreamSynchronize(k->stream));
   for (cudaEvent_t event : k->events)
     SHARDC_CUDA_CHECK(cudaEventDestroy(event));
-  destroyPlans(k);
-  SHARDC_CUBLAS_CHECK(cublasLtDestroy(k->lt));
+  k->epilogues.reset();
   SHARDC_CUBLAS_CHECK(cublasDestroy(k->blas));
   SHARDC_CUDA_CHECK(cudaFree(k->blasWorkspace));
   SHARDC_CUDA_CHECK(cudaFree(k->slot));
@@ -3051,7 +2713,8 @@ void shardc_rt_cuda_kernels_destroy(shardc_rt_cuda_kernels *k) {
 
 int64_t
 shardc_rt_cuda_kernels_workspace_bytes(const shardc_rt_cuda_kernels *k) {
-  return static_cast<int64_t>(kCublasWorkspaceBytes + kCublasLtWorkspaceBytes +
+  return static_cast<int64_t>(kCublasWorkspaceBytes +
+                              shardc::rt::cuda::EpilogueGemms::kWorkspaceBytes +
                               k->scratchBytes + k->sumsBytes);
 }
 
