@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Rewrites a .cu file into C++ that cudasim compiles: translate.py IN OUT.
 
+A .cuh header (device code that .cu files include) is rewritten the same
+way, into OUT beside the .cu files' translations, so that their
+`#include "X.cuh"` finds it there first.
+
 Three rewrites, keeping every line where it was (a `#line` directive names
 IN, so diagnostics, __FILE__ and __LINE__ point at the CUDA source):
 
@@ -20,13 +24,15 @@ kernel on them, deducing a template kernel's arguments; ENTRY is the
 kernel's address (cudaFuncSetAttribute's
 key) where the launch names one function: a kernel with explicit template
 arguments, one that is not a template, or a function pointer; it is null
-for a template kernel whose arguments the call deduces. A launch is a kernel
+for a template kernel whose arguments the call deduces (a template kernel
+of IN, or of a .cuh header IN includes, directly or not). A launch is a kernel
 name, optionally qualified and with template arguments that hold no `<`,
 then `<<<`; a __shared__ variable is declared alone on its line. Any `<<<`
 or `__shared__` left over outside a comment is an error naming its line, so
 that nothing is silently left for the host compiler to misread.
 """
 
+import os
 import re
 import sys
 
@@ -63,8 +69,29 @@ def closing_paren(text, open_index):
     return -1
 
 
+INCLUDE_CUH = re.compile(
+    r'^[ \t]*#[ \t]*include[ \t]+"(?P<path>[^"]+\.cuh)"', re.M
+)
+
+
+def template_kernels(text, directory, seen):
+    """The template kernels of `text` and of the .cuh headers it includes
+    (found beside it, in `directory`), each header read once."""
+    names = set(m["name"] for m in TEMPLATE_KERNEL.finditer(text))
+    for m in INCLUDE_CUH.finditer(text):
+        header = os.path.normpath(os.path.join(directory, m["path"]))
+        if header in seen or not os.path.exists(header):
+            continue
+        seen.add(header)
+        with open(header) as f:
+            names |= template_kernels(f.read(), os.path.dirname(header), seen)
+    return names
+
+
 def rewrite_launches(text, path):
-    deduced = set(m["name"] for m in TEMPLATE_KERNEL.finditer(text))
+    deduced = template_kernels(
+        text, os.path.dirname(path), {os.path.normpath(path)}
+    )
     out, pos = [], 0
     for m in LAUNCH.finditer(text):
         if m.start() < pos:
@@ -109,7 +136,7 @@ def static_shared(match):
 
 def main():
     if len(sys.argv) != 3:
-        sys.exit("usage: translate.py IN.cu OUT.cpp")
+        sys.exit("usage: translate.py IN.cu|IN.cuh OUT")
     source_path, output_path = sys.argv[1:]
     with open(source_path) as f:
         source = f.read()

@@ -4,12 +4,12 @@
 // simulation gets right (block reductions through shuffles and barriers,
 // each shuffle form, wmma tiles accumulated in shared memory by a warp,
 // PTX's mma.sync on fragments laid out as the PTX ISA lays them, cp.async
-// landing at its waits,
-// dynamic shared memory over 48 KiB, static shared memory fresh in each
-// block, a __syncwarp after some lanes returned, atomics across blocks,
-// fresh device memory reading as NaN) and prints one line per check. Every
-// other case is a bug a GPU may not report; cudasim must name it and exit
-// 1 (test/runtime/cudasim.test).
+// landing at its waits, dynamic shared memory over 48 KiB, static shared
+// memory fresh in each block, a __syncwarp after some lanes returned,
+// atomics across blocks, fresh device memory reading as NaN, a .cuh
+// header's kernels) and prints one line per check. Every other case is a
+// bug a GPU may not report; cudasim must name it and exit 1
+// (test/runtime/cudasim.test).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +18,7 @@
 #include <mma.h>
 
 #include "Ptx.h"
+#include "SelfTest.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -233,6 +234,19 @@ int runChecks() {
     right = right && sums[b] == want;
   }
   check(right, "block sums through shuffles, a barrier and shared memory");
+
+  // A header's template kernel (SelfTest.cuh), launched there and here
+  // with its arguments deduced.
+  int *ix = nullptr, *isums = nullptr;
+  cudaMalloc(&ix, 128 * sizeof(int));
+  cudaMalloc(&isums, 4 * sizeof(int));
+  std::vector<int> ones(128, 1);
+  cudaMemcpy(ix, ones.data(), 128 * sizeof(int), cudaMemcpyHostToDevice);
+  headerSum(ix, isums, 2);
+  headerSumKernel<<<2, 64>>>(ix, isums + 2);
+  std::vector<int> isum = hostCopy(isums, 4);
+  check(isum == std::vector<int>{64, 64, 64, 64},
+        "a .cuh header's kernel, launched in the header and in the .cu file");
 
   int *down = nullptr, *up = nullptr, *index16 = nullptr;
   cudaMalloc(&down, 32 * sizeof(int));
