@@ -359,7 +359,7 @@ def cmd_kernels(args):
 
 
 # The runtime's kernel variants the kernel bench times beside their
-# default (runtime/cuda/Kernels.cu reads the variables in create): the
+# default (runtime/cuda/KernelState.cpp reads the variables in create): the
 # default's row, the variant's row, the variable that selects it, and the
 # tag of the kernel test's checks of it (its "ok"/"FAIL" lines).
 VARIANTS = [

@@ -1,10 +1,10 @@
 //===- EpilogueGemms.h - cuBLASLt GEMMs with fused epilogues ----*- C++ -*-===//
 //
-// The GEMMs of Kernels.cu whose elementwise epilogue cuBLASLt applies to the
+// The GEMMs of Gemm.cu whose elementwise epilogue cuBLASLt applies to the
 // f32 accumulator in the same kernel: linear's bias (BIAS), linear_gelu's
 // bias, preactivation and GELU (GELU_AUX, GELU_AUX_BIAS), matmul_gelu_grad's
 // GELU derivative (DGELU), and matmul_bias_grad's bias gradient (BGRADB:
-// its lhs's rows summed beside the product). Row-major as Kernels.cu's
+// its lhs's rows summed beside the product). Row-major as Gemm.cu's
 // `gemm`: a row-major d = op(a) op(b) is the column-major d^T = op(b)^T
 // op(a)^T, so cuBLASLt's A is our b, and the bias has n elements, one per
 // row of the column-major D.

@@ -5,7 +5,8 @@
 // workspaces, its error slot and the timing of its calls; and what the
 // kernels share of it (workspace growth, CallTimer). Host code:
 // KernelState.cpp makes, configures, checks and times the object (the C
-// ABI's lifecycle), Kernels.cu runs the kernels.
+// ABI's lifecycle); the kernels run on it (KernelUtils.cuh lists their
+// files).
 //
 //===----------------------------------------------------------------------===//
 

@@ -6,8 +6,8 @@
 // two ops they fuse in turn, on the intermediate as stored: their results are
 // those of the unfused pair to the bit, in f32 and in bf16. The fusion pays
 // on a GPU, where the intermediate skips a round trip through memory
-// (runtime/cuda/Kernels.cu); here it only changes which buffers are live
-// when (the --train-fuse pass says how).
+// (runtime/cuda: KernelUtils.cuh lists the CUDA kernels); here it only
+// changes which buffers are live when (the --train-fuse pass says how).
 //
 //===----------------------------------------------------------------------===//
 
