@@ -516,11 +516,8 @@ lib_dirs_for() { # prints directories to put in front, "a:b:" (may be empty)
   fi
   echo "$extra"
 }
-# exe_cmd EXE: sets EXE_CMD to `env VARS... EXE`, with what the executable
-# needs on this machine; run it as "${EXE_CMD[@]}" ARGS...
-EXE_CMD=()
-# exe_cmd EXE [PREC]: EXE_CMD runs EXE with the libraries it needs; for PREC
-# bf16, with the kernel variants the kernel bench chose (BF16_VARIANTS).
+# The kernel variants the bf16 rows run with (choose_variants, after the
+# kernel bench): VAR=VALUE words, none by default.
 BF16_VARIANTS=()
 # run_env PREC: the settings a PREC row ran under, as the commands list
 # shows them before an executable.
@@ -530,6 +527,10 @@ run_env() {
   [ "$1" = bf16 ] && words+=("${BF16_VARIANTS[@]}")
   if [ "${#words[@]}" -gt 0 ]; then echo "${words[*]} "; fi
 }
+# exe_cmd EXE [PREC]: sets EXE_CMD to `env VARS... EXE`, with what the
+# executable needs on this machine (for PREC bf16, BF16_VARIANTS too); run
+# it as "${EXE_CMD[@]}" ARGS...
+EXE_CMD=()
 exe_cmd() {
   local exe=$1 extra
   extra=$(lib_dirs_for "$exe")
