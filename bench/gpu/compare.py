@@ -403,8 +403,9 @@ def cmd_variants(args):
                 why.append("%s: %.3f ms, not passed by the kernel test's "
                            "\"%s\" checks" % (row, times[row], tag))
             else:
-                why.append("%s: %.3f ms (%.2fx)" % (row, times[row],
-                                                   times[row] / base))
+                why.append("%s: %.3f ms (%s)" % (
+                    row, times[row],
+                    "%.2fx" % (times[row] / base) if base > 0 else "?x"))
                 if (times[row] < base * (1 - args.margin)
                         and (best is None or times[row] < times[best[0]])):
                     best = (row, assignment)
