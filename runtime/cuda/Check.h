@@ -1,5 +1,4 @@
-//===- Check.h - CUDA status checks of the kernel libraries ------*- C++
-//-*-===//
+//===- Check.h - CUDA and cuBLAS status checks of the kernels ---*- C++ -*-===//
 //
 // A failed CUDA or cuBLAS call inside a kernel library prints the call, the
 // error, the file and the line, and aborts: the kernels only enqueue work,

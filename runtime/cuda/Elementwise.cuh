@@ -1,5 +1,4 @@
-//===- Elementwise.cuh - Elementwise kernels every family launches -*- C++
-//-*-===//
+//===- Elementwise.cuh - Elementwise kernels of every family ----*- C++ -*-===//
 //
 // Grid-stride loops with 64-bit indices, templates over the stored type
 // (f32 or bf16); the bf16 ops' f32 results (F32Results), rounded from the

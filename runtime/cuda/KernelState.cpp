@@ -1,4 +1,4 @@
-//===- KernelState.cpp - Make, configure, check and time the kernels -----===//
+//===- KernelState.cpp - Make, configure, check and time the kernels ------===//
 //
 // The C ABI's lifecycle of a shardc_rt_cuda_kernels object
 // (shardc_rt/CudaKernels.h; KernelState.h says what it holds): create and

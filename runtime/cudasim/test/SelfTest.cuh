@@ -1,5 +1,4 @@
-//===- SelfTest.cuh - Device code in a header, for the self-test -*- C++
-//-*-===//
+//===- SelfTest.cuh - Device code in a header, for the test -----*- C++ -*-===//
 //
 // translate.py rewrites a .cuh header as it rewrites a .cu file: its launches
 // and its __shared__ variables; and a .cu file that includes it launches its
