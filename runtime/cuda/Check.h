@@ -16,25 +16,27 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define SHARDC_CUDA_CHECK(call)                                                \
+/// Aborts, naming `library`, the call's text, `describe`'s words for its
+/// status, the file and the line, where `call` returns other than
+/// `success`. The callers stringize the call, before its macros expand
+/// (cuBLAS's v2 names).
+#define SHARDC_STATUS_CHECK(call, text, library, Status, success, describe)    \
   do {                                                                         \
-    cudaError_t shardcError_ = (call);                                         \
-    if (shardcError_ != cudaSuccess) {                                         \
-      std::fprintf(stderr, "shardc: CUDA error: %s: %s (%s:%d)\n", #call,      \
-                   cudaGetErrorString(shardcError_), __FILE__, __LINE__);      \
+    Status shardcStatus_ = (call);                                             \
+    if (shardcStatus_ != (success)) {                                          \
+      std::fprintf(stderr, "shardc: " library " error: %s: %s (%s:%d)\n",      \
+                   text, describe(shardcStatus_), __FILE__, __LINE__);         \
       std::abort();                                                            \
     }                                                                          \
   } while (0)
 
+#define SHARDC_CUDA_CHECK(call)                                                \
+  SHARDC_STATUS_CHECK(call, #call, "CUDA", cudaError_t, cudaSuccess,           \
+                      cudaGetErrorString)
+
 #define SHARDC_CUBLAS_CHECK(call)                                              \
-  do {                                                                         \
-    cublasStatus_t shardcStatus_ = (call);                                     \
-    if (shardcStatus_ != CUBLAS_STATUS_SUCCESS) {                              \
-      std::fprintf(stderr, "shardc: cuBLAS error: %s: %s (%s:%d)\n", #call,    \
-                   cublasGetStatusString(shardcStatus_), __FILE__, __LINE__);  \
-      std::abort();                                                            \
-    }                                                                          \
-  } while (0)
+  SHARDC_STATUS_CHECK(call, #call, "cuBLAS", cublasStatus_t,                   \
+                      CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
 
 /// Checks the launch just made (configuration errors; faults inside the
 /// kernel surface at the next synchronising call).
