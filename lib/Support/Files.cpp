@@ -5,6 +5,7 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Signals.h"
 
 #include <string>
 
@@ -23,4 +24,37 @@ bool shardc::isSameFile(llvm::StringRef a, llvm::StringRef b) {
     return std::string(real);
   };
   return resolved(a) == resolved(b);
+}
+
+llvm::LogicalResult shardc::writeOutputOnSuccess(
+    llvm::StringRef output,
+    llvm::function_ref<llvm::LogicalResult(llvm::StringRef)> write,
+    std::string &error) {
+  error.clear();
+  if (output == "-" || (llvm::sys::fs::exists(output) &&
+                        !llvm::sys::fs::is_regular_file(output)))
+    return write(output);
+  // Through a symlink, the file it names is the one replaced.
+  llvm::SmallString<256> target(output), resolved, temp;
+  if (llvm::sys::fs::exists(output) &&
+      !llvm::sys::fs::real_path(output, resolved))
+    target = resolved;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueFile(target + ".tmp-%%%%%%", temp)) {
+    error = "cannot write '" + output.str() + "': " + ec.message();
+    return llvm::failure();
+  }
+  llvm::sys::RemoveFileOnSignal(temp);
+  llvm::LogicalResult written = write(temp);
+  std::error_code moved;
+  if (llvm::succeeded(written))
+    moved = llvm::sys::fs::rename(temp, target);
+  if (llvm::failed(written) || moved)
+    llvm::sys::fs::remove(temp);
+  llvm::sys::DontRemoveFileOnSignal(temp);
+  if (moved) {
+    error = "cannot write '" + output.str() + "': " + moved.message();
+    return llvm::failure();
+  }
+  return written;
 }

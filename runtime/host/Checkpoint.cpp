@@ -31,6 +31,21 @@ const char *const shardFormat = "shardc-checkpoint-shard";
 /// still loads.
 constexpr int64_t manifestVersion = 2;
 
+/// `text` on one line: its control characters (a NUL among them) as \xNN.
+std::string printable(const std::string &text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c != 0x7f) {
+      out += static_cast<char>(c);
+      continue;
+    }
+    char escaped[5];
+    std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+    out += escaped;
+  }
+  return out;
+}
+
 /// CRC-32 (IEEE 802.3, zlib's) of `bytes` bytes at `data`.
 uint32_t crc32(const void *data, size_t bytes) {
   static const std::array<uint32_t, 256> table = [] {
@@ -609,11 +624,17 @@ std::string readManifest(const std::string &dir, Manifest &manifest) {
     ManifestFile file;
     const JsonValue *name = entry.get("name");
     const JsonValue *pieces = entry.get("pieces");
-    if (!name || name->kind != JsonValue::Kind::String ||
-        name->text.find('/') != std::string::npos || name->text.empty() ||
-        !entry.get("rank") || !entry.get("rank")->getInt64(file.rank) ||
-        !entry.get("bytes") || !entry.get("bytes")->getInt64(file.bytes) ||
-        !pieces || pieces->kind != JsonValue::Kind::Array)
+    // A name is a file of the checkpoint's directory: no path elsewhere
+    // (../x, /etc/x), nor one cut short by a NUL.
+    if (name && name->kind == JsonValue::Kind::String &&
+        (name->text.empty() || name->text == "." || name->text == ".." ||
+         name->text.find_first_of(std::string("/\0", 2)) != std::string::npos))
+      return corrupt("a \"files\" entry's name '" + printable(name->text) +
+                     "' is not a file name in the checkpoint's directory");
+    if (!name || name->kind != JsonValue::Kind::String || !entry.get("rank") ||
+        !entry.get("rank")->getInt64(file.rank) || !entry.get("bytes") ||
+        !entry.get("bytes")->getInt64(file.bytes) || !pieces ||
+        pieces->kind != JsonValue::Kind::Array)
       return corrupt("a \"files\" entry is not {\"name\", \"rank\", "
                      "\"bytes\", \"pieces\"}");
     file.name = name->text;
@@ -855,6 +876,14 @@ std::string shardc::rt::tryCheckCheckpointDir(const std::string &dir) {
   }
   if (!S_ISDIR(info.st_mode))
     return existing + " is not a directory";
+  // The manifest a save commits by renaming over it, found now rather than
+  // after the steps it would save.
+  std::string manifest = dir + "/" + manifestName;
+  if (existing == dir && ::stat(manifest.c_str(), &info) == 0 &&
+      !S_ISREG(info.st_mode))
+    return manifest +
+           " exists and is not a regular file (a directory, a pipe), "
+           "which the save would replace";
   std::string probe =
       existing + "/.shardc-save-probe-" + std::to_string(::getpid());
   if (::mkdir(probe.c_str(), 0700) != 0) {

@@ -18,6 +18,7 @@
 #include "shardc_rt/SafeTensors.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cinttypes>
 #include <climits>
@@ -30,6 +31,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <sched.h>
 #include <string>
@@ -130,6 +132,9 @@ std::string formatFlopRate(double flopsPerSecond) {
 }
 
 bool parseInt(const char *text, int64_t &value) {
+  // strtoll would skip leading blanks: ' 3' is not a number either.
+  if (std::isspace(static_cast<unsigned char>(*text)))
+    return false;
   char *end = nullptr;
   errno = 0;
   long long v = std::strtoll(text, &end, 10);
@@ -1072,7 +1077,15 @@ void *shardc_rt_input(shardc_rt_context *ctx, int32_t index) {
   if (ctx->inputStaging.size() < static_cast<size_t>(m.num_inputs))
     ctx->inputStaging.resize(m.num_inputs);
   std::vector<int32_t> &staging = ctx->inputStaging[index];
-  staging.resize(rows * rowSize);
+  try {
+    staging.resize(rows * rowSize);
+  } catch (const std::bad_alloc &) {
+    SHARDC_RT_FAIL("shardc_rt_input",
+                   std::string("out of host memory reading input '") +
+                       info.name + "': " + std::to_string(rows) + " rows of " +
+                       std::to_string(rowSize) + " elements on this rank (" +
+                       std::to_string(rows * rowSize * 4) + " bytes)");
+  }
   void *out = staging.data();
   int64_t batch = ctx->batch;
   if (ctx->data->tokens) {
@@ -1130,7 +1143,7 @@ void shardc_rt_bad_index(shardc_rt_context *ctx, const char *op,
           " is out of range (check --data or --eval-data against the model)");
 }
 
-int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
+static int runMain(int argc, char **argv, const shardc_rt_model *model) {
   // A write past a file size limit (ulimit -f) fails with EFBIG, which the
   // writer reports with the file, rather than killing the rank.
   std::signal(SIGXFSZ, SIG_IGN);
@@ -1507,6 +1520,17 @@ int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
   tearDown();
   MPI_Finalize();
   return 0;
+}
+
+int shardc_rt_main(int argc, char **argv, const shardc_rt_model *model) {
+  // A host allocation past what the process may take (the host's memory,
+  // ulimit -v) fails as anything else does, not by std::bad_alloc's abort.
+  try {
+    return runMain(argc, argv, model);
+  } catch (const std::bad_alloc &) {
+    SHARDC_RT_FAIL("host memory", "out of memory: an allocation failed (the "
+                                  "host's memory, or ulimit -v)");
+  }
 }
 
 } // extern "C"

@@ -79,22 +79,36 @@ int main(int argc, char **argv) {
   }
   if (!shardc::checkNesting(file->getBufferIdentifier(), file->getBuffer()))
     return 1;
-  std::unique_ptr<llvm::ToolOutputFile> out =
-      mlir::openOutputFile(output, &error);
-  if (!out) {
-    llvm::errs() << "shardc-opt: " << error << "\n";
+  if (output != "-" && shardc::isSameFile(input, output)) {
+    llvm::errs() << "shardc-opt: -o '" << output
+                 << "' is the input file: write the output elsewhere\n";
     return 1;
   }
-  if (mlir::failed(
-          mlir::MlirOptMain(out->os(), std::move(file), registry, config)))
-    return 1;
-  out->os().flush();
-  if (std::error_code failed = out->os().error()) {
-    llvm::errs() << "shardc-opt: cannot write '" << output
-                 << "': " << failed.message() << "\n";
-    out->os().clear_error();
+  // The output replaces -o's file only once every pass has succeeded.
+  auto run = [&](llvm::StringRef path) -> llvm::LogicalResult {
+    std::unique_ptr<llvm::ToolOutputFile> out =
+        mlir::openOutputFile(path, &error);
+    if (!out) {
+      llvm::errs() << "shardc-opt: " << error << "\n";
+      return llvm::failure();
+    }
+    if (mlir::failed(
+            mlir::MlirOptMain(out->os(), std::move(file), registry, config)))
+      return llvm::failure();
+    out->os().flush();
+    if (std::error_code failed = out->os().error()) {
+      llvm::errs() << "shardc-opt: cannot write '" << output
+                   << "': " << failed.message() << "\n";
+      out->os().clear_error();
+      return llvm::failure();
+    }
+    out->keep();
+    return llvm::success();
+  };
+  if (llvm::failed(shardc::writeOutputOnSuccess(output, run, error))) {
+    if (!error.empty())
+      llvm::errs() << "shardc-opt: " << error << "\n";
     return 1;
   }
-  out->keep();
   return 0;
 }

@@ -53,6 +53,7 @@ const char *kUsage = R"(usage:
   shardc build MODEL.mlir [options] -o EXECUTABLE
   shardc run MODEL.mlir [options] [--np N] [-- EXECUTABLE-FLAGS...]
   shardc emit MODEL.mlir [options] -o FILE.cpp
+  (MODEL.mlir - reads the model from standard input)
 
 options (as --shardc-pipeline's):
   --strategy ddp|zero1|zero2|zero3|fsdp|hsdp|auto   (default zero3; auto:
@@ -282,7 +283,7 @@ Options parseArgs(int argc, char **argv) {
       o.quiet = true;
       continue;
     }
-    if (arg.rfind("-", 0) != 0) {
+    if (arg == "-" || arg.rfind("-", 0) != 0) { // -: standard input
       if (!o.input.empty())
         usageError("two inputs: '" + o.input + "' and '" + arg + "'");
       o.input = arg;
@@ -330,6 +331,8 @@ Options parseArgs(int argc, char **argv) {
       if (value.find('"') != std::string::npos)
         usageError("--ledger-json: a path with a '\"' is not supported, got '" +
                    value + "'");
+      if (value.empty())
+        usageError("--ledger-json: an empty path (an unset shell variable?)");
       o.ledgerJson = value;
     } else if (llvm::is_contained(pipelineOptions, name) &&
                flag.rfind("--", 0) == 0) {
@@ -430,6 +433,17 @@ public:
 private:
   std::string path;
 };
+
+/// A write to a closed pipe (`shardc build ... 2>&1 | head -1`, the
+/// compiler's errors then shardc's own) ends shardc as by default, its
+/// RemovedOnSignal files removed first, as for SIGINT and SIGTERM (LLVM's
+/// handlers leave SIGPIPE to the program). A caught signal is back to its
+/// default in the programs shardc starts.
+void removeFilesOnBrokenPipe(int signal) {
+  llvm::sys::RunInterruptHandlers();
+  std::signal(signal, SIG_DFL);
+  raise(signal);
+}
 
 /// The program `execute` waits on (0: none), and whether shardc was
 /// interrupted (SIGINT, SIGTERM, SIGHUP) while it waited.
@@ -623,6 +637,7 @@ int finishLedger(const Options &o, int rc) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  std::signal(SIGPIPE, removeFilesOnBrokenPipe);
   Options o = parseArgs(argc, argv);
   std::string compiler, launcher;
   if (o.command != "emit") {

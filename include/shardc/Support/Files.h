@@ -3,13 +3,29 @@
 #ifndef SHARDC_SUPPORT_FILES_H
 #define SHARDC_SUPPORT_FILES_H
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/LogicalResult.h"
+
+#include <string>
 
 namespace shardc {
 /// Whether two paths name one file: the same file where both exist, else
 /// the same name in the same (resolved) directory. How the tools refuse an
 /// output over their input, or over another output.
 bool isSameFile(llvm::StringRef a, llvm::StringRef b);
+
+/// Runs `write`, which writes a tool's output to the path it is given: a new
+/// file beside `output` that replaces it only once `write` succeeds, so that
+/// a failed run leaves `output` as it was (or absent), and an interrupted
+/// one leaves nothing. `output` itself where it is "-" or exists and is not
+/// a regular file (a device, a pipe). Fails, with `error` set, where the
+/// file beside it cannot be made or moved into place; where `write` fails,
+/// with `error` empty (it has said why).
+llvm::LogicalResult writeOutputOnSuccess(
+    llvm::StringRef output,
+    llvm::function_ref<llvm::LogicalResult(llvm::StringRef)> write,
+    std::string &error);
 } // namespace shardc
 
 #endif // SHARDC_SUPPORT_FILES_H

@@ -99,7 +99,7 @@ train.model @clipped batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, b
   %w = train.param "w" init(#train.zeros) sharded(#dist.shard<layout = flat, mesh = @world, axes = ["shard"]>) of tensor<3x2xf32> : tensor<3x2xf32>
   %b = train.param "b" init(#train.zeros) sharded(#dist.shard<layout = flat, mesh = @world, axes = ["shard"]>) of tensor<3xf32> : tensor<3xf32>
   %f = dist.flat_param "" ["w", "b"] on @world ["shard"] : tensor<3xf32>
-  %v = train.param "v" init(#train.zeros) sharded(#dist.shard<layout = dim0, mesh = @world, axes = ["shard"]>) of tensor<4xbf16> : tensor<1xbf16>
+  %v = train.param "v" frozen init(#train.zeros) sharded(#dist.shard<layout = dim0, mesh = @world, axes = ["shard"]>) of tensor<4xbf16> : tensor<1xbf16>
   // CHECK: %[[Q:.*]] = dist.sum_squares %{{.*}}, %{{.*}} : tensor<3xf32>, tensor<1xbf16>
   %q = dist.sum_squares %f, %v : tensor<3xf32>, tensor<1xbf16>
   // CHECK: %[[C:.*]] = dist.clip_coefficient %[[Q]], %[[Q]] max_norm 1.000000e+00

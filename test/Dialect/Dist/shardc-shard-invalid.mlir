@@ -43,14 +43,6 @@
 // NOGRAD: error: 'train.model' op has no optimizer step: run --train-autodiff first
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-shard="strategy=zero3 mesh=2" 2>&1 | FileCheck %s --check-prefix=TWICE
 // TWICE: error: 'train.model' op is already sharded
-// A flat parameter's member that gets no gradient: refused for the layouts
-// that update a unit's params together; dim0 leaves it untouched.
-// RUN: not shardc-opt %S/Inputs/unused-param.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2 layout=flat" 2>&1 | FileCheck %s --check-prefix=UNUSED
-// RUN: not shardc-opt %S/Inputs/unused-param.mlir --train-autodiff --shardc-shard="strategy=hsdp mesh=2x2 layout=flat" 2>&1 | FileCheck %s --check-prefix=UNUSED
-// RUN: shardc-opt %S/Inputs/unused-param.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2" | FileCheck %s --check-prefix=UNUSED-DIM0
-// UNUSED: unused-param.mlir:9:15: error: 'train.param' op is trainable but no train.adamw updates it (the loss does not depend on it): layout=flat updates a unit's params together; mark it frozen, or use layout=dim0
-// UNUSED-DIM0: train.adamw "w"
-// UNUSED-DIM0-NOT: train.adamw "unused"
 // A scalar param has no dim 0 to split: every strategy but DDP refuses it.
 // RUN: not shardc-opt %S/Inputs/scalar-param.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2" 2>&1 | FileCheck %s --check-prefix=SCALAR
 // RUN: not shardc-opt %S/Inputs/scalar-param.mlir --train-autodiff --shardc-shard="strategy=zero1 mesh=2" 2>&1 | FileCheck %s --check-prefix=SCALAR1

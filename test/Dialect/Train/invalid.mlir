@@ -512,6 +512,21 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 // -----
 
+// Once a model has updates, every trainable param has one: the runtime
+// would keep optimizer state for it, which the ledger does not count.
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" init(#train.ones) : tensor<4xf32>
+  // expected-error @+1 {{'train.param' op is trainable but no optimizer update updates it: mark it frozen, or update it}}
+  %v = train.param "v" init(#train.ones) : tensor<4xf32>
+  %f = train.param "f" frozen init(#train.ones) : tensor<4xf32>
+  train.adamw "w", %w : tensor<4xf32>
+  %l = train.reshape %w : tensor<4xf32> to tensor<4xf32>
+  %s = train.sum_to %l : tensor<4xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
 // Garbage: the parser reports it.
 train.model batch 2 // expected-error {{custom op 'train.model' expected valid '@'-identifier for symbol name}}
 
@@ -741,4 +756,33 @@ train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   // expected-error @+1 {{'train.input' op expected no NUL in the input name, got "x\00"}}
   %x = train.input "x\00" : tensor<2x16xf32>
+}
+
+// -----
+
+// An op's float attributes are finite as f32s too: the emitted C++ would
+// otherwise spell inf and nan, which it cannot compile, or compute with
+// them from the first step.
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4xf32>
+  // expected-error @+1 {{'train.scale' op expected a finite factor (as an f32, at most 3.4e38 in magnitude), got nan}}
+  %s = train.scale %x by 0x7FF8000000000000 : tensor<2x4xf32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4xf32>
+  // expected-error @+1 {{'train.scale' op expected a finite factor (as an f32, at most 3.4e38 in magnitude), got -1.0e+40}}
+  %s = train.scale %x by -1.0e+40 : tensor<2x4xf32>
+}
+
+// -----
+
+train.model @m batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4xf32>
+  %w = train.param "w" init(#train.ones) : tensor<4xf32>
+  %b = train.param "b" init(#train.zeros) : tensor<4xf32>
+  // expected-error @+1 {{'train.layernorm' op expected a finite eps (as an f32, at most 3.4e38 in magnitude), got inf}}
+  %l = train.layernorm %x, %w, %b {eps = 0x7FF0000000000000 : f64} : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
 }

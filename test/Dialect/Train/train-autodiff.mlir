@@ -180,3 +180,47 @@ train.model @lse batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2
   %loss = train.cross_entropy %one, %t : (tensor<2x8xf32>, tensor<2xi32>) -> tensor<f32>
   train.return %loss : tensor<f32>
 }
+
+// -----
+
+// A unit none of whose results reaches the loss is refused, even with
+// only frozen params: it would run each step for nothing.
+train.model @dead_unit batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4xf32>
+  %t = train.input "t" : tensor<2xi32>
+  // expected-error @+1 {{'train.unit' op 'dead' does not reach the loss: remove it, or use its results}}
+  %d = train.unit "dead"(%x) : (tensor<2x4xf32>) -> tensor<2x4xf32> {
+  ^bb0(%a: tensor<2x4xf32>):
+    %w = train.param "dead.w" frozen init(#train.ones) : tensor<4x4xf32>
+    %y = train.linear %a, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    train.yield %y : tensor<2x4xf32>
+  }
+  %l = train.unit "live"(%x) : (tensor<2x4xf32>) -> tensor<2x4xf32> {
+  ^bb0(%a: tensor<2x4xf32>):
+    %w = train.param "live.w" init(#train.ones) : tensor<4x4xf32>
+    %y = train.linear %a, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    train.yield %y : tensor<2x4xf32>
+  }
+  %loss = train.cross_entropy %l, %t : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
+  train.return %loss : tensor<f32>
+}
+
+// -----
+
+// A trainable param the loss does not depend on would get no update and
+// still hold optimizer state; a frozen one is declared as such.
+train.model @unused_param batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x4xf32>
+  %t = train.input "t" : tensor<2xi32>
+  %w = train.param "w" init(#train.ones) : tensor<4x4xf32>
+  %h = train.linear %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %u = train.unit "u"(%h) : (tensor<2x4xf32>) -> tensor<2x4xf32> {
+  ^bb0(%a: tensor<2x4xf32>):
+    // expected-error @+1 {{'train.param' op 'u.p' is trainable but does not reach the loss: mark it frozen, or use it}}
+    %p = train.param "u.p" init(#train.zeros) : tensor<4x4xf32>
+    %q = train.param "u.q" frozen init(#train.zeros) : tensor<4x4xf32>
+    train.yield %a : tensor<2x4xf32>
+  }
+  %loss = train.cross_entropy %u, %t : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
+  train.return %loss : tensor<f32>
+}

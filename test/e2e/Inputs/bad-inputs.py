@@ -124,6 +124,15 @@ def main():
     manifest["world"] = 3
     with open(at("ckpt-world/checkpoint.json"), "w") as f:
         json.dump(manifest, f)
+    # Rank files named outside the checkpoint's directory, or with a NUL.
+    for variant, name in (("escape", "../../mlp.mlir"),
+                          ("nul", "rank-0\0.safetensors")):
+        shutil.copytree(at("ckpt"), at("ckpt-" + variant))
+        with open(at("ckpt-%s/checkpoint.json" % variant)) as f:
+            manifest = json.load(f)
+        manifest["files"][1]["name"] = name
+        with open(at("ckpt-%s/checkpoint.json" % variant), "w") as f:
+            json.dump(manifest, f)
 
     # A FIFO where a file is read or written: refused, never waited on.
     os.mkfifo(at("fifo"))

@@ -1466,13 +1466,10 @@ void ShardcShardPass::runOnOperation() {
                          << "): each gradient is whole there, with nothing to "
                             "reduce-scatter";
   // Params the plan cannot place. Params (ZeRO-3, HSDP) and optimizer state
-  // (ZeRO-1/2) are split along dim 0, which a scalar does not have. A flat
-  // parameter is gathered, reduced and updated as one: each of its members
-  // needs a gradient (torch's FSDP1 would update a member without one from
-  // zeros, where layout=dim0 leaves it alone).
-  llvm::StringSet<> updated;
-  for (auto update : model.getBody().getOps<train::AdamWOp>())
-    updated.insert(update.getName());
+  // (ZeRO-1/2) are split along dim 0, which a scalar does not have. (A flat
+  // parameter is gathered, reduced and updated as one, which needs each
+  // member's gradient: the model's verifier has every trainable param
+  // updated.)
   WalkResult unplaceable = model.walk([&](ParamOp param) {
     bool trainable = param.isTrainable();
     if (plan.shardsOptimizer() && param.getFullType().getRank() == 0 &&
@@ -1481,14 +1478,6 @@ void ShardcShardPass::runOnOperation() {
                           << " splits params or their optimizer state along "
                              "dim 0; give it one (tensor<1x...>), or use "
                              "strategy ddp";
-      return WalkResult::interrupt();
-    }
-    if (plan.flat() && plan.shardsParams() && trainable &&
-        !updated.contains(param.getName())) {
-      param.emitOpError()
-          << "is trainable but no train.adamw updates it (the loss does not "
-             "depend on it): layout=flat updates a unit's params together; "
-             "mark it frozen, or use layout=dim0";
       return WalkResult::interrupt();
     }
     return WalkResult::advance();

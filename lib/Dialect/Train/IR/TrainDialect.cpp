@@ -53,11 +53,10 @@ void shardc::train::printShortest(llvm::raw_ostream &os, double value) {
   os << text;
 }
 
-/// Fails unless every one of `values` (named by `names`) is finite as an
-/// f32, as the runtime computes with it.
-static LogicalResult
-verifyFiniteF32(function_ref<InFlightDiagnostic()> emitError,
-                ArrayRef<StringRef> names, ArrayRef<double> values) {
+LogicalResult
+shardc::train::verifyFiniteF32(function_ref<InFlightDiagnostic()> emitError,
+                               ArrayRef<StringRef> names,
+                               ArrayRef<double> values) {
   for (auto [name, value] : llvm::zip(names, values))
     if (!std::isfinite(value) ||
         std::fabs(value) > std::numeric_limits<float>::max()) {

@@ -374,6 +374,16 @@ LogicalResult ModelOp::verifyRegions() {
              << "', which no optimizer update updates: its gradient would "
                 "be dropped and the param never trained (update it, or drop "
                 "it from the backward's params)";
+  // Once there are updates, every trainable param has one: the runtime
+  // keeps optimizer state for each, which one without would hold for
+  // nothing, unaccounted for by the ledger.
+  if (!updated.empty())
+    for (auto &entry : params)
+      if (auto param = cast<ParamOp>(entry.second);
+          param.isTrainable() && !updated.contains(entry.getKey()))
+        return param.emitOpError()
+               << "is trainable but no optimizer update updates it: mark "
+                  "it frozen, or update it";
   return success();
 }
 
@@ -675,7 +685,12 @@ LogicalResult AddOp::verify() {
 
 //===--- elementwise ------------------------------------------------------===//
 
-LogicalResult ScaleOp::verify() { return verifyCompute(*this); }
+LogicalResult ScaleOp::verify() {
+  if (failed(verifyCompute(*this)))
+    return failure();
+  return verifyFiniteF32([&] { return emitOpError(); }, {"factor"},
+                         {getFactor().convertToDouble()});
+}
 LogicalResult GeluOp::verify() { return verifyCompute(*this); }
 LogicalResult ReluOp::verify() { return verifyCompute(*this); }
 LogicalResult GeluGradOp::verify() { return verifyCompute(*this); }
@@ -688,6 +703,9 @@ static LogicalResult verifyNormParams(Operation *op, Value input, Value weight,
   ArrayRef<int64_t> x = shapeOf(input);
   if (x.empty())
     return op->emitOpError() << "expected input of rank >= 1";
+  if (failed(
+          verifyFiniteF32([&] { return op->emitOpError(); }, {"eps"}, {eps})))
+    return failure();
   if (!(eps > 0))
     return op->emitOpError() << "expected eps > 0, got " << eps;
   return verifyShapeIs(op, "weight", weight, {x.back()});

@@ -346,7 +346,7 @@ LogicalResult TrainAutodiffPass::differentiateUnit(UnitOp unit,
     seeds.push_back({yielded, bwdBody->addArgument(cot.getType(), res.getLoc())});
   }
   if (bwdInputs.empty())
-    return success(); // nothing reaches the loss through this unit
+    return success(); // nothing trainable reaches the loss through this unit
 
   // Forward values used by the backward: unit inputs are passed in again,
   // params are re-read by name, other values are kept by the forward
@@ -547,6 +547,20 @@ LogicalResult TrainAutodiffPass::differentiateModel(ModelOp model) {
   paramGrads.clear();
 
   auto ret = cast<ReturnOp>(body.getTerminator());
+  // A unit off the loss would run in every step for nothing, and its params
+  // would belong to no unit of the evaluation step, which keeps only what
+  // the loss depends on.
+  llvm::DenseSet<Operation *> reachesLoss;
+  SmallVector<Value> work{ret.getLoss()};
+  while (!work.empty())
+    if (Operation *def = work.pop_back_val().getDefiningOp();
+        def && reachesLoss.insert(def).second)
+      llvm::append_range(work, def->getOperands());
+  for (auto unit : body.getOps<UnitOp>())
+    if (!reachesLoss.contains(unit))
+      return unit.emitOpError() << "'" << unit.getName()
+                                << "' does not reach the loss: remove it, "
+                                   "or use its results";
   OpBuilder b(ret);
   ReverseSweep root(b, act, [](Value v) { return v; });
   Value loss = ret.getLoss();
@@ -572,6 +586,20 @@ LogicalResult TrainAutodiffPass::differentiateModel(ModelOp model) {
     if (failed(ok))
       return failure();
   }
+
+  // A trainable param without a gradient would never be trained, yet hold
+  // optimizer state: refused, as DDP refuses unused parameters, where
+  // `frozen` says what is meant.
+  WalkResult unused = model.walk([&](ParamOp param) {
+    if (param.getFrozen() || paramGrads.contains(param.getName()))
+      return WalkResult::advance();
+    param.emitOpError() << "'" << param.getName()
+                        << "' is trainable but does not reach the loss: "
+                           "mark it frozen, or use it";
+    return WalkResult::interrupt();
+  });
+  if (unused.wasInterrupted())
+    return failure();
 
   // One update per trainable param, in declaration order.
   model.walk([&](ParamOp param) {

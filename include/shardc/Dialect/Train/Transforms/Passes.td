@@ -25,6 +25,10 @@ def TrainAutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
     4. appends one `train.adamw` per trainable parameter. Frozen parameters
        get no gradient and no optimizer state.
 
+    A unit whose results do not reach the loss, and a trainable parameter
+    that does not (it would hold optimizer state and never change), are
+    refused, as DDP refuses unused parameters: `frozen` declares the latter.
+
     Before:
 
     ```mlir
