@@ -314,17 +314,25 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
   if (error.empty() && flags.trace.empty() &&
       (flags.traceFirst != 1 || flags.traceLast != INT64_MAX))
     error = "--trace-steps: needs --trace FILE.json";
-  if (error.empty() && !flags.trace.empty() && flags.checkGrads > 0)
-    error = "--trace: cannot be combined with --check-grads (which trains "
-            "no step)";
   if (error.empty() && flags.evalEvery == 0 &&
       (flags.evalBatches > 0 || !flags.evalData.empty()))
     error =
         std::string(flags.evalBatches > 0 ? "--eval-batches" : "--eval-data") +
         ": needs --eval-every K (when to evaluate)";
-  if (error.empty() && flags.evalEvery > 0 && flags.checkGrads > 0)
-    error = "--eval-every: cannot be combined with --check-grads (which "
-            "trains no step)";
+  // --check-grads trains no step: what concerns steps would be ignored.
+  if (error.empty() && flags.checkGrads > 0) {
+    const char *stepFlag = !flags.trace.empty()        ? "--trace"
+                           : flags.evalEvery > 0       ? "--eval-every"
+                           : given.count("--steps")    ? "--steps"
+                           : !flags.save.empty()       ? "--save"
+                           : !flags.exportPath.empty() ? "--export"
+                           : !flags.logJson.empty()    ? "--log-json"
+                           : flags.profile             ? "--profile"
+                                                       : nullptr;
+    if (stepFlag)
+      error = std::string(stepFlag) +
+              ": cannot be combined with --check-grads (which trains no step)";
+  }
   if (flags.evalEvery > 0 && flags.evalBatches == 0)
     flags.evalBatches = 20; // llm.c's val_max_steps
   if (error.empty())
@@ -457,14 +465,15 @@ void setUpHostUpdates(shardc_rt_context &ctx) {
 /// --save-keep M: after DIR/step-`saved` was written, removes the
 /// DIR/step-K checkpoints of earlier steps but the latest M - 1, as
 /// torchtitan's keep_latest_k. A candidate is a directory (not a link)
-/// holding a checkpoint.json that reads as shardc's. One of a later step
-/// than `saved` is another run's, one this run rolled back from by
-/// resuming an earlier checkpoint: it is left as it is and said once
-/// (`saidLater`). Rank 0. Returns the names removed; one that cannot be is
-/// said on stderr, and the run goes on (its state is saved).
+/// holding a checkpoint.json that reads as shardc's. One of a step after
+/// `last`, this run's last, is another run's (one this run rolled back
+/// from by resuming an earlier checkpoint, or one it started over from):
+/// it is left as it is and said once (`saidLater`); one between is this
+/// run's to write again. Rank 0. Returns the names removed; one that
+/// cannot be is said on stderr, and the run goes on (its state is saved).
 std::vector<std::string> pruneStepCheckpoints(const std::string &dir,
-                                              int64_t saved, int64_t keep,
-                                              bool &saidLater) {
+                                              int64_t saved, int64_t last,
+                                              int64_t keep, bool &saidLater) {
   std::vector<int64_t> earlier;
   std::string later;
   if (DIR *listing = ::opendir(dir.c_str())) {
@@ -483,16 +492,16 @@ std::vector<std::string> pruneStepCheckpoints(const std::string &dir,
         continue;
       if (step < saved)
         earlier.push_back(step);
-      else
+      else if (step > last)
         later += (later.empty() ? "" : ", ") + name;
     }
     ::closedir(listing);
   }
   if (!later.empty() && !saidLater)
     std::fprintf(stderr,
-                 "shardc: rank 0: --save-keep: %s holds checkpoints of later "
-                 "steps than this run's (%s), from a run it resumes an "
-                 "earlier checkpoint of: they are left as they are\n",
+                 "shardc: rank 0: --save-keep: %s holds checkpoints of steps "
+                 "after this run's last (%s), another run's: they are left "
+                 "as they are\n",
                  dir.c_str(), later.c_str());
   saidLater = saidLater || !later.empty();
   std::sort(earlier.rbegin(), earlier.rend());
@@ -1357,6 +1366,7 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
     if (ctx.worldRank == 0)
       reportEvaluation(e);
   }
+  const int64_t lastStep = ctx.step + flags.steps; // --load's steps counted
   for (int64_t s = 0; s < flags.steps; ++s) {
     ++ctx.step;
     ctx.timers = {};
@@ -1399,8 +1409,8 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
       savedTo = flags.save + "/step-" + std::to_string(ctx.step);
       saveState(savedTo);
       if (flags.saveKeep > 0 && ctx.worldRank == 0)
-        pruned = pruneStepCheckpoints(flags.save, ctx.step, flags.saveKeep,
-                                      saidLaterCheckpoints);
+        pruned = pruneStepCheckpoints(flags.save, ctx.step, lastStep,
+                                      flags.saveKeep, saidLaterCheckpoints);
     }
     // --eval-every: said after the step's line.
     std::optional<Evaluation> evaluated;

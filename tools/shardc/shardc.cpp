@@ -53,7 +53,8 @@ const char *kUsage = R"(usage:
   shardc build MODEL.mlir [options] -o EXECUTABLE
   shardc run MODEL.mlir [options] [--np N] [-- EXECUTABLE-FLAGS...]
   shardc emit MODEL.mlir [options] -o FILE.cpp
-  (MODEL.mlir - reads the model from standard input)
+  (MODEL.mlir -: the model from standard input; emit -o -: the source to
+  standard output)
 
 options (as --shardc-pipeline's):
   --strategy ddp|zero1|zero2|zero3|fsdp|hsdp|auto   (default zero3; auto:
@@ -373,13 +374,24 @@ Options parseArgs(int argc, char **argv) {
       usageError("--np " + std::to_string(*o.np) + " does not match --mesh " +
                  o.pipeline["mesh"] + " (" + std::to_string(ranks) + " ranks)");
   }
-  if (!o.output.empty())
+  // As the pipeline's own warnings of an option another makes moot.
+  if (o.pipeline.count("fuse-exclude") && o.pipeline.count("fuse") &&
+      o.pipeline["fuse"] == "false")
+    llvm::errs() << "shardc: warning: --fuse-exclude: ignored with --fuse "
+                    "false (nothing is fused)\n";
+  // -o -: emit's source on standard output, as --ledger-json -'s JSON.
+  if (o.output == "-" && o.command != "emit")
+    usageError("-o -: an executable does not go to standard output (only "
+               "emit's source does): name a file");
+  if (o.output == "-" && o.ledgerJson == "-")
+    usageError("-o - and --ledger-json -: both would go to standard output");
+  if (!o.output.empty() && o.output != "-")
     checkOutputPath("-o", o.output);
   if (!o.ledgerJson.empty() && o.ledgerJson != "-")
     checkOutputPath("--ledger-json", o.ledgerJson);
   // As gcc: an output over the input, or over the other output, is refused.
   std::vector<std::pair<std::string, std::string>> outputs;
-  if (!o.output.empty())
+  if (!o.output.empty() && o.output != "-")
     outputs.push_back({"-o", o.output});
   if (!o.ledgerJson.empty() && o.ledgerJson != "-")
     outputs.push_back({"--ledger-json", o.ledgerJson});
@@ -590,7 +602,20 @@ int compile(const std::string &compiler, const std::string &target,
   return 0;
 }
 
+/// Writes `contents` to `path` through PATH.tmp, renamed into place, or to
+/// standard output for "-": 0, or 1 having said why.
 int writeFile(const std::string &path, llvm::StringRef contents) {
+  if (path == "-") {
+    llvm::outs() << contents;
+    llvm::outs().flush();
+    if (std::error_code ec = llvm::outs().error()) {
+      llvm::outs().clear_error();
+      llvm::errs() << "shardc: cannot write to standard output: "
+                   << ec.message() << "\n";
+      return 1;
+    }
+    return 0;
+  }
   std::string temp = path + ".tmp";
   RemovedOnSignal guard(temp);
   std::error_code ec;

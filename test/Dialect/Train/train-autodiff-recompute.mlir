@@ -8,6 +8,7 @@
 // RUN: not shardc-opt %s --train-autodiff='recompute=auto' 2>&1 | FileCheck %s --check-prefix=AUTO
 // RUN: shardc-opt %s --train-autodiff='recompute=h.0 recompute-policy=save-matmuls' | FileCheck %s --check-prefix=SEL
 // RUN: not shardc-opt %s --train-autodiff='recompute=h.0 recompute-policy=some' 2>&1 | FileCheck %s --check-prefix=POLICY
+// RUN: shardc-opt %s --train-autodiff='recompute-policy=save-matmuls' -o /dev/null 2>&1 | FileCheck %s --check-prefix=POLICY-ALONE
 
 // Activation checkpointing: the unit named by `recompute` (h.0) yields no
 // residual; its backward takes its input again, re-reads every param its
@@ -58,6 +59,7 @@
 // SEL-NEXT:      train.attention_grad %[[G]], %[[QKV]], %[[ATT]], %[[LSE]] heads 2
 // SEL:           train.yield
 // POLICY: error: 'train.model' op recompute-policy: expected full or save-matmuls, got 'some'
+// POLICY-ALONE: warning: recompute-policy=save-matmuls: ignored without recompute (no unit runs its forward again)
 
 // NONE: error: 'train.model' op recompute: 'fc*' names no unit of the model
 // AUTO: error: 'train.model' op recompute: 'auto' is shardc-pipeline's (it chooses with the ledger); train-autodiff takes unit names or globs

@@ -541,6 +541,9 @@ LogicalResult TrainAutodiffPass::differentiateModel(ModelOp model) {
            << "recompute-policy: expected full or save-matmuls, got '"
            << recomputePolicy << "'";
   keepMatmuls = recomputePolicy == "save-matmuls";
+  if (keepMatmuls && recompute.empty())
+    model.emitWarning() << "recompute-policy=save-matmuls: ignored without "
+                           "recompute (no unit runs its forward again)";
   keepAttentionStatistics(model);
   Activity act(model);
   activity = &act;
