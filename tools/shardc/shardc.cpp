@@ -602,38 +602,29 @@ int compile(const std::string &compiler, const std::string &target,
   return 0;
 }
 
-/// Writes `contents` to `path` through PATH.tmp, renamed into place, or to
-/// standard output for "-": 0, or 1 having said why.
+/// Writes `contents` to `path`, replacing it only once all is written
+/// (writeOutputOnSuccess), or to standard output for "-": 0, or 1 having
+/// said why.
 int writeFile(const std::string &path, llvm::StringRef contents) {
-  if (path == "-") {
-    llvm::outs() << contents;
-    llvm::outs().flush();
-    if (std::error_code ec = llvm::outs().error()) {
-      llvm::outs().clear_error();
-      llvm::errs() << "shardc: cannot write to standard output: "
-                   << ec.message() << "\n";
-      return 1;
-    }
-    return 0;
-  }
-  std::string temp = path + ".tmp";
-  RemovedOnSignal guard(temp);
-  std::error_code ec;
-  {
-    llvm::raw_fd_ostream os(temp, ec);
+  std::string where = path == "-" ? "to standard output" : "'" + path + "'",
+              error;
+  auto write = [&](llvm::StringRef to) -> llvm::LogicalResult {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(to, ec);
     if (!ec) {
       os << contents;
-      os.close();
+      os.flush();
       ec = os.error();
       os.clear_error();
     }
-  }
-  if (!ec)
-    ec = llvm::sys::fs::rename(temp, path);
-  if (ec) {
-    llvm::sys::fs::remove(temp);
-    llvm::errs() << "shardc: cannot write '" << path << "': " << ec.message()
-                 << "\n";
+    if (ec)
+      llvm::errs() << "shardc: cannot write " << where << ": " << ec.message()
+                   << "\n";
+    return llvm::failure(bool(ec));
+  };
+  if (llvm::failed(shardc::writeOutputOnSuccess(path, write, error))) {
+    if (!error.empty())
+      llvm::errs() << "shardc: " << error << "\n";
     return 1;
   }
   return 0;
