@@ -34,6 +34,7 @@
 #include <new>
 #include <optional>
 #include <sched.h>
+#include <set>
 #include <string>
 #include <sys/stat.h>
 #include <thread>
@@ -484,11 +485,12 @@ std::vector<std::string> pruneStepCheckpoints(const std::string &dir,
       int64_t step = 0;
       struct stat link;
       std::map<std::string, std::string> metadata;
+      std::vector<std::string> tensors;
       if (name.rfind("step-", 0) != 0 || digits.empty() || digits[0] == '0' ||
           digits.find_first_not_of("0123456789") != std::string::npos ||
           !parseInt(digits.c_str(), step) || step == saved ||
           ::lstat(path.c_str(), &link) != 0 || !S_ISDIR(link.st_mode) ||
-          !tryReadCheckpointMetadata(path, metadata).empty())
+          !tryReadCheckpointHeader(path, metadata, tensors).empty())
         continue;
       if (step < saved)
         earlier.push_back(step);
@@ -904,20 +906,51 @@ std::map<std::string, std::string> checkpointMetadata(shardc_rt_context &ctx) {
           {"seed", std::to_string(ctx.seed)}};
 }
 
+/// The tensor a checkpoint of `ctx`'s model holds that the model lacks, as
+/// "'a', 'b' (and N more)", or "" where there is none. A resumed run is the
+/// run it continues, so a checkpoint of another version of the model (a
+/// layer more) is refused, as torch's strict load_state_dict refuses
+/// unexpected keys.
+std::string unexpectedTensors(const shardc_rt_context &ctx,
+                              const std::vector<std::string> &stored) {
+  std::set<std::string> held;
+  for (const ParamState &p : ctx.params) {
+    held.insert(p.info->name);
+    if (!p.info->frozen) {
+      held.insert(std::string(p.info->name) + ".exp_avg");
+      held.insert(std::string(p.info->name) + ".exp_avg_sq");
+    }
+  }
+  std::string listed;
+  size_t count = 0, shown = 3;
+  for (const std::string &tensor : stored)
+    if (!held.count(tensor) && count++ < shown)
+      listed += (listed.empty() ? "'" : ", '") + tensor + "'";
+  if (count > shown)
+    listed += " (and " + std::to_string(count - shown) + " more)";
+  return listed;
+}
+
 void loadState(shardc_rt_context &ctx, const std::string &dir) {
   std::map<std::string, std::string> meta;
+  std::vector<std::string> tensors;
   // The model before any tensor: another model's checkpoint would otherwise
   // fail on its first tensor name, which hides the cause.
-  std::string error = tryReadCheckpointMetadata(dir, meta);
+  std::string error = tryReadCheckpointHeader(dir, meta, tensors);
   int64_t step = 0;
   if (error.empty()) {
     auto model = meta.find("model");
+    std::string unexpected;
     if (model == meta.end() || model->second != ctx.model->name)
       error = dir + ": a checkpoint of @" +
               (model == meta.end() ? std::string("?") : model->second) +
               ", not of @" + ctx.model->name;
     else if (!parseInt(meta["step"].c_str(), step) || step < 0)
       error = dir + ": bad step '" + meta["step"] + "' in checkpoint.json";
+    else if (!(unexpected = unexpectedTensors(ctx, tensors)).empty())
+      error = dir + ": holds tensors that @" + ctx.model->name +
+              " does not have: " + unexpected +
+              " (a checkpoint of another version of the model?)";
   }
   HostMirror state(statePieces(ctx));
   if (error.empty())

@@ -116,11 +116,13 @@ std::string tryLoadCheckpoint(const std::string &dir,
                               std::map<std::string, std::string> &metadata);
 
 /// Reads and checks only dir/checkpoint.json, no rank file: returns "" and
-/// sets `metadata`, or says what is wrong. For checks that should come
-/// before any tensor is read (which model saved it).
+/// sets `metadata` and `tensors` (every tensor's name, sorted), or says
+/// what is wrong. For checks that should come before any tensor is read
+/// (which model saved it, whether it holds tensors the model lacks).
 std::string
-tryReadCheckpointMetadata(const std::string &dir,
-                          std::map<std::string, std::string> &metadata);
+tryReadCheckpointHeader(const std::string &dir,
+                        std::map<std::string, std::string> &metadata,
+                        std::vector<std::string> &tensors);
 
 } // namespace shardc::rt
 

@@ -50,6 +50,15 @@ def main():
     out = sys.argv[1]
     at = lambda name: os.path.join(out, name)  # noqa: E731
 
+    def edit_checkpoint(name, edit):
+        """A copy of ckpt/ as `name`, its checkpoint.json changed by edit."""
+        shutil.copytree(at("ckpt"), at(name))
+        with open(at(name + "/checkpoint.json")) as f:
+            manifest = json.load(f)
+        edit(manifest)
+        with open(at(name + "/checkpoint.json"), "w") as f:
+            json.dump(manifest, f)
+
     # --init: from the good export, one thing wrong in each file.
     good = {name: ("F32", shape, f32(values))
             for name, (shape, values) in
@@ -107,32 +116,26 @@ def main():
         f.seek(-1, os.SEEK_END)
         f.write(bytes([last ^ 0x01]))
     # The same checkpoint as version 1 wrote it, without checksums: loads.
-    shutil.copytree(at("ckpt"), at("ckpt-v1"))
-    with open(at("ckpt-v1/checkpoint.json")) as f:
-        manifest = json.load(f)
-    manifest["version"] = 1
-    for file in manifest["files"]:
-        file["pieces"] = [piece[:3] for piece in file["pieces"]]
-    with open(at("ckpt-v1/checkpoint.json"), "w") as f:
-        json.dump(manifest, f)
+    def version1(manifest):
+        manifest["version"] = 1
+        for file in manifest["files"]:
+            file["pieces"] = [piece[:3] for piece in file["pieces"]]
+    edit_checkpoint("ckpt-v1", version1)
     shutil.copytree(at("ckpt"), at("ckpt-json"))
     truncate(at("ckpt-json/checkpoint.json"), lambda n: n // 2)
     # checkpoint.json saying 3 ranks saved it, beside 2 rank files.
-    shutil.copytree(at("ckpt"), at("ckpt-world"))
-    with open(at("ckpt-world/checkpoint.json")) as f:
-        manifest = json.load(f)
-    manifest["world"] = 3
-    with open(at("ckpt-world/checkpoint.json"), "w") as f:
-        json.dump(manifest, f)
+    edit_checkpoint("ckpt-world", lambda manifest: manifest.update(world=3))
     # Rank files named outside the checkpoint's directory, or with a NUL.
     for variant, name in (("escape", "../../mlp.mlir"),
                           ("nul", "rank-0\0.safetensors")):
-        shutil.copytree(at("ckpt"), at("ckpt-" + variant))
-        with open(at("ckpt-%s/checkpoint.json" % variant)) as f:
-            manifest = json.load(f)
-        manifest["files"][1]["name"] = name
-        with open(at("ckpt-%s/checkpoint.json" % variant), "w") as f:
-            json.dump(manifest, f)
+        edit_checkpoint("ckpt-" + variant,
+                        lambda manifest: manifest["files"][1].update(name=name))
+    # A tensor the model lacks (a layer more), and rank 0's first piece
+    # listed in rank 1's file too.
+    edit_checkpoint("ckpt-extra", lambda manifest: manifest["tensors"].update(
+        {"layers.9.weight": {"dtype": "F32", "shape": [4, 4]}}))
+    edit_checkpoint("ckpt-overlap", lambda manifest: manifest["files"][1][
+        "pieces"].append(manifest["files"][0]["pieces"][0]))
 
     # A FIFO where a file is read or written: refused, never waited on.
     os.mkfifo(at("fifo"))
