@@ -334,6 +334,11 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
       error = std::string(stepFlag) +
               ": cannot be combined with --check-grads (which trains no step)";
   }
+  // Found before the run, as a --trace-steps range that traces no step.
+  if (error.empty() && flags.profile && flags.steps < 2)
+    error = "--profile: needs --steps 2 or more (it times the steps after "
+            "the first, which sizes workspaces; this run has " +
+            std::to_string(flags.steps) + ")";
   if (flags.evalEvery > 0 && flags.evalBatches == 0)
     flags.evalBatches = 20; // llm.c's val_max_steps
   if (error.empty())
@@ -1542,13 +1547,8 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
   }
   if (log && std::fclose(log) != 0)
     logError = flags.logJson + ": cannot write: " + std::strerror(errno);
-  if (flags.profile && ctx.worldRank == 0) {
-    if (flags.steps > 1)
-      printProfile(backendKernelTimes(ctx), flags.steps - 1, profiled);
-    else
-      std::printf("profile: needs --steps 2 or more (the first step is not "
-                  "timed)\n");
-  }
+  if (flags.profile && ctx.worldRank == 0)
+    printProfile(backendKernelTimes(ctx), flags.steps - 1, profiled);
   if (!flags.save.empty())
     saveState(flags.save);
   if (!flags.exportPath.empty())
