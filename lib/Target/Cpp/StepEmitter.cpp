@@ -1433,7 +1433,17 @@ void shardc::registerStepTranslations() {
             return LogicalResult(op->emitError("expected a builtin.module"));
           return emit(module, os);
         },
-        [](DialectRegistry &registry) { registerAllDialects(registry); });
+        [](DialectRegistry &registry) {
+          registerAllDialects(registry);
+          // mlirTranslateMain has every diagnostic print the whole model
+          // after it; the location says where, as in shardc-opt. Turned off
+          // once the train dialect loads into the translation's context,
+          // before the verifier or the emitter can report anything.
+          registry.addExtension(
+              +[](MLIRContext *context, train::TrainDialect *) {
+                context->printOpOnDiagnostic(false);
+              });
+        });
   };
   registerOne("shardc-to-host-cpp",
               "emit a sharded training step as C++ calling the shardc "
