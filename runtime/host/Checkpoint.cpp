@@ -385,8 +385,8 @@ std::string writeManifest(const std::string &dir, const std::string &id,
   }
 
   // A range that every holder marked write = false would be lost without a
-  // word, and one written twice is stored twice, which a load
-  // refuses; refuse to call such a directory a checkpoint.
+  // word, and elements two pieces write would be stored twice, which a load
+  // refuses: refuse to call such a directory a checkpoint.
   std::string tensorList;
   for (auto &[name, info] : tensors) {
     std::sort(info.written.begin(), info.written.end(),

@@ -148,13 +148,13 @@ int checkGradients(shardc_rt_context &ctx, int64_t perParam) {
       // f32 param takes (value + step rounds).
       auto central = [&](float step) {
         float shifted[2] = {value + step, value - step};
-        double loss[2];
+        double losses[2];
         for (int side = 0; side < 2; ++side) {
           write(&shifted[side]);
-          loss[side] = runStep(ctx);
+          losses[side] = runStep(ctx);
         }
         write(&value);
-        return (loss[0] - loss[1]) /
+        return (losses[0] - losses[1]) /
                (static_cast<double>(shifted[0]) - shifted[1]);
       };
       double fd = (4 * central(h / 2) - central(h)) / 3;

@@ -73,6 +73,7 @@ namespace {
 struct Flags {
   int64_t steps = 1;
   uint64_t seed = 0;
+  bool seedGiven = false; // else --load's checkpoint's seed
   std::string init, data, exportPath, save, load, logJson, trace, evalData;
   bool quiet = false, profile = false;
   int64_t checkGrads = 0;
@@ -258,6 +259,7 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
       if (error.empty() && (!parseInt(v, seed) || seed < 0))
         error = std::string("expected a seed >= 0, got '") + v + "'";
       flags.seed = static_cast<uint64_t>(seed);
+      flags.seedGiven = true;
     } else if (std::string *path = pathFlag(flags, flag)) {
       *path = value();
       if (error.empty() && path->empty())
@@ -911,7 +913,7 @@ std::map<std::string, std::string> checkpointMetadata(shardc_rt_context &ctx) {
           {"seed", std::to_string(ctx.seed)}};
 }
 
-/// The tensor a checkpoint of `ctx`'s model holds that the model lacks, as
+/// The tensors a checkpoint of `ctx`'s model holds that the model lacks, as
 /// "'a', 'b' (and N more)", or "" where there is none. A resumed run is the
 /// run it continues, so a checkpoint of another version of the model (a
 /// layer more) is refused, as torch's strict load_state_dict refuses
@@ -936,13 +938,16 @@ std::string unexpectedTensors(const shardc_rt_context &ctx,
   return listed;
 }
 
-void loadState(shardc_rt_context &ctx, const std::string &dir) {
+/// Loads --load's checkpoint into `ctx`'s state and step, and its seed
+/// unless --seed was given, so that synthetic batches go on as in the run
+/// that saved it.
+void loadState(shardc_rt_context &ctx, const std::string &dir, bool seedGiven) {
   std::map<std::string, std::string> meta;
   std::vector<std::string> tensors;
   // The model before any tensor: another model's checkpoint would otherwise
   // fail on its first tensor name, which hides the cause.
   std::string error = tryReadCheckpointHeader(dir, meta, tensors);
-  int64_t step = 0;
+  int64_t step = 0, seed = -1;
   if (error.empty()) {
     auto model = meta.find("model");
     std::string unexpected;
@@ -956,6 +961,9 @@ void loadState(shardc_rt_context &ctx, const std::string &dir) {
       error = dir + ": holds tensors that @" + ctx.model->name +
               " does not have: " + unexpected +
               " (a checkpoint of another version of the model?)";
+    else if (meta.count("seed") &&
+             (!parseInt(meta["seed"].c_str(), seed) || seed < 0))
+      error = dir + ": bad seed '" + meta["seed"] + "' in checkpoint.json";
   }
   HostMirror state(statePieces(ctx));
   if (error.empty())
@@ -963,6 +971,8 @@ void loadState(shardc_rt_context &ctx, const std::string &dir) {
   SHARDC_RT_CHECK_ALL(error.empty(), "--load", error);
   state.store();
   ctx.step = step;
+  if (!seedGiven && seed >= 0)
+    ctx.seed = static_cast<uint64_t>(seed);
 }
 
 /// Rank 0's time in the steps --profile times, and the parts of it that
@@ -1271,7 +1281,7 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
       flags.evalData.empty() ? nullptr
                              : openData(*model, flags.evalData, "--eval-data");
   if (!flags.load.empty())
-    loadState(ctx, flags.load);
+    loadState(ctx, flags.load, flags.seedGiven);
   // Given --trace-steps, one of this run's steps (after --load's) is traced.
   bool traceStepsGiven = flags.traceFirst != 1 || flags.traceLast != INT64_MAX;
   SHARDC_RT_CHECK_ALL(

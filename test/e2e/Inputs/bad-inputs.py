@@ -136,6 +136,9 @@ def main():
         {"layers.9.weight": {"dtype": "F32", "shape": [4, 4]}}))
     edit_checkpoint("ckpt-overlap", lambda manifest: manifest["files"][1][
         "pieces"].append(manifest["files"][0]["pieces"][0]))
+    # A seed that is no number (a resumed run takes the checkpoint's).
+    edit_checkpoint("ckpt-seed",
+                    lambda manifest: manifest["metadata"].update(seed="abc"))
 
     # A FIFO where a file is read or written: refused, never waited on.
     os.mkfifo(at("fifo"))
