@@ -124,8 +124,8 @@ options (as --shardc-pipeline's):
 run: --np N (the mesh's rank count; --mesh defaults to N); flags after --
 go to the executable (--steps, --seed, --init, --data, --export, --save,
 --load, --log-json).
-environment: SHARDC_MPICXX, SHARDC_MPIRUN name the MPI compiler and launcher
-instead of those found when shardc was configured.
+environment: SHARDC_MPICXX, SHARDC_MPIRUN, SHARDC_NVCC name the MPI compiler,
+the launcher and nvcc instead of those found when shardc was configured.
 )";
 
 struct Options {

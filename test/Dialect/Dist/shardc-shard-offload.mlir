@@ -66,6 +66,18 @@
 // RUN: shardc-opt %t.mlir --shardc-pipeline="strategy=zero3 mesh=1 offload-optimizer=true" 2>/dev/null | FileCheck %s --check-prefix=ONE-RANK
 // ONE-RANK-NOT: all_gather
 
+// On one rank as on two, a unit resharded after its forward frees its
+// shards' copies and brings them in again for its backward: of three
+// layers, 6 gathers in the forward and the middle weight's in the backward;
+// 6 with reshard-after-forward=false.
+// RUN: shardc-gen mlp --sizes 8,16,16,4 --batch 8 > %t.three.mlir
+// RUN: shardc-opt %t.three.mlir --shardc-pipeline="strategy=zero3 mesh=1 offload-optimizer=true offload-params=true" 2>/dev/null | FileCheck %s --check-prefix=RESHARD-ONE
+// RESHARD-ONE-COUNT-7: dist.all_gather_start
+// RESHARD-ONE-NOT: dist.all_gather_start
+// RUN: shardc-opt %t.three.mlir --shardc-pipeline="strategy=zero3 mesh=1 offload-optimizer=true offload-params=true reshard-after-forward=false" 2>/dev/null | FileCheck %s --check-prefix=KEEP-ONE
+// KEEP-ONE-COUNT-6: dist.all_gather_start
+// KEEP-ONE-NOT: dist.all_gather_start
+
 // The 424 bytes of params leave the device, and nothing comes in their
 // place: the peak goes from 1928 to 1504. Host copies: the 424 bytes of
 // gradients out, and each gather's shard in (the forward's 424: the last

@@ -21,6 +21,9 @@
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 layout=flat bucket-mb=0" 2>&1 | FileCheck %s --check-prefix=DDP-FLAT
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=2 reshard-after-forward=false unit-bucket-mb=5" 2>&1 | FileCheck %s --check-prefix=UNUSED
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 bucket-mb=1" 2>&1 | FileCheck %s --check-prefix=UNUSED-BUCKET
+// RUN: shardc-gen mlp --sizes 4,3 --batch 8 --dtype bf16 > %t.bf16.mlir
+// RUN: shardc-opt %t.bf16.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BF16-MODEL
+// RUN: shardc-opt %t.bf16.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2 param-dtype=bf16" -o /dev/null 2>&1 | FileCheck %s --check-prefix=USED --allow-empty
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 layout=flat unit-bucket-mb=5 bucket-mb=25" 2>&1 | FileCheck %s --check-prefix=USED --allow-empty
 // Collectives over one rank fold away: a unit reads its params' storage,
 // the updates read the gradients, a DDP bucket is not packed; HSDP keeps
@@ -297,8 +300,10 @@
 
 // Other options a strategy does not use: a warning each, not silence.
 // UNUSED-DAG: warning: reshard-after-forward=false: ignored by strategy zero2, which does not gather params (it applies to zero3 and hsdp)
-// UNUSED-DAG: warning: unit-bucket-mb: ignored by strategy zero2 (it applies to zero3 and hsdp with layout=flat)
-// UNUSED-BUCKET: warning: bucket-mb: ignored by strategy zero3 (it applies to ddp, and zero1/zero2 with layout=flat)
+// UNUSED-DAG: warning: unit-bucket-mb: ignored by strategy zero2 with layout=dim0 (it applies to zero3 and hsdp with layout=flat)
+// UNUSED-BUCKET: warning: bucket-mb: ignored by strategy zero3 with layout=dim0 (it applies to ddp, and zero1/zero2 with layout=flat)
+// A model written in bf16 that param-dtype=f32 (the default) retypes.
+// BF16-MODEL: warning: param-dtype=f32 stores the model's bf16 params in f32; param-dtype=bf16 keeps them in bf16 (with f32 masters in the optimizer)
 // Options that apply (or keep their default) are not warned of.
 // USED-NOT: warning
 

@@ -78,8 +78,9 @@ struct Plan {
   Strategy strategy;
   SmallVector<int64_t> meshShape; // [N] or [R, S], as the option says
   /// The ranks a unit's gathered params stay sharded over from its forward
-  /// to its backward (reshard-after-forward): the shard axis's (true), 1
-  /// (false: kept whole), or K between them.
+  /// to its backward (reshard-after-forward): the shard axis's (true, which
+  /// on an axis of one rank still frees them: offloaded params come from
+  /// host memory again), 0 (false: kept whole), or K between them.
   int64_t reshardRanks;
   /// Whether the unit whose forward runs last reshards too (else it keeps
   /// its gather whole for its backward, which follows at once).
@@ -262,7 +263,7 @@ private:
   /// its backward: with reshard-after-forward=false, and for the unit whose
   /// forward runs last unless reshard-last-unit.
   bool keepsWhole(Operation *forward) const {
-    return plan.reshardRanks == 1 ||
+    return plan.reshardRanks == 0 ||
            (forward == lastForward && !plan.reshardLastUnit);
   }
   /// Gathers a kept shard over `local` for the backward, and frees it.
@@ -1391,6 +1392,12 @@ void ShardcShardPass::runOnOperation() {
   bool flat = layout == Layout::flat;
   std::string setting =
       std::string("strategy ") + name + (flat ? " with layout=flat" : "");
+  // For the options whose use turns on the layout: the default named too.
+  std::string layoutSetting =
+      strategy == Strategy::ddp
+          ? setting
+          : std::string("strategy ") + name +
+                " with layout=" + (flat ? "flat" : "dim0");
   bool bucketsGrads =
       strategy == Strategy::ddp ||
       (flat && (strategy == Strategy::zero1 || strategy == Strategy::zero2));
@@ -1406,7 +1413,7 @@ void ShardcShardPass::runOnOperation() {
                          << ", which does not gather params "
                          << "(it applies to zero3 and hsdp)";
   else if (reshard == "false")
-    reshardRanks = 1;
+    reshardRanks = 0;
   else if (reshard != "true" &&
            (reshard.getAsInteger(10, reshardRanks) || reshardRanks < 2 ||
             shardRanks % reshardRanks != 0))
@@ -1423,11 +1430,11 @@ void ShardcShardPass::runOnOperation() {
                             "reshard-after-forward=false, which keeps every "
                             "unit's gather";
   if (!bucketsGrads && bucketMB != kDefaultBucketMB)
-    module.emitWarning() << "bucket-mb: ignored by " << setting
+    module.emitWarning() << "bucket-mb: ignored by " << layoutSetting
                          << " (it applies to ddp, and zero1/zero2 with "
                             "layout=flat)";
   if (!(shardsParams && flat) && unitBucketMB != 0)
-    module.emitWarning() << "unit-bucket-mb: ignored by " << setting
+    module.emitWarning() << "unit-bucket-mb: ignored by " << layoutSetting
                          << " (it applies to zero3 and hsdp with layout=flat)";
   // offload-params: the update writes host-resident shards, so it runs on
   // the host; a param used in place on the device (ddp, zero1, zero2)
@@ -1436,6 +1443,18 @@ void ShardcShardPass::runOnOperation() {
     return fail("offload-params=true needs offload-optimizer=true: the "
                 "params in host memory are updated there, by the host's "
                 "optimizer step");
+  // A model written in bf16 (shardc-gen --dtype bf16) stored in f32: the
+  // retyping is what param-dtype says, but the model's type is likely the
+  // intent.
+  bool bf16Model = false;
+  model.walk([&](train::ParamOp param) {
+    bf16Model |= param.getType().getElementType().isBF16();
+  });
+  if (bf16Model && paramDType == DType::f32)
+    module.emitWarning()
+        << "param-dtype=f32 stores the model's bf16 params in f32; "
+           "param-dtype=bf16 keeps them in bf16 (with f32 masters in the "
+           "optimizer)";
   if (offloadParams && !shardsParams)
     return fail(Twine("offload-params=true needs strategy zero3 or hsdp, "
                       "whose params are gathered before use; strategy ") +
