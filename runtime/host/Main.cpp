@@ -1294,6 +1294,16 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
           (flags.steps == 0 ? std::string("0 steps")
                             : "steps " + std::to_string(ctx.step + 1) + " to " +
                                   std::to_string(ctx.step + flags.steps)));
+  // A file of fewer batches than the run's steps is read again from its
+  // first, as llm.c's loader starts over: said once, not silently.
+  int64_t held = data->batchesHeld(*model);
+  if (ctx.worldRank == 0 && flags.checkGrads == 0 &&
+      ctx.step + flags.steps > held)
+    std::fprintf(stderr,
+                 "shardc: rank 0: --data: %s holds %" PRId64
+                 " batch%s: the steps after step %" PRId64
+                 " read it again from its first batch\n",
+                 flags.data.c_str(), held, held == 1 ? "" : "es", held);
   if (flags.checkGrads > 0) {
     int rc = checkGradients(ctx, flags.checkGrads);
     tearDown();
@@ -1469,7 +1479,7 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
       continue;
     if (!flags.quiet) {
       std::printf("step %" PRId64 "/%" PRId64 "  loss %.6f  ", ctx.step,
-                  flags.steps, loss);
+                  lastStep, loss);
       if (ctx.gradNorm)
         std::printf("grad norm %.4f  ", gradNorm);
       // Model FLOPs per second on this rank (the figure MFU divides by the
