@@ -347,6 +347,15 @@ std::string writeManifest(const std::string &dir, const std::string &id,
         !root.get("bytes")->getInt64(bytes) || !pieces)
       return "garbled piece list from rank " + std::to_string(rank) + ": " +
              error;
+    // The file where rank 0 sees it: ranks given different directories,
+    // or one that is not shared between nodes, would otherwise commit a
+    // checkpoint that cannot load.
+    std::string file = rankFileName(static_cast<int>(rank), id);
+    struct stat info;
+    if (::stat((dir + "/" + file).c_str(), &info) != 0 || info.st_size != bytes)
+      return "rank " + std::to_string(rank) + " wrote " + file +
+             ", which rank 0 does not find in " + dir +
+             ": every rank must save to one directory that all of them see";
     std::string filePieces;
     for (const JsonValue &entry : pieces->elements) {
       const std::string &name = entry.elements[0].text;
@@ -863,17 +872,17 @@ shardc::rt::tryLoadCheckpoint(const std::string &dir,
   return "";
 }
 
-std::string shardc::rt::tryReadCheckpointHeader(
-    const std::string &dir, std::map<std::string, std::string> &metadata,
-    std::vector<std::string> &tensors) {
+std::string shardc::rt::tryReadCheckpointHeader(const std::string &dir,
+                                                CheckpointHeader &header) {
   Manifest manifest;
   std::string error = readManifest(dir, manifest);
   if (!error.empty())
     return error;
-  metadata = manifest.metadata;
-  tensors.clear();
+  header.id = manifest.id;
+  header.metadata = manifest.metadata;
+  header.tensors.clear();
   for (const auto &shape : manifest.shapes)
-    tensors.push_back(shape.first);
+    header.tensors.push_back(shape.first);
   return "";
 }
 

@@ -491,13 +491,12 @@ std::vector<std::string> pruneStepCheckpoints(const std::string &dir,
       std::string path = dir + "/" + name;
       int64_t step = 0;
       struct stat link;
-      std::map<std::string, std::string> metadata;
-      std::vector<std::string> tensors;
+      CheckpointHeader header;
       if (name.rfind("step-", 0) != 0 || digits.empty() || digits[0] == '0' ||
           digits.find_first_not_of("0123456789") != std::string::npos ||
           !parseInt(digits.c_str(), step) || step == saved ||
           ::lstat(path.c_str(), &link) != 0 || !S_ISDIR(link.st_mode) ||
-          !tryReadCheckpointHeader(path, metadata, tensors).empty())
+          !tryReadCheckpointHeader(path, header).empty())
         continue;
       if (step < saved)
         earlier.push_back(step);
@@ -688,6 +687,35 @@ std::vector<ValuePiece> valuePieces(shardc_rt_context &ctx) {
   return pieces;
 }
 
+/// The names of the tensors of `ctx`'s model: its params', and with
+/// `moments` their AdamW moments' (what a checkpoint holds).
+std::set<std::string> modelTensorNames(const shardc_rt_context &ctx,
+                                       bool moments) {
+  std::set<std::string> names;
+  for (const ParamState &p : ctx.params) {
+    names.insert(p.info->name);
+    if (moments && !p.info->frozen) {
+      names.insert(std::string(p.info->name) + ".exp_avg");
+      names.insert(std::string(p.info->name) + ".exp_avg_sq");
+    }
+  }
+  return names;
+}
+
+/// The tensors of a file, `stored`, that the model lacks (`model`), as
+/// "'a', 'b' (and N more)", or "" where there is none.
+std::string unexpectedTensors(const std::vector<std::string> &stored,
+                              const std::set<std::string> &model) {
+  std::string listed;
+  size_t count = 0, shown = 3;
+  for (const std::string &tensor : stored)
+    if (!model.count(tensor) && count++ < shown)
+      listed += (listed.empty() ? "'" : ", '") + tensor + "'";
+  if (count > shown)
+    listed += " (and " + std::to_string(count - shown) + " more)";
+  return listed;
+}
+
 void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
   const shardc_rt_model &m = *ctx.model;
   for (int32_t i = 0; i < m.num_params; ++i) {
@@ -767,6 +795,17 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
                 host.size());
   }
   SHARDC_RT_CHECK_ALL(error.empty(), "--init", error);
+  // --init starts a run from weights, such as a file of another framework's
+  // that holds more (buffers, a separate head): what it does not read is
+  // said, not refused.
+  std::string unread =
+      init ? unexpectedTensors(init->names(), modelTensorNames(ctx, false))
+           : "";
+  if (!unread.empty() && ctx.worldRank == 0)
+    std::fprintf(stderr,
+                 "shardc: rank 0: --init: %s holds tensors @%s does not "
+                 "have, which it ignores: %s\n",
+                 flags.init.c_str(), ctx.model->name, unread.c_str());
 }
 
 /// Every piece of state this rank holds, for checkpoints.
@@ -913,40 +952,24 @@ std::map<std::string, std::string> checkpointMetadata(shardc_rt_context &ctx) {
           {"seed", std::to_string(ctx.seed)}};
 }
 
-/// The tensors a checkpoint of `ctx`'s model holds that the model lacks, as
-/// "'a', 'b' (and N more)", or "" where there is none. A resumed run is the
-/// run it continues, so a checkpoint of another version of the model (a
-/// layer more) is refused, as torch's strict load_state_dict refuses
-/// unexpected keys.
-std::string unexpectedTensors(const shardc_rt_context &ctx,
-                              const std::vector<std::string> &stored) {
-  std::set<std::string> held;
-  for (const ParamState &p : ctx.params) {
-    held.insert(p.info->name);
-    if (!p.info->frozen) {
-      held.insert(std::string(p.info->name) + ".exp_avg");
-      held.insert(std::string(p.info->name) + ".exp_avg_sq");
-    }
-  }
-  std::string listed;
-  size_t count = 0, shown = 3;
-  for (const std::string &tensor : stored)
-    if (!held.count(tensor) && count++ < shown)
-      listed += (listed.empty() ? "'" : ", '") + tensor + "'";
-  if (count > shown)
-    listed += " (and " + std::to_string(count - shown) + " more)";
-  return listed;
-}
-
 /// Loads --load's checkpoint into `ctx`'s state and step, and its seed
 /// unless --seed was given, so that synthetic batches go on as in the run
 /// that saved it.
 void loadState(shardc_rt_context &ctx, const std::string &dir, bool seedGiven) {
-  std::map<std::string, std::string> meta;
-  std::vector<std::string> tensors;
+  CheckpointHeader header;
+  std::map<std::string, std::string> &meta = header.metadata;
   // The model before any tensor: another model's checkpoint would otherwise
   // fail on its first tensor name, which hides the cause.
-  std::string error = tryReadCheckpointHeader(dir, meta, tensors);
+  std::string error = tryReadCheckpointHeader(dir, header);
+  // Every rank reads rank 0's save (ranks given different directories
+  // would each load a part of another model).
+  uint64_t save[2] = {fnv1a(0xcbf29ce484222325ULL, header.id.c_str()),
+                      error.empty()};
+  uint64_t first[2] = {save[0], save[1]};
+  MPI_Bcast(first, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (error.empty() && first[1] && first[0] != save[0])
+    error = dir + ": not the save rank 0 reads (checkpoint id " + header.id +
+            "): give every rank the same --load directory";
   int64_t step = 0, seed = -1;
   if (error.empty()) {
     auto model = meta.find("model");
@@ -957,7 +980,12 @@ void loadState(shardc_rt_context &ctx, const std::string &dir, bool seedGiven) {
               ", not of @" + ctx.model->name;
     else if (!parseInt(meta["step"].c_str(), step) || step < 0)
       error = dir + ": bad step '" + meta["step"] + "' in checkpoint.json";
-    else if (!(unexpected = unexpectedTensors(ctx, tensors)).empty())
+    // A resumed run is the run it continues: a checkpoint of another
+    // version of the model (a layer more) is refused, as torch's strict
+    // load_state_dict refuses unexpected keys.
+    else if (!(unexpected = unexpectedTensors(header.tensors,
+                                              modelTensorNames(ctx, true)))
+                  .empty())
       error = dir + ": holds tensors that @" + ctx.model->name +
               " does not have: " + unexpected +
               " (a checkpoint of another version of the model?)";
@@ -1282,6 +1310,10 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
                              : openData(*model, flags.evalData, "--eval-data");
   if (!flags.load.empty())
     loadState(ctx, flags.load, flags.seedGiven);
+  SHARDC_RT_CHECK_ALL(ctx.step <= INT64_MAX - flags.steps, "--steps",
+                      std::to_string(flags.steps) + " steps after --load's " +
+                          std::to_string(ctx.step) +
+                          " pass the largest step count, 2^63 - 1");
   // Given --trace-steps, one of this run's steps (after --load's) is traced.
   bool traceStepsGiven = flags.traceFirst != 1 || flags.traceLast != INT64_MAX;
   SHARDC_RT_CHECK_ALL(

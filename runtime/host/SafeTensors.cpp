@@ -815,9 +815,20 @@ std::string shardc::rt::tryCheckWritable(const std::string &path) {
                                  strerror(errno);
   if (!S_ISDIR(info.st_mode))
     return path + ": " + dir + " is not a directory";
-  if (::access(dir.c_str(), W_OK) != 0)
-    return path + ": cannot write in directory " + dir + ": " + strerror(errno);
-  return notReplaceable(path);
+  if (std::string bad = notReplaceable(path); !bad.empty())
+    return bad;
+  // The write's own temporary, made and removed: access() says yes to root
+  // where creating fails (/proc, /sys, a root-squashed NFS mount).
+  std::string probe = path + ".tmp." + std::to_string(getpid());
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno != EEXIST)
+    return path + ": cannot create files in directory " + dir + ": " +
+           strerror(errno);
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+  return "";
 }
 
 std::string shardc::rt::tryWriteFileAtomic(const std::string &path,

@@ -115,14 +115,21 @@ std::string tryLoadCheckpoint(const std::string &dir,
                               const std::vector<Piece> &pieces,
                               std::map<std::string, std::string> &metadata);
 
+/// What a checkpoint's checkpoint.json says, beside where its pieces are.
+struct CheckpointHeader {
+  /// The save's, in every rank file's name.
+  std::string id;
+  std::map<std::string, std::string> metadata;
+  /// Every tensor's name, sorted.
+  std::vector<std::string> tensors;
+};
+
 /// Reads and checks only dir/checkpoint.json, no rank file: returns "" and
-/// sets `metadata` and `tensors` (every tensor's name, sorted), or says
-/// what is wrong. For checks that should come before any tensor is read
-/// (which model saved it, whether it holds tensors the model lacks).
-std::string
-tryReadCheckpointHeader(const std::string &dir,
-                        std::map<std::string, std::string> &metadata,
-                        std::vector<std::string> &tensors);
+/// sets `header`, or says what is wrong. For checks that should come before
+/// any tensor is read (which model saved it, whether it holds tensors the
+/// model lacks, whether every rank reads the same save).
+std::string tryReadCheckpointHeader(const std::string &dir,
+                                    CheckpointHeader &header);
 
 } // namespace shardc::rt
 

@@ -227,8 +227,9 @@ std::string tryWriteFileAtomic(const std::string &path,
                                const std::string &contents);
 
 /// Whether a file could be written at `path` now, to find out before a long
-/// run rather than after it: its directory exists and is writable, and
-/// `path` names nothing or a regular file (the atomic write renames over it).
+/// run rather than after it: its directory exists and a file can be created
+/// there (one is, and removed), and `path` names nothing or a regular file
+/// (the atomic write renames over it).
 /// Returns "" or "<path>: <what is wrong>".
 std::string tryCheckWritable(const std::string &path);
 

@@ -73,6 +73,11 @@ def main():
     lib.write_safetensors(at("init-dtype.safetensors"),
                           dict(good, **{"layers.1.bias":
                                         ("I32", [256], bias)}))
+    # Tensors the model does not have (a checkpoint's buffers, a separate
+    # head): read around, and said.
+    lib.write_safetensors(at("init-extra.safetensors"),
+                          dict(good, **{"attn.bias": ("F32", [256], bias),
+                                        "lm_head.weight": ("F32", [256], bias)}))
     shutil.copy(at("good.safetensors"), at("init-truncated.safetensors"))
     truncate(at("init-truncated.safetensors"), lambda n: n // 2)
 
@@ -136,6 +141,9 @@ def main():
         {"layers.9.weight": {"dtype": "F32", "shape": [4, 4]}}))
     edit_checkpoint("ckpt-overlap", lambda manifest: manifest["files"][1][
         "pieces"].append(manifest["files"][0]["pieces"][0]))
+    # A step so late that a few more pass 2^63 - 1.
+    edit_checkpoint("ckpt-late", lambda manifest: manifest["metadata"].update(
+        step="9223372036854775806"))
     # A seed that is no number (a resumed run takes the checkpoint's).
     edit_checkpoint("ckpt-seed",
                     lambda manifest: manifest["metadata"].update(seed="abc"))
