@@ -32,7 +32,9 @@
 #include "Simulator.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -106,11 +108,7 @@ State &state() {
   return s;
 }
 
-int smCount() {
-  const char *value = std::getenv("CUDASIM_SM_COUNT");
-  int count = value ? std::atoi(value) : 0;
-  return count > 0 ? count : 132;
-}
+int smCount() { return envCount("CUDASIM_SM_COUNT", 132); }
 
 std::string pointer(const void *p) {
   char text[32];
@@ -136,10 +134,8 @@ const Allocation *find(const void *p, uintptr_t *start = nullptr) {
 bool isLiveEvent(cudaEvent_t event) { return state().events.count(event); }
 
 bool lazyStreams() {
-  static const bool lazy = [] {
-    const char *value = std::getenv("CUDASIM_STREAMS");
-    return value && std::string(value) == "lazy";
-  }();
+  static const bool lazy =
+      envChoice("CUDASIM_STREAMS", "eager", {"eager", "lazy"}) == "lazy";
   return lazy;
 }
 
@@ -271,6 +267,32 @@ const char *errorName(cudaError_t error) {
   std::fflush(stdout);
   std::fprintf(stderr, "cudasim: %s\n", message.c_str());
   std::exit(1);
+}
+
+std::string envChoice(const char *name, const char *fallback,
+                      std::initializer_list<const char *> allowed) {
+  const char *value = std::getenv(name);
+  if (!value)
+    return fallback;
+  std::string expected;
+  for (const char *choice : allowed) {
+    if (std::strcmp(value, choice) == 0)
+      return value;
+    expected += (expected.empty() ? "" : " or ") + std::string(choice);
+  }
+  misuse(std::string(name) + "='" + value + "': expected " + expected);
+}
+
+int envCount(const char *name, int fallback) {
+  const char *value = std::getenv(name);
+  if (!value)
+    return fallback;
+  char *end = nullptr;
+  errno = 0;
+  long count = std::strtol(value, &end, 10);
+  if (end == value || *end || errno || count < 1 || count > INT_MAX)
+    misuse(std::string(name) + "='" + value + "': expected a count >= 1");
+  return static_cast<int>(count);
 }
 
 char *mapGuarded(size_t bytes, size_t *mapped) {

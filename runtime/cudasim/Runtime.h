@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 
 namespace cudasim {
@@ -24,6 +25,16 @@ constexpr size_t kMaxSharedBytes = 227 << 10;
 
 /// Reports a misuse of a simulated API ("cudasim: " + message) and exits.
 [[noreturn]] void misuse(const std::string &message);
+
+/// Environment variable `name`'s value: `fallback` where it is unset, else
+/// one of `allowed`; another value (a typo that would turn a check off) is
+/// a misuse.
+std::string envChoice(const char *name, const char *fallback,
+                      std::initializer_list<const char *> allowed);
+
+/// Environment variable `name` as a count of at least 1, `fallback` where
+/// it is unset; anything else is a misuse.
+int envCount(const char *name, int fallback);
 
 /// Records the error the next cudaGetLastError returns (and clears).
 void setLaunchError(cudaError_t error);

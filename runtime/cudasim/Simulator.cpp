@@ -222,9 +222,7 @@ void onTimeout(int) {
 }
 
 unsigned timeoutSeconds() {
-  const char *value = std::getenv("CUDASIM_TIMEOUT");
-  int seconds = value ? std::atoi(value) : 0;
-  return seconds > 0 ? unsigned(seconds) : kDefaultTimeout;
+  return unsigned(envCount("CUDASIM_TIMEOUT", kDefaultTimeout));
 }
 
 /// Once, on the first launch: the fault and timeout handlers (kernels run
@@ -754,10 +752,8 @@ void run(const Launch &launch, void (*body)(void *), void *context) {
   engine.launch = &launch;
   engine.body = body;
   engine.context = context;
-  static const bool reverse = [] {
-    const char *value = std::getenv("CUDASIM_REVERSE");
-    return value && std::string(value) == "1";
-  }();
+  static const bool reverse =
+      envChoice("CUDASIM_REVERSE", "0", {"0", "1"}) == "1";
   alarm(timeoutSeconds());
   const dim3 &b = launch.block, &g = launch.grid;
   engine.threads.assign(size_t(b.x) * b.y * b.z, SimThread{});

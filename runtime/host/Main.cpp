@@ -1457,6 +1457,16 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
       reportEvaluation(e);
   }
   const int64_t lastStep = ctx.step + flags.steps; // --load's steps counted
+  // Steps count across --load, so a short run may save none of DIR/step-K.
+  if (flags.saveEvery > 0 &&
+      ctx.step / flags.saveEvery == lastStep / flags.saveEvery &&
+      ctx.worldRank == 0)
+    std::fprintf(stderr,
+                 "shardc: rank 0: --save-every %" PRId64
+                 ": no step of this run is a multiple of it, so no "
+                 "%s/step-K is saved (--save's checkpoint of the last step "
+                 "is)\n",
+                 flags.saveEvery, flags.save.c_str());
   for (int64_t s = 0; s < flags.steps; ++s) {
     ++ctx.step;
     ctx.timers = {};

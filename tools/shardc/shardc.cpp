@@ -298,6 +298,21 @@ Options parseArgs(int argc, char **argv) {
       value = arg.substr(eq + 1);
       inlineValue = true;
     }
+    std::string name = flag.substr(flag.rfind('-', 1) == 1 ? 2 : 1);
+    // An unknown flag is said as such, before its value is looked for.
+    bool known =
+        flag == "-o" || flag == "--target" || flag == "--np" ||
+        flag == "--ledger-json" ||
+        (flag.rfind("--", 0) == 0 && llvm::is_contained(pipelineOptions, name));
+    if (!known) {
+      static const char *executableFlags[] = {"--steps", "--seed",    "--init",
+                                              "--data",  "--export",  "--save",
+                                              "--load",  "--log-json"};
+      if (o.command == "run" && llvm::is_contained(executableFlags, flag))
+        usageError("unknown option '" + flag +
+                   "': the executable's flags go after --");
+      usageError("unknown option '" + flag + "'");
+    }
     if (!inlineValue) {
       // A flag's value may not look like a flag: `--mesh --strategy zero3`
       // lacks the mesh, not an input named zero3.
@@ -312,7 +327,6 @@ Options parseArgs(int argc, char **argv) {
     if (auto [it, inserted] = given.try_emplace(flag, value);
         !inserted && it->second != value)
       usageError(flag + " given twice ('" + it->second + "', '" + value + "')");
-    std::string name = flag.substr(flag.rfind('-', 1) == 1 ? 2 : 1);
     if (flag == "-o") {
       o.output = value;
     } else if (flag == "--target") {
@@ -335,8 +349,7 @@ Options parseArgs(int argc, char **argv) {
       if (value.empty())
         usageError("--ledger-json: an empty path (an unset shell variable?)");
       o.ledgerJson = value;
-    } else if (llvm::is_contained(pipelineOptions, name) &&
-               flag.rfind("--", 0) == 0) {
+    } else { // a pipeline option (known)
       // Braces would end the pipeline's options; a recompute glob's
       // alternatives ({0,1}) nest there and are allowed, balanced.
       if (value.empty() ||
@@ -347,14 +360,6 @@ Options parseArgs(int argc, char **argv) {
       if (std::string why = checkPipelineValue(name, value); !why.empty())
         usageError(why);
       o.pipeline[name] = value;
-    } else {
-      static const char *executableFlags[] = {"--steps", "--seed",    "--init",
-                                              "--data",  "--export",  "--save",
-                                              "--load",  "--log-json"};
-      if (o.command == "run" && llvm::is_contained(executableFlags, flag))
-        usageError("unknown option '" + flag +
-                   "': the executable's flags go after --");
-      usageError("unknown option '" + flag + "'");
     }
   }
   if (o.input.empty())
