@@ -394,8 +394,7 @@ std::string writeManifest(const std::string &dir, const std::string &id,
   }
 
   // A range that every holder marked write = false would be lost without a
-  // word, and elements two pieces write would be stored twice, which a load
-  // refuses: refuse to call such a directory a checkpoint.
+  // word; refuse to call such a directory a checkpoint.
   std::string tensorList;
   for (auto &[name, info] : tensors) {
     std::sort(info.written.begin(), info.written.end(),
@@ -404,10 +403,6 @@ std::string writeManifest(const std::string &dir, const std::string &id,
     for (Range range : info.written) {
       if (range.begin > covered)
         break;
-      if (range.begin < covered && range.begin < range.end)
-        return "elements " +
-               rangeText(range.begin, std::min(covered, range.end)) +
-               " of tensor '" + name + "' are written twice";
       covered = std::max(covered, range.end);
     }
     if (covered < count) {
@@ -706,26 +701,11 @@ std::string readManifest(const std::string &dir, Manifest &manifest) {
       savedWorld->second != std::to_string(world))
     return corrupt("metadata \"world\" is " + savedWorld->second +
                    " but \"world\" is " + std::to_string(world));
-  // Each element is stored once: a save writes a replicated range from one
-  // rank only, so ranges that overlap are a manifest edited or corrupt.
-  for (auto &[tensor, sources] : manifest.sources) {
+  for (auto &[tensor, sources] : manifest.sources)
     std::sort(sources.begin(), sources.end(),
               [](const Source &a, const Source &b) {
                 return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
               });
-    const Source *reaching = nullptr; // the last non-empty range
-    for (const Source &source : sources) {
-      if (source.begin == source.end)
-        continue;
-      if (reaching && source.begin < reaching->end)
-        return corrupt("tensor '" + tensor + "': range " +
-                       rangeText(reaching->begin, reaching->end) + " in " +
-                       manifest.files[reaching->file].name + " and range " +
-                       rangeText(source.begin, source.end) + " in " +
-                       manifest.files[source.file].name + " overlap");
-      reaching = &source;
-    }
-  }
   return "";
 }
 

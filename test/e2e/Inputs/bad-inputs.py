@@ -135,12 +135,9 @@ def main():
                           ("nul", "rank-0\0.safetensors")):
         edit_checkpoint("ckpt-" + variant,
                         lambda manifest: manifest["files"][1].update(name=name))
-    # A tensor the model lacks (a layer more), and rank 0's first piece
-    # listed in rank 1's file too.
+    # A tensor the model lacks (a layer more).
     edit_checkpoint("ckpt-extra", lambda manifest: manifest["tensors"].update(
         {"layers.9.weight": {"dtype": "F32", "shape": [4, 4]}}))
-    edit_checkpoint("ckpt-overlap", lambda manifest: manifest["files"][1][
-        "pieces"].append(manifest["files"][0]["pieces"][0]))
     # A step so late that a few more pass 2^63 - 1.
     edit_checkpoint("ckpt-late", lambda manifest: manifest["metadata"].update(
         step="9223372036854775806"))
