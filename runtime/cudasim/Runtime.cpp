@@ -32,6 +32,7 @@
 #include "Simulator.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -290,7 +291,8 @@ int envCount(const char *name, int fallback) {
   char *end = nullptr;
   errno = 0;
   long count = std::strtol(value, &end, 10);
-  if (end == value || *end || errno || count < 1 || count > INT_MAX)
+  if (!std::isdigit(static_cast<unsigned char>(value[0])) || *end || errno ||
+      count < 1 || count > INT_MAX)
     misuse(std::string(name) + "='" + value + "': expected a count >= 1");
   return static_cast<int>(count);
 }

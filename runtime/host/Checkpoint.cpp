@@ -352,10 +352,15 @@ std::string writeManifest(const std::string &dir, const std::string &id,
     // checkpoint that cannot load.
     std::string file = rankFileName(static_cast<int>(rank), id);
     struct stat info;
-    if (::stat((dir + "/" + file).c_str(), &info) != 0 || info.st_size != bytes)
+    if (::stat((dir + "/" + file).c_str(), &info) != 0)
       return "rank " + std::to_string(rank) + " wrote " + file +
              ", which rank 0 does not find in " + dir +
              ": every rank must save to one directory that all of them see";
+    if (info.st_size != bytes)
+      return "rank " + std::to_string(rank) + " wrote " +
+             std::to_string(bytes) + " bytes to " + file + ", rank 0 finds " +
+             std::to_string(info.st_size) +
+             ": a directory whose writes some ranks do not see yet";
     std::string filePieces;
     for (const JsonValue &entry : pieces->elements) {
       const std::string &name = entry.elements[0].text;
@@ -452,10 +457,13 @@ void shardc::rt::saveCheckpoint(
   // 1. Check the pieces and make the directory; a bad piece list must not
   // cost an existing checkpoint.
   // Whether `dir` was there before any rank made it: a failed save removes
-  // one it made (rank 0 looks before the others may create it).
+  // one it made (rank 0 looks before the others may create it; each other
+  // rank looks too, for a directory of its own where it was given another).
   struct stat before;
   int existed = rank == 0 && ::stat(dir.c_str(), &before) == 0;
   MPI_Bcast(&existed, 1, MPI_INT, 0, world);
+  if (rank != 0)
+    existed = ::stat(dir.c_str(), &before) == 0;
   std::string error = checkPieces(pieces);
   if (error.empty())
     error = makeDirectories(dir);
@@ -492,7 +500,7 @@ void shardc::rt::saveCheckpoint(
     if (anyFailed) {
       ::unlink(path.c_str());
       MPI_Barrier(world); // every rank's file is gone
-      if (rank == 0 && !existed)
+      if (!existed)
         ::rmdir(dir.c_str()); // only where the save left it empty
     }
     AGREE(world, error.empty(), call, message);

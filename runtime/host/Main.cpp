@@ -385,7 +385,8 @@ void checkRanksAgree(const Flags &flags, const shardc_rt_model &m) {
                         flags.saveEvery,
                         flags.evalEvery,
                         flags.evalBatches,
-                        !flags.evalData.empty()};
+                        !flags.evalData.empty(),
+                        flags.seedGiven};
   mine[0] = fnv1a(mine[0], decisive, sizeof(decisive));
   mine[1] = fnv1a(fnv1a(mine[1], m.name), m.strategy);
   mine[1] = fnv1a(mine[1], m.mesh_shape, m.mesh_rank * sizeof(int64_t));
@@ -401,8 +402,9 @@ void checkRanksAgree(const Flags &flags, const shardc_rt_model &m) {
           "): start every rank with the same executable");
   SHARDC_RT_CHECK_ALL(first[0] == mine[0], "startup",
                       "this rank's flags differ from rank 0's (--steps, "
-                      "--seed, --check-grads, --save-every, --eval-every, "
-                      "--eval-batches, or which files are given): "
+                      "--seed or whether it is given, --check-grads, "
+                      "--save-every, --eval-every, --eval-batches, or which "
+                      "files are given): "
                       "start every rank with the same flags");
 }
 
@@ -687,16 +689,20 @@ std::vector<ValuePiece> valuePieces(shardc_rt_context &ctx) {
   return pieces;
 }
 
+/// A param's AdamW moments in checkpoints: its name and these.
+constexpr const char *kExpAvg = ".exp_avg", *kExpAvgSq = ".exp_avg_sq";
+
 /// The names of the tensors of `ctx`'s model: its params', and with
-/// `moments` their AdamW moments' (what a checkpoint holds).
+/// `moments` the AdamW moments a checkpoint may hold for each (a frozen
+/// param's too: a checkpoint saved before it was frozen).
 std::set<std::string> modelTensorNames(const shardc_rt_context &ctx,
                                        bool moments) {
   std::set<std::string> names;
   for (const ParamState &p : ctx.params) {
     names.insert(p.info->name);
-    if (moments && !p.info->frozen) {
-      names.insert(std::string(p.info->name) + ".exp_avg");
-      names.insert(std::string(p.info->name) + ".exp_avg_sq");
+    if (moments) {
+      names.insert(std::string(p.info->name) + kExpAvg);
+      names.insert(std::string(p.info->name) + kExpAvgSq);
     }
   }
   return names;
@@ -823,13 +829,12 @@ std::vector<StatePiece> statePieces(shardc_rt_context &ctx) {
   auto moments = [&](ParamState &p, int64_t begin, int64_t end, float *expAvg,
                      float *expAvgSq, bool writes) {
     std::string name = p.info->name;
-    pieces.push_back({{name + ".exp_avg", p.shape, begin, end, expAvg, writes},
+    pieces.push_back({{name + kExpAvg, p.shape, begin, end, expAvg, writes},
                       SHARDC_RT_F32,
                       offloaded});
-    pieces.push_back(
-        {{name + ".exp_avg_sq", p.shape, begin, end, expAvgSq, writes},
-         SHARDC_RT_F32,
-         offloaded});
+    pieces.push_back({{name + kExpAvgSq, p.shape, begin, end, expAvgSq, writes},
+                      SHARDC_RT_F32,
+                      offloaded});
   };
   for (ParamState &p : ctx.params)
     if (p.expAvg)
@@ -963,12 +968,13 @@ void loadState(shardc_rt_context &ctx, const std::string &dir, bool seedGiven) {
   std::string error = tryReadCheckpointHeader(dir, header);
   // Every rank reads rank 0's save (ranks given different directories
   // would each load a part of another model).
-  uint64_t save[2] = {fnv1a(0xcbf29ce484222325ULL, header.id.c_str()),
-                      error.empty()};
-  uint64_t first[2] = {save[0], save[1]};
-  MPI_Bcast(first, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  if (error.empty() && first[1] && first[0] != save[0])
+  char first[17] = {0}; // an id is 16 hex digits; "" where rank 0 failed
+  if (ctx.worldRank == 0 && error.empty())
+    std::snprintf(first, sizeof(first), "%s", header.id.c_str());
+  MPI_Bcast(first, sizeof(first), MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (error.empty() && first[0] && header.id != first)
     error = dir + ": not the save rank 0 reads (checkpoint id " + header.id +
+            ", rank 0's " + first +
             "): give every rank the same --load directory";
   int64_t step = 0, seed = -1;
   if (error.empty()) {
@@ -1326,15 +1332,15 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
           (flags.steps == 0 ? std::string("0 steps")
                             : "steps " + std::to_string(ctx.step + 1) + " to " +
                                   std::to_string(ctx.step + flags.steps)));
-  // A file of fewer batches than the run's steps is read again from its
-  // first, as llm.c's loader starts over: said once, not silently.
+  // A file of fewer batches than the run's steps is read again, wrapping
+  // around as llm.c's loader does: said once, not silently.
   int64_t held = data->batchesHeld(*model);
-  if (ctx.worldRank == 0 && flags.checkGrads == 0 &&
+  if (ctx.worldRank == 0 && flags.checkGrads == 0 && flags.steps > 0 &&
       ctx.step + flags.steps > held)
     std::fprintf(stderr,
                  "shardc: rank 0: --data: %s holds %" PRId64
                  " batch%s: the steps after step %" PRId64
-                 " read it again from its first batch\n",
+                 " read it again, wrapping around\n",
                  flags.data.c_str(), held, held == 1 ? "" : "es", held);
   if (flags.checkGrads > 0) {
     int rc = checkGradients(ctx, flags.checkGrads);

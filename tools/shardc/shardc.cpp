@@ -305,9 +305,12 @@ Options parseArgs(int argc, char **argv) {
         flag == "--ledger-json" ||
         (flag.rfind("--", 0) == 0 && llvm::is_contained(pipelineOptions, name));
     if (!known) {
-      static const char *executableFlags[] = {"--steps", "--seed",    "--init",
-                                              "--data",  "--export",  "--save",
-                                              "--load",  "--log-json"};
+      static const char *executableFlags[] = {
+          "--steps",       "--seed",       "--init",         "--data",
+          "--export",      "--save",       "--load",         "--save-every",
+          "--save-keep",   "--log-json",   "--profile",      "--trace",
+          "--trace-steps", "--eval-every", "--eval-batches", "--eval-data",
+          "--check-grads"};
       if (o.command == "run" && llvm::is_contained(executableFlags, flag))
         usageError("unknown option '" + flag +
                    "': the executable's flags go after --");

@@ -28,6 +28,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinDialect.h"
 #include "mlir/Support/IndentedOstream.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/ADT/StringSet.h"
@@ -1437,12 +1438,12 @@ void shardc::registerStepTranslations() {
           registerAllDialects(registry);
           // mlirTranslateMain has every diagnostic print the whole model
           // after it; the location says where, as in shardc-opt. Turned off
-          // once the train dialect loads into the translation's context,
-          // before the verifier or the emitter can report anything.
-          registry.addExtension(
-              +[](MLIRContext *context, train::TrainDialect *) {
-                context->printOpOnDiagnostic(false);
-              });
+          // as the registry joins the translation's context, where the
+          // builtin dialect is loaded: before the parser, the verifier or
+          // the emitter can report anything.
+          registry.addExtension(+[](MLIRContext *context, BuiltinDialect *) {
+            context->printOpOnDiagnostic(false);
+          });
         });
   };
   registerOne("shardc-to-host-cpp",
