@@ -968,11 +968,14 @@ void loadState(shardc_rt_context &ctx, const std::string &dir, bool seedGiven) {
   std::string error = tryReadCheckpointHeader(dir, header);
   // Every rank reads rank 0's save (ranks given different directories
   // would each load a part of another model).
-  char first[17] = {0}; // an id is 16 hex digits; "" where rank 0 failed
+  // A save's id is 16 hex digits (compared as far as that on an edited
+  // one); "" where rank 0 failed.
+  char first[17] = {0};
   if (ctx.worldRank == 0 && error.empty())
     std::snprintf(first, sizeof(first), "%s", header.id.c_str());
   MPI_Bcast(first, sizeof(first), MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (error.empty() && first[0] && header.id != first)
+  if (error.empty() && first[0] && ctx.worldRank != 0 &&
+      header.id.compare(0, sizeof(first) - 1, first) != 0)
     error = dir + ": not the save rank 0 reads (checkpoint id " + header.id +
             ", rank 0's " + first +
             "): give every rank the same --load directory";
