@@ -6,6 +6,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Signals.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <string>
 
@@ -24,6 +25,15 @@ bool shardc::isSameFile(llvm::StringRef a, llvm::StringRef b) {
     return std::string(real);
   };
   return resolved(a) == resolved(b);
+}
+
+bool shardc::isOutputOverInput(llvm::StringRef tool, llvm::StringRef input,
+                               llvm::StringRef output) {
+  if (output == "-" || !isSameFile(input, output))
+    return false;
+  llvm::errs() << tool << ": -o '" << output
+               << "' is the input file: write the output elsewhere\n";
+  return true;
 }
 
 llvm::LogicalResult shardc::writeOutputOnSuccess(

@@ -712,14 +712,11 @@ std::set<std::string> modelTensorNames(const shardc_rt_context &ctx,
 /// "'a', 'b' (and N more)", or "" where there is none.
 std::string unexpectedTensors(const std::vector<std::string> &stored,
                               const std::set<std::string> &model) {
-  std::string listed;
-  size_t count = 0, shown = 3;
+  std::vector<std::string> unexpected;
   for (const std::string &tensor : stored)
-    if (!model.count(tensor) && count++ < shown)
-      listed += (listed.empty() ? "'" : ", '") + tensor + "'";
-  if (count > shown)
-    listed += " (and " + std::to_string(count - shown) + " more)";
-  return listed;
+    if (!model.count(tensor))
+      unexpected.push_back(tensor);
+  return listNames(unexpected, 3);
 }
 
 void setUpParams(shardc_rt_context &ctx, const Flags &flags) {

@@ -649,6 +649,16 @@ const TensorView *SafeTensorsFile::find(const std::string &name) const {
   return it == views.end() ? nullptr : &it->second;
 }
 
+std::string shardc::rt::listNames(const std::vector<std::string> &names,
+                                  size_t shown) {
+  std::string listed;
+  for (size_t i = 0; i < names.size() && i < shown; ++i)
+    listed += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > shown)
+    listed += " (and " + std::to_string(names.size() - shown) + " more)";
+  return listed;
+}
+
 std::string shardc::rt::checkTensor(const SafeTensorsFile &file,
                                     const std::string &name,
                                     const std::string &dtype,
@@ -657,15 +667,10 @@ std::string shardc::rt::checkTensor(const SafeTensorsFile &file,
   if (!view) {
     // Listing a few names catches the common mistake of a prefix that differs
     // ("transformer.wte" against "wte").
-    std::string listing;
     const auto &names = file.names();
-    for (size_t i = 0; i < names.size() && i < 8; ++i)
-      listing += (i ? ", '" : "'") + names[i] + "'";
-    if (names.size() > 8)
-      listing += ", ...";
     return file.path() + ": no tensor '" + name + "' (the file holds " +
            std::to_string(names.size()) + " tensors" +
-           (names.empty() ? "" : ": " + listing) + ")";
+           (names.empty() ? "" : ": " + listNames(names, 8)) + ")";
   }
   if (view->dtype != dtype)
     return file.path() + ": tensor '" + name + "' has dtype " + view->dtype +

@@ -79,11 +79,8 @@ int main(int argc, char **argv) {
   }
   if (!shardc::checkNesting(file->getBufferIdentifier(), file->getBuffer()))
     return 1;
-  if (output != "-" && shardc::isSameFile(input, output)) {
-    llvm::errs() << "shardc-opt: -o '" << output
-                 << "' is the input file: write the output elsewhere\n";
+  if (shardc::isOutputOverInput("shardc-opt", input, output))
     return 1;
-  }
   // The output replaces -o's file only once every pass has succeeded.
   auto run = [&](llvm::StringRef path) -> llvm::LogicalResult {
     std::unique_ptr<llvm::ToolOutputFile> out =

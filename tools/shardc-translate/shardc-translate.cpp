@@ -33,13 +33,9 @@ int main(int argc, char **argv) {
   for (llvm::StringRef arg : llvm::ArrayRef(args).drop_front()) {
     if (arg.starts_with("-") || !llvm::sys::fs::is_regular_file(arg))
       continue;
-    if (!shardc::checkFileNesting(arg))
+    if (!shardc::checkFileNesting(arg) ||
+        shardc::isOutputOverInput("shardc-translate", arg, output))
       return 1;
-    if (output != "-" && shardc::isSameFile(arg, output)) {
-      llvm::errs() << "shardc-translate: -o '" << output
-                   << "' is the input file: write the output elsewhere\n";
-      return 1;
-    }
   }
   shardc::registerStepTranslations();
   std::string outputFlag, error;

@@ -15,6 +15,11 @@ namespace shardc {
 /// output over their input, or over another output.
 bool isSameFile(llvm::StringRef a, llvm::StringRef b);
 
+/// Whether -o's `output` would replace `input` ("-" never does), said on
+/// stderr as `tool`'s error: a tool then exits 1 before reading anything.
+bool isOutputOverInput(llvm::StringRef tool, llvm::StringRef input,
+                       llvm::StringRef output);
+
 /// Runs `write`, which writes a tool's output to the path it is given: a new
 /// file beside `output` that replaces it only once `write` succeeds, so that
 /// a failed run leaves `output` as it was (or absent), and an interrupted

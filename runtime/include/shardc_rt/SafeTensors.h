@@ -177,6 +177,10 @@ private:
 /// Checks that `file` holds `name` with exactly `dtype` and `shape`. Returns
 /// "" or a message such as "/tmp/x.safetensors: tensor 'wte' has shape [4, 8],
 /// the model wants [8, 8]".
+/// Up to `shown` of `names`, quoted and comma-separated, then " (and N
+/// more)" where there are more: how messages list tensors.
+std::string listNames(const std::vector<std::string> &names, size_t shown);
+
 std::string checkTensor(const SafeTensorsFile &file, const std::string &name,
                         const std::string &dtype,
                         const std::vector<int64_t> &shape);
