@@ -793,15 +793,18 @@ private:
 
 } // namespace
 
-std::string
-shardc::rt::tryLoadCheckpoint(const std::string &dir,
-                              const std::vector<Piece> &pieces,
-                              std::map<std::string, std::string> &metadata) {
+std::string shardc::rt::tryLoadCheckpoint(
+    const std::string &dir, const std::vector<Piece> &pieces,
+    std::map<std::string, std::string> &metadata, const std::string &id) {
   Manifest manifest;
   std::string error = readManifest(dir, manifest);
   if (!error.empty())
     return error;
   std::string where = "checkpoint " + dir + ": ";
+  if (!id.empty() && manifest.id != id)
+    return where + "another save (id " + manifest.id +
+           ") replaced the one read first (id " + id +
+           ") while loading; load again once no run saves there";
   FileCache cache(dir, manifest);
   for (const Piece &piece : pieces) {
     std::string what = "tensor '" + piece.tensor + "'";

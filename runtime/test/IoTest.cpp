@@ -970,6 +970,16 @@ void testCheckpoint() {
   };
   checkOk("checkpoint: the copy loads",
           load("layers.0.weight", {5, 7}, 0, 35, copy));
+  CheckpointHeader header;
+  checkOk("checkpoint: its header reads",
+          tryReadCheckpointHeader(copy, header));
+  std::vector<Piece> whole{{"layers.0.weight", {5, 7}, 0, 35, buffer.data()}};
+  checkOk("checkpoint: the save the header read loads",
+          tryLoadCheckpoint(copy, whole, ignored, header.id));
+  checkError("checkpoint: another save than the header's is refused",
+             tryLoadCheckpoint(copy, whole, ignored, "0000000000000000"),
+             "another save (id " + header.id +
+                 ") replaced the one read first (id 0000000000000000)");
   checkError("checkpoint: missing tensor",
              load("layers.1.weight", {5, 7}, 0, 35, copy),
              "tensor 'layers.1.weight' is not in the checkpoint");

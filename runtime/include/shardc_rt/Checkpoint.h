@@ -110,10 +110,14 @@ loadCheckpoint(const std::string &dir, MPI_Comm world,
 /// The rank-local core of loadCheckpoint, which does not fail the process:
 /// returns "" and sets `metadata`, or says what is wrong (no checkpoint.json,
 /// a tensor missing or of another shape, a range no file covers, a rank file
-/// missing, truncated, corrupt or from another save).
+/// missing, truncated, corrupt or from another save). With `id` (a
+/// CheckpointHeader's, read before), checkpoint.json must still name that
+/// save: one committed into `dir` in between is refused, not loaded in
+/// place of the one the header's checks passed.
 std::string tryLoadCheckpoint(const std::string &dir,
                               const std::vector<Piece> &pieces,
-                              std::map<std::string, std::string> &metadata);
+                              std::map<std::string, std::string> &metadata,
+                              const std::string &id = "");
 
 /// What a checkpoint's checkpoint.json says, beside where its pieces are.
 struct CheckpointHeader {
