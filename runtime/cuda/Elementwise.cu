@@ -21,6 +21,16 @@ __global__ void iotaKernel(int32_t *out, int64_t n) {
 
 extern "C" {
 
+cudaError_t shardc_rt_cuda_kernels_image_status(void) {
+  // Every .cu of the library is compiled for the same architectures: one
+  // kernel's image stands for all.
+  cudaFuncAttributes attributes;
+  cudaError_t status = cudaFuncGetAttributes(&attributes, iotaKernel);
+  if (status != cudaSuccess)
+    (void)cudaGetLastError();
+  return status;
+}
+
 void shardc_rt_cuda_add_f32(shardc_rt_cuda_kernels *k, const float *lhs,
                             const float *rhs, float *y, int64_t n, int64_t m) {
   SHARDC_RT_CUDA_TIME_KERNEL(k, "add_f32");

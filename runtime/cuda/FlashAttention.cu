@@ -448,7 +448,12 @@ __device__ HeadBlock headBlock(int64_t t, int rows = kBlock) {
 }
 
 /// An sm_90 multiprocessor's shared memory, and what each block resident
-/// there takes besides its own (1 KiB, the CUDA programming guide's).
+/// there takes besides its own (1 KiB, the CUDA programming guide's). The
+/// stages below are chosen for it: on a GPU with less (sm_80's 164 KiB)
+/// fewer blocks may share a multiprocessor, which is slower, not wrong
+/// (every kernel's shared memory stays within sm_80's 163 KiB a block up
+/// to d = 128; flashAttentionTakes checks the backward's against the
+/// device's).
 constexpr size_t kSharedPerMultiprocessor = 228 * 1024;
 constexpr size_t kSharedReservedPerBlock = 1024;
 
@@ -992,9 +997,16 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts, KeyTiles))
         if (qi >= t)
           continue;
         float *row = dq + (batch * t + qi) * c + h * D;
-        for (int n = 0; n < D / 8; ++n) // a column pair per atomic (sm_90)
+        for (int n = 0; n < D / 8; ++n) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+          // A column pair per atomic (sm_90's float2 atomicAdd).
           atomicAdd(reinterpret_cast<float2 *>(row + n * 8 + 2 * q),
                     make_float2(acc[n][2 * half], acc[n][2 * half + 1]));
+#else
+          atomicAdd(row + n * 8 + 2 * q, acc[n][2 * half]);
+          atomicAdd(row + n * 8 + 2 * q + 1, acc[n][2 * half + 1]);
+#endif
+        }
       }
     } else {
       // Each half of the warp's columns through its staging rows: once the

@@ -1,6 +1,7 @@
 //===- Runtime.cpp - The CUDA runtime API on the CPU, for cudasim ---------===//
 //
-// One simulated device per process, sm_90 and H200-sized (132
+// One simulated device per process, sm_90 (or CUDASIM_SM: below 90, a GPU
+// the kernels have no image for, whose launches fail) and H200-sized (132
 // multiprocessors, or CUDASIM_SM_COUNT; 227 KiB of shared memory per block
 // with opt-in; memory pools), its UUID the process's own: each rank of an
 // MPI job has a GPU of its own, as NCCL needs. Streams and events are
@@ -110,6 +111,13 @@ State &state() {
 }
 
 int smCount() { return envCount("CUDASIM_SM_COUNT", 132); }
+
+/// The device's compute capability as major * 10 + minor: 90, or
+/// CUDASIM_SM (80: an A100, whose kernels an sm_90 build lacks).
+int computeCapability() {
+  static const int capability = envCount("CUDASIM_SM", 90);
+  return capability;
+}
 
 std::string pointer(const void *p) {
   char text[32];
@@ -257,6 +265,10 @@ const char *errorName(cudaError_t error) {
     return "cudaErrorInvalidResourceHandle";
   case cudaErrorNotReady:
     return "cudaErrorNotReady";
+  case cudaErrorInvalidDeviceFunction:
+    return "cudaErrorInvalidDeviceFunction";
+  case cudaErrorNoKernelImageForDevice:
+    return "cudaErrorNoKernelImageForDevice";
   default:
     return "cudaErrorUnknown";
   }
@@ -393,6 +405,8 @@ void checkDeviceRange(const void *ptr, size_t bytes, const char *what) {
            "-byte device allocation");
 }
 
+bool hasKernelImage() { return computeCapability() >= 90; }
+
 } // namespace cudasim
 
 using namespace cudasim;
@@ -422,15 +436,16 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
   if (device != 0)
     return cudaErrorInvalidDevice;
   *prop = cudaDeviceProp{};
-  std::snprintf(prop->name, sizeof(prop->name), "cudasim (sm_90)");
+  std::snprintf(prop->name, sizeof(prop->name), "cudasim (sm_%d)",
+                computeCapability());
   prop->totalGlobalMem = kTotalBytes;
   prop->sharedMemPerBlock = kDefaultSharedBytes;
   prop->sharedMemPerBlockOptin = kMaxSharedBytes;
   prop->warpSize = 32;
   prop->maxThreadsPerBlock = 1024;
   prop->multiProcessorCount = smCount();
-  prop->major = 9;
-  prop->minor = 0;
+  prop->major = computeCapability() / 10;
+  prop->minor = computeCapability() % 10;
   prop->memoryPoolsSupported = 1;
   static const pid_t process = getpid();
   std::memcpy(prop->uuid.bytes, &process, sizeof(process));
@@ -455,10 +470,10 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr,
     *value = static_cast<int>(kDefaultSharedBytes);
     return cudaSuccess;
   case cudaDevAttrComputeCapabilityMajor:
-    *value = 9;
+    *value = computeCapability() / 10;
     return cudaSuccess;
   case cudaDevAttrComputeCapabilityMinor:
-    *value = 0;
+    *value = computeCapability() % 10;
     return cudaSuccess;
   case cudaDevAttrWarpSize:
     *value = 32;
@@ -467,6 +482,20 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr,
     misuse("cudaDeviceGetAttribute: attribute " + std::to_string(attr) +
            " is not simulated");
   }
+}
+
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, const void *func) {
+  if (!func)
+    return cudaErrorInvalidDeviceFunction;
+  if (!hasKernelImage()) {
+    setLaunchError(cudaErrorNoKernelImageForDevice);
+    return cudaErrorNoKernelImageForDevice;
+  }
+  *attr = cudaFuncAttributes{};
+  attr->maxThreadsPerBlock = 1024;
+  attr->maxDynamicSharedSizeBytes = static_cast<int>(maxDynamicShared(func));
+  attr->ptxVersion = attr->binaryVersion = 90;
+  return cudaSuccess;
 }
 
 cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr,
@@ -513,6 +542,10 @@ const char *cudaGetErrorString(cudaError_t error) {
     return "invalid resource handle";
   case cudaErrorNotReady:
     return "device not ready";
+  case cudaErrorInvalidDeviceFunction:
+    return "invalid device function";
+  case cudaErrorNoKernelImageForDevice:
+    return "no kernel image is available for execution on the device";
   default:
     return "unknown error (cudasim)";
   }

@@ -504,6 +504,9 @@ const char *refusal(const Launch &launch, cudaError_t &error) {
   error = cudaErrorInvalidResourceHandle;
   if (!isLiveStream(launch.stream))
     return "a stream that is not live";
+  error = cudaErrorNoKernelImageForDevice;
+  if (!hasKernelImage())
+    return "no kernel image for the device (CUDASIM_SM below 90)";
   return nullptr;
 }
 

@@ -560,8 +560,8 @@ std::vector<std::string> compileArgs(const std::string &target,
                                      const std::string &output) {
   if (target == "cuda") {
     std::vector<std::string> args = {
-        "-std=c++17", "-O3", "-arch=sm_" SHARDC_CUDA_ARCH,
-        "-DOMPI_SKIP_MPICXX=1", "-I", SHARDC_RT_INCLUDE_DIR};
+        "-std=c++17",           "-O3", SHARDC_CUDA_ARCH_FLAG,
+        "-DOMPI_SKIP_MPICXX=1", "-I",  SHARDC_RT_INCLUDE_DIR};
     appendWords(args, SHARDC_RT_CUDA_INCLUDES, "-I");
     args.insert(args.end(), {source, "-o", output, SHARDC_RT_CUDA_LIBRARY});
     appendWords(args, SHARDC_RT_CUDA_LINK_LIBRARIES);

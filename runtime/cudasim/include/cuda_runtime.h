@@ -35,12 +35,17 @@
 #define gridDim (::cudasim::index().gridDim)
 constexpr int warpSize = 32;
 
-// The C++ API's overload for kernels (the real one is nvcc's only).
+// The C++ API's overloads for kernels (the real ones are nvcc's only).
 template <typename... Params>
 cudaError_t cudaFuncSetAttribute(void (*kernel)(Params...),
                                  cudaFuncAttribute attr, int value) {
   return ::cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel), attr,
                                 value);
+}
+template <typename... Params>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr,
+                                  void (*kernel)(Params...)) {
+  return ::cudaFuncGetAttributes(attr, reinterpret_cast<const void *>(kernel));
 }
 
 inline void __syncthreads() { ::cudasim::syncThreads(); }

@@ -98,6 +98,15 @@ typedef struct shardc_rt_cuda_kernels shardc_rt_cuda_kernels;
 // Lifetime and errors
 //===----------------------------------------------------------------------===//
 
+/// cudaSuccess where the current device can run this build's kernels: the
+/// build holds machine code for its architecture, or PTX that the driver
+/// compiles for it (CMAKE_CUDA_ARCHITECTURES: 90, the default, is sm_90
+/// code and compute_90 PTX, which runs on sm_90 and later GPUs); else the
+/// error loading them gives (cudaErrorNoKernelImageForDevice on an sm_80
+/// GPU), cleared from the last-error state. Call it before create: every
+/// kernel launch on such a device fails.
+cudaError_t shardc_rt_cuda_kernels_image_status(void);
+
 /// Creates the kernels' state on the current device, for `stream` (which
 /// must belong to that device; 0 is the legacy default stream). allowTf32 != 0
 /// runs fp32 GEMMs on TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH; with
