@@ -114,7 +114,7 @@ options (as --shardc-pipeline's):
                                separated (matmul_bias_grad, linear_gelu,
                                ...: shardc-opt --help's train-fuse exclude)
   --memory-budget BYTES        fail when the predicted peak is larger
-  --machine h100|h200          the ledger also predicts the step's time on
+  --machine h100|h200|a100     the ledger also predicts the step's time on
                                this machine (a roofline of the scheduled
                                step: compute, collectives, exposed waits)
   --ranks-per-node N           with --machine: ranks per node (default 8)

@@ -48,6 +48,15 @@
 // NODE16: "all_gather_ms": 0.03000133333
 // NODE16: "ranks_per_node": 16,
 
+// An A100 node: 230 GB/s inside it, 2 x 15 us + 96 B / 230 GB/s =
+// 0.0300004174 ms; 22 GB/s across nodes, 2 x 15 us + 480 B / 22 GB/s =
+// 0.0300218182 ms.
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=4 machine=a100 format=json output=-" -o /dev/null | FileCheck %s --check-prefix=A100
+// A100: "all_gather_ms": 0.03000041739
+// A100: "machine": "a100",
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=16 machine=a100 format=json output=-" -o /dev/null | FileCheck %s --check-prefix=A100-NETWORK
+// A100-NETWORK: "all_gather_ms": 0.03002181818
+
 // In nodes of 2, the 4 ranks' groups cross a node's edge: 45 GB/s,
 // 2 x 15 us + 96 B / 45 GB/s = 0.0300021333 ms.
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=4 machine=h200 ranks-per-node=2 format=json output=-" -o /dev/null | FileCheck %s --check-prefix=NODE2
@@ -59,8 +68,8 @@
 // ALL-REDUCES: all_reduce 0.060
 
 // Errors, and the option without a machine.
-// RUN: not shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=4 machine=a100" -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNKNOWN
-// UNKNOWN: error: unknown machine 'a100': expected one of h100, h200
+// RUN: not shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=4 machine=b200" -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// UNKNOWN: error: unknown machine 'b200': expected one of h100, h200, a100
 // RUN: not shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=4 machine=h200 ranks-per-node=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=RANKS
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4" --shardc-schedule --shardc-ledger="machine=h200 ranks-per-node=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=RANKS
 // RANKS: error: expected ranks-per-node >= 1 (0: the machine's), got -1

@@ -33,7 +33,10 @@ using namespace shardc::dist;
 // kernel's work per element on half the bytes). The links are what
 // nccl-tests reach: NVLink 4's 450 GB/s a direction gives about 360 GB/s
 // of bus bandwidth to 8 GPUs; a 400 Gb/s NIC per GPU about 45 GB/s across
-// nodes.
+// nodes. The A100 (SXM4, 80 GB) takes the same efficiencies, unmeasured
+// there: 312 and 156 TFLOP/s, 2.0 TB/s; NVLink 3's 300 GB/s a direction
+// gives about 230 GB/s of bus bandwidth, a 200 Gb/s NIC per GPU about 22
+// GB/s.
 std::optional<Machine> dist::lookupMachine(StringRef name,
                                            int64_t ranksPerNode) {
   KernelEfficiency bf16{0.74, 0.072, 0.32}, f32{0.48, 0.088, 0.53};
@@ -42,6 +45,8 @@ std::optional<Machine> dist::lookupMachine(StringRef name,
     m = {"h100", 989e12, 494e12, 3.35e12, bf16, f32, 360e9, 45e9, 15e-6, 8};
   else if (name == "h200")
     m = {"h200", 989e12, 494e12, 4.8e12, bf16, f32, 360e9, 45e9, 15e-6, 8};
+  else if (name == "a100")
+    m = {"a100", 312e12, 156e12, 2.039e12, bf16, f32, 230e9, 22e9, 15e-6, 8};
   else
     return std::nullopt;
   if (ranksPerNode > 0)
@@ -57,8 +62,8 @@ FailureOr<Machine> dist::getMachine(Operation *where, StringRef name,
                               << ranksPerNode;
   std::optional<Machine> machine = lookupMachine(name, ranksPerNode);
   if (!machine)
-    return where->emitError()
-           << "unknown machine '" << name << "': expected one of h100, h200";
+    return where->emitError() << "unknown machine '" << name
+                              << "': expected one of h100, h200, a100";
   return *machine;
 }
 

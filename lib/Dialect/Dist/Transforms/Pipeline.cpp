@@ -131,7 +131,8 @@ struct ShardcPipelineOptions
       llvm::cl::init(0)};
   Option<std::string> machine{
       *this, "machine",
-      llvm::cl::desc("ledger: also predict the step's time on h100 or h200"),
+      llvm::cl::desc("ledger: also predict the step's time on h100, h200 or "
+                     "a100"),
       llvm::cl::init("")};
   Option<int64_t> ranksPerNode{
       *this, "ranks-per-node",

@@ -49,7 +49,7 @@ struct Machine {
   int64_t ranksPerNode;
 };
 
-/// The machine named `name` (`h100`, `h200`: SXM, 8 GPUs a node), with
+/// The machine named `name` (`h100`, `h200`, `a100`: SXM, 8 GPUs a node), with
 /// `ranksPerNode` in place of its own where positive; nullopt for another
 /// name.
 std::optional<Machine> lookupMachine(llvm::StringRef name,

@@ -369,7 +369,7 @@ def ShardcLedgerPass : Pass<"shardc-ledger", "::mlir::ModuleOp"> {
     empty, `-` for stdout). With `memory-budget=BYTES`, compilation fails
     when the peak exceeds it, with a per-unit breakdown.
 
-    With `machine=h100` or `h200` (SXM GPUs, 8 a node, or
+    With `machine=h100`, `h200` or `a100` (SXM GPUs, 8 a node, or
     `ranks-per-node`), the report adds a timeline: the scheduled step
     played as the CUDA executable runs it, the compute stream running every
     kernel in program order, each collective running on its communicator's
@@ -415,7 +415,8 @@ def ShardcLedgerPass : Pass<"shardc-ledger", "::mlir::ModuleOp"> {
            "fail when the predicted per-rank peak exceeds this many bytes "
            "(0: no budget)">,
     Option<"machine", "machine", "std::string", "\"\"",
-           "also predict the step's time on this machine (h100, h200)">,
+           "also predict the step's time on this machine (h100, h200, "
+           "a100)">,
     Option<"ranksPerNode", "ranks-per-node", "int64_t", "0",
            "with machine: ranks per node, in place of the machine's (8)">,
   ];
