@@ -190,8 +190,11 @@ std::string checkPipelineValue(const std::string &name,
       (llvm::StringRef(value).getAsInteger(10, number) || number < 2))
     return "--" + name + ": expected true, false or a number of ranks " +
            "from 2, got '" + value + "'";
-  if ((name == "bucket-mb" || name == "unit-bucket-mb" ||
-       name == "grad-accum" || name == "prefetch" || name == "memory-budget" ||
+  double mb;
+  if ((name == "bucket-mb" || name == "unit-bucket-mb") &&
+      llvm::StringRef(value).getAsDouble(mb))
+    return "--" + name + ": expected a number of MiB, got '" + value + "'";
+  if ((name == "grad-accum" || name == "prefetch" || name == "memory-budget" ||
        name == "ranks-per-node") &&
       llvm::StringRef(value).getAsInteger(10, number))
     return "--" + name + ": expected an integer, got '" + value + "'";

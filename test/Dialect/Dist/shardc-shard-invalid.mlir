@@ -36,9 +36,11 @@
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=4096x4096 grad-accum=1099511627776" 2>&1 | FileCheck %s --check-prefix=ACCUMBIG
 // ACCUMBIG: error: 'train.model' op has a global batch of 8 that does not divide over 16777216 data-parallel ranks
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 bucket-mb=9223372036854775807" 2>&1 | FileCheck %s --check-prefix=BUCKETBIG
-// BUCKETBIG: error: expected 0 <= bucket-mb <= 2^40, got 9223372036854775807
+// BUCKETBIG: error: expected 0 <= bucket-mb <= 2^40, got 9.22337e+18
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2 layout=flat unit-bucket-mb=-1" 2>&1 | FileCheck %s --check-prefix=UNITBUCKET
 // UNITBUCKET: error: expected 0 <= unit-bucket-mb <= 2^40, got -1
+// RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 bucket-mb=nan" 2>&1 | FileCheck %s --check-prefix=BUCKETNAN
+// BUCKETNAN: error: expected 0 <= bucket-mb <= 2^40, got nan
 // RUN: not shardc-opt %s --shardc-shard="strategy=zero3 mesh=2" 2>&1 | FileCheck %s --check-prefix=NOGRAD
 // NOGRAD: error: 'train.model' op has no optimizer step: run --train-autodiff first
 // RUN: not shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=2" --shardc-shard="strategy=zero3 mesh=2" 2>&1 | FileCheck %s --check-prefix=TWICE

@@ -8,6 +8,14 @@
 // the backward produces them (layers.2 first), a bucket closes once it
 // holds 1 MiB or more: [w2, b2, w1], [b1, w0], [b0].
 // RUN: shardc-gen mlp --sizes 512,512,512,10 --batch 4 | shardc-opt --train-autodiff --shardc-shard="strategy=ddp mesh=2 bucket-mb=1" | FileCheck %s --check-prefix=BUCKETS
+// A fraction of a MiB, as DDP's bucket_cap_mb: 0.01 MiB (10486 bytes)
+// closes a bucket at w2's 20 KiB: [w2], [b2, w1], [b1, w0], [b0].
+// RUN: shardc-gen mlp --sizes 512,512,512,10 --batch 4 | shardc-opt --train-autodiff --shardc-shard="strategy=ddp mesh=2 bucket-mb=0.01" | FileCheck %s --check-prefix=FRACTION
+// FRACTION: dist.pack %{{.*}}#1 : tensor<10x512xf32> -> tensor<5120xf32>
+// FRACTION: dist.pack %{{.*}}#2, %{{.*}}#1 : tensor<10xf32>, tensor<512x512xf32> -> tensor<262154xf32>
+// FRACTION: dist.pack %{{.*}}#2, %{{.*}}#0 : tensor<512xf32>, tensor<512x512xf32> -> tensor<262656xf32>
+// FRACTION: dist.pack %{{.*}}#1 : tensor<512xf32> -> tensor<512xf32>
+// FRACTION-NOT: dist.pack
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero1 mesh=2" | FileCheck %s --check-prefix=ZERO1
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=2" | FileCheck %s --check-prefix=ZERO2
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=hsdp mesh=2x2" | FileCheck %s --check-prefix=HSDP

@@ -86,11 +86,11 @@ struct ShardcPipelineOptions
   ListOption<std::string> fuseExclude{
       *this, "fuse-exclude",
       llvm::cl::desc("fused ops train-fuse does not form (its exclude)")};
-  Option<int64_t> bucketMB{
+  Option<double> bucketMB{
       *this, "bucket-mb",
       llvm::cl::desc("ddp, zero1/zero2 flat: gradient bucket size in MiB"),
       llvm::cl::init(kDefaultBucketMB)};
-  Option<int64_t> unitBucketMB{
+  Option<double> unitBucketMB{
       *this, "unit-bucket-mb",
       llvm::cl::desc("zero3/hsdp flat: bucket small units (MiB, 0: off)"),
       llvm::cl::init(0)};

@@ -16,6 +16,8 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <tuple>
 
@@ -49,6 +51,13 @@ const char *dist::strategyName(Strategy strategy) {
 }
 
 namespace {
+
+/// `value` as an option's user wrote it: 0.5, 25, 1e+20, nan.
+std::string formatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
 
 constexpr StringLiteral kMeshName = "mesh";
 constexpr StringLiteral kShardAxis = "shard";
@@ -1380,12 +1389,15 @@ void ShardcShardPass::runOnOperation() {
   if (gradAccum <= 0)
     return fail("expected grad-accum >= 1, got " +
                 Twine(static_cast<int64_t>(gradAccum)));
-  if (bucketMB < 0 || bucketMB > (int64_t(1) << 40))
-    return fail("expected 0 <= bucket-mb <= 2^40, got " +
-                Twine(static_cast<int64_t>(bucketMB)));
-  if (unitBucketMB < 0 || unitBucketMB > (int64_t(1) << 40))
-    return fail("expected 0 <= unit-bucket-mb <= 2^40, got " +
-                Twine(static_cast<int64_t>(unitBucketMB)));
+  // MiB, fractions too, in whole bytes.
+  auto bucketBytes = [](double mb) {
+    return static_cast<int64_t>(std::llround(mb * (int64_t(1) << 20)));
+  };
+  for (auto [option, mb] : {std::pair<StringRef, double>{"bucket-mb", bucketMB},
+                            {"unit-bucket-mb", unitBucketMB}})
+    if (!(mb >= 0 && mb <= double(int64_t(1) << 40)))
+      return fail("expected 0 <= " + option + " <= 2^40, got " +
+                  formatNumber(mb));
   // An option the strategy does not use is a likely mistake: said, as a
   // compiler warns of an unused flag (its default aside), and ignored.
   bool shardsParams = strategy == Strategy::zero3 || strategy == Strategy::hsdp;
@@ -1467,9 +1479,9 @@ void ShardcShardPass::runOnOperation() {
             elementTypeOf(&getContext(), reduceDType),
             gradAccum,
             gradSync,
-            bucketMB * (int64_t(1) << 20),
+            bucketBytes(bucketMB),
             layout,
-            unitBucketMB * (int64_t(1) << 20)};
+            bucketBytes(unitBucketMB)};
   if (gradSync == GradSync::microbatch && gradAccum == 1)
     module.emitWarning() << "grad-sync=microbatch: ignored without "
                             "grad-accum > 1 (the step is one micro-batch)";

@@ -48,7 +48,7 @@ enum class DType { f32, bf16 };
 enum class GradSync { step, microbatch };
 
 /// bucket-mb's default (DDP's 25 MiB): shardc-shard's and the pipeline's.
-constexpr int64_t kDefaultBucketMB = 25;
+constexpr double kDefaultBucketMB = 25;
 
 #define GEN_PASS_DECL
 #include "shardc/Dialect/Dist/Transforms/Passes.h.inc"

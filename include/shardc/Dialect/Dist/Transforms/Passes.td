@@ -182,17 +182,17 @@ def ShardcShardPass : Pass<"shardc-shard", "::mlir::ModuleOp"> {
            [{::llvm::cl::values(
              clEnumValN(::shardc::dist::DType::f32, "f32", "float32"),
              clEnumValN(::shardc::dist::DType::bf16, "bf16", "bfloat16"))}]>,
-    Option<"bucketMB", "bucket-mb", "int64_t",
+    Option<"bucketMB", "bucket-mb", "double",
            "::shardc::dist::kDefaultBucketMB",
            "ddp, and zero1/zero2 with layout=flat: gradients are packed, in "
            "the order the backward produces them, into buckets of up to "
-           "this many MiB, one All-Reduce (ddp) or Reduce-Scatter each (0: "
-           "one per gradient)">,
-    Option<"unitBucketMB", "unit-bucket-mb", "int64_t", "0",
+           "this many MiB (fractions too, as DDP's bucket_cap_mb), one "
+           "All-Reduce (ddp) or Reduce-Scatter each (0: one per gradient)">,
+    Option<"unitBucketMB", "unit-bucket-mb", "double", "0",
            "zero3/hsdp with layout=flat: consecutive units whose flat "
-           "parameters together stay within this many MiB share one (one "
-           "All-Gather and one Reduce-Scatter for all of them; 0: one per "
-           "unit)">,
+           "parameters together stay within this many MiB (fractions too) "
+           "share one (one All-Gather and one Reduce-Scatter for all of "
+           "them; 0: one per unit)">,
     Option<"gradAccum", "grad-accum", "int64_t", "1",
            "micro-batches per step: forward and backward run in a "
            "train.microbatches loop, the loss scaled by 1/K, and gradient "
