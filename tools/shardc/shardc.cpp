@@ -14,6 +14,7 @@
 
 #include "shardc/Dialect/Dist/Transforms/Passes.h"
 #include "shardc/InitAll.h"
+#include "shardc/Support/Bytes.h"
 #include "shardc/Support/Files.h"
 #include "shardc/Support/Nesting.h"
 #include "shardc/Target/Cpp/StepEmitter.h"
@@ -113,7 +114,8 @@ options (as --shardc-pipeline's):
   --fuse-exclude OPS           with --fuse: fused ops not to form, comma-
                                separated (matmul_bias_grad, linear_gelu,
                                ...: shardc-opt --help's train-fuse exclude)
-  --memory-budget BYTES        fail when the predicted peak is larger
+  --memory-budget SIZE         fail when the predicted peak is larger
+                               (bytes, or 80GB, 75GiB: GB = 10^9 bytes)
   --machine h100|h200|a100     the ledger also predicts the step's time on
                                this machine (a roofline of the scheduled
                                step: compute, collectives, exposed waits)
@@ -194,7 +196,10 @@ std::string checkPipelineValue(const std::string &name,
   if ((name == "bucket-mb" || name == "unit-bucket-mb") &&
       llvm::StringRef(value).getAsDouble(mb))
     return "--" + name + ": expected a number of MiB, got '" + value + "'";
-  if ((name == "grad-accum" || name == "prefetch" || name == "memory-budget" ||
+  if (name == "memory-budget" && !shardc::parseBytes(value))
+    return "--" + name + ": expected a byte count (80GB, 75GiB, 1e9), got '" +
+           value + "'";
+  if ((name == "grad-accum" || name == "prefetch" ||
        name == "ranks-per-node") &&
       llvm::StringRef(value).getAsInteger(10, number))
     return "--" + name + ": expected an integer, got '" + value + "'";
@@ -365,6 +370,9 @@ Options parseArgs(int argc, char **argv) {
         usageError(flag + ": bad value '" + value + "'");
       if (std::string why = checkPipelineValue(name, value); !why.empty())
         usageError(why);
+      // The pipeline takes bytes.
+      if (name == "memory-budget")
+        value = std::to_string(*shardc::parseBytes(value));
       o.pipeline[name] = value;
     }
   }
