@@ -393,6 +393,18 @@ Options parseArgs(int argc, char **argv) {
       usageError("--np " + std::to_string(*o.np) + " does not match --mesh " +
                  o.pipeline["mesh"] + " (" + std::to_string(ranks) + " ranks)");
   }
+  // What the searches need, in this command's words (the pipeline's own
+  // errors say memory-budget=BYTES).
+  auto has = [&](const char *name) { return o.pipeline.count(name) != 0; };
+  bool budget = has("memory-budget") && o.pipeline["memory-budget"] != "0";
+  if (has("strategy") && o.pipeline["strategy"] == "auto" && !budget &&
+      !has("machine"))
+    usageError("--strategy auto: expected --memory-budget SIZE (the first "
+               "strategy that fits) or --machine (the fastest)");
+  if (has("recompute") && !budget &&
+      llvm::is_contained(llvm::split(o.pipeline["recompute"], ','), "auto"))
+    usageError("--recompute auto: expected --memory-budget SIZE (the fewest "
+               "units that fit)");
   // As the pipeline's own warnings of an option another makes moot.
   if (o.pipeline.count("fuse-exclude") && o.pipeline.count("fuse") &&
       o.pipeline["fuse"] == "false")
