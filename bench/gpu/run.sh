@@ -473,12 +473,16 @@ get_exe() {
   EXE="$exe"
 }
 
-# pred_ledger LEDGER: the ledger whose timeline is this GPU's (PRED_MACHINE,
-# from nvidia-smi's name): LEDGER's sibling for it where the bundle has one,
-# else LEDGER (an H200's).
+# pred_ledger LEDGER: sets PRED to the ledger whose timeline is this GPU's
+# (PRED_MACHINE, from nvidia-smi's name): LEDGER's sibling for it where the
+# bundle has one, else LEDGER (an H200's, said in the notes: PRED_FALLBACK).
+PRED="" PRED_FALLBACK=""
 pred_ledger() {
-  local other="${1%.json}.$PRED_MACHINE.json"
-  if [ "$PRED_MACHINE" != h200 ] && [ -f "$other" ]; then echo "$other"; else echo "$1"; fi
+  PRED="${1%.json}.$PRED_MACHINE.json"
+  if [ "$PRED_MACHINE" = h200 ] || [ ! -f "$PRED" ]; then
+    [ "$PRED_MACHINE" = h200 ] || PRED_FALLBACK=1
+    PRED="$1"
+  fi
 }
 
 # Libraries an executable needs that this machine lacks: the bundle's
@@ -1009,12 +1013,13 @@ time_shardc() {
       smi=$(smi_stop)
       done_steps=$(grep -c '"step"' "$log.jsonl" 2>/dev/null)
       done_steps=${done_steps:-0}
+      pred_ledger "$ledger"
       if [ "$rc" = 0 ] || { [ "$rc" = 124 ] && [ "$done_steps" -gt "$SHARDC_WARMUP" ]; }; then
         # A run slower than its limit still counts the steps it finished.
         python3 "$HERE/compare.py" shardc-row --log "$log.jsonl" --name "$name" \
           --warmup "$SHARDC_WARMUP" --batch "$batch" --seq $G_SEQ --hidden $G_HIDDEN \
           --layers $G_LAYERS --params "$G_PARAMS" --peak-tflops "$peak" --precision "$prec" \
-          ${smi:+--smi-gb "$smi"} --ledger "$(pred_ledger "$ledger")" --out "$rowf"
+          ${smi:+--smi-gb "$smi"} --ledger "$PRED" --out "$rowf"
         if [ "$rc" = 124 ]; then
           python3 - "$rowf" "$done_steps" "$t" <<'EOF'
 import json, sys
@@ -1408,7 +1413,7 @@ NOTES_OUT=(
   "MFU = tokens/s x FLOPs/token / peak: fp32 rows / ${PEAK_TFLOPS} TFLOP/s (H200 dense TF32 peak), bf16 rows / ${BF16_PEAK_TFLOPS} TFLOP/s (H200 dense BF16 peak)"
   "FLOPs/token = 6N + 6LTC (llm.c) = $(awk -v f="$FPT" 'BEGIN { printf "%.1f", f / 1e6 }') MFLOP, N = $G_PARAMS = every parameter counted once (the tied wte once with its padding rows, wpe included), L=$G_LAYERS T=$G_SEQ C=$G_HIDDEN"
   "ms/step: median over the steps after the warm-up (shardc $SHARDC_WARMUP + $SHARDC_STEPS, torch $TORCH_WARMUP + $TORCH_STEPS), host clock around a synchronised step; batches tried largest first, fp32 $BATCHES, bf16 $BF16_BATCHES; torch at the batch shardc's rows of the same precision ran"
-  "pred ms: the ledger's predicted step on this GPU's machine, $PRED_MACHINE (shardc build --machine $PRED_MACHINE; h200 for a GPU that is no H100 or A100: a roofline whose kernel efficiencies were measured on an H200 on 2026-12-04, lookupMachine in lib/Dialect/Dist/Analysis/Timeline.cpp)"
+  "pred ms: the ledger's predicted step on this GPU's machine, $PRED_MACHINE${PRED_FALLBACK:+ (but h200 for rows whose bundle has no $PRED_MACHINE ledger)} (shardc build --machine $PRED_MACHINE; h200 for a GPU that is no H100 or A100: a roofline whose kernel efficiencies were measured on an H200 on 2026-12-04, lookupMachine in lib/Dialect/Dist/Analysis/Timeline.cpp)"
   "peak GB (10^9 B): shardc = measured allocator high-water mark / the ledger's prediction; torch = torch.cuda.max_memory_allocated; work GB = shardc's kernels' workspaces (cuBLAS's, cuBLASLt's, attention's, cuDNN's; outside the allocator and the ledger: the step line's workspace); smi GB = the largest nvidia-smi memory.used sampled during the run (whole process: CUDA context, cuBLAS workspace, caches)"
   "shardc GEMM epilogues (cuBLASLt bias/GELU/GELU-derivative fusion) in the timed runs: ${SHARDC_GEMM_EPILOGUES:-on}"
   "world size 1: shardc folds every collective over one rank away (a unit reads its params' storage, no DDP bucket copies: --shardc-shard step 7); torch FSDP2 at world size 1 still runs its all-gathers and reduce-scatters"

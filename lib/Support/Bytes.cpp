@@ -2,9 +2,9 @@
 
 #include "shardc/Support/Bytes.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
-#include <cctype>
 #include <cmath>
 #include <cstdlib>
 
@@ -24,7 +24,7 @@ std::optional<int64_t> shardc::parseBytes(llvm::StringRef text) {
   std::string copy = text.str();
   char *end = nullptr;
   double value = std::strtod(copy.c_str(), &end);
-  if (copy.empty() || end == copy.c_str() || std::isspace(copy[0]))
+  if (copy.empty() || end == copy.c_str() || llvm::isSpace(copy[0]))
     return std::nullopt;
   llvm::StringRef unit(end);
   struct Unit {

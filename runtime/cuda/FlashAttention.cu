@@ -450,10 +450,10 @@ __device__ HeadBlock headBlock(int64_t t, int rows = kBlock) {
 /// An sm_90 multiprocessor's shared memory, and what each block resident
 /// there takes besides its own (1 KiB, the CUDA programming guide's). The
 /// stages below are chosen for it: on a GPU with less (sm_80's 164 KiB)
-/// fewer blocks may share a multiprocessor, which is slower, not wrong
-/// (every kernel's shared memory stays within sm_80's 163 KiB a block up
-/// to d = 128; flashAttentionTakes checks the backward's against the
-/// device's).
+/// fewer blocks may share a multiprocessor, which is slower, not wrong; a
+/// kernel over the device's limit a block (sm_80's 163 KiB: f32's backward
+/// from d = 96, 172,032 bytes there) is declined by flashAttentionTakes,
+/// and attention runs on GEMMs.
 constexpr size_t kSharedPerMultiprocessor = 228 * 1024;
 constexpr size_t kSharedReservedPerBlock = 1024;
 
@@ -1232,9 +1232,8 @@ bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy,
     return false;
   if (!isChunkAligned(qkv) || !isChunkAligned(dy))
     return false;
-  // The backward's tiles must fit the device's shared memory (sm_90 and
-  // sm_80: d up to 128 either type; dqKernel's on sm_80 up to d = 96 in
-  // f32).
+  // The backward's tiles must fit the device's shared memory (sm_90: d up
+  // to 128 either type; sm_80: bf16 up to 128, f32 up to 80).
   int device = 0, limit = 0;
   SHARDC_CUDA_CHECK(cudaGetDevice(&device));
   SHARDC_CUDA_CHECK(cudaDeviceGetAttribute(

@@ -115,7 +115,13 @@ int smCount() { return envCount("CUDASIM_SM_COUNT", 132); }
 /// The device's compute capability as major * 10 + minor: 90, or
 /// CUDASIM_SM (80: an A100, whose kernels an sm_90 build lacks).
 int computeCapability() {
-  static const int capability = envCount("CUDASIM_SM", 90);
+  static const int capability = [] {
+    int value = envCount("CUDASIM_SM", kImageCapability);
+    if (value < 10 || value > 999)
+      misuse("CUDASIM_SM='" + std::to_string(value) +
+             "': expected a compute capability such as 80 or 90");
+    return value;
+  }();
   return capability;
 }
 
@@ -405,7 +411,7 @@ void checkDeviceRange(const void *ptr, size_t bytes, const char *what) {
            "-byte device allocation");
 }
 
-bool hasKernelImage() { return computeCapability() >= 90; }
+bool hasKernelImage() { return computeCapability() >= kImageCapability; }
 
 } // namespace cudasim
 
@@ -436,8 +442,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
   if (device != 0)
     return cudaErrorInvalidDevice;
   *prop = cudaDeviceProp{};
-  std::snprintf(prop->name, sizeof(prop->name), "cudasim (sm_%d)",
-                computeCapability());
+  std::snprintf(prop->name, sizeof(prop->name), "cudasim");
   prop->totalGlobalMem = kTotalBytes;
   prop->sharedMemPerBlock = kDefaultSharedBytes;
   prop->sharedMemPerBlockOptin = kMaxSharedBytes;
@@ -494,7 +499,7 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, const void *func) {
   *attr = cudaFuncAttributes{};
   attr->maxThreadsPerBlock = 1024;
   attr->maxDynamicSharedSizeBytes = static_cast<int>(maxDynamicShared(func));
-  attr->ptxVersion = attr->binaryVersion = 90;
+  attr->ptxVersion = attr->binaryVersion = kImageCapability;
   return cudaSuccess;
 }
 

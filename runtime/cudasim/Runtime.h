@@ -36,9 +36,13 @@ std::string envChoice(const char *name, const char *fallback,
 /// it is unset; anything else is a misuse.
 int envCount(const char *name, int fallback);
 
-/// Whether the device runs the kernels, built as for sm_90 and later GPUs:
-/// not where CUDASIM_SM is below 90 (their launches are refused, as a real
-/// GPU refuses a build without its architecture).
+/// The architecture the kernels count as built for (sm_90, with PTX that
+/// later GPUs compile), as the real runtime by default.
+constexpr int kImageCapability = 90;
+
+/// Whether the device runs the kernels: not where CUDASIM_SM is below
+/// kImageCapability (their launches are refused, as a real GPU refuses a
+/// build without its architecture).
 bool hasKernelImage();
 
 /// Records the error the next cudaGetLastError returns (and clears).

@@ -115,7 +115,8 @@ options (as --shardc-pipeline's):
                                separated (matmul_bias_grad, linear_gelu,
                                ...: shardc-opt --help's train-fuse exclude)
   --memory-budget SIZE         fail when the predicted peak is larger
-                               (bytes, or 80GB, 75GiB: GB = 10^9 bytes)
+                               (bytes, or 80GB, 75GiB: GB = 10^9 bytes;
+                               0: no budget)
   --machine h100|h200|a100     the ledger also predicts the step's time on
                                this machine (a roofline of the scheduled
                                step: compute, collectives, exposed waits)
@@ -394,17 +395,18 @@ Options parseArgs(int argc, char **argv) {
                  o.pipeline["mesh"] + " (" + std::to_string(ranks) + " ranks)");
   }
   // What the searches need, in this command's words (the pipeline's own
-  // errors say memory-budget=BYTES).
+  // errors, the same rules, say memory-budget=BYTES). Under --strategy
+  // auto, --recompute auto only acts where no strategy fits a budget.
   auto has = [&](const char *name) { return o.pipeline.count(name) != 0; };
   bool budget = has("memory-budget") && o.pipeline["memory-budget"] != "0";
-  if (has("strategy") && o.pipeline["strategy"] == "auto" && !budget &&
-      !has("machine"))
-    usageError("--strategy auto: expected --memory-budget SIZE (the first "
-               "strategy that fits) or --machine (the fastest)");
-  if (has("recompute") && !budget &&
-      llvm::is_contained(llvm::split(o.pipeline["recompute"], ','), "auto"))
-    usageError("--recompute auto: expected --memory-budget SIZE (the fewest "
-               "units that fit)");
+  bool autoStrategy = has("strategy") && o.pipeline["strategy"] == "auto";
+  if (autoStrategy && !budget && !has("machine"))
+    usageError("--strategy auto: expected --memory-budget SIZE > 0 (the "
+               "first strategy that fits) or --machine (the fastest)");
+  if (!autoStrategy && !budget && has("recompute") &&
+      o.pipeline["recompute"] == "auto")
+    usageError("--recompute auto: expected --memory-budget SIZE > 0 (the "
+               "fewest units that fit)");
   // As the pipeline's own warnings of an option another makes moot.
   if (o.pipeline.count("fuse-exclude") && o.pipeline.count("fuse") &&
       o.pipeline["fuse"] == "false")

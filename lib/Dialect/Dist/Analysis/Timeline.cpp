@@ -34,7 +34,7 @@ using namespace shardc::dist;
 // nccl-tests reach: NVLink 4's 450 GB/s a direction gives about 360 GB/s
 // of bus bandwidth to 8 GPUs; a 400 Gb/s NIC per GPU about 45 GB/s across
 // nodes. The A100 (SXM4, 80 GB) takes the same efficiencies, unmeasured
-// there: 312 and 156 TFLOP/s, 2.0 TB/s; NVLink 3's 300 GB/s a direction
+// there: 312 and 156 TFLOP/s, 2.04 TB/s; NVLink 3's 300 GB/s a direction
 // gives about 230 GB/s of bus bandwidth, a 200 Gb/s NIC per GPU about 22
 // GB/s.
 std::optional<Machine> dist::lookupMachine(StringRef name,

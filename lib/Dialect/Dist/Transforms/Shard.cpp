@@ -52,7 +52,8 @@ const char *dist::strategyName(Strategy strategy) {
 
 namespace {
 
-/// `value` as an option's user wrote it: 0.5, 25, 1e+20, nan.
+/// An option's number for an error, in %g's 6 digits: 0.5, 25,
+/// 9.22337e+18, nan.
 std::string formatNumber(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%g", value);
