@@ -24,6 +24,13 @@
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 layout=flat" | FileCheck %s --check-prefix=FLAT
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 layout=flat unit-bucket-mb=1 reshard-last-unit=true" | FileCheck %s --check-prefix=MERGED
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 layout=flat unit-bucket-mb=1" | FileCheck %s --check-prefix=MERGED-KEPT
+// In fractions of a MiB: the two units' flat params, padded over 4 ranks,
+// take 96 bytes: 0.0001 MiB (105 bytes) holds both, 0.00005 (52) neither.
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 layout=flat unit-bucket-mb=0.0001" | FileCheck %s --check-prefix=MERGED-FRACTION
+// MERGED-FRACTION: dist.adamw_flat "fc0+fc1"
+// RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero3 mesh=4 layout=flat unit-bucket-mb=0.00005" | FileCheck %s --check-prefix=APART-FRACTION
+// APART-FRACTION-DAG: dist.adamw_flat "fc0" ["fc0.weight", "fc0.bias"]
+// APART-FRACTION-DAG: dist.adamw_flat "fc1" ["fc1.weight"]
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero1 mesh=2 layout=flat" | FileCheck %s --check-prefix=FLAT1
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=zero2 mesh=2 layout=flat bucket-mb=0" | FileCheck %s --check-prefix=FLAT2
 // RUN: shardc-opt %s --train-autodiff --shardc-shard="strategy=ddp mesh=2 layout=flat bucket-mb=0" 2>&1 | FileCheck %s --check-prefix=DDP-FLAT

@@ -37,21 +37,25 @@ using namespace shardc::dist;
 // there: 312 and 156 TFLOP/s, 2.04 TB/s; NVLink 3's 300 GB/s a direction
 // gives about 230 GB/s of bus bandwidth, a 200 Gb/s NIC per GPU about 22
 // GB/s.
+static ArrayRef<Machine> knownMachines() {
+  static const KernelEfficiency bf16{0.74, 0.072, 0.32}, f32{0.48, 0.088, 0.53};
+  static const Machine machines[] = {
+      {"h100", 989e12, 494e12, 3.35e12, bf16, f32, 360e9, 45e9, 15e-6, 8},
+      {"h200", 989e12, 494e12, 4.8e12, bf16, f32, 360e9, 45e9, 15e-6, 8},
+      {"a100", 312e12, 156e12, 2.039e12, bf16, f32, 230e9, 22e9, 15e-6, 8}};
+  return machines;
+}
+
 std::optional<Machine> dist::lookupMachine(StringRef name,
                                            int64_t ranksPerNode) {
-  KernelEfficiency bf16{0.74, 0.072, 0.32}, f32{0.48, 0.088, 0.53};
-  Machine m;
-  if (name == "h100")
-    m = {"h100", 989e12, 494e12, 3.35e12, bf16, f32, 360e9, 45e9, 15e-6, 8};
-  else if (name == "h200")
-    m = {"h200", 989e12, 494e12, 4.8e12, bf16, f32, 360e9, 45e9, 15e-6, 8};
-  else if (name == "a100")
-    m = {"a100", 312e12, 156e12, 2.039e12, bf16, f32, 230e9, 22e9, 15e-6, 8};
-  else
-    return std::nullopt;
-  if (ranksPerNode > 0)
-    m.ranksPerNode = ranksPerNode;
-  return m;
+  for (Machine m : knownMachines()) {
+    if (m.name != name)
+      continue;
+    if (ranksPerNode > 0)
+      m.ranksPerNode = ranksPerNode;
+    return m;
+  }
+  return std::nullopt;
 }
 
 FailureOr<Machine> dist::getMachine(Operation *where, StringRef name,
@@ -61,9 +65,13 @@ FailureOr<Machine> dist::getMachine(Operation *where, StringRef name,
                                  "machine's), got "
                               << ranksPerNode;
   std::optional<Machine> machine = lookupMachine(name, ranksPerNode);
-  if (!machine)
-    return where->emitError() << "unknown machine '" << name
-                              << "': expected one of h100, h200, a100";
+  if (!machine) {
+    InFlightDiagnostic diag = where->emitError() << "unknown machine '" << name
+                                                 << "': expected one of ";
+    llvm::interleaveComma(knownMachines(), diag,
+                          [&](const Machine &m) { diag << m.name; });
+    return diag;
+  }
   return *machine;
 }
 
