@@ -26,7 +26,9 @@
 # kernel variants it timed faster], TIME_VARIANTS [zero3 ddp zero3+bf16
 # ddp+bf16], TORCH_MODES [eager compile fsdp2 compile-bf16 fsdp2-bf16],
 # SHARDC_WARMUP [2], SHARDC_STEPS [8], TORCH_WARMUP [3], TORCH_STEPS [10],
-# PEAK_TFLOPS [494] (fp32 rows), BF16_PEAK_TFLOPS [989] (bf16 rows), the check
+# PEAK_TFLOPS and BF16_PEAK_TFLOPS [the GPU's dense TF32 and BF16 peaks, from
+# its name: H100/H200 SXM 494 and 989, PCIe 378 and 756, NVL 418 and 835,
+# A100 156 and 312] for the fp32 and bf16 rows' MFU, the check
 # tolerances CHECK_RTOL/CHECK_ATOL [1e-4/1e-6] and CHECK_BF16_RTOL/
 # CHECK_BF16_ATOL [2e-2/3e-4] with CHECK_BF16_OUTLIERS/
 # CHECK_BF16_OUTLIER_BOUND [12/3.6e-3], SHARDC_GEMM_EPILOGUES [on; run.sh sets it to
@@ -99,8 +101,8 @@ SHARDC_WARMUP="${SHARDC_WARMUP:-2}"
 SHARDC_STEPS="${SHARDC_STEPS:-8}"
 TORCH_WARMUP="${TORCH_WARMUP:-3}"
 TORCH_STEPS="${TORCH_STEPS:-10}"
-PEAK_TFLOPS="${PEAK_TFLOPS:-494}"           # H200 SXM dense TF32: the fp32 rows' MFU
-BF16_PEAK_TFLOPS="${BF16_PEAK_TFLOPS:-989}" # H200 SXM dense BF16: the bf16 rows' MFU
+PEAK_TFLOPS="${PEAK_TFLOPS:-}"           # the fp32 rows' MFU (gpu_peaks)
+BF16_PEAK_TFLOPS="${BF16_PEAK_TFLOPS:-}" # the bf16 rows' MFU (gpu_peaks)
 CHECK_STRATEGIES="zero3 ddp zero3+bf16"
 # fp32: the GPU and the CPU differ by the order of f32 sums only.
 CHECK_RTOL="${CHECK_RTOL:-1e-4}" CHECK_ATOL="${CHECK_ATOL:-1e-6}"
@@ -163,6 +165,28 @@ HAVE_GPU=0
 GPU_DESC="no GPU"
 GPU_MEM_MB=0
 PRED_MACHINE=h200 # the timeline the table's pred ms is (pred_ledger)
+
+# gpu_peaks NAME: the dense TF32 and BF16 tensor-core peaks in TFLOP/s of the
+# GPU nvidia-smi names NAME (NVIDIA's data sheets; sparsity's doubling not
+# counted), and PEAK_SOURCE, the part they are, where PEAK_TFLOPS and
+# BF16_PEAK_TFLOPS do not set them. H100 and H200 SXM share them; an unknown
+# GPU gets the H200's, and the notes say so.
+gpu_peaks() {
+  local tf32 bf16
+  if [ -n "$PEAK_TFLOPS" ] && [ -n "$BF16_PEAK_TFLOPS" ]; then
+    PEAK_SOURCE="PEAK_TFLOPS and BF16_PEAK_TFLOPS"
+    return
+  fi
+  case "$1" in
+    *H100*PCIe*) tf32=378 bf16=756 PEAK_SOURCE="H100 PCIe" ;;
+    *H100*NVL* | *H200*NVL*) tf32=418 bf16=835 PEAK_SOURCE="H100/H200 NVL" ;;
+    *H100* | *H200* | *GH200*) tf32=494 bf16=989 PEAK_SOURCE="H100/H200 SXM" ;;
+    *A100*) tf32=156 bf16=312 PEAK_SOURCE="A100" ;;
+    *) tf32=494 bf16=989 PEAK_SOURCE="the H200 SXM's, this GPU's unknown" ;;
+  esac
+  [ -n "$PEAK_TFLOPS" ] || PEAK_TFLOPS=$tf32
+  [ -n "$BF16_PEAK_TFLOPS" ] || BF16_PEAK_TFLOPS=$bf16
+}
 
 elapsed() { echo $((SECONDS - START)); }
 left() { echo $((TOTAL_BUDGET - (SECONDS - START) - TABLE_RESERVE)); }
@@ -251,6 +275,8 @@ if command -v nvidia-smi >/dev/null 2>&1 &&
 else
   say "GPU: none (nvidia-smi missing or found no device)"
 fi
+gpu_peaks "$GPU_DESC"
+say "MFU peaks: TF32 $PEAK_TFLOPS, BF16 $BF16_PEAK_TFLOPS TFLOP/s ($PEAK_SOURCE)"
 # Every run here is one rank, where NCCL only copies: keep it off cuMem
 # (virtual memory) allocations, which some virtualised GPUs lack (shardc's
 # runs and torch FSDP2's alike; set NCCL_CUMEM_ENABLE to choose).
@@ -1410,7 +1436,7 @@ NOTES_OUT=(
   "model: GPT-2 small, $G_PARAMS parameters, T=$G_SEQ, world size 1; AdamW, fused in torch; vocabulary $G_VOCAB padded to a multiple of $G_PAD_VOCAB (wte and LM head of $(( (G_VOCAB + G_PAD_VOCAB - 1) / G_PAD_VOCAB * G_PAD_VOCAB )) rows) in both, as llm.c and nanoGPT: shardc's loss counts $G_VOCAB classes, torch's softmax runs over every row as nanoGPT's does"
   "fp32 rows: fp32 params, activations and gradients, TF32 GEMMs (shardc: default SHARDC_TF32; torch: matmul precision high); torch counterparts: eager, torch.compile, FSDP2 (fully_shard per block and root)"
   "bf16 rows: mixed precision, bf16 params' copies, activations and GEMMs (bf16 tensor cores, f32 accumulation) with f32 master weights and optimizer state, f32 gradient reduction and f32 loss: shardc --param-dtype bf16 (reduce dtype f32) = FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32); torch counterparts: torch.compile bf16 = torch.autocast(cuda, bf16) around forward and loss over fp32 params; torch FSDP2 bf16 = fully_shard with MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)"
-  "MFU = tokens/s x FLOPs/token / peak: fp32 rows / ${PEAK_TFLOPS} TFLOP/s (H200 dense TF32 peak), bf16 rows / ${BF16_PEAK_TFLOPS} TFLOP/s (H200 dense BF16 peak)"
+  "MFU = tokens/s x FLOPs/token / peak: fp32 rows / ${PEAK_TFLOPS} TFLOP/s (dense TF32 peak), bf16 rows / ${BF16_PEAK_TFLOPS} TFLOP/s (dense BF16 peak): $PEAK_SOURCE"
   "FLOPs/token = 6N + 6LTC (llm.c) = $(awk -v f="$FPT" 'BEGIN { printf "%.1f", f / 1e6 }') MFLOP, N = $G_PARAMS = every parameter counted once (the tied wte once with its padding rows, wpe included), L=$G_LAYERS T=$G_SEQ C=$G_HIDDEN"
   "ms/step: median over the steps after the warm-up (shardc $SHARDC_WARMUP + $SHARDC_STEPS, torch $TORCH_WARMUP + $TORCH_STEPS), host clock around a synchronised step; batches tried largest first, fp32 $BATCHES, bf16 $BF16_BATCHES; torch at the batch shardc's rows of the same precision ran"
   "pred ms: the ledger's predicted step on this GPU's machine, $PRED_MACHINE${PRED_FALLBACK:+ (but h200 for rows whose bundle has no $PRED_MACHINE ledger)} (shardc build --machine $PRED_MACHINE; h200 for a GPU that is no H100 or A100: a roofline whose kernel efficiencies were measured on an H200 on 2026-12-04, lookupMachine in lib/Dialect/Dist/Analysis/Timeline.cpp)"
