@@ -565,7 +565,9 @@ struct Source {
   std::optional<uint32_t> crc;
 };
 
-struct Manifest {
+} // namespace
+
+struct shardc::rt::CheckpointManifest {
   std::string id;
   std::map<std::string, std::string> metadata;
   std::map<std::string, std::vector<int64_t>> shapes;
@@ -573,6 +575,10 @@ struct Manifest {
   /// Per tensor, the stored ranges sorted by begin.
   std::map<std::string, std::vector<Source>> sources;
 };
+
+namespace {
+
+using Manifest = CheckpointManifest;
 
 std::string readManifest(const std::string &dir, Manifest &manifest) {
   std::string path = dir + "/" + manifestName;
@@ -793,18 +799,12 @@ private:
 
 } // namespace
 
-std::string shardc::rt::tryLoadCheckpoint(
-    const std::string &dir, const std::vector<Piece> &pieces,
-    std::map<std::string, std::string> &metadata, const std::string &id) {
-  Manifest manifest;
-  std::string error = readManifest(dir, manifest);
-  if (!error.empty())
-    return error;
+std::string shardc::rt::tryLoadCheckpoint(const CheckpointHeader &header,
+                                          const std::vector<Piece> &pieces) {
+  const std::string &dir = header.dir;
+  const Manifest &manifest = *header.manifest;
   std::string where = "checkpoint " + dir + ": ";
-  if (!id.empty() && manifest.id != id)
-    return where + "another save (id " + manifest.id +
-           ") replaced the one read first (id " + id +
-           ") while loading; load again once no run saves there";
+  std::string error;
   FileCache cache(dir, manifest);
   for (const Piece &piece : pieces) {
     std::string what = "tensor '" + piece.tensor + "'";
@@ -823,7 +823,10 @@ std::string shardc::rt::tryLoadCheckpoint(
     // Walk the stored ranges in order, copying each one's part of what is
     // still missing; a stored range that starts past that point is a hole.
     int64_t filled = piece.begin;
-    const auto &sources = manifest.sources[piece.tensor];
+    static const std::vector<Source> none;
+    auto stored = manifest.sources.find(piece.tensor);
+    const auto &sources =
+        stored == manifest.sources.end() ? none : stored->second;
     for (const Source &source : sources) {
       if (filled == piece.end)
         break;
@@ -859,22 +862,36 @@ std::string shardc::rt::tryLoadCheckpoint(
              " are in no file of the checkpoint";
     }
   }
-  metadata = manifest.metadata;
   return "";
 }
 
 std::string shardc::rt::tryReadCheckpointHeader(const std::string &dir,
                                                 CheckpointHeader &header) {
-  Manifest manifest;
-  std::string error = readManifest(dir, manifest);
+  auto manifest = std::make_shared<Manifest>();
+  std::string error = readManifest(dir, *manifest);
   if (!error.empty())
     return error;
-  header.id = manifest.id;
-  header.metadata = manifest.metadata;
+  header.dir = dir;
+  header.id = manifest->id;
+  header.metadata = manifest->metadata;
   header.tensors.clear();
-  for (const auto &shape : manifest.shapes)
+  for (const auto &shape : manifest->shapes)
     header.tensors.push_back(shape.first);
+  header.manifest = std::move(manifest);
   return "";
+}
+
+std::string
+shardc::rt::tryLoadCheckpoint(const std::string &dir,
+                              const std::vector<Piece> &pieces,
+                              std::map<std::string, std::string> &metadata) {
+  CheckpointHeader header;
+  std::string error = tryReadCheckpointHeader(dir, header);
+  if (error.empty())
+    error = tryLoadCheckpoint(header, pieces);
+  if (error.empty())
+    metadata = header.metadata;
+  return error;
 }
 
 std::map<std::string, std::string>

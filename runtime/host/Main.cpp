@@ -1001,7 +1001,7 @@ void loadState(shardc_rt_context &ctx, const std::string &dir, bool seedGiven) {
   }
   HostMirror state(statePieces(ctx));
   if (error.empty())
-    error = tryLoadCheckpoint(dir, state.get(), meta, header.id);
+    error = tryLoadCheckpoint(header, state.get());
   SHARDC_RT_CHECK_ALL(error.empty(), "--load", error);
   state.store();
   ctx.step = step;

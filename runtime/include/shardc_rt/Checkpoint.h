@@ -49,6 +49,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -107,25 +108,19 @@ std::map<std::string, std::string>
 loadCheckpoint(const std::string &dir, MPI_Comm world,
                const std::vector<Piece> &pieces);
 
-/// The rank-local core of loadCheckpoint, which does not fail the process:
-/// returns "" and sets `metadata`, or says what is wrong (no checkpoint.json,
-/// a tensor missing or of another shape, a range no file covers, a rank file
-/// missing, truncated, corrupt or from another save). With `id` (a
-/// CheckpointHeader's, read before), checkpoint.json must still name that
-/// save: one committed into `dir` in between is refused, not loaded in
-/// place of the one the header's checks passed.
-std::string tryLoadCheckpoint(const std::string &dir,
-                              const std::vector<Piece> &pieces,
-                              std::map<std::string, std::string> &metadata,
-                              const std::string &id = "");
+/// checkpoint.json as parsed: where every stored range is (Checkpoint.cpp).
+struct CheckpointManifest;
 
-/// What a checkpoint's checkpoint.json says, beside where its pieces are.
+/// One save's checkpoint.json, read once: what it says, and where its
+/// pieces are, from which tryLoadCheckpoint loads that save and no other.
 struct CheckpointHeader {
+  std::string dir;
   /// The save's, in every rank file's name.
   std::string id;
   std::map<std::string, std::string> metadata;
   /// Every tensor's name, sorted.
   std::vector<std::string> tensors;
+  std::shared_ptr<const CheckpointManifest> manifest;
 };
 
 /// Reads and checks only dir/checkpoint.json, no rank file: returns "" and
@@ -134,6 +129,22 @@ struct CheckpointHeader {
 /// model lacks, whether every rank reads the same save).
 std::string tryReadCheckpointHeader(const std::string &dir,
                                     CheckpointHeader &header);
+
+/// The rank-local core of loadCheckpoint, which does not fail the process:
+/// fills every piece from the save `header` read and returns "", or says
+/// what is wrong (a tensor missing or of another shape, a range no file
+/// covers, a rank file missing, truncated, corrupt or from another save).
+/// checkpoint.json is not read again, so a save committed into the
+/// directory since is never mixed in: its rank files carry another id, and
+/// the replaced save's files are refused once removed.
+std::string tryLoadCheckpoint(const CheckpointHeader &header,
+                              const std::vector<Piece> &pieces);
+
+/// tryReadCheckpointHeader, then tryLoadCheckpoint of what it read; sets
+/// `metadata` on success.
+std::string tryLoadCheckpoint(const std::string &dir,
+                              const std::vector<Piece> &pieces,
+                              std::map<std::string, std::string> &metadata);
 
 } // namespace shardc::rt
 
