@@ -37,8 +37,9 @@ std::string envChoice(const char *name, const char *fallback,
 int envCount(const char *name, int fallback);
 
 /// The architecture the kernels count as built for (sm_90, with PTX that
-/// later GPUs compile), as the real runtime by default.
-constexpr int kImageCapability = 90;
+/// later GPUs compile), as the real runtime by default: CMakeLists.txt's
+/// SHARDC_CUDASIM_IMAGE_CAPABILITY, which also names it to the runtime.
+constexpr int kImageCapability = SHARDC_CUDASIM_IMAGE_CAPABILITY;
 
 /// Whether the device runs the kernels: not where CUDASIM_SM is below
 /// kImageCapability (their launches are refused, as a real GPU refuses a

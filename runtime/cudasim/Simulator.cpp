@@ -505,8 +505,11 @@ const char *refusal(const Launch &launch, cudaError_t &error) {
   if (!isLiveStream(launch.stream))
     return "a stream that is not live";
   error = cudaErrorNoKernelImageForDevice;
+  static const std::string noImage =
+      "no kernel image for the device (CUDASIM_SM below " +
+      std::to_string(kImageCapability) + ")";
   if (!hasKernelImage())
-    return "no kernel image for the device (CUDASIM_SM below 90)";
+    return noImage.c_str();
   return nullptr;
 }
 
