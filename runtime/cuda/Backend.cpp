@@ -184,6 +184,30 @@ std::string setting(const char *name, const char *fallback,
   return text;
 }
 
+/// Why GPU `properties` cannot run the runtime's kernels, for a failed
+/// image check `image`, and the fix: a build with its architecture (the
+/// kernels need sm_80's bf16 mma.sync and cp.async).
+std::string kernelImageAdvice(const cudaDeviceProp &properties,
+                              cudaError_t image) {
+  std::string arch =
+      std::to_string(properties.major) + std::to_string(properties.minor);
+  std::string built = SHARDC_RT_CUDA_ARCHITECTURES, fix;
+  if (image != cudaErrorNoKernelImageForDevice &&
+      image != cudaErrorInvalidDeviceFunction)
+    fix = "a CUDA error, not the build's architectures";
+  else if (properties.major < 8)
+    fix = "the kernels need sm_80 or later";
+  else {
+    std::string list = arch + ";" + built; // CMake's list: ';'-separated
+    std::replace(list.begin(), list.end(), ',', ';');
+    fix = "configure shardc with -DCMAKE_CUDA_ARCHITECTURES=\"" + list +
+          "\", rebuild, and build the executable again";
+  }
+  return std::string("GPU ") + properties.name + " (sm_" + arch +
+         ") cannot run the runtime's kernels, built for CUDA architectures " +
+         built + " (" + cudaGetErrorString(image) + "): " + fix;
+}
+
 } // namespace
 
 void backendSetUp(shardc_rt_context &ctx) {
@@ -260,29 +284,12 @@ void backendSetUp(shardc_rt_context &ctx) {
   CHECK(cudaSetDevice(b->device));
   // A GPU older than the kernels' architectures (an A100 under the default
   // sm_90 build) would fail the step's first launch: said here instead, on
-  // every rank, with the build that runs there (the kernels need sm_80's
-  // bf16 mma.sync and cp.async).
+  // every rank, with the build that runs there.
   cudaError_t image = shardc_rt_cuda_kernels_image_status();
-  std::string arch =
-      std::to_string(properties.major) + std::to_string(properties.minor);
-  std::string built = SHARDC_RT_CUDA_ARCHITECTURES, fix;
-  if (image != cudaErrorNoKernelImageForDevice &&
-      image != cudaErrorInvalidDeviceFunction)
-    fix = "a CUDA error, not the build's architectures";
-  else if (properties.major < 8)
-    fix = "the kernels need sm_80 or later";
-  else {
-    std::string list = arch + ";" + built; // CMake's list: ';'-separated
-    std::replace(list.begin(), list.end(), ',', ';');
-    fix = "configure shardc with -DCMAKE_CUDA_ARCHITECTURES=\"" + list +
-          "\", rebuild, and build the executable again";
-  }
   SHARDC_RT_CHECK_ALL(image == cudaSuccess, "startup",
-                      std::string("GPU ") + properties.name + " (sm_" + arch +
-                          ") cannot run the runtime's kernels, built for CUDA "
-                          "architectures " +
-                          built + " (" + cudaGetErrorString(image) +
-                          "): " + fix);
+                      image == cudaSuccess
+                          ? std::string()
+                          : kernelImageAdvice(properties, image));
   CHECK(cudaStreamCreateWithFlags(&b->compute, cudaStreamNonBlocking));
   b->kernels = shardc_rt_cuda_kernels_create(b->compute, tf32);
   shardc_rt_cuda_kernels_set_flash_attention(b->kernels, attention != "gemm");

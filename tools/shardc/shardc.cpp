@@ -166,8 +166,9 @@ int64_t meshRanks(const std::string &mesh) {
 /// option named 'bogus'!") and goes straight to stderr. The values mirror
 /// ShardcPipelineOptions (lib/Dialect/Dist/Transforms/Pipeline.cpp), as
 /// pipelineOptions below mirrors its names; ranges are the passes' to check.
-std::string checkPipelineValue(const std::string &name,
-                               const std::string &value) {
+/// A good value is rewritten as the pipeline takes it (memory-budget's size
+/// in bytes).
+std::string checkPipelineValue(const std::string &name, std::string &value) {
   auto expect = [&](llvm::ArrayRef<llvm::StringRef> allowed,
                     llvm::StringRef what) -> std::string {
     if (llvm::is_contained(allowed, value))
@@ -197,9 +198,13 @@ std::string checkPipelineValue(const std::string &name,
   if ((name == "bucket-mb" || name == "unit-bucket-mb") &&
       llvm::StringRef(value).getAsDouble(mb))
     return "--" + name + ": expected a number of MiB, got '" + value + "'";
-  if (name == "memory-budget" && !shardc::parseBytes(value))
-    return "--" + name + ": expected a byte count (80GB, 75GiB, 1e9), got '" +
-           value + "'";
+  if (name == "memory-budget") {
+    std::optional<int64_t> bytes = shardc::parseBytes(value);
+    if (!bytes)
+      return "--" + name + ": expected a byte count (80GB, 75GiB, 1e9), got '" +
+             value + "'";
+    value = std::to_string(*bytes);
+  }
   if ((name == "grad-accum" || name == "prefetch" ||
        name == "ranks-per-node") &&
       llvm::StringRef(value).getAsInteger(10, number))
@@ -371,9 +376,6 @@ Options parseArgs(int argc, char **argv) {
         usageError(flag + ": bad value '" + value + "'");
       if (std::string why = checkPipelineValue(name, value); !why.empty())
         usageError(why);
-      // The pipeline takes bytes.
-      if (name == "memory-budget")
-        value = std::to_string(*shardc::parseBytes(value));
       o.pipeline[name] = value;
     }
   }
