@@ -997,16 +997,9 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts, KeyTiles))
         if (qi >= t)
           continue;
         float *row = dq + (batch * t + qi) * c + h * D;
-        for (int n = 0; n < D / 8; ++n) {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-          // A column pair per atomic (sm_90's float2 atomicAdd).
-          atomicAdd(reinterpret_cast<float2 *>(row + n * 8 + 2 * q),
-                    make_float2(acc[n][2 * half], acc[n][2 * half + 1]));
-#else
-          atomicAdd(row + n * 8 + 2 * q, acc[n][2 * half]);
-          atomicAdd(row + n * 8 + 2 * q + 1, acc[n][2 * half + 1]);
-#endif
-        }
+        for (int n = 0; n < D / 8; ++n)
+          atomicAddPair(row + n * 8 + 2 * q, acc[n][2 * half],
+                        acc[n][2 * half + 1]);
       }
     } else {
       // Each half of the warp's columns through its staging rows: once the

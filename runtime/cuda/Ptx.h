@@ -27,6 +27,9 @@
 // as the a operand. cudasim runs the same instructions on the CPU, from the
 // same layouts.
 //
+// The instructions sm_90 added (the bulk reduction, the float2 atomicAdd)
+// are here too, each with what it falls back to before sm_90.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef SHARDC_RT_CUDA_PTX_H
@@ -212,6 +215,17 @@ template <int Pending> __device__ inline void copyAsyncWait() {
 #else
 #define SHARDC_PTX_BULK 0
 #endif
+
+/// dst[0] += x and dst[1] += y (dst 8-byte aligned), each add atomic: one
+/// float2 atomicAdd from sm_90 (and on cudasim), two float ones before.
+__device__ inline void atomicAddPair(float *dst, float x, float y) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2 *>(dst), make_float2(x, y));
+#else
+  atomicAdd(dst, x);
+  atomicAdd(dst + 1, y);
+#endif
+}
 
 /// dst[i] += src[i] for the `bytes` / 4 floats of shared `src` into global
 /// `dst` (both 16-byte aligned, bytes a multiple of 16), each add atomic
