@@ -1,7 +1,7 @@
 //===- Timeline.cpp - A step's predicted time on a machine ----------------===//
 //
-// A walk over the scheduled step in program order (micro-batch loops
-// unrolled), keeping a clock per stream.
+// A walk over the scheduled step in program order, keeping a clock per
+// stream; a micro-batch loop's runs are played until they repeat (playLoop).
 //
 //===----------------------------------------------------------------------===//
 
@@ -147,8 +147,7 @@ public:
 private:
   void play(Operation *op) {
     if (auto loop = dyn_cast<train::MicrobatchesOp>(op)) {
-      for (uint64_t i = 0; i < loop.getCount(); ++i)
-        playBlock(loop.getBody().front());
+      playLoop(loop.getBody().front(), loop.getCount());
       return;
     }
     if (isa<train::UnitOp, train::BackwardOp>(op)) {
@@ -175,6 +174,91 @@ private:
       return;
     }
     runKernel(op);
+  }
+
+  /// Where a run of a loop's body starts: what decides how it plays (each
+  /// stream's lead over the compute stream, none where it is idle; the
+  /// leads of collectives not yet waited; the collective an NCCL group may
+  /// go on), and the clocks and totals it adds to.
+  struct RunStart {
+    double now;
+    llvm::StringMap<double> streams;
+    llvm::SmallVector<double> pending;
+    Operation *lastStarted;
+    TimelineReport report;
+
+    RunStart(const Player &player)
+        : now(player.now), streams(player.streams),
+          lastStarted(player.lastStarted), report(player.report) {
+      for (const auto &end : player.ends)
+        if (end.second > now)
+          pending.push_back(end.second - now);
+      llvm::sort(pending);
+    }
+
+    bool playsAs(const RunStart &other) const {
+      // Equal to a picosecond: clocks shifted by a run differ in rounding.
+      auto same = [](double a, double b) { return std::abs(a - b) <= 1e-12; };
+      if (lastStarted != other.lastStarted ||
+          streams.size() != other.streams.size() ||
+          pending.size() != other.pending.size())
+        return false;
+      for (size_t i = 0; i < pending.size(); ++i)
+        if (!same(pending[i], other.pending[i]))
+          return false;
+      for (const auto &stream : streams) {
+        auto it = other.streams.find(stream.getKey());
+        if (it == other.streams.end() ||
+            !same(std::max(stream.getValue() - now, 0.0),
+                  std::max(it->getValue() - other.now, 0.0)))
+          return false;
+      }
+      return true;
+    }
+  };
+
+  /// Plays `count` runs of a micro-batch loop's `body`. Its collectives are
+  /// waited within it, so the streams soon start each run as they started
+  /// the one before: from then on every run plays as that one did, a period
+  /// later, and the rest are added at once (so that any count costs a few
+  /// runs, not one each).
+  void playLoop(Block &body, uint64_t count) {
+    std::optional<RunStart> previous;
+    for (uint64_t run = 0; run < count; ++run) {
+      RunStart start(*this);
+      if (previous && start.playsAs(*previous)) {
+        repeatRun(*previous, count - run);
+        return;
+      }
+      playBlock(body);
+      previous = std::move(start);
+    }
+  }
+
+  /// Adds `times` more runs as the one from `from` to now.
+  void repeatRun(const RunStart &from, uint64_t times) {
+    double n = static_cast<double>(times), period = now - from.now;
+    now += n * period;
+    for (auto &stream : streams)
+      stream.getValue() += n * period;
+    for (auto &end : ends)
+      if (end.second > now - n * period)
+        end.second += n * period;
+    const TimelineReport &before = from.report;
+    report.matmulSeconds += n * (report.matmulSeconds - before.matmulSeconds);
+    report.memorySeconds += n * (report.memorySeconds - before.memorySeconds);
+    report.allGatherSeconds +=
+        n * (report.allGatherSeconds - before.allGatherSeconds);
+    report.reduceScatterSeconds +=
+        n * (report.reduceScatterSeconds - before.reduceScatterSeconds);
+    report.allReduceSeconds +=
+        n * (report.allReduceSeconds - before.allReduceSeconds);
+    report.exposedSeconds +=
+        n * (report.exposedSeconds - before.exposedSeconds);
+    for (size_t i = 0; i < report.waits.size(); ++i)
+      report.waits[i].second +=
+          n * (report.waits[i].second -
+               (i < before.waits.size() ? before.waits[i].second : 0.0));
   }
 
   /// A kernel on the compute stream: its FLOPs at the peak of its first
@@ -315,8 +399,10 @@ FailureOr<TimelineReport> dist::predictTimeline(train::ModelOp model,
   Player player(machine, report);
   player.playBlock(model.getBody().front());
   report.stepSeconds = player.finish();
+  // Longest first, to the picosecond: waits that equal each other but for
+  // rounding keep the step's order.
   llvm::stable_sort(report.waits, [](const auto &a, const auto &b) {
-    return a.second > b.second;
+    return std::round(a.second * 1e12) > std::round(b.second * 1e12);
   });
   // MFU at the peak of the params' type, as llm.c and nanoGPT report it.
   bool bf16 = false;
