@@ -10,6 +10,8 @@
 
 #include <string>
 
+#include <unistd.h>
+
 bool shardc::isSameFile(llvm::StringRef a, llvm::StringRef b) {
   bool equivalent = false;
   if (!llvm::sys::fs::equivalent(a, b, equivalent))
@@ -36,6 +38,58 @@ bool shardc::isOutputOverInput(llvm::StringRef tool, llvm::StringRef input,
   return true;
 }
 
+shardc::PendingOutput::PendingOutput(std::string output, std::string target,
+                                     std::string temp)
+    : output(std::move(output)), target(std::move(target)),
+      temp(std::move(temp)) {
+  llvm::sys::RemoveFileOnSignal(this->temp);
+}
+
+std::unique_ptr<shardc::PendingOutput>
+shardc::PendingOutput::create(llvm::StringRef output, std::string &error) {
+  // Through a symlink, the file it names (one that dangles too, as
+  // open(2) writes through it).
+  llvm::SmallString<256> target(output), temp;
+  char link[4096];
+  for (int hops = 0; hops < 40 && llvm::sys::fs::is_symlink_file(target);
+       ++hops) {
+    ssize_t length = ::readlink(target.c_str(), link, sizeof(link));
+    if (length <= 0 || length == static_cast<ssize_t>(sizeof(link)))
+      break;
+    llvm::StringRef next(link, length);
+    llvm::SmallString<256> dir = llvm::sys::path::parent_path(target);
+    if (llvm::sys::path::is_absolute(next) || dir.empty())
+      target = next;
+    else {
+      llvm::sys::path::append(dir, next);
+      target = dir;
+    }
+  }
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueFile(target + ".tmp-%%%%%%", temp)) {
+    error = "cannot write '" + output.str() + "': " + ec.message();
+    return nullptr;
+  }
+  return std::unique_ptr<PendingOutput>(
+      new PendingOutput(output.str(), target.str().str(), temp.str().str()));
+}
+
+shardc::PendingOutput::~PendingOutput() {
+  if (pending)
+    llvm::sys::fs::remove(temp);
+  llvm::sys::DontRemoveFileOnSignal(temp);
+}
+
+llvm::LogicalResult shardc::PendingOutput::commit(std::string &error) {
+  pending = false;
+  if (std::error_code ec = llvm::sys::fs::rename(temp, target)) {
+    llvm::sys::fs::remove(temp);
+    error = "cannot write '" + output + "': " + ec.message();
+    return llvm::failure();
+  }
+  return llvm::success();
+}
+
 llvm::LogicalResult shardc::writeOutputOnSuccess(
     llvm::StringRef output,
     llvm::function_ref<llvm::LogicalResult(llvm::StringRef)> write,
@@ -44,27 +98,10 @@ llvm::LogicalResult shardc::writeOutputOnSuccess(
   if (output == "-" || (llvm::sys::fs::exists(output) &&
                         !llvm::sys::fs::is_regular_file(output)))
     return write(output);
-  // Through a symlink, the file it names is the one replaced.
-  llvm::SmallString<256> target(output), resolved, temp;
-  if (llvm::sys::fs::exists(output) &&
-      !llvm::sys::fs::real_path(output, resolved))
-    target = resolved;
-  if (std::error_code ec =
-          llvm::sys::fs::createUniqueFile(target + ".tmp-%%%%%%", temp)) {
-    error = "cannot write '" + output.str() + "': " + ec.message();
+  std::unique_ptr<PendingOutput> pending = PendingOutput::create(output, error);
+  if (!pending)
     return llvm::failure();
-  }
-  llvm::sys::RemoveFileOnSignal(temp);
-  llvm::LogicalResult written = write(temp);
-  std::error_code moved;
-  if (llvm::succeeded(written))
-    moved = llvm::sys::fs::rename(temp, target);
-  if (llvm::failed(written) || moved)
-    llvm::sys::fs::remove(temp);
-  llvm::sys::DontRemoveFileOnSignal(temp);
-  if (moved) {
-    error = "cannot write '" + output.str() + "': " + moved.message();
+  if (llvm::failed(write(pending->path())))
     return llvm::failure();
-  }
-  return written;
+  return pending->commit(error);
 }

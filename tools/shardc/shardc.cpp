@@ -448,26 +448,27 @@ Options parseArgs(int argc, char **argv) {
 
 /// --shardc-pipeline's options, as one string its own parser reads (not a
 /// textual pipeline, whose braces a quoted path could not hold).
-std::string pipelineOptions(const Options &o) {
+std::string pipelineOptions(const Options &o,
+                            const shardc::PendingOutput *ledger) {
   std::string text;
   for (auto &[name, value] : o.pipeline)
     text += name + "=" + value + " ";
   // The ledger always runs (it enforces --memory-budget); --quiet only
   // drops its table.
-  // A file's JSON goes beside it, moved there once the build succeeded
-  // (finishLedger); "-" is stdout.
+  // A file's JSON goes to `ledger`, moved into place once the build
+  // succeeded (finishLedger); "-" is stdout.
   if (o.ledgerJson == "-")
     text += "format=json output=- ";
-  else if (!o.ledgerJson.empty())
-    text += "format=json output=\"" + o.ledgerJson + ".tmp\" ";
+  else if (ledger)
+    text += "format=json output=\"" + ledger->path() + "\" ";
   else if (o.quiet)
     text += "output=/dev/null ";
   return text;
 }
 
 /// A file removed if shardc is interrupted (SIGINT, SIGTERM) while this
-/// lives, as LLVM's tools guard theirs (RemoveFileOnSignal): the .tmp files
-/// the outputs are written to, the emitted step, a run's executable.
+/// lives, as LLVM's tools guard theirs (RemoveFileOnSignal): the emitted
+/// step, a run's executable.
 class RemovedOnSignal {
 public:
   explicit RemovedOnSignal(llvm::StringRef path) : path(path.str()) {
@@ -610,28 +611,32 @@ std::vector<std::string> compileArgs(const std::string &target,
   return args;
 }
 
-/// Compiles the emitted step into `output`, atomically: nothing is left at
-/// `output` when compiling fails.
+/// Compiles the emitted step into `output`, atomically: what was at
+/// `output` stays when compiling fails (a PendingOutput).
 int compile(const std::string &compiler, const std::string &target,
             const std::string &source, const std::string &output) {
-  std::string temp = output + ".tmp";
-  RemovedOnSignal guard(temp);
-  int rc = execute(compiler, compileArgs(target, source, temp));
+  std::string error;
+  std::unique_ptr<shardc::PendingOutput> exe =
+      shardc::PendingOutput::create(output, error);
+  if (!exe) {
+    llvm::errs() << "shardc: " << error << "\n";
+    return 1;
+  }
+  int rc = execute(compiler, compileArgs(target, source, exe->path()));
   if (rc != 0) {
-    llvm::sys::fs::remove(temp);
     llvm::errs() << "shardc: compiling the emitted step failed (" << compiler
                  << " exited " << rc << ")\n";
     return 1;
   }
-  if (!llvm::sys::fs::exists(temp)) {
+  uint64_t size = 0;
+  if (llvm::sys::fs::file_size(exe->path(), size) || size == 0) {
     llvm::errs() << "shardc: compiling the emitted step wrote no executable ("
-                 << compiler << " exited 0 without writing '" << temp << "')\n";
+                 << compiler << " exited 0 without writing '" << exe->path()
+                 << "')\n";
     return 1;
   }
-  if (std::error_code ec = llvm::sys::fs::rename(temp, output)) {
-    llvm::sys::fs::remove(temp);
-    llvm::errs() << "shardc: cannot write '" << output << "': " << ec.message()
-                 << "\n";
+  if (llvm::failed(exe->commit(error))) {
+    llvm::errs() << "shardc: " << error << "\n";
     return 1;
   }
   return 0;
@@ -666,22 +671,17 @@ int writeFile(const std::string &path, llvm::StringRef contents) {
 }
 
 /// `rc`, once the ledger's JSON (--ledger-json) is moved into place where
-/// rc is 0, or removed: a failed build leaves no file behind.
-int finishLedger(const Options &o, int rc) {
-  if (o.ledgerJson.empty() || o.ledgerJson == "-")
+/// rc is 0, or removed: a failed build leaves what was there.
+int finishLedger(std::unique_ptr<shardc::PendingOutput> &ledger, int rc) {
+  if (!ledger)
     return rc;
-  std::string temp = o.ledgerJson + ".tmp";
-  if (rc != 0) {
-    llvm::sys::fs::remove(temp);
-    return rc;
+  std::string error;
+  if (rc == 0 && llvm::failed(ledger->commit(error))) {
+    llvm::errs() << "shardc: " << error << "\n";
+    rc = 1;
   }
-  if (std::error_code ec = llvm::sys::fs::rename(temp, o.ledgerJson)) {
-    llvm::sys::fs::remove(temp);
-    llvm::errs() << "shardc: cannot write '" << o.ledgerJson
-                 << "': " << ec.message() << "\n";
-    return 1;
-  }
-  return 0;
+  ledger.reset();
+  return rc;
 }
 
 } // namespace
@@ -721,16 +721,26 @@ int main(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
 
+  // The ledger's JSON, which the pipeline writes, until finishLedger moves
+  // it into place.
+  std::string error;
+  std::unique_ptr<shardc::PendingOutput> ledger;
+  if (!o.ledgerJson.empty() && o.ledgerJson != "-" &&
+      !(ledger = shardc::PendingOutput::create(o.ledgerJson, error))) {
+    llvm::errs() << "shardc: " << error << "\n";
+    return 1;
+  }
+
   // The options before the model: a typo should not wait for a large parse.
   PassManager pm(&context, ModuleOp::getOperationName());
   if (failed(PassPipelineInfo::lookup("shardc-pipeline")
-                 ->addToPipeline(pm, pipelineOptions(o), [](const Twine &msg) {
-                   llvm::errs() << "shardc: " << msg << "\n";
-                   return failure();
-                 })))
+                 ->addToPipeline(pm, pipelineOptions(o, ledger.get()),
+                                 [](const Twine &msg) {
+                                   llvm::errs() << "shardc: " << msg << "\n";
+                                   return failure();
+                                 })))
     return kUsageError;
 
-  std::string error;
   auto file = openInputFile(o.input, &error);
   if (!file) {
     llvm::errs() << "shardc: cannot read '" << o.input << "': " << error
@@ -744,21 +754,16 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
   if (failed(pm.run(*module)))
-    return finishLedger(o, 1);
-  // The ledger's JSON, which the pipeline wrote, until finishLedger moves
-  // it into place (the ledger's own guard ended with its writing).
-  std::optional<RemovedOnSignal> ledgerGuard;
-  if (!o.ledgerJson.empty() && o.ledgerJson != "-")
-    ledgerGuard.emplace(o.ledgerJson + ".tmp");
+    return finishLedger(ledger, 1);
 
   std::string source;
   llvm::raw_string_ostream os(source);
   bool cudaSource = o.target == "cuda" || o.target == "cudasim";
   if (failed(cudaSource ? shardc::emitCudaCpp(*module, os)
                         : shardc::emitHostCpp(*module, os)))
-    return finishLedger(o, 1);
+    return finishLedger(ledger, 1);
   if (o.command == "emit")
-    return finishLedger(o, writeFile(o.output, source));
+    return finishLedger(ledger, writeFile(o.output, source));
 
   // build, or the build half of run: the emitted step, and a run's
   // executable where -o names none, in temporary files.
@@ -774,7 +779,7 @@ int main(int argc, char **argv) {
     llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, temp);
     llvm::errs() << "shardc: cannot create a temporary file in '" << temp
                  << "' (TMPDIR): " << ec.message() << "\n";
-    return finishLedger(o, 1);
+    return finishLedger(ledger, 1);
   }
   RemovedOnSignal sourceGuard(sourcePath);
   std::optional<RemovedOnSignal> runExeGuard;
@@ -785,7 +790,7 @@ int main(int argc, char **argv) {
   if (rc == 0)
     rc = compile(compiler, o.target, sourcePath.str().str(), exe);
   llvm::sys::fs::remove(sourcePath);
-  rc = finishLedger(o, rc);
+  rc = finishLedger(ledger, rc);
   if (rc != 0 || o.command == "build") {
     if (!runExe.empty())
       llvm::sys::fs::remove(runExe);

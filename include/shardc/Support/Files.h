@@ -7,6 +7,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/LogicalResult.h"
 
+#include <memory>
 #include <string>
 
 namespace shardc {
@@ -20,13 +21,37 @@ bool isSameFile(llvm::StringRef a, llvm::StringRef b);
 bool isOutputOverInput(llvm::StringRef tool, llvm::StringRef input,
                        llvm::StringRef output);
 
+/// An output file while a tool writes it: path(), a new file beside the
+/// file `output` names (through a symlink, the file the link names, which
+/// is the one replaced: the link stays), which commit() moves into place;
+/// removed otherwise, by the destructor or if the tool is interrupted. Its
+/// name is unique, so it is never the input or another output.
+class PendingOutput {
+public:
+  /// Fails, with `error` set, where the file beside `output` cannot be made.
+  static std::unique_ptr<PendingOutput> create(llvm::StringRef output,
+                                               std::string &error);
+  ~PendingOutput();
+  PendingOutput(const PendingOutput &) = delete;
+  PendingOutput &operator=(const PendingOutput &) = delete;
+
+  const std::string &path() const { return temp; }
+  /// Moves path() into place; fails, with `error` set, where it cannot.
+  llvm::LogicalResult commit(std::string &error);
+
+private:
+  PendingOutput(std::string output, std::string target, std::string temp);
+  std::string output, target, temp;
+  bool pending = true;
+};
+
 /// Runs `write`, which writes a tool's output to the path it is given: a new
 /// file beside `output` that replaces it only once `write` succeeds, so that
 /// a failed run leaves `output` as it was (or absent), and an interrupted
-/// one leaves nothing. `output` itself where it is "-" or exists and is not
-/// a regular file (a device, a pipe). Fails, with `error` set, where the
-/// file beside it cannot be made or moved into place; where `write` fails,
-/// with `error` empty (it has said why).
+/// one leaves nothing (PendingOutput). `output` itself where it is "-" or
+/// exists and is not a regular file (a device, a pipe). Fails, with `error`
+/// set, where the file beside it cannot be made or moved into place; where
+/// `write` fails, with `error` empty (it has said why).
 llvm::LogicalResult writeOutputOnSuccess(
     llvm::StringRef output,
     llvm::function_ref<llvm::LogicalResult(llvm::StringRef)> write,
