@@ -74,6 +74,10 @@ shardc::PendingOutput::create(llvm::StringRef output, std::string &error) {
       new PendingOutput(output.str(), target.str().str(), temp.str().str()));
 }
 
+void shardc::PendingOutput::guardAgain() const {
+  llvm::sys::RemoveFileOnSignal(temp);
+}
+
 shardc::PendingOutput::~PendingOutput() {
   if (pending)
     llvm::sys::fs::remove(temp);

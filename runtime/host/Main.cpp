@@ -237,6 +237,14 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
         error = "missing value";
         return "";
       }
+      // "--export --steps 3": the value was forgotten, not a file named
+      // --steps meant (./--steps names one).
+      if (std::strncmp(argv[i + 1], "--", 2) == 0) {
+        error = std::string("missing value ('") + argv[i + 1] +
+                "' is a flag; a path that starts with -- is written ./" +
+                argv[i + 1] + ")";
+        return "";
+      }
       const char *v = argv[++i];
       // Given twice with different values: which one was meant is unknown.
       if (auto [it, inserted] = given.try_emplace(flag, v);

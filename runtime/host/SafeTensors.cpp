@@ -766,17 +766,36 @@ static std::string notReplaceable(const std::string &path) {
                        "pipe or a socket), which the write would replace");
 }
 
-static std::string writeChunksAtomic(const std::string &path,
+/// The file `path` names: through symlinks (dangling ones too, as open(2)
+/// writes through them), the file the last one names; `path` otherwise.
+static std::string followLinks(std::string path) {
+  char link[4096];
+  struct stat info;
+  for (int hops = 0;
+       hops < 40 && ::lstat(path.c_str(), &info) == 0 && S_ISLNK(info.st_mode);
+       ++hops) {
+    ssize_t length = ::readlink(path.c_str(), link, sizeof(link));
+    if (length <= 0 || length == static_cast<ssize_t>(sizeof(link)))
+      break;
+    std::string next(link, static_cast<size_t>(length));
+    path = next[0] == '/' ? next : directoryOf(path) + "/" + next;
+  }
+  return path;
+}
+
+static std::string writeChunksAtomic(const std::string &output,
                                      const std::vector<Chunk> &chunks) {
-  // The rename below replaces whatever `path` names: refuse anything but a
-  // regular file (or nothing), such as /dev/null.
+  // The rename below replaces the file `output` names (a symlink stays), so
+  // refuse anything but a regular file (or nothing), such as /dev/null.
+  std::string path = followLinks(output);
   if (std::string bad = notReplaceable(path); !bad.empty())
     return bad;
-  std::string temporary = path + ".tmp." + std::to_string(getpid());
-  int fd =
-      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A new name, never a file of the user's.
+  std::string temporary = path + ".tmp.XXXXXX";
+  int fd = ::mkostemp(&temporary[0], O_CLOEXEC);
   if (fd < 0)
     return path + ": cannot create " + temporary + ": " + strerror(errno);
+  ::fchmod(fd, 0644);
   auto abandon = [&](const char *what) {
     int err = errno;
     if (fd >= 0)
@@ -809,9 +828,11 @@ static std::string writeChunksAtomic(const std::string &path,
   return "";
 }
 
-std::string shardc::rt::tryCheckWritable(const std::string &path) {
-  if (path.empty())
+std::string shardc::rt::tryCheckWritable(const std::string &output) {
+  if (output.empty())
     return "the file name is empty";
+  // Where the write goes: through a symlink, beside the file it names.
+  std::string path = followLinks(output);
   std::string dir = directoryOf(path);
   struct stat info;
   if (::stat(dir.c_str(), &info) != 0)
@@ -824,15 +845,13 @@ std::string shardc::rt::tryCheckWritable(const std::string &path) {
     return bad;
   // The write's own temporary, made and removed: access() says yes to root
   // where creating fails (/proc, /sys, a root-squashed NFS mount).
-  std::string probe = path + ".tmp." + std::to_string(getpid());
-  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0 && errno != EEXIST)
+  std::string probe = path + ".tmp.XXXXXX";
+  int fd = ::mkostemp(&probe[0], O_CLOEXEC);
+  if (fd < 0)
     return path + ": cannot create files in directory " + dir + ": " +
            strerror(errno);
-  if (fd >= 0) {
-    ::close(fd);
-    ::unlink(probe.c_str());
-  }
+  ::close(fd);
+  ::unlink(probe.c_str());
   return "";
 }
 

@@ -631,7 +631,7 @@ int compile(const std::string &compiler, const std::string &target,
   uint64_t size = 0;
   if (llvm::sys::fs::file_size(exe->path(), size) || size == 0) {
     llvm::errs() << "shardc: compiling the emitted step wrote no executable ("
-                 << compiler << " exited 0 without writing '" << exe->path()
+                 << compiler << " exited 0 and wrote nothing for '" << output
                  << "')\n";
     return 1;
   }
@@ -753,7 +753,10 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
-  if (failed(pm.run(*module)))
+  bool piped = succeeded(pm.run(*module));
+  if (ledger) // the ledger pass's own guard ended with its writing
+    ledger->guardAgain();
+  if (!piped)
     return finishLedger(ledger, 1);
 
   std::string source;

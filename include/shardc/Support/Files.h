@@ -36,6 +36,9 @@ public:
   PendingOutput &operator=(const PendingOutput &) = delete;
 
   const std::string &path() const { return temp; }
+  /// Guards path() against interruption again, after a writer that guards
+  /// the files it writes (LLVM's ToolOutputFile) has dropped that guard.
+  void guardAgain() const;
   /// Moves path() into place; fails, with `error` set, where it cannot.
   llvm::LogicalResult commit(std::string &error);
 
