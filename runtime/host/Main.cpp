@@ -1427,13 +1427,26 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
   DataSource &evalSource = evalData ? *evalData : *data;
   // A mean over batches read twice would weigh some twice: a source
   // holding fewer than --eval-batches is evaluated once over.
+  // Every rank evaluates as many batches (each is a collective step), so
+  // node-local copies of the file must hold as many.
+  const std::string &evalPath =
+      flags.evalData.empty() ? flags.data : flags.evalData;
   int64_t evalBatches =
       std::min(flags.evalBatches, evalSource.batchesHeld(*model));
+  int64_t fewest = evalBatches, most = evalBatches;
+  MPI_Allreduce(MPI_IN_PLACE, &fewest, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  SHARDC_RT_CHECK_ALL(
+      fewest == most, flags.evalData.empty() ? "--data" : "--eval-data",
+      evalPath + ": " + std::to_string(evalBatches) +
+          (evalBatches == 1 ? " batch" : " batches") +
+          " to evaluate here, while other ranks' files give from " +
+          std::to_string(fewest) + " to " + std::to_string(most) +
+          ": give every rank the same file (or copies of it)");
   if (evalBatches < flags.evalBatches && ctx.worldRank == 0 && !flags.quiet)
     std::printf("--eval-batches: %s holds %" PRId64
                 " distinct batches; each evaluation reads those\n",
-                (flags.evalData.empty() ? flags.data : flags.evalData).c_str(),
-                evalBatches);
+                evalPath.c_str(), evalBatches);
   auto reportEvaluation = [&](const Evaluation &e) {
     if (!flags.quiet)
       std::printf("eval at step %" PRId64 ": loss %.6f over %" PRId64
