@@ -72,3 +72,12 @@
 // TEXT:      peak 3372
 // TEXT-NEXT: eval peak 2524
 // TEXT:      model FLOPs 4608 (forward + backward, for MFU)
+
+// A unit the loss does not read keeps its params, so it stays, emptied:
+// a param's unit must exist (the step, then its ledger, verify).
+// RUN: shardc-opt %S/Inputs/unit-off-the-loss.mlir --shardc-eval-step | FileCheck %s --check-prefix=OFF-LOSS
+// RUN: shardc-opt %S/Inputs/unit-off-the-loss.mlir --shardc-ledger -o /dev/null
+// OFF-LOSS:      train.param "w" of unit "u"
+// OFF-LOSS-NEXT: train.unit "u"() : () -> () {
+// OFF-LOSS-NEXT:   train.yield
+// OFF-LOSS-NEXT: }

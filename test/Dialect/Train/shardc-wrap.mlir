@@ -5,6 +5,11 @@
 // RUN: shardc-opt %s --shardc-pipeline="wrap=min-params=500 strategy=zero3 mesh=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PIPE
 // RUN: not shardc-opt %s --shardc-wrap="policy=every-other" 2>&1 | FileCheck %s --check-prefix=POLICY
 // RUN: not shardc-opt %s --shardc-wrap --shardc-wrap 2>&1 | FileCheck %s --check-prefix=TWICE
+// A param named like a fallback name ("unit.1.weight": its unit is
+// "unit.1"): the unit without a common prefix after it is "unit.1.1".
+// RUN: shardc-opt %S/Inputs/unit-named-param.mlir --shardc-wrap | FileCheck %s --check-prefix=FALLBACK
+// FALLBACK: train.unit "unit.1"(
+// FALLBACK: train.unit "unit.1.1"(
 // An input declared after a layer that reads it (its labels, here) moves
 // up with the declarations, so the unit made there can take it.
 // RUN: shardc-opt %S/Inputs/late-input.mlir --shardc-wrap | FileCheck %s --check-prefix=LATE

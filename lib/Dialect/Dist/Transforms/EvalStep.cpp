@@ -13,6 +13,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSet.h"
 
 #define DEBUG_TYPE "shardc-eval-step"
 
@@ -123,8 +124,20 @@ void dist::reduceToEvalStep(ModelOp model) {
   // its last use (BufferLiveness), which without a backward may come
   // before the free the training step placed (a gather kept for the
   // backward, reshard-after-forward=false).
+  // So does a unit they name, which the loss may not read (then emptied):
+  // a param's unit must exist.
+  llvm::StringSet<> owners;
+  model.walk([&](train::ParamOp param) {
+    if (std::optional<StringRef> unit = param.getUnit())
+      owners.insert(*unit);
+  });
   auto stays = [&](Operation *op) {
-    return kept.contains(op) || isa<train::ParamOp, FlatParamOp>(op);
+    if (kept.contains(op) || isa<train::ParamOp, FlatParamOp>(op))
+      return true;
+    if (auto unit = dyn_cast<train::UnitOp>(op);
+        unit && owners.contains(unit.getName()))
+      return kept.insert(op->getRegion(0).front().getTerminator()), true;
+    return false;
   };
 
   SmallVector<Operation *> dead, regions;

@@ -207,11 +207,21 @@ struct ShardcWrapPass
           units.back().numParams() < minParams)
         units.pop_back(); // the remainder stays in the root
 
+      // Each unit is named by its params' prefix; one without, or whose
+      // prefix an earlier unit took, is "unit.<i>", unless a prefix is
+      // that too (a param named "unit.1.weight"): then "unit.<i>.<k>".
+      std::vector<std::string> preferred;
+      llvm::StringSet<> taken;
+      for (const auto &unit : units)
+        taken.insert(preferred.emplace_back(unitName(unit)));
       llvm::StringSet<> names;
       for (auto [i, unit] : llvm::enumerate(units)) {
-        std::string name = unitName(unit);
-        if (name.empty() || names.contains(name))
+        std::string name = preferred[i];
+        if (name.empty() || names.contains(name)) {
           name = "unit." + std::to_string(i);
+          for (int k = 1; taken.contains(name) || names.contains(name); ++k)
+            name = "unit." + std::to_string(i) + "." + std::to_string(k);
+        }
         names.insert(name);
         outline(unit, name);
       }
