@@ -201,7 +201,10 @@ std::string checkPipelineValue(const std::string &name, std::string &value) {
   if (name == "memory-budget") {
     std::optional<int64_t> bytes = shardc::parseBytes(value);
     if (!bytes)
-      return "--" + name + ": expected a byte count (80GB, 75GiB, 1e9), got '" +
+      return "--" + name +
+             ": expected a byte count (80GB, 75GiB, 1e9): a decimal number, "
+             "then B, KB, MB, GB, TB, KiB, MiB, GiB or TiB (bytes: a capital "
+             "B), from 1 byte to 2^62 (0: none), got '" +
              value + "'";
     value = std::to_string(*bytes);
   }
