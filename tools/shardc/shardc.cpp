@@ -384,6 +384,16 @@ Options parseArgs(int argc, char **argv) {
   }
   if (o.input.empty())
     usageError("expected a model file (.mlir)");
+  // A file, standard input, or a pipe (<(shardc-gen ...)); a device such as
+  // /dev/zero would be read until memory runs out.
+  llvm::sys::fs::file_status input;
+  if (o.input != "-" && !llvm::sys::fs::status(o.input, input) &&
+      !llvm::sys::fs::is_regular_file(input) &&
+      input.type() != llvm::sys::fs::file_type::fifo_file)
+    usageError("'" + o.input + "': " +
+               (llvm::sys::fs::is_directory(input)
+                    ? "is a directory, not a model file (.mlir)"
+                    : "is a device or a socket, not a model file (.mlir)"));
   if (o.command != "run" && o.output.empty())
     usageError("expected -o OUTPUT");
   if (o.np && o.command != "run")
