@@ -4,6 +4,7 @@
 
 #include "shardc_rt/Error.h"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -157,9 +158,24 @@ std::string StepData::tryCheckInput(const std::string &input,
                                        "integer", 0, 0, batch, slice)
                               : locate(data, input, globalShape, {"F32"},
                                        "float", 0, 0, batch, slice);
-  if (!error.empty() || !integer)
+  if (!error.empty())
     return error;
   const TensorView &view = *slice.view;
+  if (!integer) {
+    // A NaN or an infinity would train to NaN params, silently.
+    for (int64_t i = 0; i < view.bytes / 4; ++i) {
+      float value;
+      memcpy(&value, view.data + i * 4, 4);
+      if (!std::isfinite(value))
+        return data.path() + ": tensor '" + input + "' at " +
+               formatIndex(view.shape, i) + " is " +
+               (std::isnan(value) ? "nan"
+                : value > 0       ? "inf"
+                                  : "-inf") +
+               ", input '" + input + "' takes finite values";
+    }
+    return "";
+  }
   int64_t elementBytes = view.dtype == "I64" ? 8 : 4;
   int64_t count = view.bytes / elementBytes;
   for (int64_t i = 0; i < count; ++i) {

@@ -802,6 +802,19 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
     else if (error.empty())
       error = tryReadF32(*init, p.info->name, p.shape, piece.begin, piece.end,
                          host.data());
+    // Weights to start from are finite: a NaN would train to NaN, silently.
+    if (init && error.empty())
+      for (size_t i = 0; i < host.size(); ++i)
+        if (!std::isfinite(host[i])) {
+          error = flags.init + ": tensor '" + p.info->name + "' element " +
+                  std::to_string(piece.begin + static_cast<int64_t>(i)) +
+                  " is " +
+                  (std::isnan(host[i]) ? "nan"
+                   : host[i] > 0       ? "inf"
+                                       : "-inf") +
+                  ": the weights to start from must be finite";
+          break;
+        }
     copyStateIn(piece.data, piece.dtype, piece.onHost, host.data(),
                 host.size());
   }

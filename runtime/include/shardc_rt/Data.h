@@ -49,7 +49,8 @@ public:
   /// Checks, before any step runs, what the reads would: that the file holds
   /// a tensor for input `input` (global shape `globalShape`, batch first) of
   /// shape [steps, ...globalShape] with steps >= 1, F32 for a float input and
-  /// I32 or I64 for an `integer` one, and for an integer input with
+  /// I32 or I64 for an `integer` one, that every value of a float input is
+  /// finite, and for an integer input with
   /// `bound` > 1 that every value of every step lies in [0, bound). ("" or
   /// the error, naming the file, the input and the first bad element.)
   /// Bound 1 is not checked: the compiler gives an integer input that

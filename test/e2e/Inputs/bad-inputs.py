@@ -78,6 +78,11 @@ def main():
     lib.write_safetensors(at("init-extra.safetensors"),
                           dict(good, **{"attn.bias": ("F32", [256], bias),
                                         "lm_head.weight": ("F32", [256], bias)}))
+    nan = [0.0] * 256
+    nan[100] = float("nan")
+    lib.write_safetensors(at("init-nan.safetensors"),
+                          dict(good, **{"layers.1.bias":
+                                        ("F32", [256], f32(nan))}))
     shutil.copy(at("good.safetensors"), at("init-truncated.safetensors"))
     truncate(at("init-truncated.safetensors"), lambda n: n // 2)
 
@@ -97,6 +102,11 @@ def main():
     label[32 + 8] = 10  # step 1, row 8: one past the 10 classes
     lib.write_safetensors(at("data-label.safetensors"),
                           {"x": x, "y": ("I32", [2, 32], i32(label))})
+    inf = [0.5] * (2 * 32 * 64)
+    inf[64 * 32 + 3] = float("-inf")  # step 1, row 0, column 3
+    lib.write_safetensors(at("data-inf.safetensors"),
+                          {"x": ("F32", [2, 32, 64], f32(inf)),
+                           "y": ("I32", [2, 32], i32(y))})
 
     # Token files for the GPT (T = 32, vocabulary 256).
     window = [t % 256 for t in range(100)]
