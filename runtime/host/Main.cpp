@@ -489,6 +489,18 @@ void setUpHostUpdates(shardc_rt_context &ctx) {
 /// it is left as it is and said once (`saidLater`); one between is this
 /// run's to write again. Rank 0. Returns the names removed; one that
 /// cannot be is said on stderr, and the run goes on (its state is saved).
+/// K where `name` is "step-K" as --save-every names its checkpoints (K
+/// without leading zeros); 0 otherwise.
+int64_t stepOfCheckpointName(const std::string &name) {
+  std::string digits = name.substr(std::min<size_t>(5, name.size()));
+  int64_t step = 0;
+  if (name.rfind("step-", 0) != 0 || digits.empty() || digits[0] == '0' ||
+      digits.find_first_not_of("0123456789") != std::string::npos ||
+      !parseInt(digits.c_str(), step))
+    return 0;
+  return step;
+}
+
 std::vector<std::string> pruneStepCheckpoints(const std::string &dir,
                                               int64_t saved, int64_t last,
                                               int64_t keep, bool &saidLater) {
@@ -497,15 +509,12 @@ std::vector<std::string> pruneStepCheckpoints(const std::string &dir,
   if (DIR *listing = ::opendir(dir.c_str())) {
     while (const dirent *entry = ::readdir(listing)) {
       std::string name = entry->d_name;
-      std::string digits = name.substr(std::min<size_t>(5, name.size()));
       std::string path = dir + "/" + name;
-      int64_t step = 0;
+      int64_t step = stepOfCheckpointName(name);
       struct stat link;
       CheckpointHeader header;
-      if (name.rfind("step-", 0) != 0 || digits.empty() || digits[0] == '0' ||
-          digits.find_first_not_of("0123456789") != std::string::npos ||
-          !parseInt(digits.c_str(), step) || step == saved ||
-          ::lstat(path.c_str(), &link) != 0 || !S_ISDIR(link.st_mode) ||
+      if (step == 0 || step == saved || ::lstat(path.c_str(), &link) != 0 ||
+          !S_ISDIR(link.st_mode) ||
           !tryReadCheckpointHeader(path, header).empty())
         continue;
       if (step < saved)
@@ -1370,6 +1379,28 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
     return rc;
   }
 
+  // A DIR/step-K this run saves into must be free or a directory (an older
+  // checkpoint, replaced): found now, not at step K.
+  std::string stepDirError;
+  if (flags.saveEvery > 0)
+    if (DIR *listing = ::opendir(flags.save.c_str())) {
+      while (const dirent *entry = ::readdir(listing)) {
+        std::string name = entry->d_name;
+        int64_t step = stepOfCheckpointName(name);
+        struct stat info;
+        if (step <= ctx.step || step > ctx.step + flags.steps ||
+            step % flags.saveEvery != 0 ||
+            ::stat((flags.save + "/" + name).c_str(), &info) != 0 ||
+            S_ISDIR(info.st_mode))
+          continue;
+        stepDirError = flags.save + "/" + name + " is not a directory: step " +
+                       std::to_string(step) +
+                       "'s checkpoint would be saved there (move it away)";
+        break;
+      }
+      ::closedir(listing);
+    }
+  SHARDC_RT_CHECK_ALL(stepDirError.empty(), "--save-every", stepDirError);
   std::FILE *log = nullptr;
   if (!flags.logJson.empty() && ctx.worldRank == 0)
     log = std::fopen(flags.logJson.c_str(), "w");
