@@ -377,6 +377,10 @@ Options parseArgs(int argc, char **argv) {
               std::string::npos ||
           !balancedBraces(value))
         usageError(flag + ": bad value '" + value + "'");
+      // The pass options read a value in braces without them: "{}" is "".
+      if (value.find_first_not_of("{}") == std::string::npos)
+        usageError(flag + ": expected unit names or globs, got '" + value +
+                   "'");
       if (std::string why = checkPipelineValue(name, value); !why.empty())
         usageError(why);
       o.pipeline[name] = value;
