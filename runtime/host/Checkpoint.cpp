@@ -811,7 +811,8 @@ std::string shardc::rt::tryLoadCheckpoint(const CheckpointHeader &header,
     auto shape = manifest.shapes.find(piece.tensor);
     if (shape == manifest.shapes.end())
       return where + what + " is not in the checkpoint (it holds " +
-             std::to_string(manifest.shapes.size()) + " tensors)";
+             countOf(static_cast<int64_t>(manifest.shapes.size()), "tensor") +
+             ")";
     if (shape->second != piece.fullShape)
       return where + what + " has shape " + formatShape(shape->second) +
              " in the checkpoint, the model wants " +

@@ -5,6 +5,7 @@
 #include "shardc_rt/Error.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -224,6 +225,18 @@ constexpr int64_t headerBytes = headerInts * 4;
 constexpr int32_t tokenMagic = 20240520;
 constexpr int32_t tokenVersion = 1;
 } // namespace
+
+bool TokenData::isTokenFile(const std::string &path) {
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0)
+    return true;
+  int32_t magic = 0;
+  std::FILE *file = std::fopen(path.c_str(), "rb");
+  if (!file)
+    return false;
+  bool read = std::fread(&magic, sizeof(magic), 1, file) == 1;
+  std::fclose(file);
+  return read && magic == tokenMagic;
+}
 
 std::string TokenData::tryOpen(const std::string &path, int64_t seqLen,
                                int64_t vocab, const std::string &purpose,

@@ -38,6 +38,10 @@ static void print(const char *file, int line, const std::string &call,
   std::fflush(stderr);
 }
 
+std::string countOf(int64_t n, const std::string &noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 void fatal(const char *file, int line, const std::string &call,
            const std::string &message) {
   print(file, line, call, message);

@@ -232,7 +232,23 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
   std::map<std::string, std::string> given; // flag -> its value
   for (int i = 1; i < argc && error.empty(); ++i) {
     std::string flag = argv[i];
+    // --flag=value, as --flag value.
+    std::optional<std::string> inlined;
+    if (size_t equals = flag.find('=');
+        flag.rfind("--", 0) == 0 && equals != std::string::npos) {
+      inlined = flag.substr(equals + 1);
+      flag.resize(equals);
+    }
     auto value = [&]() -> const char * {
+      if (inlined) {
+        std::string v = std::move(*inlined);
+        inlined.reset();
+        // The value lives in `given` (where a second one is compared).
+        auto [it, inserted] = given.try_emplace(flag, v);
+        if (!inserted && it->second != v)
+          error = "given twice ('" + it->second + "', '" + v + "')";
+        return it->second.c_str();
+      }
       if (i + 1 >= argc) {
         error = "missing value";
         return "";
@@ -310,6 +326,8 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
     } else {
       error = "unknown flag (see --help)";
     }
+    if (error.empty() && inlined)
+      error = "takes no value, got '" + *inlined + "'";
     if (!error.empty())
       error = flag + ": " + error;
   }
@@ -892,7 +910,8 @@ int64_t tokenBound(const shardc_rt_model &m) {
   return std::min(m.inputs[0].bound, m.inputs[1].bound);
 }
 
-/// The batches in `path` (--data, --eval-data): a token file (FILE.bin), a
+/// The batches in `path` (--data, --eval-data): a token file (FILE.bin, or
+/// one by its magic number), a
 /// safetensors file of steps, or synthetic ones from the seed where `path`
 /// is empty. Every rank checks every input now, rather than one rank
 /// failing alone in the step that first reads a bad one.
@@ -903,9 +922,7 @@ std::unique_ptr<DataSource> openData(const shardc_rt_model &m,
   if (path.empty())
     return source;
   std::string error;
-  bool tokens =
-      path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0;
-  if (tokens) {
+  if (TokenData::isTokenFile(path)) {
     if (!isTokenModel(m)) {
       error = path +
               ": a token file feeds a model with two integer "
@@ -1286,13 +1303,13 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
     mesh += " (" + axes + ")";
   Flags flags = parseFlags(argc, argv, *model, static_cast<int>(meshRanks));
   checkRanksAgree(flags, *model);
-  SHARDC_RT_CHECK_ALL(
-      ctx.worldSize == meshRanks, "startup",
-      "this executable was compiled for mesh " + mesh + " (" +
-          std::to_string(meshRanks) + " ranks) but runs on " +
-          std::to_string(ctx.worldSize) + ": use mpirun -np " +
-          std::to_string(meshRanks) + ", or rebuild with --mesh " +
-          std::to_string(ctx.worldSize));
+  SHARDC_RT_CHECK_ALL(ctx.worldSize == meshRanks, "startup",
+                      "this executable was compiled for mesh " + mesh + " (" +
+                          countOf(meshRanks, "rank") + ") but runs on " +
+                          std::to_string(ctx.worldSize) + ": use mpirun -np " +
+                          std::to_string(meshRanks) +
+                          ", or rebuild with --mesh " +
+                          std::to_string(ctx.worldSize));
   // Rank 0 writes the export after the last step: find out now.
   std::string exportError = flags.exportPath.empty() || ctx.worldRank != 0
                                 ? ""
@@ -1420,9 +1437,11 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
   int64_t predictedHostBytes = (offloaded ? predicted.optimizer : 0) +
                                (paramsOffloaded ? predicted.params : 0);
   if (ctx.worldRank == 0 && !flags.quiet) {
-    std::printf("@%s: %s over %d ranks, %" PRId64 " steps; per rank: %s "
+    std::printf("@%s: %s over %s, %s; per rank: %s "
                 "%s (predicted %s), ",
-                model->name, model->strategy, ctx.worldSize, flags.steps,
+                model->name, model->strategy,
+                countOf(ctx.worldSize, "rank").c_str(),
+                countOf(flags.steps, "step").c_str(),
                 paramsOffloaded ? "device state"
                 : offloaded     ? "params"
                                 : "params + optimizer",

@@ -411,7 +411,8 @@ Options parseArgs(int argc, char **argv) {
     int64_t ranks = meshRanks(o.pipeline["mesh"]);
     if (o.np && ranks > 0 && *o.np != ranks)
       usageError("--np " + std::to_string(*o.np) + " does not match --mesh " +
-                 o.pipeline["mesh"] + " (" + std::to_string(ranks) + " ranks)");
+                 o.pipeline["mesh"] + " (" + std::to_string(ranks) +
+                 (ranks == 1 ? " rank)" : " ranks)"));
   }
   // What the searches need, in this command's words (the pipeline's own
   // errors, the same rules, say memory-budget=BYTES). Under --strategy

@@ -100,6 +100,9 @@ public:
   static std::string tryOpen(const std::string &path, int64_t seqLen,
                              int64_t vocab, const std::string &purpose,
                              TokenData &out);
+  /// Whether `path` is meant as a token file: named FILE.bin, or starting
+  /// with an llm.c token file's magic number whatever its name.
+  static bool isTokenFile(const std::string &path);
 
   /// N, the number of tokens in the file.
   int64_t numTokens() const { return count; }

@@ -11,6 +11,7 @@
 #ifndef SHARDC_RT_ERROR_H
 #define SHARDC_RT_ERROR_H
 
+#include <cstdint>
 #include <string>
 
 namespace shardc::rt {
@@ -21,6 +22,9 @@ namespace shardc::rt {
 /// errored).
 [[noreturn]] void fatal(const char *file, int line, const std::string &call,
                         const std::string &message);
+
+/// "1 rank", "2 ranks": `n` and `noun`, an s added but at 1 (for messages).
+std::string countOf(int64_t n, const std::string &noun);
 
 /// For checks every rank makes on the same facts (flags, files): each rank
 /// that failed prints its message, then every rank exits 1. Collective: all
