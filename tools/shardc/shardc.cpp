@@ -208,10 +208,23 @@ std::string checkPipelineValue(const std::string &name, std::string &value) {
              value + "'";
     value = std::to_string(*bytes);
   }
+  // Ranges here too, so that the error names the flag (the pipeline's
+  // would point at the model).
+  int64_t least = name == "prefetch" ? 0 : 1;
   if ((name == "grad-accum" || name == "prefetch" ||
        name == "ranks-per-node") &&
-      llvm::StringRef(value).getAsInteger(10, number))
-    return "--" + name + ": expected an integer, got '" + value + "'";
+      (llvm::StringRef(value).getAsInteger(10, number) || number < least))
+    return "--" + name + ": expected an integer >= " + std::to_string(least) +
+           ", got '" + value + "'";
+  if (name == "mesh" && meshRanks(value) < 1)
+    return "--mesh: expected N or RxS (numbers of ranks >= 1), got '" + value +
+           "'";
+  llvm::StringRef minParams(value);
+  if (name == "wrap" && value != "per-layer" &&
+      (!minParams.consume_front("min-params=") ||
+       minParams.getAsInteger(10, number) || number < 1))
+    return "--wrap: expected per-layer or min-params=P with P >= 1, got '" +
+           value + "'";
   return "";
 }
 
@@ -348,6 +361,8 @@ Options parseArgs(int argc, char **argv) {
         !inserted && it->second != value)
       usageError(flag + " given twice ('" + it->second + "', '" + value + "')");
     if (flag == "-o") {
+      if (value.empty())
+        usageError("-o: an empty path (an unset shell variable?)");
       o.output = value;
     } else if (flag == "--target") {
       if (value != "host" && value != "cuda" && value != "cudasim")

@@ -84,7 +84,7 @@
 // RUN: %shardc build %s --strategy zero3 --mesh 4 --machine h200 -o %t.exe 2>&1 | FileCheck %s --check-prefix=DRIVER
 // DRIVER: timeline on h200, 8 ranks per node
 // RUN: not %shardc build %s --strategy zero3 --mesh 4 --machine h200 --ranks-per-node many -o %t.exe 2>&1 | FileCheck %s --check-prefix=DRIVER-RANKS
-// DRIVER-RANKS: shardc: --ranks-per-node: expected an integer, got 'many'
+// DRIVER-RANKS: shardc: --ranks-per-node: expected an integer >= 1, got 'many'
 
 train.model @mlp batch 16 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
   %x = train.input "x" : tensor<16x4xf32>

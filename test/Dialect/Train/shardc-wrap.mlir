@@ -50,7 +50,7 @@
 
 // PIPE: ledger @flat: zero3 over 2 ranks, 1184 params
 
-// POLICY: error: unknown wrap policy 'every-other': expected per-layer or min-params=P with P > 0
+// POLICY: error: wrap policy 'every-other': expected per-layer or min-params=P with P > 0
 // TWICE: error: 'train.model' op already has units or a backward: wrap a forward-only model written without units
 
 train.model @flat batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {

@@ -155,8 +155,9 @@ struct ShardcWrapPass
     if (text != "per-layer") {
       if (!text.consume_front("min-params=") || text.getAsInteger(10, minParams) ||
           minParams <= 0) {
-        module.emitError() << "unknown wrap policy '" << policy
-                           << "': expected per-layer or min-params=P with P > 0";
+        module.emitError()
+            << "wrap policy '" << policy
+            << "': expected per-layer or min-params=P with P > 0";
         return signalPassFailure();
       }
     }
