@@ -115,13 +115,9 @@ int smCount() { return envCount("CUDASIM_SM_COUNT", 132); }
 /// The device's compute capability as major * 10 + minor: 90, or
 /// CUDASIM_SM (80: an A100, whose kernels an sm_90 build lacks).
 int computeCapability() {
-  static const int capability = [] {
-    int value = envCount("CUDASIM_SM", kImageCapability);
-    if (value < 10 || value > 999)
-      misuse("CUDASIM_SM='" + std::to_string(value) +
-             "': expected a compute capability such as 80 or 90");
-    return value;
-  }();
+  static const int capability =
+      envCount("CUDASIM_SM", kImageCapability, 10, 999,
+               "a compute capability such as 80 or 90");
   return capability;
 }
 
@@ -302,7 +298,8 @@ std::string envChoice(const char *name, const char *fallback,
   misuse(std::string(name) + "='" + value + "': expected " + expected);
 }
 
-int envCount(const char *name, int fallback) {
+int envCount(const char *name, int fallback, int least, int most,
+             const char *expected) {
   const char *value = std::getenv(name);
   if (!value)
     return fallback;
@@ -310,8 +307,8 @@ int envCount(const char *name, int fallback) {
   errno = 0;
   long count = std::strtol(value, &end, 10);
   if (!std::isdigit(static_cast<unsigned char>(value[0])) || *end || errno ||
-      count < 1 || count > INT_MAX)
-    misuse(std::string(name) + "='" + value + "': expected a count >= 1");
+      count < least || count > most)
+    misuse(std::string(name) + "='" + value + "': expected " + expected);
   return static_cast<int>(count);
 }
 

@@ -12,6 +12,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <climits>
 #include <cstddef>
 #include <initializer_list>
 #include <string>
@@ -32,9 +33,11 @@ constexpr size_t kMaxSharedBytes = 227 << 10;
 std::string envChoice(const char *name, const char *fallback,
                       std::initializer_list<const char *> allowed);
 
-/// Environment variable `name` as a count of at least 1, `fallback` where
-/// it is unset; anything else is a misuse.
-int envCount(const char *name, int fallback);
+/// Environment variable `name` as a number in [least, most] (a count of at
+/// least 1 by default), `fallback` where it is unset; anything else is a
+/// misuse, saying what was `expected`.
+int envCount(const char *name, int fallback, int least = 1, int most = INT_MAX,
+             const char *expected = "a count >= 1");
 
 /// The architecture the kernels count as built for (sm_90, with PTX that
 /// later GPUs compile), as the real runtime by default: CMakeLists.txt's
