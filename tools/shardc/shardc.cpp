@@ -545,16 +545,41 @@ void stopWaitedProgram() {
 /// Runs a program, its output passing through; its exit code. Interrupted
 /// meanwhile, shardc stops the program and ends by the signal the program
 /// ended by (SIGTERM where it exited): as a terminal's Ctrl-C would have
-/// ended both.
-int execute(llvm::StringRef program, llvm::ArrayRef<std::string> args) {
+/// ended both. With `scratch`, the program's TMPDIR is a new directory,
+/// removed with whatever it holds once the program has ended, interrupted
+/// or not: nvcc, stopped, leaves its temporaries there.
+int execute(llvm::StringRef program, llvm::ArrayRef<std::string> args,
+            bool scratch = false) {
   llvm::SmallVector<llvm::StringRef> argv{program};
   for (const std::string &a : args)
     argv.push_back(a);
   std::string error;
+  llvm::SmallString<128> scratchDir;
+  std::vector<std::string> environment;
+  std::optional<llvm::SmallVector<llvm::StringRef>> env;
+  if (scratch) {
+    if (std::error_code ec =
+            llvm::sys::fs::createUniqueDirectory("shardc-tmp", scratchDir)) {
+      llvm::errs() << "shardc: cannot create a temporary directory (TMPDIR): "
+                   << ec.message() << "\n";
+      return 1;
+    }
+    for (char **variable = environ; *variable; ++variable)
+      if (std::strncmp(*variable, "TMPDIR=", 7) != 0)
+        environment.push_back(*variable);
+    environment.push_back("TMPDIR=" + scratchDir.str().str());
+    env.emplace(environment.begin(), environment.end());
+  }
+  auto removeScratch = [&] {
+    if (!scratchDir.empty())
+      llvm::sys::fs::remove_directories(scratchDir);
+  };
   interrupted = false;
   llvm::sys::SetInterruptFunction(stopWaitedProgram);
-  llvm::sys::ProcessInfo started =
-      llvm::sys::ExecuteNoWait(program, argv, std::nullopt, {}, 0, &error);
+  llvm::sys::ProcessInfo started = llvm::sys::ExecuteNoWait(
+      program, argv,
+      env ? std::optional<llvm::ArrayRef<llvm::StringRef>>(*env) : std::nullopt,
+      {}, 0, &error);
   pid_t pid = started.Pid;
   waitedProgram = pid;
   if (interrupted && pid != 0) // before its pid was known
@@ -564,6 +589,7 @@ int execute(llvm::StringRef program, llvm::ArrayRef<std::string> args) {
   }
   llvm::sys::SetInterruptFunction(nullptr);
   waitedProgram = 0;
+  removeScratch();
   if (interrupted)
     raise(pid != 0 && WIFSIGNALED(status) ? WTERMSIG(status) : SIGTERM);
   if (pid == 0) {
@@ -655,7 +681,8 @@ int compile(const std::string &compiler, const std::string &target,
     llvm::errs() << "shardc: " << error << "\n";
     return 1;
   }
-  int rc = execute(compiler, compileArgs(target, source, exe->path()));
+  int rc = execute(compiler, compileArgs(target, source, exe->path()),
+                   /*scratch=*/target == "cuda");
   if (rc != 0) {
     llvm::errs() << "shardc: compiling the emitted step failed (" << compiler
                  << " exited " << rc << ")\n";
