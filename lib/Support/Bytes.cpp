@@ -20,47 +20,52 @@ std::string shardc::formatBytes(int64_t bytes) {
 }
 
 std::optional<int64_t> shardc::parseBytes(llvm::StringRef text) {
-  // A decimal number (not strtod's hex, inf or nan), then the unit.
-  size_t digits = text.find_first_not_of("0123456789.");
-  llvm::StringRef number = text.take_front(digits);
-  if (number.empty() || number == ".")
+  // A decimal number (not strtod's hex, inf or nan): digits and a point,
+  // then perhaps an exponent.
+  llvm::StringRef mantissa =
+      text.take_front(text.find_first_not_of("0123456789."));
+  if (mantissa.empty() || mantissa == ".")
     return std::nullopt;
-  llvm::StringRef rest = text.drop_front(number.size());
-  if (rest.size() >= 2 && (rest[0] == 'e' || rest[0] == 'E') &&
-      (llvm::isDigit(rest[1]) ||
-       (rest.size() >= 3 && (rest[1] == '+' || rest[1] == '-') &&
-        llvm::isDigit(rest[2])))) {
-    size_t exponent = rest.find_first_not_of("0123456789", 2);
-    number = text.take_front(number.size() + std::min(exponent, rest.size()));
+  llvm::StringRef number = mantissa, rest = text.drop_front(mantissa.size());
+  if (rest.size() >= 2 && (rest[0] == 'e' || rest[0] == 'E')) {
+    size_t digits = rest[1] == '+' || rest[1] == '-' ? 2 : 1;
+    size_t end = rest.find_first_not_of("0123456789", digits);
+    if (end == llvm::StringRef::npos)
+      end = rest.size();
+    if (end > digits)
+      number = text.take_front(mantissa.size() + end);
   }
   std::string copy = number.str();
   char *end = nullptr;
   double value = std::strtod(copy.c_str(), &end);
   if (*end != '\0')
     return std::nullopt;
-  // Bytes are B: "Gb" (gigabits) is no byte count.
+  // Bytes are B: "Gb" (gigabits) is no byte count. No unit is bytes; else
+  // the prefix in any case ("kB", "gib"), the i and the B as written.
   struct Unit {
     const char *name;
     double bytes;
   };
   static const Unit units[] = {
-      {"", 1},         {"B", 1},       {"KB", 1e3},     {"MB", 1e6},
-      {"GB", 1e9},     {"TB", 1e12},   {"KiB", 0x1p10}, {"MiB", 0x1p20},
-      {"GiB", 0x1p30}, {"TiB", 0x1p40}};
+      {"B", 1},        {"KB", 1e3},     {"MB", 1e6},
+      {"GB", 1e9},     {"TB", 1e12},    {"KiB", 0x1p10},
+      {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40}};
   llvm::StringRef unit = text.drop_front(number.size());
+  double scale = unit.empty() ? 1 : 0;
   for (const Unit &u : units) {
     llvm::StringRef name(u.name);
-    // The prefix in any case ("kB", "gib"), the i and the B as written.
-    if (unit.size() != name.size() ||
-        !unit.drop_back().equals_insensitive(name.drop_back()) ||
-        unit.take_back() != name.take_back() ||
-        (name.size() == 3 && unit[1] != 'i'))
-      continue;
-    double bytes = std::round(value * u.bytes);
-    // A fraction of a byte is not a budget (0 itself is none).
-    if (!(bytes <= 0x1p62) || (bytes == 0 && value != 0))
-      return std::nullopt;
-    return static_cast<int64_t>(bytes);
+    if (unit.size() == name.size() &&
+        unit.drop_back().equals_insensitive(name.drop_back()) &&
+        unit.back() == name.back() && (name.size() != 3 || unit[1] == 'i'))
+      scale = u.bytes;
   }
-  return std::nullopt;
+  if (scale == 0)
+    return std::nullopt;
+  double bytes = std::round(value * scale);
+  // Neither a fraction of a byte nor a count so small it underflows
+  // (1e-999): only a zero is 0, no budget.
+  bool zero = mantissa.find_first_of("123456789") == llvm::StringRef::npos;
+  if (!(bytes <= 0x1p62) || (bytes == 0 && !zero))
+    return std::nullopt;
+  return static_cast<int64_t>(bytes);
 }

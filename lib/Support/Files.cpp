@@ -8,6 +8,8 @@
 #include "llvm/Support/Signals.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cerrno>
+#include <cstring>
 #include <string>
 
 #include <unistd.h>
@@ -45,33 +47,45 @@ shardc::PendingOutput::PendingOutput(std::string output, std::string target,
   llvm::sys::RemoveFileOnSignal(this->temp);
 }
 
-std::unique_ptr<shardc::PendingOutput>
-shardc::PendingOutput::create(llvm::StringRef output, std::string &error) {
-  // Through a symlink, the file it names (one that dangles too, as
-  // open(2) writes through it).
-  llvm::SmallString<256> target(output), temp;
+llvm::LogicalResult shardc::resolveOutput(llvm::StringRef output,
+                                          std::string &target,
+                                          std::string &error) {
+  llvm::SmallString<256> path(output);
   char link[4096];
-  for (int hops = 0; hops < 40 && llvm::sys::fs::is_symlink_file(target);
-       ++hops) {
-    ssize_t length = ::readlink(target.c_str(), link, sizeof(link));
-    if (length <= 0 || length == static_cast<ssize_t>(sizeof(link)))
-      break;
+  for (int hops = 0; llvm::sys::fs::is_symlink_file(path); ++hops) {
+    ssize_t length = ::readlink(path.c_str(), link, sizeof(link));
+    if (hops == 40 || length <= 0 ||
+        length == static_cast<ssize_t>(sizeof(link))) {
+      error = "'" + output.str() + "': cannot follow its symbolic links: " +
+              std::strerror(hops == 40 ? ELOOP : errno);
+      return llvm::failure();
+    }
     llvm::StringRef next(link, length);
-    llvm::SmallString<256> dir = llvm::sys::path::parent_path(target);
+    llvm::SmallString<256> dir = llvm::sys::path::parent_path(path);
     if (llvm::sys::path::is_absolute(next) || dir.empty())
-      target = next;
+      path = next;
     else {
       llvm::sys::path::append(dir, next);
-      target = dir;
+      path = dir;
     }
   }
+  target = path.str().str();
+  return llvm::success();
+}
+
+std::unique_ptr<shardc::PendingOutput>
+shardc::PendingOutput::create(llvm::StringRef output, std::string &error) {
+  std::string target;
+  if (llvm::failed(resolveOutput(output, target, error)))
+    return nullptr;
+  llvm::SmallString<256> temp;
   if (std::error_code ec =
           llvm::sys::fs::createUniqueFile(target + ".tmp-%%%%%%", temp)) {
     error = "cannot write '" + output.str() + "': " + ec.message();
     return nullptr;
   }
   return std::unique_ptr<PendingOutput>(
-      new PendingOutput(output.str(), target.str().str(), temp.str().str()));
+      new PendingOutput(output.str(), target, temp.str().str()));
 }
 
 void shardc::PendingOutput::guardAgain() const {

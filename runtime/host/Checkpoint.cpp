@@ -79,7 +79,8 @@ std::string rankFileName(int rank, const std::string &id) {
 
 /// What a rank file's name says: rank-<r>.<id>.safetensors, or
 /// rank-<r>.safetensors (the names before ids, id ""), or a save's
-/// temporary rank-<r>.<id>.safetensors.tmp.<pid>; nullopt for other names.
+/// temporary rank-<r>.<id>.safetensors.tmp.<letters or digits>
+/// (tryWriteSafeTensors's); nullopt for other names.
 struct RankFileName {
   std::string id;
   bool temporary = false;
@@ -98,7 +99,8 @@ std::optional<RankFileName> parseRankFileName(const std::string &name) {
   std::string after = name.substr(end + suffix.size());
   if (!after.empty()) {
     if (after.compare(0, 5, ".tmp.") != 0 ||
-        !all(after.substr(5), "0123456789"))
+        !all(after.substr(5), "0123456789abcdefghijklmnopqrstuvwxyz"
+                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
       return std::nullopt;
     parsed.temporary = true;
   }

@@ -39,7 +39,11 @@ static void print(const char *file, int line, const std::string &call,
 }
 
 std::string countOf(int64_t n, const std::string &noun) {
-  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+  if (n == 1)
+    return "1 " + noun;
+  char last = noun.empty() ? ' ' : noun.back();
+  bool es = last == 'h' || last == 's' || last == 'x'; // batches
+  return std::to_string(n) + " " + noun + (es ? "es" : "s");
 }
 
 void fatal(const char *file, int line, const std::string &call,

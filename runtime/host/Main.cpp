@@ -1404,13 +1404,15 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
       while (const dirent *entry = ::readdir(listing)) {
         std::string name = entry->d_name;
         int64_t step = stepOfCheckpointName(name);
+        std::string path = flags.save + "/" + name;
         struct stat info;
+        // A directory (through a link too) is saved into; a link to nothing
+        // would fail there as a file does.
         if (step <= ctx.step || step > ctx.step + flags.steps ||
             step % flags.saveEvery != 0 ||
-            ::stat((flags.save + "/" + name).c_str(), &info) != 0 ||
-            S_ISDIR(info.st_mode))
+            (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)))
           continue;
-        stepDirError = flags.save + "/" + name + " is not a directory: step " +
+        stepDirError = path + " is not a directory: step " +
                        std::to_string(step) +
                        "'s checkpoint would be saved there (move it away)";
         break;
@@ -1418,6 +1420,30 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
       ::closedir(listing);
     }
   SHARDC_RT_CHECK_ALL(stepDirError.empty(), "--save-every", stepDirError);
+  // --eval-every: the evaluation step's loss, before the first step, after
+  // every K-th (counted across --load) and after the last; rank 0 says it.
+  DataSource &evalSource = evalData ? *evalData : *data;
+  // A mean over batches read twice would weigh some twice: a source
+  // holding fewer than --eval-batches is evaluated once over.
+  // Every rank evaluates as many batches (each is a collective step), so
+  // node-local copies of the file must hold as many.
+  const std::string &evalPath =
+      flags.evalData.empty() ? flags.data : flags.evalData;
+  int64_t evalBatches =
+      std::min(flags.evalBatches, evalSource.batchesHeld(*model));
+  // (Found before --log-json starts; the flags agree, so every rank or none
+  // evaluates and reaches the collective.)
+  if (flags.evalEvery > 0) {
+    int64_t range[2] = {evalBatches, -evalBatches}; // the fewest, the most
+    MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+    SHARDC_RT_CHECK_ALL(
+        range[0] == -range[1],
+        flags.evalData.empty() ? "--data" : "--eval-data",
+        evalPath + ": " + countOf(evalBatches, "batch") +
+            " to evaluate here, while other ranks' files give from " +
+            std::to_string(range[0]) + " to " + std::to_string(-range[1]) +
+            ": give every rank the same file (or copies of it)");
+  }
   std::FILE *log = nullptr;
   if (!flags.logJson.empty() && ctx.worldRank == 0)
     log = std::fopen(flags.logJson.c_str(), "w");
@@ -1485,28 +1511,8 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
     state.fill();
     saveCheckpoint(dir, MPI_COMM_WORLD, state.get(), checkpointMetadata(ctx));
   };
-  // --eval-every: the evaluation step's loss, before the first step, after
-  // every K-th (counted across --load) and after the last; rank 0 says it.
-  DataSource &evalSource = evalData ? *evalData : *data;
-  // A mean over batches read twice would weigh some twice: a source
-  // holding fewer than --eval-batches is evaluated once over.
-  // Every rank evaluates as many batches (each is a collective step), so
-  // node-local copies of the file must hold as many.
-  const std::string &evalPath =
-      flags.evalData.empty() ? flags.data : flags.evalData;
-  int64_t evalBatches =
-      std::min(flags.evalBatches, evalSource.batchesHeld(*model));
-  int64_t fewest = evalBatches, most = evalBatches;
-  MPI_Allreduce(MPI_IN_PLACE, &fewest, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
-  SHARDC_RT_CHECK_ALL(
-      fewest == most, flags.evalData.empty() ? "--data" : "--eval-data",
-      evalPath + ": " + std::to_string(evalBatches) +
-          (evalBatches == 1 ? " batch" : " batches") +
-          " to evaluate here, while other ranks' files give from " +
-          std::to_string(fewest) + " to " + std::to_string(most) +
-          ": give every rank the same file (or copies of it)");
-  if (evalBatches < flags.evalBatches && ctx.worldRank == 0 && !flags.quiet)
+  if (flags.evalEvery > 0 && evalBatches < flags.evalBatches &&
+      ctx.worldRank == 0 && !flags.quiet)
     std::printf("--eval-batches: %s holds %" PRId64
                 " distinct batches; each evaluation reads those\n",
                 evalPath.c_str(), evalBatches);

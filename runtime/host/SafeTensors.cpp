@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -766,36 +767,61 @@ static std::string notReplaceable(const std::string &path) {
                        "pipe or a socket), which the write would replace");
 }
 
-/// The file `path` names: through symlinks (dangling ones too, as open(2)
-/// writes through them), the file the last one names; `path` otherwise.
-static std::string followLinks(std::string path) {
+/// Sets `path` to the file `output` names: through symlinks (dangling ones
+/// too, as open(2) writes through them), the file the last one names.
+/// "" or why not (a loop of links, as open(2) fails with ELOOP).
+static std::string followLinks(const std::string &output, std::string &path) {
   char link[4096];
   struct stat info;
-  for (int hops = 0;
-       hops < 40 && ::lstat(path.c_str(), &info) == 0 && S_ISLNK(info.st_mode);
+  path = output;
+  for (int hops = 0; ::lstat(path.c_str(), &info) == 0 && S_ISLNK(info.st_mode);
        ++hops) {
     ssize_t length = ::readlink(path.c_str(), link, sizeof(link));
-    if (length <= 0 || length == static_cast<ssize_t>(sizeof(link)))
-      break;
+    if (hops == 40 || length <= 0 ||
+        length == static_cast<ssize_t>(sizeof(link)))
+      return output + ": cannot follow its symbolic links: " +
+             strerror(hops == 40 ? ELOOP : errno);
     std::string next(link, static_cast<size_t>(length));
     path = next[0] == '/' ? next : directoryOf(path) + "/" + next;
   }
-  return path;
+  return "";
+}
+
+/// Creates "<path>.tmp.<6 letters or digits>", a new name (O_EXCL: never a
+/// file of the user's), mode 0644 less the umask as any file the runtime
+/// writes; its descriptor, or -1 with errno set.
+static int createTemporary(const std::string &path, std::string &temporary) {
+  static const char alphabet[] =
+      "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  static uint64_t state =
+      static_cast<uint64_t>(getpid()) * 0x9E3779B97F4A7C15ULL ^
+      static_cast<uint64_t>(time(nullptr));
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    temporary = path + ".tmp.";
+    for (int i = 0; i < 6; ++i) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      temporary += alphabet[(state >> 33) % (sizeof(alphabet) - 1)];
+    }
+    int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                    0644);
+    if (fd >= 0 || errno != EEXIST)
+      return fd;
+  }
+  return -1;
 }
 
 static std::string writeChunksAtomic(const std::string &output,
                                      const std::vector<Chunk> &chunks) {
   // The rename below replaces the file `output` names (a symlink stays), so
   // refuse anything but a regular file (or nothing), such as /dev/null.
-  std::string path = followLinks(output);
+  std::string path, temporary;
+  if (std::string bad = followLinks(output, path); !bad.empty())
+    return bad;
   if (std::string bad = notReplaceable(path); !bad.empty())
     return bad;
-  // A new name, never a file of the user's.
-  std::string temporary = path + ".tmp.XXXXXX";
-  int fd = ::mkostemp(&temporary[0], O_CLOEXEC);
+  int fd = createTemporary(path, temporary);
   if (fd < 0)
     return path + ": cannot create " + temporary + ": " + strerror(errno);
-  ::fchmod(fd, 0644);
   auto abandon = [&](const char *what) {
     int err = errno;
     if (fd >= 0)
@@ -832,7 +858,9 @@ std::string shardc::rt::tryCheckWritable(const std::string &output) {
   if (output.empty())
     return "the file name is empty";
   // Where the write goes: through a symlink, beside the file it names.
-  std::string path = followLinks(output);
+  std::string path;
+  if (std::string bad = followLinks(output, path); !bad.empty())
+    return bad;
   std::string dir = directoryOf(path);
   struct stat info;
   if (::stat(dir.c_str(), &info) != 0)
@@ -845,8 +873,8 @@ std::string shardc::rt::tryCheckWritable(const std::string &output) {
     return bad;
   // The write's own temporary, made and removed: access() says yes to root
   // where creating fails (/proc, /sys, a root-squashed NFS mount).
-  std::string probe = path + ".tmp.XXXXXX";
-  int fd = ::mkostemp(&probe[0], O_CLOEXEC);
+  std::string probe;
+  int fd = createTemporary(path, probe);
   if (fd < 0)
     return path + ": cannot create files in directory " + dir + ": " +
            strerror(errno);

@@ -924,7 +924,8 @@ void testCheckpoint() {
   // file of another name is not.
   if (rank == 0) {
     writeFile(dir + "/rank-7.0123456789abcdef.safetensors", "orphan");
-    writeFile(dir + "/rank-7.0123456789abcdef.safetensors.tmp.42", "orphan");
+    writeFile(dir + "/rank-7.0123456789abcdef.safetensors.tmp.Ab3xYz",
+              "orphan");
     writeFile(dir + "/rank-7.notes", "kept");
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -954,7 +955,7 @@ void testCheckpoint() {
         replaced);
   check("checkpoint: and those of a killed save, but not other files",
         !exists(dir + "/rank-7.0123456789abcdef.safetensors") &&
-            !exists(dir + "/rank-7.0123456789abcdef.safetensors.tmp.42") &&
+            !exists(dir + "/rank-7.0123456789abcdef.safetensors.tmp.Ab3xYz") &&
             exists(dir + "/rank-7.notes"));
   MPI_Comm_free(&pair);
 

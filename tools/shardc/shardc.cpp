@@ -147,11 +147,13 @@ struct Options {
 }
 
 /// The mesh's rank count: N, or R*S; -1 when `mesh` is not of that form
-/// (the pipeline then says what is wrong with it).
+/// (checkPipelineValue refuses it).
 int64_t meshRanks(const std::string &mesh) {
   int64_t ranks = 1;
   llvm::SmallVector<llvm::StringRef> parts;
   llvm::StringRef(mesh).split(parts, 'x');
+  if (parts.size() > 2)
+    return -1;
   for (llvm::StringRef part : parts) {
     int64_t n = 0;
     if (part.getAsInteger(10, n) || n < 1 ||
@@ -233,11 +235,17 @@ std::string checkPipelineValue(const std::string &name, std::string &value) {
 /// regular file, which the write replaces (by rename, so never a device such
 /// as /dev/null). Checked before any work, so that a long build does not end
 /// in a write error.
-void checkOutputPath(llvm::StringRef flag, const std::string &path) {
+void checkOutputPath(llvm::StringRef flag, const std::string &output) {
+  // Through a symlink, the file it names is the one written.
+  std::string path, error;
+  if (llvm::failed(shardc::resolveOutput(output, path, error)))
+    usageError((flag + " ").str() + error);
   llvm::StringRef dir = llvm::sys::path::parent_path(path);
   if (dir.empty())
     dir = ".";
-  std::string what = (flag + " " + path).str();
+  std::string what = (flag + " " + output).str();
+  if (path != output)
+    what += " (a link to " + path + ")";
   if (!llvm::sys::fs::is_directory(dir))
     usageError(what + ": no directory '" + dir.str() + "'");
   if (llvm::sys::fs::access(dir, llvm::sys::fs::AccessMode::Write))

@@ -21,6 +21,13 @@ bool isSameFile(llvm::StringRef a, llvm::StringRef b);
 bool isOutputOverInput(llvm::StringRef tool, llvm::StringRef input,
                        llvm::StringRef output);
 
+/// Sets `target` to the file `output` names: through symbolic links
+/// (dangling ones too, as open(2) writes through them), the file the last
+/// one names; `output` itself otherwise. Fails, with `error` set, on a loop
+/// of links.
+llvm::LogicalResult resolveOutput(llvm::StringRef output, std::string &target,
+                                  std::string &error);
+
 /// An output file while a tool writes it: path(), a new file beside the
 /// file `output` names (through a symlink, the file the link names, which
 /// is the one replaced: the link stays), which commit() moves into place;

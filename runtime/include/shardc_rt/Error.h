@@ -23,7 +23,8 @@ namespace shardc::rt {
 [[noreturn]] void fatal(const char *file, int line, const std::string &call,
                         const std::string &message);
 
-/// "1 rank", "2 ranks": `n` and `noun`, an s added but at 1 (for messages).
+/// "1 rank", "2 ranks", "2 batches": `n` and `noun`, in the plural but at 1
+/// (for messages).
 std::string countOf(int64_t n, const std::string &noun);
 
 /// For checks every rank makes on the same facts (flags, files): each rank

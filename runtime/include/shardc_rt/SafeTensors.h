@@ -215,8 +215,9 @@ struct NamedTensor {
   const void *data = nullptr;
 };
 
-/// Writes a .safetensors file atomically: the bytes go to
-/// "<path>.tmp.<pid>", which is fsync'ed and renamed over `path`, so `path`
+/// Writes a .safetensors file atomically: the bytes go to a new
+/// "<path>.tmp.<6 letters or digits>", which is fsync'ed and renamed over
+/// `path` (through symlinks, the file they name), so `path`
 /// holds either its old contents or the complete new file, never a prefix.
 /// Tensors are laid out in the given order, the header padded with spaces to
 /// a multiple of 8 bytes as the reference implementation does. Returns "" on

@@ -238,12 +238,12 @@ private:
   /// Adds `times` more runs as the one from `from` to now.
   void repeatRun(const RunStart &from, uint64_t times) {
     double n = static_cast<double>(times), period = now - from.now;
+    for (auto &end : ends)
+      if (end.second > now)
+        end.second += n * period;
     now += n * period;
     for (auto &stream : streams)
       stream.getValue() += n * period;
-    for (auto &end : ends)
-      if (end.second > now - n * period)
-        end.second += n * period;
     const TimelineReport &before = from.report;
     report.matmulSeconds += n * (report.matmulSeconds - before.matmulSeconds);
     report.memorySeconds += n * (report.memorySeconds - before.memorySeconds);

@@ -60,6 +60,8 @@ mlir::FailureOr<Machine> getMachine(mlir::Operation *where,
                                     llvm::StringRef name, int64_t ranksPerNode);
 
 /// One step of a sharded model on a machine, in seconds.
+/// (A field added here that sums over the step is also extrapolated over a
+/// micro-batch loop's repeated runs: Timeline.cpp's repeatRun.)
 struct TimelineReport {
   std::string machine;
   int64_t ranksPerNode = 0;
