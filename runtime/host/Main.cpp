@@ -498,15 +498,6 @@ void setUpHostUpdates(shardc_rt_context &ctx) {
     ctx.host.stagingHalfBytes = kib << 10;
 }
 
-/// --save-keep M: after DIR/step-`saved` was written, removes the
-/// DIR/step-K checkpoints of earlier steps but the latest M - 1, as
-/// torchtitan's keep_latest_k. A candidate is a directory (not a link)
-/// holding a checkpoint.json that reads as shardc's. One of a step after
-/// `last`, this run's last, is another run's (one this run rolled back
-/// from by resuming an earlier checkpoint, or one it started over from):
-/// it is left as it is and said once (`saidLater`); one between is this
-/// run's to write again. Rank 0. Returns the names removed; one that
-/// cannot be is said on stderr, and the run goes on (its state is saved).
 /// K where `name` is "step-K" as --save-every names its checkpoints (K
 /// without leading zeros); 0 otherwise.
 int64_t stepOfCheckpointName(const std::string &name) {
@@ -519,6 +510,39 @@ int64_t stepOfCheckpointName(const std::string &name) {
   return step;
 }
 
+/// Why a save into `dir`'s step-K checkpoints of steps (first, last], each
+/// K-th (--save-every), would fail: a step-K there that is not a directory
+/// (a file, a link to nothing); "" where none is.
+std::string blockedStepCheckpoint(const std::string &dir, int64_t first,
+                                  int64_t last, int64_t every) {
+  std::string blocked;
+  if (DIR *listing = ::opendir(dir.c_str())) {
+    while (const dirent *entry = ::readdir(listing)) {
+      int64_t step = stepOfCheckpointName(entry->d_name);
+      std::string path = dir + "/" + entry->d_name;
+      struct stat info;
+      // A directory (an older checkpoint, through a link too) is saved into.
+      if (step <= first || step > last || step % every != 0 ||
+          (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)))
+        continue;
+      blocked = path + " is not a directory: step " + std::to_string(step) +
+                "'s checkpoint would be saved there (move it away)";
+      break;
+    }
+    ::closedir(listing);
+  }
+  return blocked;
+}
+
+/// --save-keep M: after DIR/step-`saved` was written, removes the
+/// DIR/step-K checkpoints of earlier steps but the latest M - 1, as
+/// torchtitan's keep_latest_k. A candidate is a directory (not a link)
+/// holding a checkpoint.json that reads as shardc's. One of a step after
+/// `last`, this run's last, is another run's (one this run rolled back
+/// from by resuming an earlier checkpoint, or one it started over from):
+/// it is left as it is and said once (`saidLater`); one between is this
+/// run's to write again. Rank 0. Returns the names removed; one that
+/// cannot be is said on stderr, and the run goes on (its state is saved).
 std::vector<std::string> pruneStepCheckpoints(const std::string &dir,
                                               int64_t saved, int64_t last,
                                               int64_t keep, bool &saidLater) {
@@ -1396,29 +1420,12 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
     return rc;
   }
 
-  // A DIR/step-K this run saves into must be free or a directory (an older
-  // checkpoint, replaced): found now, not at step K.
-  std::string stepDirError;
-  if (flags.saveEvery > 0)
-    if (DIR *listing = ::opendir(flags.save.c_str())) {
-      while (const dirent *entry = ::readdir(listing)) {
-        std::string name = entry->d_name;
-        int64_t step = stepOfCheckpointName(name);
-        std::string path = flags.save + "/" + name;
-        struct stat info;
-        // A directory (through a link too) is saved into; a link to nothing
-        // would fail there as a file does.
-        if (step <= ctx.step || step > ctx.step + flags.steps ||
-            step % flags.saveEvery != 0 ||
-            (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)))
-          continue;
-        stepDirError = path + " is not a directory: step " +
-                       std::to_string(step) +
-                       "'s checkpoint would be saved there (move it away)";
-        break;
-      }
-      ::closedir(listing);
-    }
+  // A DIR/step-K this run saves into: found now, not at step K.
+  std::string stepDirError =
+      flags.saveEvery > 0
+          ? blockedStepCheckpoint(flags.save, ctx.step, ctx.step + flags.steps,
+                                  flags.saveEvery)
+          : "";
   SHARDC_RT_CHECK_ALL(stepDirError.empty(), "--save-every", stepDirError);
   // --eval-every: the evaluation step's loss, before the first step, after
   // every K-th (counted across --load) and after the last; rank 0 says it.
