@@ -245,16 +245,12 @@ private:
     for (auto &stream : streams)
       stream.getValue() += n * period;
     const TimelineReport &before = from.report;
-    report.matmulSeconds += n * (report.matmulSeconds - before.matmulSeconds);
-    report.memorySeconds += n * (report.memorySeconds - before.memorySeconds);
-    report.allGatherSeconds +=
-        n * (report.allGatherSeconds - before.allGatherSeconds);
-    report.reduceScatterSeconds +=
-        n * (report.reduceScatterSeconds - before.reduceScatterSeconds);
-    report.allReduceSeconds +=
-        n * (report.allReduceSeconds - before.allReduceSeconds);
-    report.exposedSeconds +=
-        n * (report.exposedSeconds - before.exposedSeconds);
+    for (double TimelineReport::*total :
+         {&TimelineReport::matmulSeconds, &TimelineReport::memorySeconds,
+          &TimelineReport::allGatherSeconds,
+          &TimelineReport::reduceScatterSeconds,
+          &TimelineReport::allReduceSeconds, &TimelineReport::exposedSeconds})
+      report.*total += n * (report.*total - before.*total);
     for (size_t i = 0; i < report.waits.size(); ++i)
       report.waits[i].second +=
           n * (report.waits[i].second -

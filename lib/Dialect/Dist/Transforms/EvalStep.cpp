@@ -134,10 +134,11 @@ void dist::reduceToEvalStep(ModelOp model) {
   auto stays = [&](Operation *op) {
     if (kept.contains(op) || isa<train::ParamOp, FlatParamOp>(op))
       return true;
-    if (auto unit = dyn_cast<train::UnitOp>(op);
-        unit && owners.contains(unit.getName()))
-      return kept.insert(op->getRegion(0).front().getTerminator()), true;
-    return false;
+    auto unit = dyn_cast<train::UnitOp>(op);
+    if (!unit || !owners.contains(unit.getName()))
+      return false;
+    kept.insert(unit.getBody().front().getTerminator());
+    return true;
   };
 
   SmallVector<Operation *> dead, regions;
