@@ -19,6 +19,17 @@ static std::string callFor(const std::string &purpose) {
 // StepData
 //===----------------------------------------------------------------------===//
 
+NonFinite shardc::rt::findNonFinite(const void *data, int64_t count) {
+  const char *bytes = static_cast<const char *>(data);
+  for (int64_t i = 0; i < count; ++i) {
+    float value;
+    memcpy(&value, bytes + i * 4, 4);
+    if (!std::isfinite(value))
+      return {i, std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf"};
+  }
+  return {};
+}
+
 std::string StepData::tryOpen(const std::string &path,
                               const std::string &purpose, StepData &out) {
   return SafeTensorsFile::tryOpen(path, purpose, out.data);
@@ -163,19 +174,12 @@ std::string StepData::tryCheckInput(const std::string &input,
     return error;
   const TensorView &view = *slice.view;
   if (!integer) {
-    // A NaN or an infinity would train to NaN params, silently.
-    for (int64_t i = 0; i < view.bytes / 4; ++i) {
-      float value;
-      memcpy(&value, view.data + i * 4, 4);
-      if (!std::isfinite(value))
-        return data.path() + ": tensor '" + input + "' at " +
-               formatIndex(view.shape, i) + " is " +
-               (std::isnan(value) ? "nan"
-                : value > 0       ? "inf"
-                                  : "-inf") +
-               ", input '" + input + "' takes finite values";
-    }
-    return "";
+    NonFinite bad = findNonFinite(view.data, view.bytes / 4);
+    if (bad.index < 0)
+      return "";
+    return data.path() + ": tensor '" + input + "' at " +
+           formatIndex(view.shape, bad.index) + " is " + bad.name +
+           ", input '" + input + "' takes finite values";
   }
   int64_t elementBytes = view.dtype == "I64" ? 8 : 4;
   int64_t count = view.bytes / elementBytes;

@@ -853,19 +853,14 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
     else if (error.empty())
       error = tryReadF32(*init, p.info->name, p.shape, piece.begin, piece.end,
                          host.data());
-    // Weights to start from are finite: a NaN would train to NaN, silently.
-    if (init && error.empty())
-      for (size_t i = 0; i < host.size(); ++i)
-        if (!std::isfinite(host[i])) {
-          error = flags.init + ": tensor '" + p.info->name + "' element " +
-                  std::to_string(piece.begin + static_cast<int64_t>(i)) +
-                  " is " +
-                  (std::isnan(host[i]) ? "nan"
-                   : host[i] > 0       ? "inf"
-                                       : "-inf") +
-                  ": the weights to start from must be finite";
-          break;
-        }
+    if (init && error.empty()) {
+      NonFinite bad =
+          findNonFinite(host.data(), static_cast<int64_t>(host.size()));
+      if (bad.index >= 0)
+        error = flags.init + ": tensor '" + p.info->name + "' element " +
+                std::to_string(piece.begin + bad.index) + " is " + bad.name +
+                ": the weights to start from must be finite";
+    }
     copyStateIn(piece.data, piece.dtype, piece.onHost, host.data(),
                 host.size());
   }

@@ -21,6 +21,16 @@
 
 namespace shardc::rt {
 
+/// Where `count` floats at `data` (of any alignment, as in a mapped file)
+/// first hold a NaN or an infinity, with its name ("nan", "inf", "-inf");
+/// index -1 where every one is finite. Inputs and weights to start from
+/// are checked with it: either would train to NaN params, silently.
+struct NonFinite {
+  int64_t index = -1;
+  const char *name = "";
+};
+NonFinite findNonFinite(const void *data, int64_t count);
+
 /// Inputs stored per step in a .safetensors file: the tensor named after an
 /// input of global shape [B, ...] has shape [steps, B, ...], F32 for float
 /// inputs, I32 or I64 for integer inputs. Step s reads slice s mod steps, so
