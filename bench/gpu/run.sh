@@ -101,8 +101,8 @@ SHARDC_WARMUP="${SHARDC_WARMUP:-2}"
 SHARDC_STEPS="${SHARDC_STEPS:-8}"
 TORCH_WARMUP="${TORCH_WARMUP:-3}"
 TORCH_STEPS="${TORCH_STEPS:-10}"
-PEAK_TFLOPS="${PEAK_TFLOPS:-}"           # the fp32 rows' MFU (gpu_peaks)
-BF16_PEAK_TFLOPS="${BF16_PEAK_TFLOPS:-}" # the bf16 rows' MFU (gpu_peaks)
+PEAK_TFLOPS="${PEAK_TFLOPS:-}"           # the fp32 rows' MFU (gpu_machine)
+BF16_PEAK_TFLOPS="${BF16_PEAK_TFLOPS:-}" # the bf16 rows' MFU (gpu_machine)
 CHECK_STRATEGIES="zero3 ddp zero3+bf16"
 # fp32: the GPU and the CPU differ by the order of f32 sums only.
 CHECK_RTOL="${CHECK_RTOL:-1e-4}" CHECK_ATOL="${CHECK_ATOL:-1e-6}"
@@ -166,13 +166,15 @@ GPU_DESC="no GPU"
 GPU_MEM_MB=0
 PRED_MACHINE=h200 # the timeline the table's pred ms is (pred_ledger)
 
-# gpu_peaks NAME: the dense TF32 and BF16 tensor-core peaks in TFLOP/s of the
-# GPU nvidia-smi names NAME (NVIDIA's data sheets; sparsity's doubling not
-# counted), and PEAK_SOURCE, the part they are, where PEAK_TFLOPS and
-# BF16_PEAK_TFLOPS do not set them. H100 and H200 SXM share them; an unknown
-# GPU gets the H200's, and the notes say so.
-gpu_peaks() {
+# gpu_machine NAME: of the GPU nvidia-smi names NAME, PRED_MACHINE (the
+# timeline its pred ms is: h100, a100, or h200 for any other), and the
+# dense TF32 and BF16 tensor-core peaks in TFLOP/s (NVIDIA's data sheets;
+# sparsity's doubling not counted) with PEAK_SOURCE, the part they are,
+# where PEAK_TFLOPS and BF16_PEAK_TFLOPS do not set them. H100 and H200 SXM
+# share them; an unknown GPU gets the H200's, and the notes say so.
+gpu_machine() {
   local tf32 bf16
+  case "$1" in *H100*) PRED_MACHINE=h100 ;; *A100*) PRED_MACHINE=a100 ;; esac
   if [ -n "$PEAK_TFLOPS" ] && [ -n "$BF16_PEAK_TFLOPS" ]; then
     PEAK_SOURCE="PEAK_TFLOPS and BF16_PEAK_TFLOPS"
     return
@@ -271,11 +273,10 @@ if command -v nvidia-smi >/dev/null 2>&1 &&
   GPU_MEM_MB=$(echo "$GPU_LINE" | cut -d, -f2 | tr -d ' ')
   GPU_DESC="$(echo "$GPU_LINE" | cut -d, -f1 | sed 's/ *$//'), $GPU_MEM_MB MiB, driver $(echo "$GPU_LINE" | cut -d, -f3 | tr -d ' ')"
   say "GPU: $GPU_DESC"
-  case "$GPU_LINE" in *H100*) PRED_MACHINE=h100 ;; *A100*) PRED_MACHINE=a100 ;; esac
 else
   say "GPU: none (nvidia-smi missing or found no device)"
 fi
-gpu_peaks "$GPU_DESC"
+gpu_machine "$GPU_DESC"
 say "MFU peaks: TF32 $PEAK_TFLOPS, BF16 $BF16_PEAK_TFLOPS TFLOP/s ($PEAK_SOURCE)"
 # Every run here is one rank, where NCCL only copies: keep it off cuMem
 # (virtual memory) allocations, which some virtualised GPUs lack (shardc's
