@@ -290,10 +290,26 @@ LogicalResult StepEmitter::checkLowerable() {
            << ": the emitted steps compute on f32 or bf16 tensors with i32 "
               "indices";
   };
+  // The runtime builds the communicators of one mesh, @mesh's.
+  auto checkMesh = [&](Operation *op, FlatSymbolRefAttr ref) -> LogicalResult {
+    if (!ref || ref == FlatSymbolRefAttr::get(mesh.getSymNameAttr()))
+      return success();
+    return op->emitOpError() << "is on mesh " << ref
+                             << ", but the emitted step runs over one mesh, @"
+                             << mesh.getSymName();
+  };
   WalkResult result = model.walk([&](Operation *op) {
     for (Value v : op->getResults())
       if (failed(checkType(op, v.getType())))
         return WalkResult::interrupt();
+    if (failed(checkMesh(op, op->getAttrOfType<FlatSymbolRefAttr>("mesh"))))
+      return WalkResult::interrupt();
+    WalkResult shards = op->getAttrDictionary().walk([&](ShardAttr shard) {
+      return failed(checkMesh(op, shard.getMesh())) ? WalkResult::interrupt()
+                                                    : WalkResult::advance();
+    });
+    if (shards.wasInterrupted())
+      return WalkResult::interrupt();
     if (Type wire = getWireType(op)) {
       if (elementTypeOf(op->getResult(0)) != wire) {
         op->emitOpError() << "receives " << elementTypeOf(op->getResult(0))

@@ -8,6 +8,12 @@
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 fuse=false output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=UNFUSED
 // RUN: shardc-opt %s --shardc-pipeline="strategy=ddp mesh=2 param-dtype=bf16 reduce-dtype=bf16 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=BF16-WIRE
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 recompute=l0 output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=RECOMPUTE
+// The runtime builds one mesh's communicators: a collective or a shard on
+// another mesh is refused, not run over @mesh's.
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 output=/dev/null" | sed -e 's/^  dist.mesh @mesh .*$/&\n  dist.mesh @other axes ["shard"] shape [2]/' -e '0,/all_gather_start %%1 on @mesh/s//all_gather_start %%1 on @other/' | not shardc-translate --shardc-to-host-cpp 2>&1 | FileCheck %s --check-prefix=OTHER-MESH
+// RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 output=/dev/null" | sed -e 's/^  dist.mesh @mesh .*$/&\n  dist.mesh @other axes ["shard"] shape [2]/' -e '0,/mesh = @mesh/s//mesh = @other/' | not shardc-translate --shardc-to-cuda 2>&1 | FileCheck %s --check-prefix=OTHER-SHARD
+// OTHER-MESH: error: 'dist.all_gather_start' op is on mesh @other, but the emitted step runs over one mesh, @mesh
+// OTHER-SHARD: error: 'train.param' op is on mesh @other, but the emitted step runs over one mesh, @mesh
 // offload-params: each gather copies its shard from host memory into its
 // slot of the result and gathers in place (the runtime's call does both).
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=2 offload-optimizer=true offload-params=true output=/dev/null" | shardc-translate --shardc-to-host-cpp | FileCheck %s --check-prefix=HOSTPARAMS --implicit-check-not=shardc_rt_all_gather_start

@@ -290,7 +290,7 @@ private:
   double startCollective(Operation *op) {
     auto axes = op->getAttrOfType<ArrayAttr>("axes");
     auto mesh = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
-    std::string communicator;
+    std::string communicator = mesh.getValue().str() + ":";
     for (Attribute axis : axes)
       communicator += cast<StringAttr>(axis).getValue().str() + ",";
     auto [it, inserted] = inNode.try_emplace(communicator, false);
@@ -371,7 +371,8 @@ private:
   llvm::StringMap<size_t> waitIndex;
   /// The collective started last, with only frees since (null otherwise).
   Operation *lastStarted = nullptr;
-  /// Per communicator, whether its groups lie within nodes.
+  /// Per communicator ("mesh:axis,..."), whether its groups lie within
+  /// nodes.
   llvm::StringMap<bool> inNode;
 };
 
