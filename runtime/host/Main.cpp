@@ -104,7 +104,7 @@ const char *kUsage =
     "          [--eval-batches M]  (batches per evaluation, default 20)\n"
     "          [--eval-data FILE.safetensors|FILE.bin]  (held-out batches;\n"
     "                             default the training data's first M)\n"
-    "Trains model @%s (%s over %d ranks); run under mpirun -np %d.\n";
+    "Trains model @%s (%s over %s)%s.\n";
 
 std::string formatBytes(int64_t bytes) {
   char text[32];
@@ -269,8 +269,13 @@ Flags parseFlags(int argc, char **argv, const shardc_rt_model &model,
       return v;
     };
     if (flag == "--help" || flag == "-h") {
+      // `shardc run` names itself: the executable is its temporary file.
+      const char *program = std::getenv("SHARDC_PROGRAM");
+      std::string launch = "; run under mpirun -np " + std::to_string(world);
       if (worldRank() == 0)
-        std::printf(kUsage, argv[0], model.name, model.strategy, world, world);
+        std::printf(kUsage, program ? program : argv[0], model.name,
+                    model.strategy, countOf(world, "rank").c_str(),
+                    program ? "" : launch.c_str());
       MPI_Finalize();
       std::exit(0);
     } else if (flag == "--steps") {

@@ -868,21 +868,33 @@ int main(int argc, char **argv) {
     return rc;
   }
 
-  // run: one process needs no mpirun.
+  // run: the executable's usage names `shardc run`, not its temporary file,
+  // and one process needs no mpirun.
+  std::string program = "shardc run " + o.input + " [options] --";
+  ::setenv("SHARDC_PROGRAM", program.c_str(), /*overwrite=*/1);
   int64_t ranks = meshRanks(o.pipeline["mesh"]);
   if (ranks == 1) {
     rc = execute(exe, o.runArgs);
   } else {
-    std::vector<std::string> args = {"--allow-run-as-root", "--oversubscribe",
-                                     "-x", "OPENBLAS_NUM_THREADS=1", "-np",
-                                     std::to_string(ranks), exe};
+    std::vector<std::string> args = {"--allow-run-as-root",
+                                     "--oversubscribe",
+                                     "-x",
+                                     "OPENBLAS_NUM_THREADS=1",
+                                     "-x",
+                                     "SHARDC_PROGRAM",
+                                     "-np",
+                                     std::to_string(ranks),
+                                     exe};
     args.insert(args.end(), o.runArgs.begin(), o.runArgs.end());
     rc = execute(launcher, args);
   }
-  // The executable says what went wrong; a launcher may say nothing.
-  if (rc != 0)
-    llvm::errs() << "shardc: the run exited " << rc << " ("
-                 << (ranks == 1 ? exe : launcher) << ")\n";
+  // The executable says what went wrong; a launcher may say nothing. The
+  // model names the run: a temporary executable is gone by now.
+  if (rc != 0) {
+    std::string by = ranks > 1 ? launcher : o.output;
+    llvm::errs() << "shardc: the run of " << o.input << " exited " << rc
+                 << (by.empty() ? "" : " (" + by + ")") << "\n";
+  }
   if (!runExe.empty())
     llvm::sys::fs::remove(runExe);
   return rc;
