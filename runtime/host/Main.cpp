@@ -1327,13 +1327,24 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
     mesh += " (" + axes + ")";
   Flags flags = parseFlags(argc, argv, *model, static_cast<int>(meshRanks));
   checkRanksAgree(flags, *model);
+  // A rebuild for the ranks it runs on is advice only where the global
+  // batch divides over them (the pipeline refuses it otherwise).
+  std::string world = std::to_string(ctx.worldSize);
+  int64_t batch = model->num_inputs > 0 && model->inputs[0].rank > 0
+                      ? model->inputs[0].shape[0]
+                      : 0;
+  std::string rebuild =
+      batch % ctx.worldSize != 0
+          ? "; its global batch of " + std::to_string(batch) +
+                " does not divide over " + countOf(ctx.worldSize, "rank")
+      : model->mesh_rank > 1
+          ? ", or rebuild for " + countOf(ctx.worldSize, "rank")
+          : ", or rebuild with --mesh " + world;
   SHARDC_RT_CHECK_ALL(ctx.worldSize == meshRanks, "startup",
                       "this executable was compiled for mesh " + mesh + " (" +
                           countOf(meshRanks, "rank") + ") but runs on " +
-                          std::to_string(ctx.worldSize) + ": use mpirun -np " +
-                          std::to_string(meshRanks) +
-                          ", or rebuild with --mesh " +
-                          std::to_string(ctx.worldSize));
+                          world + ": use mpirun -np " +
+                          std::to_string(meshRanks) + rebuild);
   // Rank 0 writes the export after the last step: find out now.
   std::string exportError = flags.exportPath.empty() || ctx.worldRank != 0
                                 ? ""
