@@ -38,6 +38,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -210,17 +211,19 @@ int main(int argc, char **argv) {
 
   cudaStream_t stream;
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
-  // Kernels on the stream with flash attention on, made with the
-  // environment `variable` (a setting create reads) set to `value` where
-  // given: a variant timed beside the default.
-  auto create = [&](const char *variable = nullptr,
-                    const char *value = nullptr) {
-    if (variable)
-      setenv(variable, value, 1);
+  // Kernels on the stream with flash attention on and each setting
+  // (SHARDC_RT_CUDA_*, as create reads them from the environment) given
+  // its value: a variant timed beside the default.
+  auto create = [&](std::initializer_list<std::pair<const char *, const char *>>
+                        settings = {}) {
     shardc_rt_cuda_kernels *made =
         shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/1);
-    if (variable)
-      unsetenv(variable);
+    for (auto [setting, value] : settings)
+      if (!shardc_rt_cuda_kernels_configure(made, setting, value)) {
+        std::fprintf(stderr, "shardc-rt-kernel-bench: %s is not a setting\n",
+                     setting);
+        std::exit(1);
+      }
     shardc_rt_cuda_kernels_set_flash_attention(made, 1);
     return made;
   };
@@ -296,13 +299,14 @@ int main(int argc, char **argv) {
   shardc_rt_cuda_kernels_set_deterministic(k, 0);
   // dq through sm_90's bulk reductions instead of atomics
   // (SHARDC_RT_CUDA_FLASH_DQ=bulk).
-  shardc_rt_cuda_kernels *bulk = create("SHARDC_RT_CUDA_FLASH_DQ", "bulk");
+  shardc_rt_cuda_kernels *bulk = create({{"SHARDC_RT_CUDA_FLASH_DQ", "bulk"}});
   backwardRow("attention_grad (bulk dq)", bulk);
   shardc_rt_cuda_kernels_destroy(bulk);
   // The main kernel's steps whole, where the default takes their scores in
   // halves to fit more blocks on a multiprocessor
   // (SHARDC_RT_CUDA_FLASH_STEPS=whole).
-  shardc_rt_cuda_kernels *whole = create("SHARDC_RT_CUDA_FLASH_STEPS", "whole");
+  shardc_rt_cuda_kernels *whole =
+      create({{"SHARDC_RT_CUDA_FLASH_STEPS", "whole"}});
   backwardRow("attention_grad (whole steps)", whole);
   shardc_rt_cuda_kernels_destroy(whole);
   // The instrumented flash kernels (shardc_rt_cuda_flash_phases_enable):
@@ -317,10 +321,9 @@ int main(int argc, char **argv) {
   // Each warp taking two row tiles of 16 rows, 128 a block: the forward's
   // of queries (SHARDC_RT_CUDA_FLASH_FORWARD_TILES=2), the backward's of
   // keys (SHARDC_RT_CUDA_FLASH_BACKWARD_TILES=2); then instrumented.
-  setenv("SHARDC_RT_CUDA_FLASH_BACKWARD_TILES", "2", 1);
   shardc_rt_cuda_kernels *twoTiles =
-      create("SHARDC_RT_CUDA_FLASH_FORWARD_TILES", "2");
-  unsetenv("SHARDC_RT_CUDA_FLASH_BACKWARD_TILES");
+      create({{"SHARDC_RT_CUDA_FLASH_FORWARD_TILES", "2"},
+              {"SHARDC_RT_CUDA_FLASH_BACKWARD_TILES", "2"}});
   forwardRow("attention (two tiles)", twoTiles);
   backwardRow("attention_grad (two tiles)", twoTiles);
   shardc_rt_cuda_flash_phases_enable(twoTiles, 1);
@@ -351,7 +354,7 @@ int main(int argc, char **argv) {
   // The same rows through the online kernel the staged one replaces where
   // rows fit shared memory (SHARDC_RT_CUDA_CROSS_ENTROPY=online).
   shardc_rt_cuda_kernels *online =
-      create("SHARDC_RT_CUDA_CROSS_ENTROPY", "online");
+      create({{"SHARDC_RT_CUDA_CROSS_ENTROPY", "online"}});
   row("cross_entropy (online)", shape({n, ld}),
       msPerCall(stream, iters,
                 [&] {

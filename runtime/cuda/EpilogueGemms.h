@@ -88,6 +88,9 @@ public:
   bool run(const LtKey &key, const void *a, const void *b, void *d,
            const void *bias, const void *aux);
 
+  /// Prints each new plan from now on (or stops printing them).
+  void setLog(bool on) { log = on; }
+
 private:
   LtPlan &planFor(const LtKey &key);
   void makePlan(const LtKey &key, LtPlan &plan);

@@ -72,9 +72,45 @@ const char *const kOpNames[] = {
     "shardc_rt_cuda_cross_entropy_and_grad_bf16",
 };
 
+/// The settings create reads from the environment, in the order it applies
+/// them.
+const char *const kSettings[] = {
+    "SHARDC_RT_CUDA_ATTENTION_SCORES",     "SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG",
+    "SHARDC_RT_CUDA_CROSS_ENTROPY",        "SHARDC_RT_CUDA_FLASH_DQ",
+    "SHARDC_RT_CUDA_FLASH_STEPS",          "SHARDC_RT_CUDA_FLASH_FORWARD_TILES",
+    "SHARDC_RT_CUDA_FLASH_BACKWARD_TILES",
+};
+
 } // namespace
 
 extern "C" {
+
+int shardc_rt_cuda_kernels_configure(shardc_rt_cuda_kernels *k,
+                                     const char *name, const char *value) {
+  auto is = [&](const char *setting) {
+    return std::strcmp(name, setting) == 0;
+  };
+  if (is("SHARDC_RT_CUDA_ATTENTION_SCORES")) {
+    long long floats = std::atoll(value);
+    if (floats > 0)
+      k->attentionScoreFloats = floats;
+  } else if (is("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG")) {
+    k->epilogues->setLog(*value != '\0' && std::strcmp(value, "0") != 0);
+  } else if (is("SHARDC_RT_CUDA_CROSS_ENTROPY")) {
+    k->stagedCrossEntropy = std::strcmp(value, "online") != 0;
+  } else if (is("SHARDC_RT_CUDA_FLASH_DQ")) {
+    k->flashBulkDq = std::strcmp(value, "bulk") == 0;
+  } else if (is("SHARDC_RT_CUDA_FLASH_STEPS")) {
+    k->flashWholeSteps = std::strcmp(value, "whole") == 0;
+  } else if (is("SHARDC_RT_CUDA_FLASH_FORWARD_TILES")) {
+    k->flashForwardTwoTiles = std::strcmp(value, "2") == 0;
+  } else if (is("SHARDC_RT_CUDA_FLASH_BACKWARD_TILES")) {
+    k->flashBackwardTwoTiles = std::strcmp(value, "2") == 0;
+  } else {
+    return 0;
+  }
+  return 1;
+}
 
 shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
                                                       int allowTf32) {
@@ -91,11 +127,6 @@ shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
   SHARDC_CUDA_CHECK(
       cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
   k->memoryPools = pools != 0;
-  if (const char *bound = std::getenv("SHARDC_RT_CUDA_ATTENTION_SCORES")) {
-    long long floats = std::atoll(bound);
-    if (floats > 0)
-      k->attentionScoreFloats = floats;
-  }
   SHARDC_CUBLAS_CHECK(cublasCreate(&k->blas));
   // cublasSetStream resets the workspace to cuBLAS's own pool: the
   // workspace goes in after it.
@@ -107,23 +138,14 @@ shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
       k->blas, allowTf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
   k->allowTf32 = allowTf32 != 0;
   // cuBLASLt (the GEMM epilogues): its handle and its own workspace, which
-  // every fused GEMM on the stream shares; SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG
-  // prints each new plan.
+  // every fused GEMM on the stream shares.
   allocateWorkspace(k, &k->ltWorkspace,
                     shardc::rt::cuda::EpilogueGemms::kWorkspaceBytes);
-  const char *log = std::getenv("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG");
   k->epilogues = std::make_unique<shardc::rt::cuda::EpilogueGemms>(
-      stream, k->ltWorkspace, log && *log != '\0' && std::strcmp(log, "0"));
-  if (const char *rows = std::getenv("SHARDC_RT_CUDA_CROSS_ENTROPY"))
-    k->stagedCrossEntropy = std::strcmp(rows, "online") != 0;
-  if (const char *dq = std::getenv("SHARDC_RT_CUDA_FLASH_DQ"))
-    k->flashBulkDq = std::strcmp(dq, "bulk") == 0;
-  if (const char *steps = std::getenv("SHARDC_RT_CUDA_FLASH_STEPS"))
-    k->flashWholeSteps = std::strcmp(steps, "whole") == 0;
-  if (const char *tiles = std::getenv("SHARDC_RT_CUDA_FLASH_FORWARD_TILES"))
-    k->flashForwardTwoTiles = std::strcmp(tiles, "2") == 0;
-  if (const char *tiles = std::getenv("SHARDC_RT_CUDA_FLASH_BACKWARD_TILES"))
-    k->flashBackwardTwoTiles = std::strcmp(tiles, "2") == 0;
+      stream, k->ltWorkspace, /*log=*/false);
+  for (const char *setting : kSettings)
+    if (const char *value = std::getenv(setting))
+      shardc_rt_cuda_kernels_configure(k, setting, value);
   SHARDC_CUDA_CHECK(cudaMalloc(&k->slot, sizeof(ErrorSlot)));
   SHARDC_CUDA_CHECK(cudaMallocHost(&k->hostSlot, sizeof(ErrorSlot)));
   SHARDC_CUDA_CHECK(cudaMemsetAsync(k->slot, 0xff, sizeof(ErrorSlot), stream));

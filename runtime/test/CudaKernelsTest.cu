@@ -978,16 +978,23 @@ void testAttentionBf16(shardc_rt_cuda_kernels *k, int64_t b, int64_t t,
               kBf16AttentionTolerance);
 }
 
-/// Kernels with flash attention on, created with environment variable
-/// `variable` = `value` (read by create): SHARDC_RT_CUDA_FLASH_DQ=bulk, dq
-/// by bulk reductions; SHARDC_RT_CUDA_FLASH_STEPS=whole, whole steps;
+/// Sets `setting` = `value` on k (a SHARDC_RT_CUDA_* setting, as create
+/// reads them from the environment); a name configure does not know fails.
+void configure(shardc_rt_cuda_kernels *k, const char *setting,
+               const char *value) {
+  if (!shardc_rt_cuda_kernels_configure(k, setting, value))
+    report(false, std::string("configure ") + setting, "not a setting");
+}
+
+/// Kernels with flash attention on and `setting` = `value`:
+/// SHARDC_RT_CUDA_FLASH_DQ=bulk, dq by bulk reductions;
+/// SHARDC_RT_CUDA_FLASH_STEPS=whole, whole steps;
 /// SHARDC_RT_CUDA_FLASH_FORWARD_TILES=2 and _BACKWARD_TILES=2, the
 /// forward's and the backward's two row tiles.
-shardc_rt_cuda_kernels *createFlashWith(const char *variable, const char *value,
+shardc_rt_cuda_kernels *createFlashWith(const char *setting, const char *value,
                                         int allowTf32) {
-  setenv(variable, value, 1);
   shardc_rt_cuda_kernels *k = shardc_rt_cuda_kernels_create(stream, allowTf32);
-  unsetenv(variable);
+  configure(k, setting, value);
   shardc_rt_cuda_kernels_set_flash_attention(k, 1);
   return k;
 }
@@ -1959,6 +1966,9 @@ int main() {
   TEST_CUDA_CHECK(cudaSetDevice(0));
   TEST_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   kernels = shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
+  report(
+      !shardc_rt_cuda_kernels_configure(kernels, "SHARDC_RT_CUDA_FLASH", "2"),
+      "configure: SHARDC_RT_CUDA_FLASH is not a setting", "");
 
   // GEMMs: odd sizes, a single element, more than 1024 rows, k = 0.
   testLinear(kernels, 1, 1, 1, true);
@@ -2068,10 +2078,9 @@ int main() {
   testCrossEntropyBf16(9, 1, 8, " [9x1] ld 8");
   {
     // The online kernel on the rows the staged one takes.
-    setenv("SHARDC_RT_CUDA_CROSS_ENTROPY", "online", 1);
     shardc_rt_cuda_kernels *online =
         shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
-    unsetenv("SHARDC_RT_CUDA_CROSS_ENTROPY");
+    configure(online, "SHARDC_RT_CUDA_CROSS_ENTROPY", "online");
     testCrossEntropyBf16(5, 50257, 50304, " [5x50257] ld 50304 (online)",
                          online);
     shardc_rt_cuda_kernels_destroy(online);
@@ -2093,11 +2102,10 @@ int main() {
   // The attention scores computed in chunks: at most two (batch, head)
   // pairs' scores at a time, for a walk over heads and one over batch.
   {
-    setenv("SHARDC_RT_CUDA_ATTENTION_SCORES", std::to_string(2 * 9 * 9).c_str(),
-           1);
     shardc_rt_cuda_kernels *chunked =
         shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
-    unsetenv("SHARDC_RT_CUDA_ATTENTION_SCORES");
+    configure(chunked, "SHARDC_RT_CUDA_ATTENTION_SCORES",
+              std::to_string(2 * 9 * 9).c_str());
     testAttention(chunked, 2, 9, 20, 5, 1.0f, " (chunks of 2 heads)");
     testAttention(chunked, 5, 9, 6, 2, 1.0f, " (chunks of 2 sequences)");
     testAttentionBf16(chunked, 2, 9, 20, 5, " (chunks of 2 heads)");
@@ -2179,10 +2187,9 @@ int main() {
     shardc_rt_cuda_kernels_set_deterministic(keyTiles, 1);
     testFlashShapesBf16(keyTiles, " (two-tile deterministic flash)");
     shardc_rt_cuda_kernels_destroy(keyTiles);
-    setenv("SHARDC_RT_CUDA_FLASH_BACKWARD_TILES", "2", 1);
     shardc_rt_cuda_kernels *keyTilesBulk =
         createFlashWith("SHARDC_RT_CUDA_FLASH_DQ", "bulk", 0);
-    unsetenv("SHARDC_RT_CUDA_FLASH_BACKWARD_TILES");
+    configure(keyTilesBulk, "SHARDC_RT_CUDA_FLASH_BACKWARD_TILES", "2");
     testFlashShapesBf16(keyTilesBulk, " (two-tile bulk dq flash)");
     shardc_rt_cuda_kernels_destroy(keyTilesBulk);
     testFlashPhasesBf16(2, 130, 64, 2);
@@ -2206,12 +2213,12 @@ int main() {
   // The fused kernels, with GEMM epilogues on and off, f32 and bf16; each
   // new cuBLASLt plan is printed to stderr (fused, or why not).
   {
-    setenv("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG", "1", 1);
     shardc_rt_cuda_kernels *on =
         shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
     shardc_rt_cuda_kernels *off =
         shardc_rt_cuda_kernels_create(stream, /*allowTf32=*/0);
-    unsetenv("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG");
+    configure(on, "SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG", "1");
+    configure(off, "SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG", "1");
     shardc_rt_cuda_kernels_set_gemm_epilogues(off, 0);
     switches = {{on, " [gemm epilogue on]", " (epilogues on)", true, 0},
                 {off, " [gemm epilogue off]", " (epilogues off)", false, 0}};

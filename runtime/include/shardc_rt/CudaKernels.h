@@ -58,7 +58,10 @@
 //    of the flash forward's warps two row tiles of 16 queries (128 a
 //    block) instead of one, SHARDC_RT_CUDA_FLASH_BACKWARD_TILES=2 each of
 //    its backward's warps two of 16 keys (the kernel bench times each
-//    beside the default).
+//    beside the default); SHARDC_RT_CUDA_CROSS_ENTROPY=online keeps
+//    cross entropy's rows out of shared memory, read online where they
+//    would be staged. shardc_rt_cuda_kernels_configure sets any of
+//    these on one object, as create does from the environment.
 //  - results are deterministic (same inputs, same bits), except the flash
 //    and cuDNN attention_grad's dq (shardc_rt_cuda_kernels_set_flash_attention,
 //    _set_cudnn_attention), which sums by atomicAdd unless
@@ -115,6 +118,13 @@ cudaError_t shardc_rt_cuda_kernels_image_status(void);
 /// Synchronous (it allocates).
 shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
                                                       int allowTf32);
+
+/// Sets one of the SHARDC_RT_CUDA_* settings above on k, as create does
+/// where the environment holds `name`=`value`: so that a test or a
+/// benchmark makes variants side by side. Returns 0, changing nothing,
+/// where `name` is none of them.
+int shardc_rt_cuda_kernels_configure(shardc_rt_cuda_kernels *k,
+                                     const char *name, const char *value);
 
 /// Waits for the stream, then frees everything create and the calls
 /// allocated. Null is a no-op. The stream itself is the caller's.
