@@ -82,7 +82,7 @@ struct shardc_rt_cuda_kernels {
   /// The scratch workspace (stream-ordered allocation) and its size.
   void *scratch = nullptr;
   size_t scratchBytes = 0;
-  /// Attention through runtime/cuda/FlashAttention.cu rather than GEMMs
+  /// Attention through the flash kernels (FlashKernels.cuh) rather than GEMMs
   /// over the full scores (set_flash_attention): bf16, and f32 where
   /// allowTf32 is set, where the head size allows it (useFlash).
   bool flashAttention = false;

@@ -27,13 +27,8 @@
 //
 // The build runs it on a GPU as shardc-rt-cudakernels, and on the CPU as
 // shardc-rt-cudakernels-sim, through cudasim (runtime/cudasim: CI runs it
-// there). Build and run by hand (from the repository root):
-//   nvcc -std=c++17 -O3 -arch=sm_90 -Iruntime/include
-//       runtime/test/CudaKernelsTest.cu runtime/cuda/Kernels.cu
-//       runtime/cuda/FlashAttention.cu runtime/host/FusedKernels.cpp
-//       runtime/host/Kernels.cpp runtime/host/KernelsBf16.cpp
-//       runtime/host/KernelTimes.cpp -lcublas -lcublasLt -lopenblas
-//       -o /tmp/cudatest && /tmp/cudatest
+// there). Build and run one alone (from the repository root):
+//   ninja -C build shardc-rt-cudakernels && build/bin/shardc-rt-cudakernels
 //
 //===----------------------------------------------------------------------===//
 
@@ -449,11 +444,11 @@ void testEmbeddingGrad(int64_t n, int64_t v, int64_t c, Ids ids = {}) {
 /// later query), while the bound's absolute part is the tensor's mean
 /// magnitude, small where long rows average out (~0.03 to 0.1 here): errors
 /// of ~u * sum |terms| / mean, 1e-2 at most in a CPU emulation of these
-/// kernels (FlashAttention.cu compiled for the host, cvt.rna's rounding) on
-/// these shapes, d = 16..128 and t = 1..200; the exact attention of the
-/// TF32-rounded inputs alone is off by 4e-3 already. Seeded bugs there (a
-/// mask off by one key, a missing scale, another row's lse or delta, no
-/// online-softmax rescale) were off by 4e-2 to 50.
+/// kernels (FlashForward.cu and FlashBackward.cu compiled for the host,
+/// cvt.rna's rounding) on these shapes, d = 16..128 and t = 1..200; the exact
+/// attention of the TF32-rounded inputs alone is off by 4e-3 already. Seeded
+/// bugs there (a mask off by one key, a missing scale, another row's lse or
+/// delta, no online-softmax rescale) were off by 4e-2 to 50.
 constexpr double kFlashTf32Tolerance = 3e-2;
 
 void testAttention(shardc_rt_cuda_kernels *k, int64_t b, int64_t t, int64_t c,

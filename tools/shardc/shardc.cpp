@@ -876,15 +876,11 @@ int main(int argc, char **argv) {
   if (ranks == 1) {
     rc = execute(exe, o.runArgs);
   } else {
-    std::vector<std::string> args = {"--allow-run-as-root",
-                                     "--oversubscribe",
-                                     "-x",
-                                     "OPENBLAS_NUM_THREADS=1",
-                                     "-x",
-                                     "SHARDC_PROGRAM",
-                                     "-np",
-                                     std::to_string(ranks),
-                                     exe};
+    // -x passes a variable to every rank, set as here or as given.
+    std::vector<std::string> args = {"--allow-run-as-root", "--oversubscribe"};
+    for (const char *variable : {"OPENBLAS_NUM_THREADS=1", "SHARDC_PROGRAM"})
+      args.insert(args.end(), {"-x", variable});
+    args.insert(args.end(), {"-np", std::to_string(ranks), exe});
     args.insert(args.end(), o.runArgs.begin(), o.runArgs.end());
     rc = execute(launcher, args);
   }
