@@ -31,21 +31,6 @@ const char *const shardFormat = "shardc-checkpoint-shard";
 /// still loads.
 constexpr int64_t manifestVersion = 2;
 
-/// `text` on one line: its control characters (a NUL among them) as \xNN.
-std::string printable(const std::string &text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (c >= 0x20 && c != 0x7f) {
-      out += static_cast<char>(c);
-      continue;
-    }
-    char escaped[5];
-    std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
-    out += escaped;
-  }
-  return out;
-}
-
 /// CRC-32 (IEEE 802.3, zlib's) of `bytes` bytes at `data`.
 uint32_t crc32(const void *data, size_t bytes) {
   static const std::array<uint32_t, 256> table = [] {

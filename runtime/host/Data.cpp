@@ -233,13 +233,15 @@ constexpr int32_t tokenVersion = 1;
 bool TokenData::isTokenFile(const std::string &path) {
   if (path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0)
     return true;
+  // Mapped, so that what is not a regular file (a FIFO would block a
+  // read) is no token file, and then refused as safetensors.
+  MappedFile file;
   int32_t magic = 0;
-  std::FILE *file = std::fopen(path.c_str(), "rb");
-  if (!file)
+  if (!MappedFile::tryMap(path, file).empty() ||
+      file.size() < static_cast<int64_t>(sizeof magic))
     return false;
-  bool read = std::fread(&magic, sizeof(magic), 1, file) == 1;
-  std::fclose(file);
-  return read && magic == tokenMagic;
+  std::memcpy(&magic, file.data(), sizeof magic);
+  return magic == tokenMagic;
 }
 
 std::string TokenData::tryOpen(const std::string &path, int64_t seqLen,

@@ -46,6 +46,20 @@ std::string countOf(int64_t n, const std::string &noun) {
   return std::to_string(n) + " " + noun + (es ? "es" : "s");
 }
 
+std::string printable(const std::string &text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c != 0x7f) {
+      out += static_cast<char>(c);
+      continue;
+    }
+    char escaped[5];
+    std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+    out += escaped;
+  }
+  return out;
+}
+
 void fatal(const char *file, int line, const std::string &call,
            const std::string &message) {
   print(file, line, call, message);

@@ -517,22 +517,28 @@ int64_t stepOfCheckpointName(const std::string &name) {
 
 /// Why a save into `dir`'s step-K checkpoints of steps (first, last], each
 /// K-th (--save-every), would fail: a step-K there that is not a directory
-/// (a file, a link to nothing); "" where none is.
+/// (a file, a link to nothing), or a directory a save cannot go into (as
+/// --save's is checked: its checkpoint.json a directory); "" where none is.
 std::string blockedStepCheckpoint(const std::string &dir, int64_t first,
                                   int64_t last, int64_t every) {
   std::string blocked;
   if (DIR *listing = ::opendir(dir.c_str())) {
-    while (const dirent *entry = ::readdir(listing)) {
+    while (blocked.empty()) {
+      const dirent *entry = ::readdir(listing);
+      if (!entry)
+        break;
       int64_t step = stepOfCheckpointName(entry->d_name);
-      std::string path = dir + "/" + entry->d_name;
-      struct stat info;
-      // A directory (an older checkpoint, through a link too) is saved into.
-      if (step <= first || step > last || step % every != 0 ||
-          (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)))
+      if (step <= first || step > last || step % every != 0)
         continue;
-      blocked = path + " is not a directory: step " + std::to_string(step) +
-                "'s checkpoint would be saved there (move it away)";
-      break;
+      std::string path = dir + "/" + entry->d_name;
+      std::string because =
+          "step " + std::to_string(step) + "'s checkpoint would be saved there";
+      // A directory (an older checkpoint, through a link too) is saved into.
+      struct stat info;
+      if (::stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+        blocked = path + " is not a directory: " + because + " (move it away)";
+      else if (std::string why = tryCheckCheckpointDir(path); !why.empty())
+        blocked = why + ": " + because;
     }
     ::closedir(listing);
   }
@@ -1073,6 +1079,18 @@ void loadState(shardc_rt_context &ctx, const std::string &dir, bool seedGiven) {
   HostMirror state(statePieces(ctx));
   if (error.empty())
     error = tryLoadCheckpoint(header, state.get());
+  // A save of a run gone to NaN resumes to "loss nan": refused, as --init
+  // refuses such weights, naming the first such element.
+  for (const Piece &piece : state.get()) {
+    if (!error.empty())
+      break;
+    NonFinite bad = findNonFinite(piece.data, piece.end - piece.begin);
+    if (bad.index >= 0)
+      error = dir + ": tensor '" + piece.tensor + "' element " +
+              std::to_string(piece.begin + bad.index) + " is " + bad.name +
+              " (a save of a run that diverged?): resume from an earlier "
+              "checkpoint";
+  }
   SHARDC_RT_CHECK_ALL(error.empty(), "--load", error);
   state.store();
   ctx.step = step;
@@ -1399,8 +1417,8 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
   if (!flags.load.empty())
     loadState(ctx, flags.load, flags.seedGiven);
   SHARDC_RT_CHECK_ALL(ctx.step <= INT64_MAX - flags.steps, "--steps",
-                      std::to_string(flags.steps) + " steps after --load's " +
-                          std::to_string(ctx.step) +
+                      countOf(flags.steps, "step") + " after step " +
+                          std::to_string(ctx.step) + " of " + flags.load +
                           " pass the largest step count, 2^63 - 1");
   // Given --trace-steps, one of this run's steps (after --load's) is traced.
   bool traceStepsGiven = flags.traceFirst != 1 || flags.traceLast != INT64_MAX;

@@ -10,11 +10,14 @@
 #include "shardc_rt/Error.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
+#include <mutex>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -171,10 +174,10 @@ private:
       if (!parseString(key))
         return false;
       if (out.get(key))
-        return fail("duplicate key '" + key + "'");
+        return fail("duplicate key '" + printable(key) + "'");
       skipSpace();
       if (pos >= text.size() || text[pos] != ':')
-        return fail("expected ':' after key '" + key + "', found " +
+        return fail("expected ':' after key '" + printable(key) + "', found " +
                     describeHere());
       ++pos;
       skipSpace();
@@ -413,10 +416,88 @@ std::string shardc::rt::jsonQuote(const std::string &text) {
 // MappedFile
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+/// A file made shorter while mapped (rewritten by another process during a
+/// run) raises SIGBUS where its pages past the new end are read. The
+/// mappings are listed here so that the handler names the file: a slot is
+/// in use while `begin` is not 0, its other fields written before it.
+struct MappedRange {
+  std::atomic<uintptr_t> begin{0};
+  uintptr_t end = 0;
+  int rank = 0;
+  char path[256] = {};
+};
+MappedRange mappedRanges[64];
+std::mutex mappedRangesMutex;
+struct sigaction busErrorBefore;
+
+/// Writes `text` to stderr from a signal handler.
+void writeSafely(const char *text) {
+  ssize_t ignored = ::write(STDERR_FILENO, text, std::strlen(text));
+  (void)ignored;
+}
+
+void onBusError(int signal, siginfo_t *info, void *) {
+  auto at = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (MappedRange &range : mappedRanges) {
+    uintptr_t begin = range.begin.load(std::memory_order_acquire);
+    if (begin == 0 || at < begin || at >= range.end)
+      continue;
+    char rank[16], *digit = rank + sizeof rank;
+    *--digit = '\0';
+    int r = range.rank;
+    do
+      *--digit = static_cast<char>('0' + r % 10);
+    while ((r /= 10) > 0 && digit > rank);
+    writeSafely("shardc: rank ");
+    writeSafely(digit);
+    writeSafely(": ");
+    writeSafely(range.path);
+    writeSafely(": the file was made shorter while the run read it (SIGBUS): "
+                "a file a run reads must not change until it ends\n");
+    ::_exit(1);
+  }
+  // Not a mapped file's: whatever handled SIGBUS before, at the fault again.
+  sigaction(signal, &busErrorBefore, nullptr);
+}
+
+/// Lists [begin, begin + length), the mapping of `path`, for onBusError
+/// (installed with the first); a mapping past the list's 64 just goes
+/// unnamed.
+MappedRange *listMapping(const void *begin, size_t length,
+                         const std::string &path) {
+  std::lock_guard<std::mutex> lock(mappedRangesMutex);
+  static bool installed = [] {
+    struct sigaction action = {};
+    action.sa_sigaction = onBusError;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    return sigaction(SIGBUS, &action, &busErrorBefore) == 0;
+  }();
+  (void)installed;
+  for (MappedRange &range : mappedRanges) {
+    if (range.begin.load(std::memory_order_relaxed) != 0)
+      continue;
+    range.end = reinterpret_cast<uintptr_t>(begin) + length;
+    range.rank = worldRank();
+    std::snprintf(range.path, sizeof range.path, "%s", path.c_str());
+    range.begin.store(reinterpret_cast<uintptr_t>(begin),
+                      std::memory_order_release);
+    return &range;
+  }
+  return nullptr;
+}
+
+} // namespace
+
 struct MappedFile::Mapping {
   void *address = nullptr;
   size_t length = 0;
+  MappedRange *listed = nullptr;
   ~Mapping() {
+    if (listed)
+      listed->begin.store(0, std::memory_order_release);
     if (address)
       munmap(address, length);
   }
@@ -450,6 +531,7 @@ std::string MappedFile::tryMap(const std::string &path, MappedFile &out) {
     }
     mapping->address = address;
     mapping->length = static_cast<size_t>(info.st_size);
+    mapping->listed = listMapping(address, mapping->length, path);
   }
   // The mapping keeps the file's pages reachable; the descriptor is no
   // longer needed and would only count against the process's limit.
@@ -530,18 +612,18 @@ std::string shardc::rt::parseSafeTensors(const char *bytes, int64_t size,
         return "__metadata__ is not an object";
       for (const auto &[key, entry] : value.members) {
         if (entry.kind != JsonValue::Kind::String)
-          return "__metadata__ entry '" + key + "' is not a string";
+          return "__metadata__ entry '" + printable(key) + "' is not a string";
         header.metadata[key] = entry.text;
       }
       continue;
     }
-    std::string what = "tensor '" + name + "'";
+    std::string what = "tensor '" + printable(name) + "'";
     if (value.kind != JsonValue::Kind::Object)
       return what + " is not an object";
     for (const auto &member : value.members)
       if (member.first != "dtype" && member.first != "shape" &&
           member.first != "data_offsets")
-        return what + " has unknown field '" + member.first + "'";
+        return what + " has unknown field '" + printable(member.first) + "'";
     const JsonValue *dtype = value.get("dtype");
     const JsonValue *shape = value.get("shape");
     const JsonValue *offsets = value.get("data_offsets");
@@ -557,7 +639,7 @@ std::string shardc::rt::parseSafeTensors(const char *bytes, int64_t size,
     entry.dtype = dtype->text;
     int64_t elementBytes = dtypeBytes(entry.dtype);
     if (elementBytes == 0)
-      return what + " has unknown dtype '" + entry.dtype + "'";
+      return what + " has unknown dtype '" + printable(entry.dtype) + "'";
     if (!getIndexList(*shape, entry.shape))
       return what + ": shape is not a list of non-negative integers";
     std::vector<int64_t> range;
@@ -595,11 +677,28 @@ std::string shardc::rt::parseSafeTensors(const char *bytes, int64_t size,
   });
   for (size_t i = 1; i < sorted.size(); ++i)
     if (sorted[i]->begin < sorted[i - 1]->end)
-      return "tensors '" + sorted[i - 1]->name + "' and '" + sorted[i]->name +
-             "' overlap (bytes [" + std::to_string(sorted[i - 1]->begin) +
-             ", " + std::to_string(sorted[i - 1]->end) + ") and [" +
+      return "tensors '" + printable(sorted[i - 1]->name) + "' and '" +
+             printable(sorted[i]->name) + "' overlap (bytes [" +
+             std::to_string(sorted[i - 1]->begin) + ", " +
+             std::to_string(sorted[i - 1]->end) + ") and [" +
              std::to_string(sorted[i]->begin) + ", " +
              std::to_string(sorted[i]->end) + "))";
+  // Nor may bytes belong to no tensor, as the reference implementation
+  // says: a header length off by a few bytes would otherwise shift every
+  // tensor's values and read as valid.
+  int64_t covered = 0;
+  for (const SafeTensorsEntry *entry : sorted) {
+    if (entry->begin != covered)
+      return "bytes [" + std::to_string(covered) + ", " +
+             std::to_string(entry->begin) +
+             ") of the data belong to no tensor (before '" +
+             printable(entry->name) + "')";
+    covered = entry->end;
+  }
+  if (covered != dataBytes)
+    return "bytes [" + std::to_string(covered) + ", " +
+           std::to_string(dataBytes) +
+           ") of the data, its last, belong to no tensor";
   header.dataStart = 8 + static_cast<int64_t>(headerBytes);
   return "";
 }
@@ -654,7 +753,7 @@ std::string shardc::rt::listNames(const std::vector<std::string> &names,
                                   size_t shown) {
   std::string listed;
   for (size_t i = 0; i < names.size() && i < shown; ++i)
-    listed += (i ? ", '" : "'") + names[i] + "'";
+    listed += (i ? ", '" : "'") + printable(names[i]) + "'";
   if (names.size() > shown)
     listed += " (and " + std::to_string(names.size() - shown) + " more)";
   return listed;

@@ -27,6 +27,10 @@ namespace shardc::rt {
 /// (for messages).
 std::string countOf(int64_t n, const std::string &noun);
 
+/// `text` (a name read from a file) on one line for a message: its control
+/// characters, a NUL among them, as \xNN.
+std::string printable(const std::string &text);
+
 /// For checks every rank makes on the same facts (flags, files): each rank
 /// that failed prints its message, then every rank exits 1. Collective: all
 /// ranks must call it, with ok = true where nothing is wrong.

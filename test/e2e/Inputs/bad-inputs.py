@@ -13,6 +13,7 @@ import os
 import shutil
 import struct
 import sys
+import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import lib  # noqa: E402
@@ -85,6 +86,20 @@ def main():
                                         ("F32", [256], f32(nan))}))
     shutil.copy(at("good.safetensors"), at("init-truncated.safetensors"))
     truncate(at("init-truncated.safetensors"), lambda n: n // 2)
+    # Bytes that belong to no tensor: 7 appended; or the header length one
+    # short of a header that ends in a space, which leaves the JSON valid
+    # and moves every tensor one byte earlier.
+    with open(at("good.safetensors"), "rb") as f:
+        raw = f.read()
+    with open(at("init-appended.safetensors"), "wb") as f:
+        f.write(raw + b"\0" * 7)
+    length = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + length])
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (8 - len(text) % 8)
+    data = raw[8 + length:]
+    with open(at("init-shifted.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text) - 1) + text + data)
 
     # --data: two steps of [steps, B, ...] per input.
     x = ("F32", [2, 32, 64], f32([0.5] * (2 * 32 * 64)))
@@ -151,6 +166,27 @@ def main():
     # A step so late that a few more pass 2^63 - 1.
     edit_checkpoint("ckpt-late", lambda manifest: manifest["metadata"].update(
         step="9223372036854775806"))
+    # A NaN in a param's piece of rank 0's file, its checksum made to match:
+    # a save of a run that diverged.
+    shutil.copytree(at("ckpt"), at("ckpt-nan"))
+    with open(at("ckpt-nan/checkpoint.json")) as f:
+        manifest = json.load(f)
+    rank0 = manifest["files"][0]
+    with open(at("ckpt-nan/" + rank0["name"]), "r+b") as f:
+        raw = bytearray(f.read())
+        length = struct.unpack("<Q", raw[:8])[0]
+        header = json.loads(raw[8:8 + length])
+        key = next(k for k in header if k.startswith("layers.1.bias@"))
+        begin, end = (8 + length + offset
+                      for offset in header[key]["data_offsets"])
+        raw[begin:begin + 4] = struct.pack("<f", float("nan"))
+        f.seek(0)
+        f.write(raw)
+    for piece in rank0["pieces"]:
+        if piece[0] == "layers.1.bias":
+            piece[3] = "%08x" % zlib.crc32(bytes(raw[begin:end]))
+    with open(at("ckpt-nan/checkpoint.json"), "w") as f:
+        json.dump(manifest, f)
     # A seed that is no number (a resumed run takes the checkpoint's).
     edit_checkpoint("ckpt-seed",
                     lambda manifest: manifest["metadata"].update(seed="abc"))
