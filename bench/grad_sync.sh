@@ -12,7 +12,7 @@
 #    per step and the measured peak under each, the builds taking turns so
 #    that a change in the machine's load falls on each.
 # Builds first (scripts/common.sh); the table goes to stdout, build output
-# to stderr. About two minutes here.
+# to stderr. Under a minute here.
 #
 # Environment: STEPS and ROUNDS (runs of STEPS measured steps after a
 # warm-up, per build; default 6 and 3), SHARDC_BUILD_DIR (default build/).

@@ -16,7 +16,7 @@
 #    memcpys: the time column shows the mechanism's own cost, not a GPU's
 #    PCIe transfers (bench/gpu/run.sh's offloaded row does).
 # Builds first (scripts/common.sh); the table goes to stdout, build output
-# to stderr. About two minutes here.
+# to stderr. About 20 seconds here.
 #
 # Environment: STEPS and ROUNDS (runs of STEPS measured steps after a
 # warm-up, per build; default 6 and 3), SHARDC_BUILD_DIR (default build/).

@@ -15,7 +15,7 @@
 #    their ratios (the second forward's cost), the builds taking turns so
 #    that a change in the machine's load falls on each.
 # Builds first (scripts/common.sh); the table goes to stdout, build output
-# to stderr. About three minutes here.
+# to stderr. About a minute and a half here.
 #
 # Environment: CAPACITY_GIB, STEPS and ROUNDS (runs of STEPS measured steps
 # after a warm-up, per build; default 8 and 3), SHARDC_BUILD_DIR (default

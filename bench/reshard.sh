@@ -22,7 +22,7 @@
 #    machine, so no gather is cheaper for staying inside a "node": the
 #    column shows the kept copy's own cost, not the network's.
 # Builds first (scripts/common.sh); the table goes to stdout, build output
-# to stderr. About two minutes here.
+# to stderr. About 30 seconds here.
 #
 # Environment: STEPS and ROUNDS (runs of STEPS measured steps after a
 # warm-up, per build; default 6 and 3), SHARDC_BUILD_DIR (default build/).
