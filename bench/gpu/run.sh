@@ -1444,7 +1444,7 @@ NOTES_OUT=(
   "peak GB (10^9 B): shardc = measured allocator high-water mark / the ledger's prediction; torch = torch.cuda.max_memory_allocated; work GB = shardc's kernels' workspaces (cuBLAS's, cuBLASLt's, attention's, cuDNN's; outside the allocator and the ledger: the step line's workspace); smi GB = the largest nvidia-smi memory.used sampled during the run (whole process: CUDA context, cuBLAS workspace, caches)"
   "shardc GEMM epilogues (cuBLASLt bias/GELU/GELU-derivative fusion) in the timed runs: ${SHARDC_GEMM_EPILOGUES:-on}"
   "world size 1: shardc folds every collective over one rank away (a unit reads its params' storage, no DDP bucket copies: --shardc-shard step 7); torch FSDP2 at world size 1 still runs its all-gathers and reduce-scatters"
-  "shardc attention in the timed runs: ${SHARDC_ATTENTION:-flash} (cudnn: bf16 through cuDNN's fused attention, runtime/cuda/CudnnAttention.cpp, fp32 as flash; flash: the fused kernels of runtime/cuda/FlashKernels.cuh, bf16 tensor cores for bf16, TF32 for fp32; gemm: GEMMs over the full T x T scores); the *-attn rows run another (cudnn: flash; flash: gemm)"
+  "shardc attention in the timed runs: ${SHARDC_ATTENTION:-flash} (cudnn: bf16 through cuDNN's fused attention, runtime/cuda/CudnnAttention.cpp, fp32 as flash; flash: the fused kernels of runtime/cuda/FlashForward.cu and FlashBackward.cu, bf16 tensor cores for bf16, TF32 for fp32; gemm: GEMMs over the full T x T scores); the *-attn rows run another (cudnn: flash; flash: gemm)"
 )
 for note in "${NOTES[@]}"; do NOTES_OUT+=("note: $note"); done
 for note in "${NOTES_OUT[@]}"; do say "$note"; done

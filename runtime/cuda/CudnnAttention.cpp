@@ -115,7 +115,8 @@ std::string load(Library &lib) {
   if (missing)
     return "cuDNN loaded, but without the backend API of cuDNN 9";
   // The graphs are those cudnn-frontend builds from cuDNN 9.16 on: before
-  // it, it zeroes dq's accumulator itself (below 9.6), masks with the
+  // it, it zeroes dq's accumulator itself (below 9.6; from 9.6 the backend
+  // does, so backward leaves it as it is), masks with the
   // lowest float (below 9.10), refuses the backward (9.10.0, 9.10.1) or
   // pads T to 128 (up to 9.15). 9.x's ABI is stable.
   size_t version = lib.getVersion();

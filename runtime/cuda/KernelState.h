@@ -82,9 +82,9 @@ struct shardc_rt_cuda_kernels {
   /// The scratch workspace (stream-ordered allocation) and its size.
   void *scratch = nullptr;
   size_t scratchBytes = 0;
-  /// Attention through the flash kernels (FlashKernels.cuh) rather than GEMMs
-  /// over the full scores (set_flash_attention): bf16, and f32 where
-  /// allowTf32 is set, where the head size allows it (useFlash).
+  /// Attention through the flash kernels (FlashForward.cu, FlashBackward.cu)
+  /// rather than GEMMs over the full scores (set_flash_attention): bf16, and
+  /// f32 where allowTf32 is set, where the head size allows it (useFlash).
   bool flashAttention = false;
   /// bf16 attention through cuDNN (set_cudnn_attention) where it takes the
   /// shape (useCudnn), made when first set; the shapes it declined, and

@@ -603,7 +603,7 @@ std::string readManifest(const std::string &dir, Manifest &manifest) {
     return corrupt("no \"metadata\" object");
   for (const auto &[key, value] : metadata->members) {
     if (value.kind != JsonValue::Kind::String)
-      return corrupt("metadata '" + key + "' is not a string");
+      return corrupt("metadata '" + printable(key) + "' is not a string");
     manifest.metadata[key] = value.text;
   }
   const JsonValue *tensors = root.get("tensors");
@@ -615,16 +615,16 @@ std::string readManifest(const std::string &dir, Manifest &manifest) {
     std::vector<int64_t> dims;
     if (!dtype || dtype->text != "F32" || !shape ||
         shape->kind != JsonValue::Kind::Array)
-      return corrupt("tensor '" + name +
+      return corrupt("tensor '" + printable(name) +
                      "' is not {\"dtype\": \"F32\", "
                      "\"shape\": [...]}");
     for (const JsonValue &dim : shape->elements) {
       dims.push_back(0);
       if (!dim.getInt64(dims.back()) || dims.back() < 0)
-        return corrupt("tensor '" + name + "' has a bad shape");
+        return corrupt("tensor '" + printable(name) + "' has a bad shape");
     }
     if (numElements(dims) < 0)
-      return corrupt("tensor '" + name + "' has a bad shape");
+      return corrupt("tensor '" + printable(name) + "' has a bad shape");
     manifest.shapes[name] = dims;
   }
   const JsonValue *files = root.get("files");
@@ -673,7 +673,7 @@ std::string readManifest(const std::string &dir, Manifest &manifest) {
       const std::string &tensor = piece.elements[0].text;
       auto shape = manifest.shapes.find(tensor);
       if (shape == manifest.shapes.end())
-        return corrupt(file.name + " holds tensor '" + tensor +
+        return corrupt(file.name + " holds tensor '" + printable(tensor) +
                        "', which \"tensors\" does not list");
       if (source.begin < 0 || source.begin > source.end ||
           source.end > numElements(shape->second))
@@ -753,9 +753,10 @@ public:
     auto meta = file.metadata();
     if (meta["format"] != shardFormat || meta["id"] != manifest.id ||
         meta["rank"] != std::to_string(entry.rank))
-      return path + ": belongs to another save (id '" + meta["id"] +
-             "', rank '" + meta["rank"] + "'; checkpoint.json says id '" +
-             manifest.id + "', rank " + std::to_string(entry.rank) + ")";
+      return path + ": belongs to another save (id '" + printable(meta["id"]) +
+             "', rank '" + printable(meta["rank"]) +
+             "'; checkpoint.json says id '" + printable(manifest.id) +
+             "', rank " + std::to_string(entry.rank) + ")";
     out = &open.emplace(index, std::move(file)).first->second;
     return "";
   }

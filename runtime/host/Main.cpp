@@ -1058,11 +1058,13 @@ void loadState(shardc_rt_context &ctx, const std::string &dir, bool seedGiven) {
     auto model = meta.find("model");
     std::string unexpected;
     if (model == meta.end() || model->second != ctx.model->name)
-      error = dir + ": a checkpoint of @" +
-              (model == meta.end() ? std::string("?") : model->second) +
-              ", not of @" + ctx.model->name;
+      error =
+          dir + ": a checkpoint of @" +
+          (model == meta.end() ? std::string("?") : printable(model->second)) +
+          ", not of @" + ctx.model->name;
     else if (!parseInt(meta["step"].c_str(), step) || step < 0)
-      error = dir + ": bad step '" + meta["step"] + "' in checkpoint.json";
+      error = dir + ": bad step '" + printable(meta["step"]) +
+              "' in checkpoint.json";
     // A resumed run is the run it continues: a checkpoint of another
     // version of the model (a layer more) is refused, as torch's strict
     // load_state_dict refuses unexpected keys.
@@ -1074,7 +1076,8 @@ void loadState(shardc_rt_context &ctx, const std::string &dir, bool seedGiven) {
               " (a checkpoint of another version of the model?)";
     else if (meta.count("seed") &&
              (!parseInt(meta["seed"].c_str(), seed) || seed < 0))
-      error = dir + ": bad seed '" + meta["seed"] + "' in checkpoint.json";
+      error = dir + ": bad seed '" + printable(meta["seed"]) +
+              "' in checkpoint.json";
   }
   HostMirror state(statePieces(ctx));
   if (error.empty())
@@ -1346,15 +1349,20 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
   Flags flags = parseFlags(argc, argv, *model, static_cast<int>(meshRanks));
   checkRanksAgree(flags, *model);
   // A rebuild for the ranks it runs on is advice only where the global
-  // batch divides over them (the pipeline refuses it otherwise).
+  // batch divides over them and each rank's over the micro-batches (the
+  // pipeline refuses it otherwise).
   std::string world = std::to_string(ctx.worldSize);
   int64_t batch = model->num_inputs > 0 && model->inputs[0].rank > 0
                       ? model->inputs[0].shape[0]
                       : 0;
+  int64_t microbatches = std::max<int64_t>(model->microbatches, 1);
   std::string rebuild =
-      batch % ctx.worldSize != 0
+      batch % (ctx.worldSize * microbatches) != 0
           ? "; its global batch of " + std::to_string(batch) +
-                " does not divide over " + countOf(ctx.worldSize, "rank")
+                " does not divide over " + countOf(ctx.worldSize, "rank") +
+                (microbatches > 1 ? " times " + std::to_string(microbatches) +
+                                        " micro-batches"
+                                  : "")
       : model->mesh_rank > 1
           ? ", or rebuild for " + countOf(ctx.worldSize, "rank")
           : ", or rebuild with --mesh " + world;

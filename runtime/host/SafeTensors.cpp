@@ -428,8 +428,10 @@ struct MappedRange {
   int rank = 0;
   char path[256] = {};
 };
+/// The listed mappings (listMapping), read by onBusError.
 MappedRange mappedRanges[64];
 std::mutex mappedRangesMutex;
+/// Whatever handled SIGBUS before onBusError: it gets the others.
 struct sigaction busErrorBefore;
 
 /// Writes `text` to stderr from a signal handler.
@@ -438,11 +440,14 @@ void writeSafely(const char *text) {
   (void)ignored;
 }
 
+/// SIGBUS: a fault (si_code > 0; not a kill) in a listed mapping names
+/// its file and ends the process with 1; any other goes to the handler
+/// before, raised again where it would not recur.
 void onBusError(int signal, siginfo_t *info, void *) {
   auto at = reinterpret_cast<uintptr_t>(info->si_addr);
   for (MappedRange &range : mappedRanges) {
     uintptr_t begin = range.begin.load(std::memory_order_acquire);
-    if (begin == 0 || at < begin || at >= range.end)
+    if (info->si_code <= 0 || begin == 0 || at < begin || at >= range.end)
       continue;
     char rank[16], *digit = rank + sizeof rank;
     *--digit = '\0';
@@ -454,12 +459,16 @@ void onBusError(int signal, siginfo_t *info, void *) {
     writeSafely(digit);
     writeSafely(": ");
     writeSafely(range.path);
-    writeSafely(": the file was made shorter while the run read it (SIGBUS): "
-                "a file a run reads must not change until it ends\n");
+    writeSafely(": the file was made shorter, or could not be read, while "
+                "the run read it (SIGBUS): a file a run reads must not "
+                "change until it ends\n");
     ::_exit(1);
   }
-  // Not a mapped file's: whatever handled SIGBUS before, at the fault again.
+  // Not a mapped file's: the handler before, at the fault again (a fault
+  // recurs when this returns; a signal sent by a process does not).
   sigaction(signal, &busErrorBefore, nullptr);
+  if (info->si_code <= 0)
+    raise(signal);
 }
 
 /// Lists [begin, begin + length), the mapping of `path`, for onBusError
@@ -698,7 +707,8 @@ std::string shardc::rt::parseSafeTensors(const char *bytes, int64_t size,
   if (covered != dataBytes)
     return "bytes [" + std::to_string(covered) + ", " +
            std::to_string(dataBytes) +
-           ") of the data, its last, belong to no tensor";
+           ") at the end of the data belong to no tensor (bytes appended, or "
+           "a header length that is off?)";
   header.dataStart = 8 + static_cast<int64_t>(headerBytes);
   return "";
 }

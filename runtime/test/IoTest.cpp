@@ -359,6 +359,23 @@ void testSafeTensorsCorrupt() {
       {"non-string metadata",
        rawSafeTensors("{\"__metadata__\":{\"step\":3}}", ""),
        "__metadata__ entry 'step' is not a string"},
+      {"bytes before the first tensor",
+       rawSafeTensors("{\"w\":{\"dtype\":\"F32\",\"shape\":[5],"
+                      "\"data_offsets\":[4,24]}}",
+                      f32x6),
+       "bytes [0, 4) of the data belong to no tensor (before 'w')"},
+      {"bytes between tensors",
+       rawSafeTensors("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
+                      "\"data_offsets\":[0,8]},"
+                      "\"b\":{\"dtype\":\"F32\",\"shape\":[3],"
+                      "\"data_offsets\":[12,24]}}",
+                      f32x6),
+       "bytes [8, 12) of the data belong to no tensor (before 'b')"},
+      {"bytes after the last tensor",
+       rawSafeTensors("{\"w\":{\"dtype\":\"F32\",\"shape\":[5],"
+                      "\"data_offsets\":[0,20]}}",
+                      f32x6),
+       "bytes [20, 24) at the end of the data belong to no tensor"},
       {"overflowing shape",
        rawSafeTensors("{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,"
                       "4294967296],\"data_offsets\":[0,24]}}",
@@ -392,6 +409,16 @@ void testSafeTensorsCorrupt() {
   // Trailing spaces are how the reference writer pads headers.
   writeFile(path, rawSafeTensors("{}      ", ""));
   checkOk("safetensors: header padded with spaces is accepted",
+          SafeTensorsFile::tryOpen(path, "--init", file));
+  // Zero-size tensors hold no bytes, wherever their offsets say.
+  writeFile(path, rawSafeTensors("{\"e\":{\"dtype\":\"F32\",\"shape\":[0],"
+                                 "\"data_offsets\":[0,0]},"
+                                 "\"w\":{\"dtype\":\"F32\",\"shape\":[6],"
+                                 "\"data_offsets\":[0,24]},"
+                                 "\"z\":{\"dtype\":\"BF16\",\"shape\":[2,0],"
+                                 "\"data_offsets\":[24,24]}}",
+                                 std::string(24, '\0')));
+  checkOk("safetensors: zero-size tensors first and last are accepted",
           SafeTensorsFile::tryOpen(path, "--init", file));
 }
 

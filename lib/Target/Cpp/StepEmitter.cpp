@@ -558,6 +558,11 @@ void StepEmitter::emitMain(const LedgerReport &ledger, ModelOp eval) {
      << predictEvalPeak(ledger, eval) << ", " << ledger.hardwareFlops << ", "
      << ledger.hostCopyBytes << "};\n";
   os << "model.num_events = " << numEvents << ";\n";
+  int64_t microbatches = 1;
+  model.walk([&](train::MicrobatchesOp loop) {
+    microbatches = static_cast<int64_t>(loop.getCount());
+  });
+  os << "model.microbatches = " << microbatches << ";\n";
   os << "model.step = step;\nmodel.eval_step = eval_step;\n";
   os << "return shardc_rt_main(argc, argv, &model);\n";
   os.unindent();

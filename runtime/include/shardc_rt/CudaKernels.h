@@ -119,10 +119,10 @@ cudaError_t shardc_rt_cuda_kernels_image_status(void);
 shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
                                                       int allowTf32);
 
-/// Sets one of the SHARDC_RT_CUDA_* settings above on k, as create does
-/// where the environment holds `name`=`value`: so that a test or a
-/// benchmark makes variants side by side. Returns 0, changing nothing,
-/// where `name` is none of them.
+/// Sets one of the SHARDC_RT_CUDA_* settings above on k (all three not
+/// null), as create does where the environment holds `name`=`value`: so
+/// that a test or a benchmark makes variants side by side. Returns 0,
+/// changing nothing, where `name` is none of them.
 int shardc_rt_cuda_kernels_configure(shardc_rt_cuda_kernels *k,
                                      const char *name, const char *value);
 
@@ -374,7 +374,8 @@ void shardc_rt_cuda_kernels_set_cudnn_attention(shardc_rt_cuda_kernels *k,
 
 /// Null where cuDNN attention is on and cuDNN runs bf16 attention of this
 /// shape (planning it where not yet planned), else why not: off, cuDNN not
-/// loaded, or cuDNN's words on the graph (a string the object owns).
+/// loaded, or cuDNN's words on the graph (a string the object owns, valid
+/// until the next call on k: a later refusal rewrites it).
 const char *shardc_rt_cuda_kernels_cudnn_attention_declines(
     shardc_rt_cuda_kernels *k, int64_t b, int64_t t, int64_t c, int64_t heads);
 

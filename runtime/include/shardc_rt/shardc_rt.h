@@ -127,6 +127,9 @@ typedef struct shardc_rt_model {
   const shardc_rt_flat_info *flats;
   int32_t num_flats;
   int32_t num_events; /* target=cuda: the events the step records */
+  /* The micro-batches each rank's batch is cut into (grad-accum; 0 or 1:
+   * none). */
+  int64_t microbatches;
   double lr, beta1, beta2, eps, weight_decay;
   /* lr's schedule (train.adamw's): linear warm-up over `warmup` steps, then
    * a cosine decay to min_lr at step decay_steps (0: none). */

@@ -71,6 +71,7 @@
 // CHECK: shardc_rt_all_reduce_start(ctx, 1u, SHARDC_RT_F32, {{v[0-9]+}}, [[LOSS:v[0-9]+]], 1, 1, "loss");
 // CHECK: *loss = [[LOSS]][0];
 // CHECK: model.strategy = "zero3";
+// CHECK: model.microbatches = 1;
 // CHECK: model.step = step;
 // CHECK: return shardc_rt_main(argc, argv, &model);
 
@@ -102,6 +103,8 @@
 // ACCUM: shardc_rt_adamw_shard(ctx, 0,
 // ACCUM: shardc_rt_all_gather_start(
 // ACCUM: shardc_rt_set_param(ctx, 0,
+// The runtime's rank-count advice divides by the micro-batches.
+// ACCUM: model.microbatches = 2;
 
 // FSDP1: the unit's 20 elements in one flat parameter, 10 per rank; its
 // members are not read, its gather is unpacked into views.
