@@ -230,25 +230,34 @@ public:
       if (!failure.empty())
         return;
       cudnnStatus_t status = lib.finalize(candidate);
-      if (status == CUDNN_STATUS_SUCCESS)
-        executionPlan = candidate;
-      else
+      if (status != CUDNN_STATUS_SUCCESS) {
         refusals +=
             "; engine " + std::to_string(i) + ": " + lib.describe(status);
+        continue;
+      }
+      // The scratch allocator aborts where the device runs out of memory:
+      // an engine asking for more than kMaxWorkspaceBytes is passed over
+      // for the next (with none left, the shape runs on the flash kernels).
+      int64_t bytes = 0, returned = 0;
+      check(lib.getAttribute(candidate,
+                             CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                             CUDNN_TYPE_INT64, 1, &returned, &bytes),
+            "workspace size");
+      if (!failure.empty())
+        return;
+      if (bytes > kMaxWorkspaceBytes) {
+        refusals += "; engine " + std::to_string(i) + ": a workspace of " +
+                    std::to_string(bytes) + " bytes";
+        continue;
+      }
+      executionPlan = candidate;
+      workspace = static_cast<size_t>(bytes);
     }
     if (!failure.empty())
       return;
-    if (!executionPlan) {
+    if (!executionPlan)
       failure = "none of the " + std::to_string(engines) +
                 " engines cuDNN ranked took the graph" + refusals;
-      return;
-    }
-    int64_t bytes = 0, returned = 0;
-    check(lib.getAttribute(executionPlan,
-                           CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                           CUDNN_TYPE_INT64, 1, &returned, &bytes),
-          "workspace size");
-    workspace = static_cast<size_t>(bytes);
   }
 
   /// How many engines cuDNN's heuristics ranked for the graph (plan).
@@ -294,6 +303,8 @@ public:
   size_t workspaceBytes() const { return workspace; }
 
 private:
+  /// The most workspace a plan may take: 1 GiB.
+  static constexpr int64_t kMaxWorkspaceBytes = int64_t(1) << 30;
   // The handle's attributes: deprecated in cuDNN 9.x in favour of device
   // properties, but what cuDNN's frontend still sets; named by value once
   // here, away from the deprecation warnings.
