@@ -72,13 +72,45 @@ const char *const kOpNames[] = {
     "shardc_rt_cuda_cross_entropy_and_grad_bf16",
 };
 
-/// The settings create reads from the environment, in the order it applies
-/// them.
-const char *const kSettings[] = {
-    "SHARDC_RT_CUDA_ATTENTION_SCORES",     "SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG",
-    "SHARDC_RT_CUDA_CROSS_ENTROPY",        "SHARDC_RT_CUDA_FLASH_DQ",
-    "SHARDC_RT_CUDA_FLASH_STEPS",          "SHARDC_RT_CUDA_FLASH_FORWARD_TILES",
-    "SHARDC_RT_CUDA_FLASH_BACKWARD_TILES",
+/// A setting create reads from the environment (and configure sets): its
+/// name and what its value does to the object.
+struct Setting {
+  const char *name;
+  void (*apply)(Kernels *k, const char *value);
+};
+
+/// Every setting, in the order create applies them.
+const Setting kSettings[] = {
+    {"SHARDC_RT_CUDA_ATTENTION_SCORES",
+     [](Kernels *k, const char *value) {
+       long long floats = std::atoll(value);
+       if (floats > 0)
+         k->attentionScoreFloats = floats;
+     }},
+    {"SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG",
+     [](Kernels *k, const char *value) {
+       k->epilogues->setLog(*value != '\0' && std::strcmp(value, "0") != 0);
+     }},
+    {"SHARDC_RT_CUDA_CROSS_ENTROPY",
+     [](Kernels *k, const char *value) {
+       k->stagedCrossEntropy = std::strcmp(value, "online") != 0;
+     }},
+    {"SHARDC_RT_CUDA_FLASH_DQ",
+     [](Kernels *k, const char *value) {
+       k->flashBulkDq = std::strcmp(value, "bulk") == 0;
+     }},
+    {"SHARDC_RT_CUDA_FLASH_STEPS",
+     [](Kernels *k, const char *value) {
+       k->flashWholeSteps = std::strcmp(value, "whole") == 0;
+     }},
+    {"SHARDC_RT_CUDA_FLASH_FORWARD_TILES",
+     [](Kernels *k, const char *value) {
+       k->flashForwardTwoTiles = std::strcmp(value, "2") == 0;
+     }},
+    {"SHARDC_RT_CUDA_FLASH_BACKWARD_TILES",
+     [](Kernels *k, const char *value) {
+       k->flashBackwardTwoTiles = std::strcmp(value, "2") == 0;
+     }},
 };
 
 } // namespace
@@ -87,29 +119,12 @@ extern "C" {
 
 int shardc_rt_cuda_kernels_configure(shardc_rt_cuda_kernels *k,
                                      const char *name, const char *value) {
-  auto is = [&](const char *setting) {
-    return std::strcmp(name, setting) == 0;
-  };
-  if (is("SHARDC_RT_CUDA_ATTENTION_SCORES")) {
-    long long floats = std::atoll(value);
-    if (floats > 0)
-      k->attentionScoreFloats = floats;
-  } else if (is("SHARDC_RT_CUDA_GEMM_EPILOGUE_LOG")) {
-    k->epilogues->setLog(*value != '\0' && std::strcmp(value, "0") != 0);
-  } else if (is("SHARDC_RT_CUDA_CROSS_ENTROPY")) {
-    k->stagedCrossEntropy = std::strcmp(value, "online") != 0;
-  } else if (is("SHARDC_RT_CUDA_FLASH_DQ")) {
-    k->flashBulkDq = std::strcmp(value, "bulk") == 0;
-  } else if (is("SHARDC_RT_CUDA_FLASH_STEPS")) {
-    k->flashWholeSteps = std::strcmp(value, "whole") == 0;
-  } else if (is("SHARDC_RT_CUDA_FLASH_FORWARD_TILES")) {
-    k->flashForwardTwoTiles = std::strcmp(value, "2") == 0;
-  } else if (is("SHARDC_RT_CUDA_FLASH_BACKWARD_TILES")) {
-    k->flashBackwardTwoTiles = std::strcmp(value, "2") == 0;
-  } else {
-    return 0;
-  }
-  return 1;
+  for (const Setting &setting : kSettings)
+    if (std::strcmp(name, setting.name) == 0) {
+      setting.apply(k, value);
+      return 1;
+    }
+  return 0;
 }
 
 shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
@@ -143,9 +158,9 @@ shardc_rt_cuda_kernels *shardc_rt_cuda_kernels_create(cudaStream_t stream,
                     shardc::rt::cuda::EpilogueGemms::kWorkspaceBytes);
   k->epilogues = std::make_unique<shardc::rt::cuda::EpilogueGemms>(
       stream, k->ltWorkspace, /*log=*/false);
-  for (const char *setting : kSettings)
-    if (const char *value = std::getenv(setting))
-      shardc_rt_cuda_kernels_configure(k, setting, value);
+  for (const Setting &setting : kSettings)
+    if (const char *value = std::getenv(setting.name))
+      setting.apply(k, value);
   SHARDC_CUDA_CHECK(cudaMalloc(&k->slot, sizeof(ErrorSlot)));
   SHARDC_CUDA_CHECK(cudaMallocHost(&k->hostSlot, sizeof(ErrorSlot)));
   SHARDC_CUDA_CHECK(cudaMemsetAsync(k->slot, 0xff, sizeof(ErrorSlot), stream));
