@@ -52,6 +52,18 @@ def write_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
+TOKEN_MAGIC = 20240520
+
+
+def write_tokens(path, values, magic=TOKEN_MAGIC, count=None):
+    """An llm.c token file: a 256-int32 header (magic, version 1, the token
+    count: `count` where given, else that of `values`), then uint16 tokens."""
+    header = [magic, 1, len(values) if count is None else count] + [0] * 253
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        f.write(struct.pack("<%dH" % len(values), *values))
+
+
 def read_log(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]

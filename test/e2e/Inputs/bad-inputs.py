@@ -18,7 +18,6 @@ import zlib
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import lib  # noqa: E402
 
-TOKEN_MAGIC = 20240520
 
 
 def f32(values):
@@ -27,17 +26,6 @@ def f32(values):
 
 def i32(values):
     return struct.pack("<%di" % len(values), *values)
-
-
-def tokens(path, magic, values, count=None):
-    """An llm.c token file: a 256-int32 header, then uint16 tokens."""
-    header = [0] * 256
-    header[0] = magic
-    header[1] = 1
-    header[2] = len(values) if count is None else count
-    with open(path, "wb") as f:
-        f.write(struct.pack("<256i", *header))
-        f.write(struct.pack("<%dH" % len(values), *values))
 
 
 def truncate(path, keep):
@@ -125,12 +113,11 @@ def main():
 
     # Token files for the GPT (T = 32, vocabulary 256).
     window = [t % 256 for t in range(100)]
-    tokens(at("tokens-good.bin"), TOKEN_MAGIC, window)
-    tokens(at("tokens-magic.bin"), 12345, window)
-    tokens(at("tokens-few.bin"), TOKEN_MAGIC, [1] * 20)
-    tokens(at("tokens-vocab.bin"), TOKEN_MAGIC, window[:50] + [300] +
-           window[51:])
-    tokens(at("tokens-count.bin"), TOKEN_MAGIC, window, count=200)
+    lib.write_tokens(at("tokens-good.bin"), window)
+    lib.write_tokens(at("tokens-magic.bin"), window, magic=12345)
+    lib.write_tokens(at("tokens-few.bin"), [1] * 20)
+    lib.write_tokens(at("tokens-vocab.bin"), window[:50] + [300] + window[51:])
+    lib.write_tokens(at("tokens-count.bin"), window, count=200)
 
     # Checkpoints: rank 1's file cut short; checkpoint.json cut short.
     shutil.copytree(at("ckpt"), at("ckpt-truncated"))

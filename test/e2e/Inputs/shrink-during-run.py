@@ -7,23 +7,19 @@ usage: shrink-during-run.py OUT_DIR MPIRUN... EXE
 """
 
 import os
-import struct
 import subprocess
 import sys
 import time
 
-TOKEN_MAGIC = 20240520
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import lib  # noqa: E402
 
 
 def main():
     out, command = sys.argv[1], sys.argv[2:]
     tokens = os.path.join(out, "shrink.bin")
     log = os.path.join(out, "shrink.jsonl")
-    values = [t % 256 for t in range(100000)]
-    with open(tokens, "wb") as f:
-        f.write(struct.pack("<256i", TOKEN_MAGIC, 1, len(values),
-                            *([0] * 253)))
-        f.write(struct.pack("<%dH" % len(values), *values))
+    lib.write_tokens(tokens, [t % 256 for t in range(100000)])
     if os.path.exists(log):
         os.remove(log)
     run = subprocess.Popen(command + ["--quiet", "--steps", "100000000",
