@@ -30,6 +30,12 @@ const char *const shardFormat = "shardc-checkpoint-shard";
 /// Version 2 adds each stored piece's CRC-32; version 1 (no checksums)
 /// still loads.
 constexpr int64_t manifestVersion = 2;
+/// checkpoint.json's last member, the CRC-32 of its bytes before the comma
+/// that precedes it: a flipped digit in a step or a range is an error, not
+/// a resumed run at another step. Optional, so that a hand-edited
+/// checkpoint.json loads with its line removed (a reader before it ignores
+/// it).
+const char *const manifestCrcKey = "\"crc32\"";
 
 /// CRC-32 (IEEE 802.3, zlib's) of `bytes` bytes at `data`.
 uint32_t crc32(const void *data, size_t bytes) {
@@ -54,6 +60,16 @@ std::string hex32(uint32_t value) {
   char text[9];
   std::snprintf(text, sizeof(text), "%08x", value);
   return text;
+}
+
+/// `value` as hex32 wrote it (8 hex digits, in a JSON string).
+bool parseHex32(const JsonValue &value, uint32_t &crc) {
+  const std::string &text = value.text;
+  if (value.kind != JsonValue::Kind::String || text.size() != 8 ||
+      text.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+    return false;
+  crc = static_cast<uint32_t>(std::strtoul(text.c_str(), nullptr, 16));
+  return true;
 }
 
 /// A save's rank file: its id in the name, so that a save writes beside
@@ -426,7 +442,9 @@ std::string writeManifest(const std::string &dir, const std::string &id,
       ",\n  \"id\": " + jsonQuote(id) +
       ",\n  \"world\": " + std::to_string(descriptions.size()) +
       ",\n  \"metadata\": {\n" + metadataList + "\n  },\n  \"tensors\": {\n" +
-      tensorList + "\n  },\n  \"files\": [\n" + files + "\n  ]\n}\n";
+      tensorList + "\n  },\n  \"files\": [\n" + files + "\n  ]";
+  text += ",\n  " + std::string(manifestCrcKey) + ": \"" +
+          hex32(crc32(text.data(), text.size())) + "\"\n}\n";
   return tryWriteFileAtomic(dir + "/" + manifestName, text);
 }
 
@@ -579,11 +597,28 @@ std::string readManifest(const std::string &dir, Manifest &manifest) {
   std::string error = MappedFile::tryMap(path, file);
   if (!error.empty())
     return error;
+  std::string text(file.data(), file.size());
   JsonValue root;
-  error = parseJson(std::string(file.data(), file.size()), root);
+  error = parseJson(text, root);
   if (!error.empty())
     return path + ": not valid JSON: " + error;
   auto corrupt = [&](const std::string &what) { return path + ": " + what; };
+  if (const JsonValue *crc = root.get("crc32")) {
+    // The bytes before the comma ahead of the last "crc32" key.
+    uint32_t saved;
+    size_t key = text.rfind(manifestCrcKey);
+    size_t comma = text.find_last_not_of(" \t\r\n", key - 1);
+    if (!parseHex32(*crc, saved) || root.members.back().first != "crc32" ||
+        key == std::string::npos || comma == std::string::npos ||
+        text[comma] != ',')
+      return corrupt("\"crc32\" is not the last member, 8 hex digits");
+    uint32_t actual = crc32(text.data(), comma);
+    if (actual != saved)
+      return corrupt("its text has CRC-32 " + hex32(actual) +
+                     ", its \"crc32\" says " + hex32(saved) +
+                     ": the file is corrupt (a checkpoint.json edited on "
+                     "purpose loads without its \"crc32\" line)");
+  }
   const JsonValue *format = root.get("format");
   int64_t version = 0, world = 0;
   if (!format || format->text != manifestFormat)
@@ -660,15 +695,10 @@ std::string readManifest(const std::string &dir, Manifest &manifest) {
         return corrupt(file.name + ": a piece is not [tensor, begin, end" +
                        (fields == 4 ? ", crc32]" : "]"));
       if (fields == 4) {
-        const JsonValue &crc = piece.elements[3];
-        char *end = nullptr;
-        unsigned long value =
-            crc.kind == JsonValue::Kind::String && crc.text.size() == 8
-                ? std::strtoul(crc.text.c_str(), &end, 16)
-                : 0;
-        if (!end || *end)
+        uint32_t crc;
+        if (!parseHex32(piece.elements[3], crc))
           return corrupt(file.name + ": a piece's crc32 is not 8 hex digits");
-        source.crc = static_cast<uint32_t>(value);
+        source.crc = crc;
       }
       const std::string &tensor = piece.elements[0].text;
       auto shape = manifest.shapes.find(tensor);

@@ -140,8 +140,9 @@ uint64_t fnv1a(uint64_t hash, const std::string &text) {
 } // namespace
 
 bool shardc::rt::parseInt(const char *text, int64_t &value) {
-  // strtoll would skip leading blanks: ' 3' is not a number either.
-  if (std::isspace(static_cast<unsigned char>(*text)))
+  // strtoll would skip leading blanks and take a '+': neither ' 3' nor '+3'
+  // is a number here, as in JSON.
+  if (std::isspace(static_cast<unsigned char>(*text)) || *text == '+')
     return false;
   char *end = nullptr;
   errno = 0;

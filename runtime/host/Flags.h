@@ -34,7 +34,7 @@ struct Flags {
   int64_t traceFirst = 1, traceLast = INT64_MAX;
 };
 
-/// A decimal integer that is the whole of `text` (no blanks), into
+/// A decimal integer that is the whole of `text` (no blanks, no '+'), into
 /// `value`; false otherwise (not a number, out of range).
 bool parseInt(const char *text, int64_t &value);
 

@@ -1020,6 +1020,12 @@ void testCheckpoint() {
   std::string otherId = manifestText;
   otherId[at] = otherId[at] == '0' ? '1' : '0';
   writeFile(copy + "/checkpoint.json", otherId);
+  checkError("checkpoint: checkpoint.json's own CRC-32 catches a changed id",
+             load("layers.0.weight", {5, 7}, 0, 35, copy),
+             "its \"crc32\" says");
+  // Edited on purpose: without its last member, "crc32".
+  size_t crc = otherId.rfind(",\n  \"crc32\"");
+  writeFile(copy + "/checkpoint.json", otherId.substr(0, crc) + "\n}\n");
   checkError("checkpoint: a rank file from another save",
              load("layers.0.weight", {5, 7}, 0, 35, copy),
              "belongs to another save");

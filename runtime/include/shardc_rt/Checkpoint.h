@@ -13,12 +13,17 @@
 //      "tensors": {"<tensor>": {"dtype": "F32", "shape": [8, 8]}, ...},
 //      "files": [{"name": "rank-0.<id>.safetensors", "rank": 0, "bytes": B,
 //                 "pieces": [["<tensor>", begin, end, "<crc32>"], ...]},
-//                ...]}
+//                ...],
+//      "crc32": "<crc32>"}
 //
 // Each piece's CRC-32 (zlib's, of its stored floats, 8 hex digits) is
 // checked when a load first reads it: a flipped bit in a rank file is an
 // error naming the file and the piece, not a silently different model.
-// Version 1 (no checksums) still loads.
+// Version 1 (no checksums) still loads. checkpoint.json's last member is
+// the CRC-32 of its own bytes before the comma ahead of it, checked as it
+// is read: a digit changed in its step or a range is an error, not a run
+// resumed at another step. A checkpoint.json edited on purpose loads
+// without that member, as those written before it do.
 //
 // Ranges rather than strategy-specific shards are what make resharding work:
 // whatever the saving world and layout, a loading rank asks for the ranges

@@ -40,10 +40,12 @@ def main():
     at = lambda name: os.path.join(out, name)  # noqa: E731
 
     def edit_checkpoint(name, edit):
-        """A copy of ckpt/ as `name`, its checkpoint.json changed by edit."""
+        """A copy of ckpt/ as `name`, its checkpoint.json changed by edit
+        and written without its "crc32", as a user edits one."""
         shutil.copytree(at("ckpt"), at(name))
         with open(at(name + "/checkpoint.json")) as f:
             manifest = json.load(f)
+        del manifest["crc32"]
         edit(manifest)
         with open(at(name + "/checkpoint.json"), "w") as f:
             json.dump(manifest, f)
@@ -172,11 +174,25 @@ def main():
     for piece in rank0["pieces"]:
         if piece[0] == "layers.1.bias":
             piece[3] = "%08x" % zlib.crc32(bytes(raw[begin:end]))
+    del manifest["crc32"]
     with open(at("ckpt-nan/checkpoint.json"), "w") as f:
         json.dump(manifest, f)
-    # A seed that is no number (a resumed run takes the checkpoint's).
+    # A seed that is no number (a resumed run takes the checkpoint's); a
+    # step with a '+', which no save writes.
     edit_checkpoint("ckpt-seed",
                     lambda manifest: manifest["metadata"].update(seed="abc"))
+    edit_checkpoint("ckpt-plus",
+                    lambda manifest: manifest["metadata"].update(step="+1"))
+    # A digit of the step changed in place, "crc32" kept: corrupt, not a
+    # resume at another step. Its "crc32" moved up: not the last member.
+    shutil.copytree(at("ckpt"), at("ckpt-step"))
+    with open(at("ckpt-step/checkpoint.json")) as f:
+        text = f.read()
+    assert text.count('"step": "1"') == 1
+    with open(at("ckpt-step/checkpoint.json"), "w") as f:
+        f.write(text.replace('"step": "1"', '"step": "7"'))
+    edit_checkpoint("ckpt-crc-first", lambda manifest: manifest.update(
+        {"crc32": "00000000", "files": manifest.pop("files")}))
 
     # A FIFO where a file is read or written: refused, never waited on.
     os.mkfifo(at("fifo"))
