@@ -228,6 +228,14 @@ constexpr int64_t headerInts = 256;
 constexpr int64_t headerBytes = headerInts * 4;
 constexpr int32_t tokenMagic = 20240520;
 constexpr int32_t tokenVersion = 1;
+
+/// Token `token` at `position` of `path`, at or above the vocabulary.
+std::string tokenOutOfRange(const std::string &path, uint16_t token,
+                            int64_t position, int64_t vocab) {
+  return path + ": token " + std::to_string(token) + " at position " +
+         std::to_string(position) + " is not below the vocabulary size " +
+         std::to_string(vocab);
+}
 } // namespace
 
 bool TokenData::isTokenFile(const std::string &path) {
@@ -287,13 +295,12 @@ std::string TokenData::tryOpen(const std::string &path, int64_t seqLen,
     uint16_t token;
     memcpy(&token, base + 2 * i, 2);
     if (token >= vocab)
-      return path + ": token " + std::to_string(token) + " at position " +
-             std::to_string(i) + " is not below the vocabulary size " +
-             std::to_string(vocab);
+      return tokenOutOfRange(path, token, i, vocab);
   }
   out.tokensBase = reinterpret_cast<const uint16_t *>(base);
   out.count = count;
   out.length = seqLen;
+  out.vocab = vocab;
   return "";
 }
 
@@ -335,9 +342,17 @@ void TokenData::read(int64_t step, int64_t globalBatch, int64_t rowBegin,
                       std::to_string(rowEnd) + ") of a batch of " +
                       std::to_string(globalBatch) + " requested");
   for (int64_t row = rowBegin; row < rowEnd; ++row) {
-    const uint16_t *window = tokensBase + windowStart(step, globalBatch, row);
+    int64_t start = windowStart(step, globalBatch, row);
+    const uint16_t *window = tokensBase + start;
     int32_t *tokenRow = tokens + (row - rowBegin) * length;
     int32_t *targetRow = targets + (row - rowBegin) * length;
+    // Checked at open, and again as read: a file rewritten in place during
+    // the run is named here, not by the embedding's index check.
+    for (int64_t t = 0; t <= length; ++t)
+      if (window[t] >= vocab)
+        SHARDC_RT_FAIL(callFor(why), tokenOutOfRange(file.path(), window[t],
+                                                     start + t, vocab) +
+                                         " (the file changed during the run?)");
     for (int64_t t = 0; t < length; ++t) {
       tokenRow[t] = window[t];
       targetRow[t] = window[t + 1];

@@ -133,6 +133,7 @@ private:
   const uint16_t *tokensBase = nullptr;
   int64_t count = 0;
   int64_t length = 0;
+  int64_t vocab = 0;
 };
 
 } // namespace shardc::rt

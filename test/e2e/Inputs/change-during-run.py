@@ -1,9 +1,11 @@
 """Runs a training executable on a token file it makes, until the first
-step is logged, then cuts the file to its header, as a process rewriting
-the data during a run would: the run reads its mapping past the new end.
-Prints the run's exit status and stderr.
+step is logged, then changes the file as a process rewriting the data
+during a run would: `shrink` cuts it to its header (the run reads its
+mapping past the new end), `rewrite` overwrites its tokens in place with
+65535, the same size, above a GPT's vocabulary. Prints the run's exit
+status and stderr.
 
-usage: shrink-during-run.py OUT_DIR MPIRUN... EXE
+usage: change-during-run.py OUT_DIR shrink|rewrite MPIRUN... EXE
 """
 
 import os
@@ -16,10 +18,11 @@ import lib  # noqa: E402
 
 
 def main():
-    out, command = sys.argv[1], sys.argv[2:]
-    tokens = os.path.join(out, "shrink.bin")
-    log = os.path.join(out, "shrink.jsonl")
-    lib.write_tokens(tokens, [t % 256 for t in range(100000)])
+    out, change, command = sys.argv[1], sys.argv[2], sys.argv[3:]
+    tokens = os.path.join(out, change + ".bin")
+    log = os.path.join(out, change + ".jsonl")
+    count = 100000
+    lib.write_tokens(tokens, [t % 256 for t in range(count)])
     if os.path.exists(log):
         os.remove(log)
     run = subprocess.Popen(command + ["--quiet", "--steps", "100000000",
@@ -30,13 +33,18 @@ def main():
     while time.time() < deadline and run.poll() is None and not (
             os.path.exists(log) and os.path.getsize(log) > 0):
         time.sleep(0.05)
-    os.truncate(tokens, 1024)
+    if change == "shrink":
+        os.truncate(tokens, 1024)
+    else:
+        with open(tokens, "r+b") as f:
+            f.seek(1024)
+            f.write(b"\xff\xff" * count)
     try:
         _, errors = run.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         run.kill()
         _, errors = run.communicate()
-        print("still running 60 s after the file was cut")
+        print("still running 60 s after the file was changed")
     print("exit", run.returncode)
     sys.stdout.write(errors)
 
