@@ -1419,13 +1419,10 @@ LogicalResult StepEmitter::emitCompute(Operation *op) {
 
 static LogicalResult emitStep(ModuleOp module, Target target,
                               llvm::raw_ostream &os) {
-  FailureOr<SmallVector<ModelOp>> models = train::getModels(module);
-  if (failed(models))
+  FailureOr<ModelOp> single = train::getSingleModel(module, "emitting");
+  if (failed(single))
     return failure();
-  if (models->size() != 1)
-    return module.emitError() << "expected one train.model to emit, found "
-                              << models->size();
-  ModelOp model = models->front();
+  ModelOp model = *single;
   if (!model->getAttrOfType<StringAttr>(kStrategyAttrName))
     return model.emitOpError(
         "is not sharded: run --shardc-shard (and --shardc-schedule) first");

@@ -1374,11 +1374,10 @@ void ShardcShardPass::runOnOperation() {
     return fail(Twine("strategy ") + name + " needs a 1-D mesh N, got mesh=" +
                 mesh);
 
-  auto models = llvm::to_vector(module.getOps<ModelOp>());
-  if (models.size() != 1)
-    return fail("expected one train.model in the input, got " +
-                Twine(models.size()));
-  ModelOp model = models.front();
+  FailureOr<ModelOp> single = train::getSingleModel(module, "sharding");
+  if (failed(single))
+    return signalPassFailure();
+  ModelOp model = *single;
   if (SymbolTable::lookupSymbolIn(module, kMeshName) || model.getSplit())
     return (void)(model.emitOpError() << "is already sharded"),
            signalPassFailure();

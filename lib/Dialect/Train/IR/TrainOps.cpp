@@ -221,6 +221,23 @@ FailureOr<SmallVector<ModelOp>> shardc::train::getModels(ModuleOp module) {
   return models;
 }
 
+FailureOr<ModelOp> shardc::train::getSingleModel(ModuleOp module,
+                                                 StringRef purpose) {
+  FailureOr<SmallVector<ModelOp>> models = getModels(module);
+  if (failed(models))
+    return failure();
+  if (models->size() == 1)
+    return models->front();
+  InFlightDiagnostic diag = (*models)[1].emitOpError()
+                            << "@" << (*models)[1].getSymName()
+                            << " is a second model in the input, of "
+                            << models->size() << ": " << purpose
+                            << " takes one (a file per model)";
+  diag.attachNote(models->front().getLoc())
+      << "the first, @" << models->front().getSymName();
+  return diag;
+}
+
 Value ModelOp::getLoss() {
   return cast<ReturnOp>(getBody().front().getTerminator()).getLoss();
 }

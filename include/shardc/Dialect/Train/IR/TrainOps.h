@@ -29,6 +29,11 @@ constexpr llvm::StringLiteral kRecomputedAttrName = "train.recomputed";
 
 /// The models of `module`; an error on the module when it holds none.
 mlir::FailureOr<llvm::SmallVector<ModelOp>> getModels(mlir::ModuleOp module);
+/// The one model of `module`, which `purpose` ("sharding", "emitting")
+/// needs alone; getModels' error where there is none, else an error on the
+/// second one, noting the first.
+mlir::FailureOr<ModelOp> getSingleModel(mlir::ModuleOp module,
+                                        llvm::StringRef purpose);
 } // namespace shardc::train
 
 #endif // SHARDC_DIALECT_TRAIN_IR_TRAINOPS_H
