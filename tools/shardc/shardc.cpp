@@ -196,10 +196,12 @@ std::string checkPipelineValue(const std::string &name, std::string &value) {
       (llvm::StringRef(value).getAsInteger(10, number) || number < 2))
     return "--" + name + ": expected true, false or a number of ranks " +
            "from 2, got '" + value + "'";
+  // As the pipeline's range, 0 to 2^40 MiB; !(a <= b) also takes NaN.
   double mb;
   if ((name == "bucket-mb" || name == "unit-bucket-mb") &&
-      llvm::StringRef(value).getAsDouble(mb))
-    return "--" + name + ": expected a number of MiB, got '" + value + "'";
+      (llvm::StringRef(value).getAsDouble(mb) || !(mb >= 0) || !(mb <= 0x1p40)))
+    return "--" + name + ": expected a number of MiB from 0 to 2^40, got '" +
+           value + "'";
   if (name == "memory-budget") {
     std::optional<int64_t> bytes = shardc::parseBytes(value);
     if (!bytes)
