@@ -407,3 +407,39 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
+
+// -----
+
+// A gather started before a micro-batch loop and waited in it would be
+// waited once a micro-batch: refused.
+dist.mesh @world axes ["shard"] shape [4]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<4x13xf32>
+  %w = train.param "w" init(#train.zeros) : tensor<13xf32>
+  // expected-error @+1 {{'dist.all_gather_start' op expected its wait outside the train.microbatches it starts before (started once, it would be waited once a micro-batch)}}
+  %t = dist.all_gather_start %w on @world ["shard"] flat : tensor<13xf32> -> !dist.token<tensor<52xf32>>
+  %r = train.microbatches 2 (%x) : (tensor<4x13xf32>) -> tensor<f32> {
+  ^bb0(%slice: tensor<2x13xf32>):
+    // expected-note @+1 {{the wait}}
+    %g = dist.wait %t : !dist.token<tensor<52xf32>>
+    dist.free %g : tensor<52xf32>
+    %s = train.sum_to %slice : tensor<2x13xf32> to tensor<f32>
+    train.yield %s : tensor<f32>
+  }
+  train.return %r : tensor<f32>
+}
+
+// -----
+
+// So would a buffer made before the loop and freed in it.
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<4x13xf32>
+  %r = train.microbatches 2 (%x) : (tensor<4x13xf32>) -> tensor<f32> {
+  ^bb0(%slice: tensor<2x13xf32>):
+    // expected-error @+1 {{'dist.free' op frees a value made before the train.microbatches it is in (it would be freed once a micro-batch)}}
+    dist.free %x : tensor<4x13xf32>
+    %s = train.sum_to %slice : tensor<2x13xf32> to tensor<f32>
+    train.yield %s : tensor<f32>
+  }
+  train.return %r : tensor<f32>
+}

@@ -228,7 +228,8 @@ RankedTensorType resultTensor(OpT op) {
     return op.getResult().getType();
 }
 
-/// A token is waited on exactly once.
+/// A token is waited on exactly once, as often as it is started: in the
+/// `train.microbatches` body it starts in, or outside any.
 LogicalResult verifyWaitedOnce(Operation *op, Value token) {
   size_t waits = llvm::count_if(token.getUsers(),
                                 [](Operation *u) { return isa<WaitOp>(u); });
@@ -238,6 +239,19 @@ LogicalResult verifyWaitedOnce(Operation *op, Value token) {
                              << waits << " waits and "
                              << (llvm::range_size(token.getUses()) - waits)
                              << " other uses";
+  // A token made inside a loop is not seen after it; one made before it
+  // must not be waited in it.
+  Operation *wait = *token.getUsers().begin();
+  using shardc::train::MicrobatchesOp;
+  if (wait->getParentOfType<MicrobatchesOp>() !=
+      op->getParentOfType<MicrobatchesOp>()) {
+    InFlightDiagnostic diag = op->emitOpError()
+                              << "expected its wait outside the "
+                                 "train.microbatches it starts before (started "
+                                 "once, it would be waited once a micro-batch)";
+    diag.attachNote(wait->getLoc()) << "the wait";
+    return diag;
+  }
   return success();
 }
 
@@ -322,6 +336,13 @@ LogicalResult AllReduceStartOp::verify() {
 
 LogicalResult FreeOp::verify() {
   Operation *self = getOperation();
+  // Freed in a loop that it is made before, it would be freed once a
+  // micro-batch.
+  auto loop = self->getParentOfType<shardc::train::MicrobatchesOp>();
+  if (loop && !loop.getBody().isAncestor(getValue().getParentRegion()))
+    return emitOpError() << "frees a value made before the "
+                            "train.microbatches it is in (it would be freed "
+                            "once a micro-batch)";
   for (OpOperand &use : getValue().getUses()) {
     Operation *user = use.getOwner();
     if (user == self)
