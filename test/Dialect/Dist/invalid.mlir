@@ -286,7 +286,7 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 dist.mesh @world axes ["shard"] shape [4]
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %w = train.param "w" init(#train.zeros) : tensor<3x2xf32>
+  %w = train.param "w" init(#train.zeros) sharded(#dist.shard<layout = flat, mesh = @world, axes = ["shard"]>) of tensor<3x2xf32> : tensor<3x2xf32>
   // expected-error @+1 {{'dist.flat_param' op expected a piece of 2 elements for 6 parameter elements over 4 ranks, got 3}}
   %f = dist.flat_param "" ["w"] on @world ["shard"] : tensor<3xf32>
   %l = train.param "l" init(#train.zeros) : tensor<1xf32>
@@ -442,4 +442,80 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
     train.yield %s : tensor<f32>
   }
   train.return %r : tensor<f32>
+}
+
+// -----
+
+// A flat parameter's members are marked flat and keep their full type.
+dist.mesh @world axes ["shard"] shape [2]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" init(#train.zeros) : tensor<3x2xf32>
+  // expected-error @+1 {{'dist.flat_param' op expected member 'w' sharded with layout = flat, got no sharding}}
+  %f = dist.flat_param "" ["w"] on @world ["shard"] : tensor<3xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+dist.mesh @world axes ["shard"] shape [2]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" init(#train.zeros) sharded(#dist.shard<layout = flat, mesh = @world, axes = ["shard"]>) of tensor<4x2xf32> : tensor<2x2xf32>
+  // expected-error @+1 {{'dist.flat_param' op expected member 'w' of its full type 'tensor<4x2xf32>', got 'tensor<2x2xf32>'}}
+  %f = dist.flat_param "" ["w"] on @world ["shard"] : tensor<4xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+// A param marked flat is gathered in its flat parameter, not on its own.
+dist.mesh @world axes ["shard"] shape [2]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" init(#train.zeros) sharded(#dist.shard<layout = flat, mesh = @world, axes = ["shard"]>) of tensor<4x2xf32> : tensor<2x2xf32>
+  // expected-error @+1 {{'dist.all_gather' op gathers param 'w' as dim0, but it is sharded flat}}
+  %g = dist.all_gather %w on @world ["shard"] dim0 : tensor<2x2xf32> -> tensor<4x2xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+// The runtime lays a flat parameter out in its list's order: its unpack
+// yields the members in that order, as the pack of their gradients takes
+// them.
+dist.mesh @world axes ["shard"] shape [2]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" init(#train.zeros) sharded(#dist.shard<layout = flat, mesh = @world, axes = ["shard"]>) of tensor<3x2xf32> : tensor<3x2xf32>
+  %b = train.param "b" init(#train.zeros) sharded(#dist.shard<layout = flat, mesh = @world, axes = ["shard"]>) of tensor<3xf32> : tensor<3xf32>
+  // expected-note @+1 {{the params' order}}
+  %f = dist.flat_param "" ["w", "b"] on @world ["shard"] : tensor<5xf32>
+  %g = dist.all_gather %f on @world ["shard"] flat : tensor<5xf32> -> tensor<10xf32>
+  // expected-error @+1 {{'dist.unpack' op expected the pieces of dist.flat_param's params in its order ('w' 3x2, 'b' 3), got 2 of shapes 3, 3x2}}
+  %u:2 = dist.unpack %g : tensor<10xf32> -> tensor<3xf32>, tensor<3x2xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+dist.mesh @world axes ["shard"] shape [2]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" init(#train.zeros) : tensor<3x2xf32>
+  %b = train.param "b" init(#train.zeros) : tensor<3xf32>
+  %gw = train.param "gw" frozen init(#train.zeros) : tensor<3x2xf32>
+  %gb = train.param "gb" frozen init(#train.zeros) : tensor<3xf32>
+  // expected-error @+1 {{'dist.pack' op expected the pieces of dist.adamw_flat's params in its order ('w' 3x2, 'b' 3), got 2 of shapes 3, 3x2}}
+  %p = dist.pack %gb, %gw : tensor<3xf32>, tensor<3x2xf32> -> tensor<10xf32>
+  %t = dist.reduce_scatter_start %p on @world ["shard"] avg flat : tensor<10xf32> -> !dist.token<tensor<5xf32>>
+  %r = dist.wait %t : !dist.token<tensor<5xf32>>
+  // expected-note @+1 {{the params' order}}
+  dist.adamw_flat "" ["w", "b"], %r on @world ["shard"] : tensor<5xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
 }

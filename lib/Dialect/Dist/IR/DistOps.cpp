@@ -266,10 +266,20 @@ LogicalResult verifyCollective(OpT op, SymbolTableCollection &symbolTable) {
     return op.emitOpError() << "expected a float wire type, got "
                             << *op.getWire();
   if constexpr (std::is_same_v<OpT, AllGatherOp> ||
-                std::is_same_v<OpT, AllGatherStartOp>)
+                std::is_same_v<OpT, AllGatherStartOp>) {
+    // A param's storage is gathered as its sharding lays it out (a flat
+    // one's members are gathered in their dist.flat_param).
+    if (auto param =
+            op.getInput().template getDefiningOp<shardc::train::ParamOp>())
+      if (auto shard = dyn_cast_or_null<ShardAttr>(param.getShardingAttr());
+          shard && shard.getLayout() != op.getLayout())
+        return op.emitOpError()
+               << "gathers param '" << param.getName() << "' as "
+               << stringifyLayout(op.getLayout()) << ", but it is sharded "
+               << stringifyLayout(shard.getLayout());
     return verifyShardOf(op, op.getLayout(), in, out, *n);
-  else if constexpr (std::is_same_v<OpT, ReduceScatterOp> ||
-                     std::is_same_v<OpT, ReduceScatterStartOp>)
+  } else if constexpr (std::is_same_v<OpT, ReduceScatterOp> ||
+                       std::is_same_v<OpT, ReduceScatterStartOp>)
     return verifyShardOf(op, op.getLayout(), out, in, *n);
   else if (in.getShape() != out.getShape())
     return op.emitOpError() << "expected the result shape "
@@ -470,6 +480,61 @@ LogicalResult verifyFlatPiece(Operation *op, ArrayRef<Operation *> params,
 }
 } // namespace
 
+/// The pieces of a flat buffer (a dist.pack's inputs, a dist.unpack's
+/// results) against the full shapes of the params of `op` (a
+/// dist.flat_param or dist.adamw_flat), in order: the runtime lays the
+/// params out by `op`'s list, so a piece out of that order would read or
+/// update another param's elements.
+LogicalResult verifyFlatOrder(Operation *op, ArrayRef<Operation *> params,
+                              Operation *bucket, TypeRange pieces) {
+  auto shapeOf = [](Type t) { return cast<RankedTensorType>(t).getShape(); };
+  bool same = pieces.size() == params.size();
+  for (auto [piece, param] : llvm::zip(pieces, params))
+    same = same &&
+           shapeOf(piece) ==
+               cast<shardc::train::ParamOp>(param).getFullType().getShape();
+  if (same)
+    return success();
+  std::string expected;
+  llvm::raw_string_ostream os(expected);
+  llvm::interleaveComma(params, os, [&](Operation *param) {
+    auto p = cast<shardc::train::ParamOp>(param);
+    os << "'" << p.getName() << "' " << formatShape(p.getFullType().getShape());
+  });
+  InFlightDiagnostic diag = bucket->emitOpError()
+                            << "expected the pieces of " << op->getName()
+                            << "'s params in its order (" << expected
+                            << "), got " << pieces.size() << " of shapes ";
+  llvm::interleaveComma(pieces, diag,
+                        [&](Type t) { diag << formatShape(shapeOf(t)); });
+  diag.attachNote(op->getLoc()) << "the params' order";
+  return diag;
+}
+
+/// Each dist.unpack of `flat`, a flat buffer (or a piece of one), gathered
+/// (dist.all_gather, or _start and its wait) and converted on the way,
+/// against the order of `op`'s params.
+LogicalResult verifyUnpackedOrder(Operation *op, ArrayRef<Operation *> params,
+                                  Value flat) {
+  SmallVector<Value> values = {flat};
+  while (!values.empty()) {
+    Value value = values.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (auto unpack = dyn_cast<UnpackOp>(user)) {
+        if (failed(
+                verifyFlatOrder(op, params, unpack, unpack.getResultTypes())))
+          return failure();
+      } else if (auto start = dyn_cast<AllGatherStartOp>(user)) {
+        for (Operation *wait : start.getToken().getUsers())
+          values.push_back(wait->getResult(0));
+      } else if (isa<AllGatherOp, ConvertOp>(user)) {
+        values.push_back(user->getResult(0));
+      }
+    }
+  }
+  return success();
+}
+
 LogicalResult
 FlatParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return groupSize(*this, getMeshAttr(), getAxes(), symbolTable);
@@ -487,8 +552,24 @@ LogicalResult FlatParamOp::verifyParams(ArrayRef<Operation *> params) {
   if (getResult().getType().getElementType() !=
       cast<shardc::train::ParamOp>(params.front()).getType().getElementType())
     return emitOpError() << "expected the params' element type";
-  return verifyFlatPiece(*this, params, getResult().getType(), *n,
-                         /*update=*/false);
+  // Its members are stored in it: each is marked so, and keeps its full
+  // type, which declares its shape.
+  for (Operation *paramOp : params) {
+    auto param = cast<shardc::train::ParamOp>(paramOp);
+    auto shard = dyn_cast_or_null<ShardAttr>(param.getShardingAttr());
+    if (!shard || shard.getLayout() != Layout::flat)
+      return emitOpError() << "expected member '" << param.getName()
+                           << "' sharded with layout = flat, got "
+                           << (shard ? "layout = dim0" : "no sharding");
+    if (param.getType() != param.getFullType())
+      return emitOpError() << "expected member '" << param.getName()
+                           << "' of its full type " << param.getFullType()
+                           << ", got " << param.getType();
+  }
+  if (failed(verifyFlatPiece(*this, params, getResult().getType(), *n,
+                             /*update=*/false)))
+    return failure();
+  return verifyUnpackedOrder(*this, params, getResult());
 }
 
 LogicalResult
@@ -510,8 +591,27 @@ LogicalResult AdamWFlatOp::verifyParams(ArrayRef<Operation *> params) {
     return emitOpError() << "expected the updated piece of the gradient's "
                             "shape, got "
                          << getUpdated().getType();
-  return verifyFlatPiece(*this, params, getGrad().getType(), *n,
-                         /*update=*/true);
+  if (failed(verifyFlatPiece(*this, params, getGrad().getType(), *n,
+                             /*update=*/true)))
+    return failure();
+  // The gradients' dist.pack, through its reduce-scatter (or _start and its
+  // wait) and conversions; the updated piece's dist.unpack (ZeRO-1/2).
+  for (Value grad = getGrad(); grad;) {
+    Operation *def = grad.getDefiningOp();
+    grad = nullptr;
+    if (auto pack = dyn_cast_or_null<PackOp>(def)) {
+      if (failed(verifyFlatOrder(*this, params, pack,
+                                 pack.getInputs().getTypes())))
+        return failure();
+      break;
+    }
+    if (auto wait = dyn_cast_or_null<WaitOp>(def))
+      def = wait.getToken().getDefiningOp();
+    if (isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp, ConvertOp>(def))
+      grad = def->getOperand(0);
+  }
+  return getUpdated() ? verifyUnpackedOrder(*this, params, getUpdated())
+                      : success();
 }
 
 //===--- dist.sum_squares, dist.clip_coefficient --------------------------===//
