@@ -14,32 +14,44 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
-/// The ledger's output= (in any pass's or pipeline's options) that names
-/// -o's file `output`, or "": the IR, written last, would replace the
-/// ledger. As shardc build refuses --ledger-json onto -o, before anything
-/// runs. A device or a pipe (/dev/null for both) replaces nothing.
-static std::string ledgerOverOutput(llvm::ArrayRef<char *> args,
-                                    llvm::StringRef output) {
-  if (output.empty() || output == "-" ||
-      (llvm::sys::fs::exists(output) &&
-       !llvm::sys::fs::is_regular_file(output)))
-    return "";
-  for (llvm::StringRef arg : args.drop_front()) {
+/// Where an argument that builds a ledger (--shardc-pipeline,
+/// --shardc-ledger, or a pass pipeline naming either) gives its output=.
+struct LedgerOutput {
+  size_t arg, begin, length;
+  std::string value;
+};
+
+/// The ledger outputs of `args` that name a file: not "-", and not an
+/// existing non-regular file (/dev/null), which a write replaces nothing of.
+static std::vector<LedgerOutput>
+findLedgerOutputs(llvm::ArrayRef<char *> args) {
+  std::vector<LedgerOutput> found;
+  for (size_t i = 1; i < args.size(); ++i) {
+    llvm::StringRef arg = args[i];
+    if (!arg.contains("shardc-pipeline") && !arg.contains("shardc-ledger"))
+      continue;
     for (size_t at = arg.find("output="); at != llvm::StringRef::npos;
          at = arg.find("output=", at + 1)) {
-      llvm::StringRef value = arg.substr(at + 7);
-      if (value.consume_front("\"") || value.consume_front("'"))
+      size_t begin = at + 7;
+      llvm::StringRef value = arg.substr(begin);
+      if (value.consume_front("\"") || value.consume_front("'")) {
+        ++begin;
         value = value.take_until([](char c) { return c == '"' || c == '\''; });
-      else
+      } else {
         value = value.take_until([](char c) { return c == ' ' || c == '}'; });
-      if (!value.empty() && value != "-" && shardc::isSameFile(value, output))
-        return value.str();
+      }
+      if (value.empty() || value == "-" ||
+          (llvm::sys::fs::exists(value) &&
+           !llvm::sys::fs::is_regular_file(value)))
+        continue;
+      found.push_back({i, begin, value.size(), value.str()});
     }
   }
-  return "";
+  return found;
 }
 
 int main(int argc, char **argv) {
@@ -49,6 +61,25 @@ int main(int argc, char **argv) {
   std::vector<char *> args(argv, argv + argc);
   std::string quiet = "--mlir-print-op-on-diagnostic=false";
   args.insert(args.begin() + 1, quiet.data());
+  // Each ledger writes beside its output, moved into place once every pass
+  // has succeeded, as -o's file is: a failed run leaves neither.
+  std::vector<LedgerOutput> ledgers = findLedgerOutputs(args);
+  std::map<std::string, std::unique_ptr<shardc::PendingOutput>> pending;
+  std::vector<std::string> rewritten(args.size());
+  std::string error;
+  for (const LedgerOutput &ledger : llvm::reverse(ledgers)) {
+    auto &file = pending[ledger.value];
+    if (!file && !(file = shardc::PendingOutput::create(ledger.value, error))) {
+      llvm::errs() << "shardc-opt: the ledger's output: " << error << "\n";
+      return 1;
+    }
+    if (rewritten[ledger.arg].empty())
+      rewritten[ledger.arg] = args[ledger.arg];
+    rewritten[ledger.arg].replace(ledger.begin, ledger.length, file->path());
+  }
+  for (size_t i = 0; i < args.size(); ++i)
+    if (!rewritten[i].empty())
+      args[i] = rewritten[i].data();
   argc = static_cast<int>(args.size());
   argv = args.data();
 
@@ -58,10 +89,19 @@ int main(int argc, char **argv) {
   auto [input, output] = mlir::registerAndParseCLIOptions(
       argc, argv, "shardc optimizer: train and dist dialect passes\n",
       registry);
-  if (std::string both = ledgerOverOutput(args, output); !both.empty()) {
-    llvm::errs() << "shardc-opt: the ledger's output '" << both
-                 << "' is also -o's file, which the IR would replace\n";
-    return 1;
+  // Checked here, as the ledger pass now sees the file beside its output.
+  for (const LedgerOutput &ledger : ledgers) {
+    const char *over =
+        shardc::isSameFile(ledger.value, input)
+            ? "the input file, which the ledger would replace"
+        : output != "-" && shardc::isSameFile(ledger.value, output)
+            ? "also -o's file, which the IR would replace"
+            : nullptr;
+    if (over) {
+      llvm::errs() << "shardc-opt: the ledger's output '" << ledger.value
+                   << "' is " << over << "\n";
+      return 1;
+    }
   }
   mlir::MlirOptMainConfig config =
       mlir::MlirOptMainConfig::createFromCLOptions();
@@ -71,7 +111,6 @@ int main(int argc, char **argv) {
   // As MlirOptMain(argc, argv, ...), but the input checked before the
   // parser reads it (checkNesting), and a failed write an error naming
   // the file, not LLVM's fatal one.
-  std::string error;
   std::unique_ptr<llvm::MemoryBuffer> file = mlir::openInputFile(input, &error);
   if (!file) {
     llvm::errs() << "shardc-opt: " << error << "\n";
@@ -106,6 +145,16 @@ int main(int argc, char **argv) {
     if (!error.empty())
       llvm::errs() << "shardc-opt: " << error << "\n";
     return 1;
+  }
+  for (auto &[path, file] : pending) {
+    // An argument that named a ledger no pass ran leaves its file as it was.
+    uint64_t size = 0;
+    if (llvm::sys::fs::file_size(file->path(), size) || size == 0)
+      continue;
+    if (llvm::failed(file->commit(error))) {
+      llvm::errs() << "shardc-opt: the ledger's output: " << error << "\n";
+      return 1;
+    }
   }
   return 0;
 }
