@@ -64,10 +64,17 @@ public:
           reductions.push_back(&op);
     for (Operation *op : reductions)
       scheduleReduction(op);
-    SmallVector<FreeOp> frees;
-    model.walk([&](FreeOp free) { frees.push_back(free); });
-    for (FreeOp free : frees)
-      hoistFree(free);
+    // Where each free goes, found before any moves: a move invalidates its
+    // block's op order, which the next isBeforeInBlock recomputes whole
+    // (quadratic in a model's units). A free reads only its buffer, so
+    // moving one changes no other free's place.
+    SmallVector<std::pair<FreeOp, Operation *>> moves;
+    model.walk([&](FreeOp free) {
+      if (Operation *last = lastRead(free))
+        moves.push_back({free, last});
+    });
+    for (auto [free, last] : moves)
+      free->moveAfter(last);
   }
 
 private:
@@ -140,13 +147,19 @@ private:
     gather.erase();
   }
 
-  /// The op after the first backward following `op` up to `until`, or null.
+  /// The op after the first backward following `op` and before `until`
+  /// (where given), or null. By bisection of the backwards, in block order:
+  /// a walk from `op` would cross every reduction after it (ZeRO-1's, one
+  /// a param, all after the backward).
   Operation *afterNextBackward(Operation *op, Operation *until) {
-    for (Operation *next = op->getNextNode(); next && next != until;
-         next = next->getNextNode())
-      if (isa<train::BackwardOp>(next))
-        return next->getNextNode();
-    return nullptr;
+    if (backwards.empty() || backwards.front()->getBlock() != op->getBlock())
+      return nullptr;
+    auto next = llvm::partition_point(backwards, [&](Operation *backward) {
+      return !op->isBeforeInBlock(backward);
+    });
+    if (next == backwards.end() || (until && !(*next)->isBeforeInBlock(until)))
+      return nullptr;
+    return (*next)->getNextNode();
   }
 
   /// Moves down what reads a reduction's result without needing it yet, so
@@ -214,10 +227,11 @@ private:
     op->erase();
   }
 
-  /// Right after the last use of the buffer; an asynchronous collective
-  /// uses its input until its wait, unless it sends a staged copy (cast to
-  /// the wire type or padded, getStagingBytes), made as it starts.
-  void hoistFree(FreeOp free) {
+  /// Where `free` goes: right after the last use of the buffer (null where
+  /// none is in its block); an asynchronous collective uses its input until
+  /// its wait, unless it sends a staged copy (cast to the wire type or
+  /// padded, getStagingBytes), made as it starts.
+  Operation *lastRead(FreeOp free) {
     Operation *last = nullptr;
     Block &block = *free->getBlock();
     for (Operation *anc : usersIn(free.getValue(), block, true)) {
@@ -229,8 +243,7 @@ private:
       if (!last || last->isBeforeInBlock(anc))
         last = anc;
     }
-    if (last)
-      free->moveAfter(last);
+    return last;
   }
 
   ModelOp model;

@@ -505,29 +505,30 @@ void Sharder::groupFlatParams() {
   for (auto param : body.getOps<ParamOp>())
     if (param.isTrainable())
       byUnit[param.getUnitName()].push_back(param);
-  std::string open;
+  // A group is named by its units joined by '+', once it is whole (naming
+  // and renaming it as each unit joined was quadratic in the units).
+  SmallVector<std::pair<SmallVector<StringRef>, SmallVector<ParamOp>>> groups;
+  bool open = false;
   int64_t openBytes = 0;
   for (auto &[unit, params] : byUnit) {
     int64_t bytes = 0;
     for (ParamOp param : params)
       bytes += param.getNumElements() *
                plan.paramType.getIntOrFloatBitWidth() / 8;
-    bool joins = !unit.empty() && !open.empty() &&
-                 openBytes + bytes <= plan.unitBucketBytes;
-    std::string group = joins ? open + "+" + unit.str() : unit.str();
-    if (joins) {
-      SmallVector<ParamOp> earlier = std::move(flatGroups[open]);
-      flatGroups.erase(open);
-      for (ParamOp member : earlier)
-        flatGroupOf[member.getName()] = group;
-      flatGroups[group] = std::move(earlier);
-    }
-    for (ParamOp param : params) {
-      flatGroups[group].push_back(param);
-      flatGroupOf[param.getName()] = group;
-    }
-    open = unit.empty() ? "" : group;
+    bool joins =
+        !unit.empty() && open && openBytes + bytes <= plan.unitBucketBytes;
+    if (!joins)
+      groups.emplace_back();
+    groups.back().first.push_back(unit);
+    llvm::append_range(groups.back().second, params);
+    open = !unit.empty();
     openBytes = joins ? openBytes + bytes : bytes;
+  }
+  for (auto &[units, members] : groups) {
+    std::string group = llvm::join(units, "+");
+    for (ParamOp member : members)
+      flatGroupOf[member.getName()] = group;
+    flatGroups[group] = std::move(members);
   }
 }
 
