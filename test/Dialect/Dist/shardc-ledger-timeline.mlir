@@ -75,6 +75,8 @@
 // RANKS: error: expected ranks-per-node >= 1 (0: the machine's), got -1
 // RUN: not shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=4 machine=h200 ranks-per-node=3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PARTIAL
 // PARTIAL: error: 'train.model' op spans 4 ranks, which do not fill nodes of 3 (ranks-per-node of machine 'h200'): expected a multiple of 3, or at most one node
+// strategy=auto refuses it before its search, which would name a choice.
+// RUN: not shardc-opt %s --shardc-pipeline="strategy=auto mesh=4 machine=h200 ranks-per-node=3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PARTIAL --implicit-check-not=remark
 // RUN: shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=4 ranks-per-node=4" -o /dev/null 2>&1 | FileCheck %s --check-prefix=IGNORED
 // IGNORED: warning: ranks-per-node: ignored without machine
 // RUN: not shardc-opt %s --shardc-pipeline="strategy=zero3 mesh=4 offload-optimizer=true machine=h200" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OFFLOAD

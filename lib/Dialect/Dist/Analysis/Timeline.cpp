@@ -75,6 +75,17 @@ FailureOr<Machine> dist::getMachine(Operation *where, StringRef name,
   return *machine;
 }
 
+LogicalResult dist::verifyFillsNodes(Operation *where, int64_t world,
+                                     const Machine &machine) {
+  if (world <= machine.ranksPerNode || world % machine.ranksPerNode == 0)
+    return success();
+  return where->emitOpError()
+         << "spans " << world << " ranks, which do not fill nodes of "
+         << machine.ranksPerNode << " (ranks-per-node of machine '"
+         << machine.name << "'): expected a multiple of "
+         << machine.ranksPerNode << ", or at most one node";
+}
+
 namespace {
 
 /// The bytes a kernel moves through memory: its tensors in and out, but

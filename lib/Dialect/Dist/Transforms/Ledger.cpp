@@ -212,16 +212,9 @@ struct ShardcLedgerPass
         evalPeak = predictEvalPeak(report, eval->model);
       }
       std::optional<TimelineReport> timeline;
-      // A mesh past one node fills whole nodes, as a job's ranks do.
-      if (onMachine && report.world > onMachine->ranksPerNode &&
-          report.world % onMachine->ranksPerNode != 0) {
-        model.emitOpError()
-            << "spans " << report.world << " ranks, which do not fill nodes of "
-            << onMachine->ranksPerNode << " (ranks-per-node of machine '"
-            << onMachine->name << "'): expected a multiple of "
-            << onMachine->ranksPerNode << ", or at most one node";
+      if (onMachine &&
+          failed(verifyFillsNodes(model, report.world, *onMachine)))
         return signalPassFailure();
-      }
       if (onMachine) {
         FailureOr<TimelineReport> played =
             predictTimeline(model, *onMachine, report.modelFlops);

@@ -428,6 +428,11 @@ public:
     FailureOr<train::ModelOp> model = onlyModel(module, "strategy=auto");
     if (failed(model))
       return signalPassFailure();
+    // Refused before the search, which would otherwise pick a rung first.
+    int64_t world = 0;
+    if (machine && !StringRef(steps.shard.mesh).getAsInteger(10, world) &&
+        failed(verifyFillsNodes(*model, world, *machine)))
+      return signalPassFailure();
     bool recomputeAuto = llvm::is_contained(steps.autodiff.recompute, "auto");
     PipelineSteps probe = steps;
     if (recomputeAuto)

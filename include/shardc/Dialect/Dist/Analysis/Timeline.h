@@ -58,6 +58,10 @@ std::optional<Machine> lookupMachine(llvm::StringRef name,
 /// unknown name, or ranksPerNode < 0 (0 keeps the machine's).
 mlir::FailureOr<Machine> getMachine(mlir::Operation *where,
                                     llvm::StringRef name, int64_t ranksPerNode);
+/// An error on `where` where `world` ranks span more than one of
+/// `machine`'s nodes without filling whole ones, as a job's ranks do.
+mlir::LogicalResult verifyFillsNodes(mlir::Operation *where, int64_t world,
+                                     const Machine &machine);
 
 /// One step of a sharded model on a machine, in seconds.
 /// (A field added here that sums over the step is also extrapolated over a
