@@ -1528,6 +1528,38 @@ void ShardcShardPass::runOnOperation() {
                                           " micro-batches"
                                     : std::string())),
            signalPassFailure();
+  // Ranks and micro-batches average their losses and gradients (as DDP and
+  // FSDP do), the same maths only for a loss that is a mean over the batch
+  // (train.cross_entropy's): a sum over it would be divided by their count.
+  if (ranks * gradAccum > 1) {
+    SmallVector<Value> values = {model.getLoss()};
+    llvm::DenseSet<Operation *> seen;
+    while (!values.empty()) {
+      Operation *def = values.pop_back_val().getDefiningOp();
+      if (!def || !seen.insert(def).second)
+        continue;
+      // train.sum_to aligns trailing dimensions: dim 0 is summed where the
+      // result has fewer, or another size there.
+      auto sum = dyn_cast<train::SumToOp>(def);
+      auto in = sum ? cast<RankedTensorType>(sum.getInput().getType())
+                    : RankedTensorType();
+      RankedTensorType out = sum ? sum.getType() : RankedTensorType();
+      if (in && in.getRank() > 0 && in.getDimSize(0) == model.getBatch() &&
+          (out.getRank() < in.getRank() ||
+           out.getDimSize(0) != in.getDimSize(0)))
+        return (void)(sum.emitOpError()
+                      << "sums the loss over the batch of " << model.getBatch()
+                      << " rows, which the step splits " << ranks * gradAccum
+                      << " ways (ranks times micro-batches) and averages: "
+                         "the loss and its gradients would be 1/"
+                      << ranks * gradAccum
+                      << " of one rank's (a loss averaged over the batch, "
+                         "as train.cross_entropy's, is the same maths "
+                         "split)"),
+               signalPassFailure();
+      llvm::append_range(values, def->getOperands());
+    }
+  }
   if (gradAccum > 1 && model.getBody().getOps<train::InputOp>().empty())
     return (void)(model.emitOpError() << "has no train.input for grad-accum="
                                       << static_cast<int64_t>(gradAccum)

@@ -287,9 +287,12 @@ LogicalResult ReverseSweep::differentiate(Operation *op) {
         return success();
       })
       .Case<SumToOp>([&](SumToOp op) {
-        // Broadcasting dy back: zeros of the input's shape plus dy.
-        Value zeros = arith::ConstantOp::create(
-            b, loc, b.getZeroAttr(op.getInput().getType()));
+        // Broadcasting dy back: zeros of the input's shape plus dy, the
+        // zeros the input times 0 (a constant of the input's shape would
+        // not follow sharding's split of the batch; an input's inf or NaN
+        // makes the loss one already).
+        Value zeros = ScaleOp::create(b, loc, forward(op.getInput()),
+                                      b.getF64FloatAttr(0.0));
         accumulate(op.getInput(),
                    AddOp::create(b, loc, op.getInput().getType(), zeros, dy));
         return success();
@@ -533,6 +536,11 @@ LogicalResult TrainAutodiffPass::differentiateModel(ModelOp model) {
   Block &body = model.getBody().front();
   if (!body.getOps<BackwardOp>().empty() || !body.getOps<AdamWOp>().empty())
     return model.emitOpError() << "is already differentiated";
+  for (auto loop : body.getOps<MicrobatchesOp>())
+    return loop.emitOpError()
+           << "in a model to differentiate: shardc-shard's grad-accum=K "
+              "makes the micro-batch loop, after the autodiff (give the "
+              "forward of the whole batch)";
   FailureOr<llvm::DenseSet<Operation *>> recomputed = unitsToRecompute(model);
   if (failed(recomputed))
     return failure();
