@@ -519,3 +519,37 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
+
+// -----
+
+// ZeRO-1/2: an updated shard is gathered and written back to its param.
+dist.mesh @world axes ["shard"] shape [2]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" init(#train.zeros) : tensor<4x2xf32>
+  %g = train.param "g" frozen init(#train.zeros) : tensor<2x2xf32>
+  // expected-error @+1 {{'dist.adamw_shard' op updates param 'w', which no dist.set_param writes back: it would not change}}
+  %u = dist.adamw_shard "w", %g on @world ["shard"] : tensor<2x2xf32> -> tensor<2x2xf32>
+  %f = dist.all_gather %u on @world ["shard"] dim0 : tensor<2x2xf32> -> tensor<4x2xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+dist.mesh @world axes ["shard"] shape [2]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" init(#train.zeros) : tensor<4x2xf32>
+  %v = train.param "v" init(#train.zeros) : tensor<4x2xf32>
+  %g = train.param "g" frozen init(#train.zeros) : tensor<2x2xf32>
+  %u = dist.adamw_shard "w", %g on @world ["shard"] : tensor<2x2xf32> -> tensor<2x2xf32>
+  %f = dist.all_gather %u on @world ["shard"] dim0 : tensor<2x2xf32> -> tensor<4x2xf32>
+  // expected-error @+1 {{'dist.set_param' op writes param 'v' with the update of param 'w'}}
+  dist.set_param "v", %f : tensor<4x2xf32>
+  %uv = dist.adamw_shard "v", %g on @world ["shard"] : tensor<2x2xf32> -> tensor<2x2xf32>
+  %fv = dist.all_gather %uv on @world ["shard"] dim0 : tensor<2x2xf32> -> tensor<4x2xf32>
+  dist.set_param "w", %fv : tensor<4x2xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}

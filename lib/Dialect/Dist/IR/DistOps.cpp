@@ -406,6 +406,49 @@ LogicalResult UnpackOp::verify() {
 //===--- dist.adamw_shard, dist.set_param ---------------------------------===//
 // The model resolves the param's name (ParamUserOpInterface).
 
+namespace {
+/// Calls `f` on each user of `value` and of what it becomes gathered
+/// (dist.all_gather, or _start and its wait) and converted, the value's
+/// journey to a dist.unpack or dist.set_param.
+void forEachGatheredUser(Value value, function_ref<void(Operation *)> f) {
+  SmallVector<Value> values = {value};
+  while (!values.empty()) {
+    for (Operation *user : values.pop_back_val().getUsers()) {
+      f(user);
+      if (auto start = dyn_cast<AllGatherStartOp>(user)) {
+        for (Operation *tokenUser : start.getToken().getUsers())
+          if (auto wait = dyn_cast<WaitOp>(tokenUser))
+            values.push_back(wait.getResult());
+      } else if (isa<AllGatherOp, ConvertOp>(user)) {
+        values.push_back(user->getResult(0));
+      }
+    }
+  }
+}
+
+/// An updated value that reaches no dist.set_param of `name`, or one of
+/// another param: the param would not change, or take another's values.
+LogicalResult verifyWrittenBack(Operation *op, StringRef name, Value updated) {
+  bool written = false;
+  SetParamOp wrong;
+  forEachGatheredUser(updated, [&](Operation *user) {
+    if (auto set = dyn_cast<SetParamOp>(user)) {
+      written |= set.getName() == name;
+      if (set.getName() != name && !wrong)
+        wrong = set;
+    }
+  });
+  if (wrong)
+    return wrong.emitOpError() << "writes param '" << wrong.getName()
+                               << "' with the update of param '" << name << "'";
+  if (!written)
+    return op->emitOpError() << "updates param '" << name
+                             << "', which no dist.set_param writes back: it "
+                                "would not change";
+  return success();
+}
+} // namespace
+
 LogicalResult
 AdamWShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return groupSize(*this, getMeshAttr(), getAxes(), symbolTable);
@@ -432,7 +475,7 @@ LogicalResult AdamWShardOp::verifyParams(ArrayRef<Operation *> params) {
   if (getResult().getType() != updated)
     return emitOpError() << "expected the updated shard of type " << updated
                          << ", got " << getResult().getType();
-  return success();
+  return verifyWrittenBack(*this, getName(), getResult());
 }
 
 SmallVector<StringRef, 1> SetParamOp::getParamNames() { return {getName()}; }
@@ -478,7 +521,6 @@ LogicalResult verifyFlatPiece(Operation *op, ArrayRef<Operation *> params,
                              << " ranks, got " << piece.getNumElements();
   return success();
 }
-} // namespace
 
 /// The pieces of a flat buffer (a dist.pack's inputs, a dist.unpack's
 /// results) against the full shapes of the params of `op` (a
@@ -511,29 +553,26 @@ LogicalResult verifyFlatOrder(Operation *op, ArrayRef<Operation *> params,
   return diag;
 }
 
-/// Each dist.unpack of `flat`, a flat buffer (or a piece of one), gathered
-/// (dist.all_gather, or _start and its wait) and converted on the way,
-/// against the order of `op`'s params.
+/// Each dist.unpack of `flat`, a flat buffer (or a piece of one), against
+/// the order of `op`'s params; with `writtenBack` (the updated piece of
+/// ZeRO-1/2's dist.adamw_flat), each of its views written back to its
+/// param.
 LogicalResult verifyUnpackedOrder(Operation *op, ArrayRef<Operation *> params,
-                                  Value flat) {
-  SmallVector<Value> values = {flat};
-  while (!values.empty()) {
-    Value value = values.pop_back_val();
-    for (Operation *user : value.getUsers()) {
-      if (auto unpack = dyn_cast<UnpackOp>(user)) {
-        if (failed(
-                verifyFlatOrder(op, params, unpack, unpack.getResultTypes())))
-          return failure();
-      } else if (auto start = dyn_cast<AllGatherStartOp>(user)) {
-        for (Operation *wait : start.getToken().getUsers())
-          values.push_back(wait->getResult(0));
-      } else if (isa<AllGatherOp, ConvertOp>(user)) {
-        values.push_back(user->getResult(0));
-      }
-    }
-  }
-  return success();
+                                  Value flat, bool writtenBack) {
+  LogicalResult result = success();
+  forEachGatheredUser(flat, [&](Operation *user) {
+    auto unpack = dyn_cast<UnpackOp>(user);
+    if (!unpack || failed(result))
+      return;
+    result = verifyFlatOrder(op, params, unpack, unpack.getResultTypes());
+    for (auto [view, param] : llvm::zip(unpack.getResults(), params))
+      if (succeeded(result) && writtenBack)
+        result = verifyWrittenBack(
+            op, cast<shardc::train::ParamOp>(param).getName(), view);
+  });
+  return result;
 }
+} // namespace
 
 LogicalResult
 FlatParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
@@ -569,7 +608,8 @@ LogicalResult FlatParamOp::verifyParams(ArrayRef<Operation *> params) {
   if (failed(verifyFlatPiece(*this, params, getResult().getType(), *n,
                              /*update=*/false)))
     return failure();
-  return verifyUnpackedOrder(*this, params, getResult());
+  return verifyUnpackedOrder(*this, params, getResult(),
+                             /*writtenBack=*/false);
 }
 
 LogicalResult
@@ -594,7 +634,7 @@ LogicalResult AdamWFlatOp::verifyParams(ArrayRef<Operation *> params) {
   if (failed(verifyFlatPiece(*this, params, getGrad().getType(), *n,
                              /*update=*/true)))
     return failure();
-  // The gradients' dist.pack, through its reduce-scatter (or _start and its
+  // The gradients' dist.pack, through its reductions (or their _start and
   // wait) and conversions; the updated piece's dist.unpack (ZeRO-1/2).
   for (Value grad = getGrad(); grad;) {
     Operation *def = grad.getDefiningOp();
@@ -607,10 +647,12 @@ LogicalResult AdamWFlatOp::verifyParams(ArrayRef<Operation *> params) {
     }
     if (auto wait = dyn_cast_or_null<WaitOp>(def))
       def = wait.getToken().getDefiningOp();
-    if (isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp, ConvertOp>(def))
+    if (isa_and_nonnull<ReduceScatterOp, ReduceScatterStartOp, AllReduceOp,
+                        AllReduceStartOp, ConvertOp>(def))
       grad = def->getOperand(0);
   }
-  return getUpdated() ? verifyUnpackedOrder(*this, params, getUpdated())
+  return getUpdated() ? verifyUnpackedOrder(*this, params, getUpdated(),
+                                            /*writtenBack=*/true)
                       : success();
 }
 
