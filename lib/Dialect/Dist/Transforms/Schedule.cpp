@@ -144,22 +144,48 @@ private:
     gather.getResult().replaceAllUsesWith(wait.getResult());
     // A kept shard (reshard-after-forward=K) is a buffer, read until then.
     asyncReads[start] = wait;
+    forget(gather);
     gather.erase();
   }
 
+  /// The first backward after `op` in its block, or null. Every reduction
+  /// asks, so the answers are kept: backwards never move, and another op
+  /// moving or coming in changes no op's answer but its own (dropped,
+  /// forget). A walk from each op would cross every reduction after it
+  /// (ZeRO-1's, one a param, all after the backward); an order query
+  /// (isBeforeInBlock) would renumber the block after each move (hsdp's
+  /// deferred all-reduces).
+  Operation *nextBackward(Operation *op) {
+    SmallVector<Operation *> walked = {op};
+    Operation *found = nullptr;
+    for (Operation *next = op->getNextNode(); next;
+         next = next->getNextNode()) {
+      if (isa<train::BackwardOp>(next)) {
+        found = next;
+        break;
+      }
+      if (auto known = nextBackwardOf.find(next);
+          known != nextBackwardOf.end()) {
+        found = known->second;
+        break;
+      }
+      walked.push_back(next);
+    }
+    for (Operation *each : walked)
+      nextBackwardOf[each] = found;
+    return found;
+  }
+  /// Drops what nextBackward knows of `op`, before it moves or goes.
+  void forget(Operation *op) { nextBackwardOf.erase(op); }
+
   /// The op after the first backward following `op` and before `until`
-  /// (where given), or null. By bisection of the backwards, in block order:
-  /// a walk from `op` would cross every reduction after it (ZeRO-1's, one
-  /// a param, all after the backward).
+  /// (where given), or null.
   Operation *afterNextBackward(Operation *op, Operation *until) {
-    if (backwards.empty() || backwards.front()->getBlock() != op->getBlock())
+    Operation *backward = nextBackward(op);
+    if (!backward ||
+        (until && (until == backward || nextBackward(until) == backward)))
       return nullptr;
-    auto next = llvm::partition_point(backwards, [&](Operation *backward) {
-      return !op->isBeforeInBlock(backward);
-    });
-    if (next == backwards.end() || (until && !(*next)->isBeforeInBlock(until)))
-      return nullptr;
-    return (*next)->getNextNode();
+    return backward->getNextNode();
   }
 
   /// Moves down what reads a reduction's result without needing it yet, so
@@ -178,15 +204,19 @@ private:
           if (Operation *first = firstUser(view, block, true);
               first && (!until || first->isBeforeInBlock(until)))
             until = first;
-        if (until)
+        if (until) {
+          forget(user);
           user->moveBefore(until);
+        }
         continue;
       }
       if (!isa<ReduceScatterOp, AllReduceOp>(user))
         continue;
       until = firstUser(user->getResult(0), block);
-      if (Operation *after = afterNextBackward(user, until))
+      if (Operation *after = afterNextBackward(user, until)) {
+        forget(user);
         user->moveBefore(after);
+      }
     }
   }
 
@@ -224,6 +254,7 @@ private:
     auto wait = WaitOp::create(b, op->getLoc(), start->getResult(0));
     result.replaceAllUsesWith(wait.getResult());
     asyncReads[start] = wait;
+    forget(op);
     op->erase();
   }
 
@@ -251,6 +282,7 @@ private:
   int64_t prefetch;
   SmallVector<Operation *> forwardUnits, backwards;
   llvm::DenseMap<Operation *, Operation *> asyncReads; // start -> wait
+  llvm::DenseMap<Operation *, Operation *> nextBackwardOf;
 };
 
 /// Every rank runs the same straight-line step, and the same number of
