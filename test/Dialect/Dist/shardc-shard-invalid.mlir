@@ -9,14 +9,18 @@
 // BATCH-PARAM: batch-sized-param.mlir:9:10: error: 'train.add' op does not follow the split of the batch: 4 over 2 data-parallel ranks is 2 a rank, where it expected rhs shape 4x3 to be a suffix of lhs shape 2x3 (an operand sized by the whole batch, such as a param, does not split with it)
 // RUN: not shardc-opt %S/Inputs/batch-sized-param.mlir --train-autodiff --shardc-shard="strategy=ddp mesh=1 grad-accum=2" 2>&1 | FileCheck %s --check-prefix=BATCH-PARAM-MICRO
 // BATCH-PARAM-MICRO: error: 'train.add' op does not follow the split of the batch: 4 over 1 data-parallel rank and 2 micro-batches is 2 a micro-batch, where it expected
-// A loss summed over the batch: split over ranks or micro-batches and
-// averaged, it would be divided by their count. Unsplit, it trains (its
-// gradient broadcast by an add to the input times 0, which the split
-// would follow).
+// A loss summed over the batch (at the model's level, or in a unit): split
+// over ranks or micro-batches and averaged, it would be divided by their
+// count. Unsplit, it trains (its gradient broadcast by an add to the input
+// times 0, which the split would follow). A sum over a param whose dim 0
+// equals the batch is no sum over the batch.
 // RUN: not shardc-opt %S/Inputs/sum-loss.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2" 2>&1 | FileCheck %s --check-prefix=SUM-LOSS
-// SUM-LOSS: sum-loss.mlir:11:8: error: 'train.sum_to' op sums the loss over the batch of 4 rows, which the step splits 2 ways (ranks times micro-batches) and averages: the loss and its gradients would be 1/2 of one rank's (a loss averaged over the batch, as train.cross_entropy's, is the same maths split)
+// SUM-LOSS: sum-loss.mlir:11:8: error: 'train.sum_to' op sums the loss over the batch, which the step splits 2 ways (ranks times micro-batches) and averages: the loss and its gradients would be 1/2 of the unsplit step's (a loss averaged over the batch, as train.cross_entropy's, is the same maths split)
 // RUN: not shardc-opt %S/Inputs/sum-loss.mlir --train-autodiff --shardc-shard="strategy=ddp mesh=1 grad-accum=4" 2>&1 | FileCheck %s --check-prefix=SUM-LOSS-MICRO
-// SUM-LOSS-MICRO: error: 'train.sum_to' op sums the loss over the batch of 4 rows, which the step splits 4 ways
+// SUM-LOSS-MICRO: error: 'train.sum_to' op sums the loss over the batch, which the step splits 4 ways
+// RUN: not shardc-opt %S/Inputs/sum-loss-in-unit.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2" 2>&1 | FileCheck %s --check-prefix=SUM-LOSS-UNIT
+// SUM-LOSS-UNIT: sum-loss-in-unit.mlir:9:10: error: 'train.sum_to' op sums the loss over the batch
+// RUN: shardc-opt %S/Inputs/param-penalty.mlir --train-autodiff --shardc-shard="strategy=zero3 mesh=2" -o /dev/null
 // RUN: shardc-opt %S/Inputs/sum-loss.mlir --shardc-pipeline="strategy=zero3 mesh=1" | FileCheck %s --check-prefix=SUM-LOSS-ONE
 // SUM-LOSS-ONE: %[[ZEROS:.*]] = train.scale %{{.*}} by 0.000000e+00 : tensor<4x4xf32>
 // SUM-LOSS-ONE: train.add %[[ZEROS]], %{{.*}} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>

@@ -526,7 +526,8 @@ LogicalResult verifyFlatPiece(Operation *op, ArrayRef<Operation *> params,
 /// results) against the full shapes of the params of `op` (a
 /// dist.flat_param or dist.adamw_flat), in order: the runtime lays the
 /// params out by `op`'s list, so a piece out of that order would read or
-/// update another param's elements.
+/// update another param's elements. (Shapes alone: two pieces of one shape
+/// swapped pass.)
 LogicalResult verifyFlatOrder(Operation *op, ArrayRef<Operation *> params,
                               Operation *bucket, TypeRange pieces) {
   auto shapeOf = [](Type t) { return cast<RankedTensorType>(t).getShape(); };

@@ -15,9 +15,11 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -285,6 +287,13 @@ struct ShardcLedgerPass
         return signalPassFailure();
       }
       file->keep();
+      // Kept and closed, it stays guarded against an interrupt (the
+      // ToolOutputFile dropped that): shardc and shardc-opt give a file
+      // beside the output, moved into place only once every pass has
+      // succeeded.
+      file.reset();
+      if (llvm::sys::fs::is_regular_file(output))
+        llvm::sys::RemoveFileOnSignal(output);
     }
     markAllAnalysesPreserved();
   }

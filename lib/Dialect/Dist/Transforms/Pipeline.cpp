@@ -200,18 +200,6 @@ FailureOr<Prediction> predict(ModuleOp module, const PipelineSteps &probe,
   return prediction;
 }
 
-/// The one model of `module`, or an error naming `option` (the searches
-/// choose for one model).
-FailureOr<train::ModelOp> onlyModel(ModuleOp module, StringRef option) {
-  FailureOr<SmallVector<train::ModelOp>> models = train::getModels(module);
-  if (failed(models))
-    return failure();
-  if (models->size() != 1)
-    return module.emitError() << option << " chooses for one model; the "
-                              << "module holds " << models->size();
-  return models->front();
-}
-
 /// The pipeline of `steps`: through recompute=auto's search where it is
 /// asked, else the passes themselves.
 void addPipeline(OpPassManager &pm, const PipelineSteps &steps);
@@ -287,7 +275,8 @@ public:
         return signalPassFailure();
       base.wrap.clear();
     }
-    FailureOr<train::ModelOp> found = onlyModel(module, "recompute=auto");
+    FailureOr<train::ModelOp> found =
+        train::getSingleModel(module, "recompute=auto");
     if (failed(found))
       return signalPassFailure();
     train::ModelOp model = *found;
@@ -425,7 +414,8 @@ public:
                          << steps.shard.mesh << "' (hsdp's: name it)";
       return signalPassFailure();
     }
-    FailureOr<train::ModelOp> model = onlyModel(module, "strategy=auto");
+    FailureOr<train::ModelOp> model =
+        train::getSingleModel(module, "strategy=auto");
     if (failed(model))
       return signalPassFailure();
     // Refused before the search, which would otherwise pick a rung first.

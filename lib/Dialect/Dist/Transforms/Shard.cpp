@@ -524,11 +524,13 @@ void Sharder::groupFlatParams() {
     open = !unit.empty();
     openBytes = joins ? openBytes + bytes : bytes;
   }
+  // (Units named a, b and a+b give two groups of one name: one flat
+  // parameter holds both.)
   for (auto &[units, members] : groups) {
     std::string group = llvm::join(units, "+");
     for (ParamOp member : members)
       flatGroupOf[member.getName()] = group;
-    flatGroups[group] = std::move(members);
+    llvm::append_range(flatGroups[group], members);
   }
 }
 
@@ -751,6 +753,67 @@ void Sharder::gatherFlatForRoot(FlatParamOp flat, ArrayRef<ParamOp> members) {
 //===----------------------------------------------------------------------===//
 // The batch
 //===----------------------------------------------------------------------===//
+
+/// The train.sum_to on the loss's path (through the units' bodies) that
+/// sums over the batch, or null. The values split with the batch are those
+/// computed from the step's inputs, while they have a dimension 0; a
+/// sum_to of one sums the batch where its result drops or shrinks that
+/// dimension (it aligns trailing dimensions).
+static train::SumToOp findBatchSum(ModelOp model) {
+  llvm::DenseSet<Value> split;
+  model.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (auto unit = dyn_cast<train::UnitOp>(op)) {
+      for (auto [arg, operand] :
+           llvm::zip(unit.getBody().getArguments(), unit.getOperands()))
+        if (split.contains(operand))
+          split.insert(arg);
+      return;
+    }
+    auto splitsIn = [&](Value v) { return split.contains(v); };
+    bool fromBatch =
+        isa<train::InputOp>(op) || llvm::any_of(op->getOperands(), splitsIn);
+    if (isa<train::YieldOp>(op) && isa<train::UnitOp>(op->getParentOp())) {
+      for (auto [result, yielded] :
+           llvm::zip(op->getParentOp()->getResults(), op->getOperands()))
+        if (split.contains(yielded))
+          split.insert(result);
+      return;
+    }
+    if (auto sum = dyn_cast<train::SumToOp>(op)) {
+      RankedTensorType in = sum.getInput().getType(), out = sum.getType();
+      if (out.getRank() < in.getRank() || out.getDimSize(0) != in.getDimSize(0))
+        return;
+    }
+    for (Value result : op->getResults())
+      if (fromBatch && cast<ShapedType>(result.getType()).getRank() > 0)
+        split.insert(result);
+  });
+  SmallVector<Value> values = {model.getLoss()};
+  llvm::DenseSet<Value> seen;
+  while (!values.empty()) {
+    Value value = values.pop_back_val();
+    if (!seen.insert(value).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(value)) {
+      if (auto unit = dyn_cast<train::UnitOp>(arg.getOwner()->getParentOp()))
+        values.push_back(unit.getOperand(arg.getArgNumber()));
+      continue;
+    }
+    Operation *def = value.getDefiningOp();
+    if (auto unit = dyn_cast<train::UnitOp>(def)) {
+      Operation *yield = unit.getBody().front().getTerminator();
+      values.push_back(
+          yield->getOperand(cast<OpResult>(value).getResultNumber()));
+      continue;
+    }
+    if (auto sum = dyn_cast<train::SumToOp>(def);
+        sum && split.contains(sum.getInput()) &&
+        !split.contains(sum.getResult()))
+      return sum;
+    llvm::append_range(values, def->getOperands());
+  }
+  return nullptr;
+}
 
 LogicalResult Sharder::splitInputs() {
   int64_t ranks = plan.dataParallelRanks();
@@ -1531,35 +1594,18 @@ void ShardcShardPass::runOnOperation() {
   // Ranks and micro-batches average their losses and gradients (as DDP and
   // FSDP do), the same maths only for a loss that is a mean over the batch
   // (train.cross_entropy's): a sum over it would be divided by their count.
-  if (ranks * gradAccum > 1) {
-    SmallVector<Value> values = {model.getLoss()};
-    llvm::DenseSet<Operation *> seen;
-    while (!values.empty()) {
-      Operation *def = values.pop_back_val().getDefiningOp();
-      if (!def || !seen.insert(def).second)
-        continue;
-      // train.sum_to aligns trailing dimensions: dim 0 is summed where the
-      // result has fewer, or another size there.
-      auto sum = dyn_cast<train::SumToOp>(def);
-      auto in = sum ? cast<RankedTensorType>(sum.getInput().getType())
-                    : RankedTensorType();
-      RankedTensorType out = sum ? sum.getType() : RankedTensorType();
-      if (in && in.getRank() > 0 && in.getDimSize(0) == model.getBatch() &&
-          (out.getRank() < in.getRank() ||
-           out.getDimSize(0) != in.getDimSize(0)))
-        return (void)(sum.emitOpError()
-                      << "sums the loss over the batch of " << model.getBatch()
-                      << " rows, which the step splits " << ranks * gradAccum
-                      << " ways (ranks times micro-batches) and averages: "
-                         "the loss and its gradients would be 1/"
-                      << ranks * gradAccum
-                      << " of one rank's (a loss averaged over the batch, "
-                         "as train.cross_entropy's, is the same maths "
-                         "split)"),
-               signalPassFailure();
-      llvm::append_range(values, def->getOperands());
-    }
-  }
+  if (int64_t ways = ranks * gradAccum; ways > 1)
+    if (train::SumToOp sum = findBatchSum(model))
+      return (void)(sum.emitOpError()
+                    << "sums the loss over the batch, which the step splits "
+                    << ways
+                    << " ways (ranks times micro-batches) and averages: the "
+                       "loss and its gradients would be 1/"
+                    << ways
+                    << " of the unsplit step's (a loss averaged over the "
+                       "batch, as train.cross_entropy's, is the same maths "
+                       "split)"),
+             signalPassFailure();
   if (gradAccum > 1 && model.getBody().getOps<train::InputOp>().empty())
     return (void)(model.emitOpError() << "has no train.input for grad-accum="
                                       << static_cast<int64_t>(gradAccum)

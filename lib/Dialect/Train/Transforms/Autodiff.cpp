@@ -288,9 +288,9 @@ LogicalResult ReverseSweep::differentiate(Operation *op) {
       })
       .Case<SumToOp>([&](SumToOp op) {
         // Broadcasting dy back: zeros of the input's shape plus dy, the
-        // zeros the input times 0 (a constant of the input's shape would
-        // not follow sharding's split of the batch; an input's inf or NaN
-        // makes the loss one already).
+        // zeros the input times 0, which follow sharding's split of the
+        // batch and its dtypes as a constant of the input's shape would not
+        // (an inf or NaN in the input makes its gradient NaN).
         Value zeros = ScaleOp::create(b, loc, forward(op.getInput()),
                                       b.getF64FloatAttr(0.0));
         accumulate(op.getInput(),
@@ -536,8 +536,8 @@ LogicalResult TrainAutodiffPass::differentiateModel(ModelOp model) {
   Block &body = model.getBody().front();
   if (!body.getOps<BackwardOp>().empty() || !body.getOps<AdamWOp>().empty())
     return model.emitOpError() << "is already differentiated";
-  for (auto loop : body.getOps<MicrobatchesOp>())
-    return loop.emitOpError()
+  if (auto loops = body.getOps<MicrobatchesOp>(); !loops.empty())
+    return (*loops.begin()).emitOpError()
            << "in a model to differentiate: shardc-shard's grad-accum=K "
               "makes the micro-batch loop, after the autodiff (give the "
               "forward of the whole batch)";
