@@ -611,7 +611,7 @@ std::string readManifest(const std::string &dir, Manifest &manifest) {
     if (!parseHex32(*crc, saved) || root.members.back().first != "crc32" ||
         key == std::string::npos || comma == std::string::npos ||
         text[comma] != ',')
-      return corrupt("\"crc32\" is not the last member, 8 hex digits");
+      return corrupt("expected \"crc32\" last, a string of 8 hex digits");
     uint32_t actual = crc32(text.data(), comma);
     if (actual != saved)
       return corrupt("its text has CRC-32 " + hex32(actual) +

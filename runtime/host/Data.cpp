@@ -346,16 +346,19 @@ void TokenData::read(int64_t step, int64_t globalBatch, int64_t rowBegin,
     const uint16_t *window = tokensBase + start;
     int32_t *tokenRow = tokens + (row - rowBegin) * length;
     int32_t *targetRow = targets + (row - rowBegin) * length;
-    // Checked at open, and again as read: a file rewritten in place during
-    // the run is named here, not by the embedding's index check.
-    for (int64_t t = 0; t <= length; ++t)
-      if (window[t] >= vocab)
-        SHARDC_RT_FAIL(callFor(why), tokenOutOfRange(file.path(), window[t],
-                                                     start + t, vocab) +
-                                         " (the file changed during the run?)");
-    for (int64_t t = 0; t < length; ++t) {
-      tokenRow[t] = window[t];
-      targetRow[t] = window[t + 1];
+    // Checked at open, and again as read, each token read once: a file
+    // rewritten in place during the run is named here, not by the
+    // embedding's index check.
+    for (int64_t t = 0; t <= length; ++t) {
+      uint16_t token = window[t];
+      if (token >= vocab)
+        SHARDC_RT_FAIL(callFor(why),
+                       tokenOutOfRange(file.path(), token, start + t, vocab) +
+                           " (the file changed during the run?)");
+      if (t < length)
+        tokenRow[t] = token;
+      if (t > 0)
+        targetRow[t - 1] = token;
     }
   }
 }

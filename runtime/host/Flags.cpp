@@ -141,7 +141,7 @@ uint64_t fnv1a(uint64_t hash, const std::string &text) {
 
 bool shardc::rt::parseInt(const char *text, int64_t &value) {
   // strtoll would skip leading blanks and take a '+': neither ' 3' nor '+3'
-  // is a number here, as in JSON.
+  // is a number here (no save writes one, nor a '+' in JSON).
   if (std::isspace(static_cast<unsigned char>(*text)) || *text == '+')
     return false;
   char *end = nullptr;

@@ -14,9 +14,12 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 /// Where an argument that builds a ledger (--shardc-pipeline,
 /// --shardc-ledger, or a pass pipeline naming either) gives its output=.
@@ -65,6 +68,14 @@ int main(int argc, char **argv) {
   // has succeeded, as -o's file is: a failed run leaves neither.
   std::vector<LedgerOutput> ledgers = findLedgerOutputs(args);
   std::map<std::string, std::unique_ptr<shardc::PendingOutput>> pending;
+  // The option parser exits on --help, --version or a bad flag, past the
+  // pending files' destructors: removed at exit (once moved into place,
+  // their names are free).
+  static std::vector<std::string> temps;
+  std::atexit([] {
+    for (const std::string &temp : temps)
+      ::unlink(temp.c_str());
+  });
   std::vector<std::string> rewritten(args.size());
   std::string error;
   for (const LedgerOutput &ledger : llvm::reverse(ledgers)) {
@@ -73,6 +84,8 @@ int main(int argc, char **argv) {
       llvm::errs() << "shardc-opt: the ledger's output: " << error << "\n";
       return 1;
     }
+    temps.push_back(file->path());
+    file->guardAgain();
     if (rewritten[ledger.arg].empty())
       rewritten[ledger.arg] = args[ledger.arg];
     rewritten[ledger.arg].replace(ledger.begin, ledger.length, file->path());

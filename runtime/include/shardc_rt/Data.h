@@ -123,7 +123,8 @@ public:
   int64_t windowStart(int64_t step, int64_t globalBatch, int64_t row) const;
   /// Rows [rowBegin, rowEnd) of the global batch of `globalBatch` rows at
   /// `step`: tokens and targets, each (rowEnd - rowBegin) x T, row-major.
-  /// Bad arguments are a fatal error.
+  /// Bad arguments are a fatal error, and so is a token not below the
+  /// vocabulary (the file changed since open).
   void read(int64_t step, int64_t globalBatch, int64_t rowBegin, int64_t rowEnd,
             int32_t *tokens, int32_t *targets) const;
 
