@@ -781,7 +781,8 @@ static train::SumToOp findBatchSum(ModelOp model) {
     }
     if (auto sum = dyn_cast<train::SumToOp>(op)) {
       RankedTensorType in = sum.getInput().getType(), out = sum.getType();
-      if (out.getRank() < in.getRank() || out.getDimSize(0) != in.getDimSize(0))
+      if (in.getRank() > 0 && (out.getRank() < in.getRank() ||
+                               out.getDimSize(0) != in.getDimSize(0)))
         return;
     }
     for (Value result : op->getResults())
