@@ -2,7 +2,7 @@
 
 #include "shardc/InitAll.h"
 #include "shardc/Support/Files.h"
-#include "shardc/Support/Nesting.h"
+#include "shardc/Support/ParserInput.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Support/FileUtilities.h"
@@ -122,14 +122,14 @@ int main(int argc, char **argv) {
     return mlir::asMainReturnCode(
         mlir::MlirOptMain(argc, argv, input, output, registry));
   // As MlirOptMain(argc, argv, ...), but the input checked before the
-  // parser reads it (checkNesting), and a failed write an error naming
+  // parser reads it (checkParserInput), and a failed write an error naming
   // the file, not LLVM's fatal one.
   std::unique_ptr<llvm::MemoryBuffer> file = mlir::openInputFile(input, &error);
   if (!file) {
     llvm::errs() << "shardc-opt: " << error << "\n";
     return 1;
   }
-  if (!shardc::checkNesting(file->getBufferIdentifier(), file->getBuffer()))
+  if (!shardc::checkParserInput(file->getBufferIdentifier(), file->getBuffer()))
     return 1;
   if (shardc::isOutputOverInput("shardc-opt", input, output))
     return 1;

@@ -1,7 +1,7 @@
 //===- shardc-translate.cpp - Emit source from sharded models -------------===//
 
 #include "shardc/Support/Files.h"
-#include "shardc/Support/Nesting.h"
+#include "shardc/Support/ParserInput.h"
 #include "shardc/Target/Cpp/StepEmitter.h"
 
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
@@ -28,12 +28,12 @@ int main(int argc, char **argv) {
     else
       args.push_back(argv[i]);
   }
-  // The input before the parser reads it (checkNesting): every argument
+  // The input before the parser reads it (checkParserInput): every argument
   // that names a regular file.
   for (llvm::StringRef arg : llvm::ArrayRef(args).drop_front()) {
     if (arg.starts_with("-") || !llvm::sys::fs::is_regular_file(arg))
       continue;
-    if (!shardc::checkFileNesting(arg) ||
+    if (!shardc::checkParserInputFile(arg) ||
         shardc::isOutputOverInput("shardc-translate", arg, output))
       return 1;
   }

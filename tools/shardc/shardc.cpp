@@ -16,7 +16,7 @@
 #include "shardc/InitAll.h"
 #include "shardc/Support/Bytes.h"
 #include "shardc/Support/Files.h"
-#include "shardc/Support/Nesting.h"
+#include "shardc/Support/ParserInput.h"
 #include "shardc/Target/Cpp/StepEmitter.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -196,10 +196,10 @@ std::string checkPipelineValue(const std::string &name, std::string &value) {
       (llvm::StringRef(value).getAsInteger(10, number) || number < 2))
     return "--" + name + ": expected true, false or a number of ranks " +
            "from 2, got '" + value + "'";
-  // As the pipeline's range, 0 to 2^40 MiB; !(a <= b) also takes NaN.
   double mb;
   if ((name == "bucket-mb" || name == "unit-bucket-mb") &&
-      (llvm::StringRef(value).getAsDouble(mb) || !(mb >= 0) || !(mb <= 0x1p40)))
+      (llvm::StringRef(value).getAsDouble(mb) ||
+       !shardc::dist::isBucketMBInRange(mb)))
     return "--" + name + ": expected a number of MiB from 0 to 2^40, got '" +
            value + "'";
   if (name == "memory-budget") {
@@ -817,7 +817,7 @@ int main(int argc, char **argv) {
                  << "\n";
     return 1;
   }
-  if (!shardc::checkNesting(o.input, file->getBuffer()))
+  if (!shardc::checkParserInput(o.input, file->getBuffer()))
     return 1;
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);

@@ -1460,7 +1460,7 @@ void ShardcShardPass::runOnOperation() {
   };
   for (auto [option, mb] : {std::pair<StringRef, double>{"bucket-mb", bucketMB},
                             {"unit-bucket-mb", unitBucketMB}})
-    if (!(mb >= 0 && mb <= double(int64_t(1) << 40)))
+    if (!isBucketMBInRange(mb))
       return fail("expected 0 <= " + option + " <= 2^40, got " +
                   formatNumber(mb));
   // An option the strategy does not use is a likely mistake: said, as a

@@ -49,6 +49,9 @@ enum class GradSync { step, microbatch };
 
 /// bucket-mb's default (DDP's 25 MiB): shardc-shard's and the pipeline's.
 constexpr double kDefaultBucketMB = 25;
+/// bucket-mb's and unit-bucket-mb's range, 0 to 2^40 MiB (a bucket's bytes
+/// then fit in 64 bits); false for NaN.
+constexpr bool isBucketMBInRange(double mb) { return mb >= 0 && mb <= 0x1p40; }
 
 #define GEN_PASS_DECL
 #include "shardc/Dialect/Dist/Transforms/Passes.h.inc"

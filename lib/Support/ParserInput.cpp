@@ -1,15 +1,27 @@
-//===- Nesting.cpp - Input nested too deep for the parser -----------------===//
+//===- ParserInput.cpp - Input MLIR's parser would mishandle -------------===//
 
-#include "shardc/Support/Nesting.h"
+#include "shardc/Support/ParserInput.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
-bool shardc::checkNesting(llvm::StringRef path, llvm::StringRef text) {
+#include <utility>
+
+bool shardc::checkParserInput(llvm::StringRef path, llvm::StringRef text) {
   if (text.starts_with("ML\xefR")) // bytecode: its reader does not recurse so
     return true;
+  for (auto [mark, encoding] :
+       {std::pair<llvm::StringRef, llvm::StringRef>{"\xef\xbb\xbf", "UTF-8"},
+        {"\xff\xfe", "UTF-16"},
+        {"\xfe\xff", "UTF-16"}})
+    if (text.starts_with(mark)) {
+      llvm::errs() << path << ":1:1: error: the file begins with a " << encoding
+                   << " byte-order mark, which MLIR's parser does not read: "
+                      "save it as UTF-8 without one\n";
+      return false;
+    }
   llvm::SmallVector<char> open; // the closers awaited, innermost last
   unsigned line = 1, column = 0;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -61,9 +73,9 @@ bool shardc::checkNesting(llvm::StringRef path, llvm::StringRef text) {
   return true;
 }
 
-bool shardc::checkFileNesting(llvm::StringRef path) {
+bool shardc::checkParserInputFile(llvm::StringRef path) {
   if (path == "-")
     return true;
   auto file = llvm::MemoryBuffer::getFile(path);
-  return !file || checkNesting(path, (*file)->getBuffer());
+  return !file || checkParserInput(path, (*file)->getBuffer());
 }
