@@ -675,8 +675,11 @@ std::string shardc::rt::parseSafeTensors(const char *bytes, int64_t size,
     header.tensors.push_back(std::move(entry));
   }
 
-  // Two tensors sharing bytes would alias each other's writes in any reader
-  // that maps the file; the reference implementation rejects it too.
+  // In the order of their bytes, the tensors tile the data, as the
+  // reference implementation requires: two sharing bytes would alias each
+  // other's writes in any reader that maps the file, and bytes of no tensor
+  // (a header length off by a few bytes) would shift every tensor's values
+  // and read as valid.
   std::vector<const SafeTensorsEntry *> sorted;
   for (const SafeTensorsEntry &entry : header.tensors)
     if (entry.end > entry.begin)
@@ -684,25 +687,22 @@ std::string shardc::rt::parseSafeTensors(const char *bytes, int64_t size,
   std::sort(sorted.begin(), sorted.end(), [](auto *a, auto *b) {
     return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
   });
-  for (size_t i = 1; i < sorted.size(); ++i)
-    if (sorted[i]->begin < sorted[i - 1]->end)
-      return "tensors '" + printable(sorted[i - 1]->name) + "' and '" +
-             printable(sorted[i]->name) + "' overlap (bytes [" +
-             std::to_string(sorted[i - 1]->begin) + ", " +
-             std::to_string(sorted[i - 1]->end) + ") and [" +
-             std::to_string(sorted[i]->begin) + ", " +
-             std::to_string(sorted[i]->end) + "))";
-  // Nor may bytes belong to no tensor, as the reference implementation
-  // says: a header length off by a few bytes would otherwise shift every
-  // tensor's values and read as valid.
-  int64_t covered = 0;
+  int64_t covered = 0; // the end of the tensors before
+  const SafeTensorsEntry *previous = nullptr;
   for (const SafeTensorsEntry *entry : sorted) {
-    if (entry->begin != covered)
+    if (entry->begin < covered)
+      return "tensors '" + printable(previous->name) + "' and '" +
+             printable(entry->name) + "' overlap (bytes [" +
+             std::to_string(previous->begin) + ", " +
+             std::to_string(previous->end) + ") and [" +
+             std::to_string(entry->begin) + ", " + std::to_string(entry->end) +
+             "))";
+    if (entry->begin > covered)
       return "bytes [" + std::to_string(covered) + ", " +
              std::to_string(entry->begin) +
              ") of the data belong to no tensor (before '" +
              printable(entry->name) + "')";
-    covered = entry->end;
+    covered = entry->end, previous = entry;
   }
   if (covered != dataBytes)
     return "bytes [" + std::to_string(covered) + ", " +
