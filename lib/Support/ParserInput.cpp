@@ -1,4 +1,4 @@
-//===- ParserInput.cpp - Input MLIR's parser would mishandle -------------===//
+//===- ParserInput.cpp - Input MLIR's parser would mishandle --------------===//
 
 #include "shardc/Support/ParserInput.h"
 

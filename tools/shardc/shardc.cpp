@@ -397,11 +397,16 @@ Options parseArgs(int argc, char **argv) {
     } else { // a pipeline option (known)
       // Braces would end the pipeline's options; a recompute glob's
       // alternatives ({0,1}) nest there and are allowed, balanced.
-      if (value.empty() ||
-          value.find_first_of(name == "recompute" ? " \"'" : " {}\"'") !=
-              std::string::npos ||
+      bool globs = name == "recompute";
+      if (value.empty())
+        usageError(flag + ": an empty value (an unset shell variable?)");
+      if (value.find_first_of(globs ? " \"'" : " {}\"'") != std::string::npos ||
           !balancedBraces(value))
-        usageError(flag + ": bad value '" + value + "'");
+        usageError(flag + ": a value with " +
+                   (globs ? "a space, a quote or unbalanced braces"
+                          : "a space, a quote or a brace") +
+                   " cannot pass into the pipeline's options, got '" + value +
+                   "'");
       // The pass options read a value in braces without them: "{}" is "".
       if (value.find_first_not_of("{}") == std::string::npos)
         usageError(flag + ": expected unit names or globs, got '" + value +

@@ -1,4 +1,4 @@
-//===- ParserInput.h - Input MLIR's parser would mishandle -----*- C++ -*-===//
+//===- ParserInput.h - Input MLIR's parser would mishandle ------*- C++ -*-===//
 
 #ifndef SHARDC_SUPPORT_PARSERINPUT_H
 #define SHARDC_SUPPORT_PARSERINPUT_H
