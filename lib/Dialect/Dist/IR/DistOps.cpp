@@ -554,6 +554,43 @@ LogicalResult verifyFlatOrder(Operation *op, ArrayRef<Operation *> params,
   return diag;
 }
 
+/// The param whose gradient `value` is, where a train.backward yields it
+/// (through conversions); "" for a gradient summed or accumulated first.
+StringRef gradientOf(Value value) {
+  while (auto convert = value.getDefiningOp<ConvertOp>())
+    value = convert.getInput();
+  auto result = dyn_cast<OpResult>(value);
+  auto backward =
+      result ? dyn_cast<shardc::train::BackwardOp>(result.getOwner()) : nullptr;
+  if (!backward)
+    return "";
+  int64_t index = result.getResultNumber() - backward.getNumResults() +
+                  backward.getParams().size();
+  return index < 0 ? ""
+                   : cast<StringAttr>(backward.getParams()[index]).getValue();
+}
+
+/// The gradients `pack` flattens for `op`'s params (whose shapes
+/// verifyFlatOrder checked), in its order where a train.backward names
+/// them: two members of one shape (a layer norm's weight and bias) swapped
+/// would update each with the other's gradient.
+LogicalResult verifyPackedGradients(Operation *op, ArrayRef<Operation *> params,
+                                    PackOp pack) {
+  for (auto [i, grad, param] : llvm::enumerate(pack.getInputs(), params)) {
+    StringRef expected = cast<shardc::train::ParamOp>(param).getName();
+    StringRef actual = gradientOf(grad);
+    if (actual.empty() || actual == expected)
+      continue;
+    InFlightDiagnostic diag = pack.emitOpError()
+                              << "expected piece " << i
+                              << " to be the gradient of '" << expected
+                              << "', got the gradient of '" << actual << "'";
+    diag.attachNote(op->getLoc()) << "the params' order";
+    return diag;
+  }
+  return success();
+}
+
 /// Each dist.unpack of `flat`, a flat buffer (or a piece of one), against
 /// the order of `op`'s params; with `writtenBack` (the updated piece of
 /// ZeRO-1/2's dist.adamw_flat), each of its views written back to its
@@ -642,7 +679,8 @@ LogicalResult AdamWFlatOp::verifyParams(ArrayRef<Operation *> params) {
     grad = nullptr;
     if (auto pack = dyn_cast_or_null<PackOp>(def)) {
       if (failed(verifyFlatOrder(*this, params, pack,
-                                 pack.getInputs().getTypes())))
+                                 pack.getInputs().getTypes())) ||
+          failed(verifyPackedGradients(*this, params, pack)))
         return failure();
       break;
     }
