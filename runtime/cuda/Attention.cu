@@ -149,24 +149,47 @@ shardc::rt::cuda::FlashBackwardPlan flashBackwardPlan(const Kernels *k) {
           k->flashBackwardTwoTiles ? FlashTiles::Two : FlashTiles::One};
 }
 
-/// Whether attention of element type T runs the fused kernels
+/// Says on stderr, once per shape and words, that `who` (cuDNN attention,
+/// flash attention) declines attention of this shape in `type`, `why`,
+/// and what runs it instead (`instead`): a model whose heads the fast
+/// paths do not take learns why its attention runs slower.
+void sayDeclines(Kernels *k, const char *who, const char *type,
+                 const shardc::rt::cuda::AttentionShape &s,
+                 const std::string &why, const char *instead) {
+  std::string words = std::string(who) + type + why;
+  if (!k->attentionDeclinesSaid.insert({s, words}).second)
+    return;
+  std::fprintf(stderr,
+               "shardc: %s declines %s b=%lld t=%lld c=%lld heads=%lld (%s): "
+               "%s\n",
+               who, type, static_cast<long long>(s.b),
+               static_cast<long long>(s.t), static_cast<long long>(s.c),
+               static_cast<long long>(s.heads), why.c_str(), instead);
+}
+
+/// Whether attention of element type T, this shape, runs the fused kernels
 /// (FlashAttention.h) rather than GEMMs over the full scores: switched on
-/// (set_flash_attention), a head size they take, and for f32 only where
-/// TF32 is allowed (create's allowTf32: SHARDC_TF32 on), since they multiply
-/// on TF32 tensor cores; with TF32 off the caller asked for full fp32
-/// products, which f32 keeps through the GEMMs; qkv and dy (null in the
-/// forward) as the kernels read them (flashAttentionTakes, for the
-/// backward's flashBackwardPlan). The GEMMs' forward writes the lse a fused
-/// backward reads.
+/// (set_flash_attention), a head size they take (sayDeclines where not),
+/// and for f32 only where TF32 is allowed (create's allowTf32: SHARDC_TF32
+/// on), since they multiply on TF32 tensor cores; with TF32 off the caller
+/// asked for full fp32 products, which f32 keeps through the GEMMs; qkv
+/// and dy (null in the forward) as the kernels read them
+/// (flashAttentionDeclines, for the backward's flashBackwardPlan). The
+/// GEMMs' forward writes the lse a fused backward reads.
 template <typename T>
-bool useFlash(const Kernels *k, int64_t c, int64_t heads, const T *qkv,
-              const T *dy) {
+bool useFlash(Kernels *k, const shardc::rt::cuda::AttentionShape &shape,
+              const T *qkv, const T *dy) {
   if (!k->flashAttention)
     return false;
   if (std::is_same_v<T, float> && !k->allowTf32)
     return false;
-  return shardc::rt::cuda::flashAttentionTakes<T>(c / heads, qkv, dy,
-                                                  flashBackwardPlan(k));
+  std::string why = shardc::rt::cuda::flashAttentionDeclines<T>(
+      shape.c / shape.heads, qkv, dy, flashBackwardPlan(k));
+  if (why.empty())
+    return true;
+  sayDeclines(k, "flash attention", std::is_same_v<T, float> ? "f32" : "bf16",
+              shape, why, "GEMMs over the full scores run it");
+  return false;
 }
 
 /// Says on stderr, once per shape and reason, why cuDNN declines a call
@@ -174,15 +197,9 @@ bool useFlash(const Kernels *k, int64_t c, int64_t heads, const T *qkv,
 /// refused) where null.
 void sayCudnnDeclines(Kernels *k, const shardc::rt::cuda::AttentionShape &s,
                       const char *why = nullptr) {
-  std::string reason = why ? why : k->cudnn->declines(s);
-  if (!k->cudnnDeclinesSaid.insert({s, reason}).second)
-    return;
-  std::fprintf(stderr,
-               "shardc: cuDNN attention declines bf16 b=%lld t=%lld c=%lld "
-               "heads=%lld (%s): the flash kernels (else GEMMs) run it\n",
-               static_cast<long long>(s.b), static_cast<long long>(s.t),
-               static_cast<long long>(s.c), static_cast<long long>(s.heads),
-               reason.c_str());
+  sayDeclines(k, "cuDNN attention", "bf16", s,
+              why ? why : k->cudnn->declines(s),
+              "the flash kernels (else GEMMs) run it");
 }
 
 /// Whether bf16 attention of this shape runs through cuDNN: switched on
@@ -222,8 +239,8 @@ void attention(Kernels *k, const T *qkv, T *out, float *lse, int64_t b,
                int64_t t, int64_t c, int64_t heads) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
+  shardc::rt::cuda::AttentionShape shape{b, t, c, heads};
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    shardc::rt::cuda::AttentionShape shape{b, t, c, heads};
     if (useCudnn(k, shape, {qkv, out, lse})) {
       size_t lseBytes = lse ? 0 : pieceBytes<float>(b * heads * t);
       char *work = static_cast<char *>(
@@ -236,7 +253,7 @@ void attention(Kernels *k, const T *qkv, T *out, float *lse, int64_t b,
       sayCudnnDeclines(k, shape); // refused at run time: as without cuDNN
     }
   }
-  if (useFlash<T>(k, c, heads, qkv, nullptr)) {
+  if (useFlash<T>(k, shape, qkv, nullptr)) {
     if (!lse) // the fused kernels write it anyway
       lse = static_cast<float *>(
           scratch(k, shardc::rt::cuda::flashForwardScratchBytes(b, t, heads)));
@@ -280,8 +297,8 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, const T *out,
                    int64_t heads) {
   if (b <= 0 || t <= 0 || c <= 0)
     return;
+  shardc::rt::cuda::AttentionShape shape{b, t, c, heads};
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    shardc::rt::cuda::AttentionShape shape{b, t, c, heads};
     if (useCudnn(k, shape, {dy, qkv, out, lse, dqkv})) {
       void *work = scratch(k, k->cudnn->backwardWorkspaceBytes(shape));
       if (k->cudnn->backward(shape, dy, qkv, out, lse, dqkv, work))
@@ -289,7 +306,7 @@ void attentionGrad(Kernels *k, const T *dy, const T *qkv, const T *out,
       sayCudnnDeclines(k, shape);
     }
   }
-  if (useFlash<T>(k, c, heads, qkv, dy)) {
+  if (useFlash<T>(k, shape, qkv, dy)) {
     shardc::rt::cuda::FlashBackwardPlan plan = flashBackwardPlan(k);
     void *work = scratch(k, shardc::rt::cuda::flashBackwardScratchBytes(
                                 b, t, c, heads, plan.dq));

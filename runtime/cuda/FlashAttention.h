@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace shardc::rt::cuda {
 
@@ -81,13 +82,14 @@ struct FlashBackwardPlan {
   FlashTiles tiles = FlashTiles::One;
 };
 
-/// Whether the kernels of element type T take heads of size d on the current
-/// device (their backward's shared memory fits it, run as `plan` says) from
-/// these tensors: qkv, and dy where not null, 16-byte aligned (the kernels
-/// copy 16-byte chunks of their rows by cp.async).
+/// Empty where the kernels of element type T take heads of size d on the
+/// current device (their backward's shared memory fits it, run as `plan`
+/// says) from these tensors: qkv, and dy where not null, 16-byte aligned
+/// (the kernels copy 16-byte chunks of their rows by cp.async); else why
+/// not.
 template <typename T>
-bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy,
-                         FlashBackwardPlan plan);
+std::string flashAttentionDeclines(int64_t d, const T *qkv, const T *dy,
+                                   FlashBackwardPlan plan);
 
 /// Where a flash kernel's warps spend their cycles, for finding its
 /// bottleneck on a GPU without a profiler (shardc_rt_cuda_flash_phases): the

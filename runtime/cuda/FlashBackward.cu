@@ -545,12 +545,13 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D))
 } // namespace
 
 template <typename T>
-bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy,
-                         FlashBackwardPlan plan) {
+std::string flashAttentionDeclines(int64_t d, const T *qkv, const T *dy,
+                                   FlashBackwardPlan plan) {
   if (d <= 0 || d % 16 != 0 || d > 128)
-    return false;
+    return "heads of " + std::to_string(d) +
+           " elements: its kernels take multiples of 16 up to 128";
   if (!isChunkAligned(qkv) || !isChunkAligned(dy))
-    return false;
+    return "a tensor not 16-byte aligned";
   // The backward's tiles must fit the device's shared memory (sm_90: d up
   // to 128 either type; sm_80: bf16 up to 128, f32 up to 80).
   int device = 0, limit = 0;
@@ -562,7 +563,12 @@ bool flashAttentionTakes(int64_t d, const T *qkv, const T *dy,
       size, plan.dq, backwardParts<T>(size, plan), rowTiles(size, plan.tiles));
   if (plan.dq == FlashDq::SecondKernel)
     bytes = std::max(bytes, dqSharedBytes<T>(size));
-  return bytes <= static_cast<size_t>(limit);
+  if (bytes > static_cast<size_t>(limit))
+    return "heads of " + std::to_string(d) + " elements: its backward needs " +
+           std::to_string(bytes) +
+           " bytes of shared memory a block, the device has " +
+           std::to_string(limit);
+  return "";
 }
 
 size_t flashBackwardScratchBytes(int64_t b, int64_t t, int64_t c, int64_t heads,
@@ -655,10 +661,12 @@ void flashAttentionBackward(cudaStream_t stream, const T *dy, const T *qkv,
 }
 
 // The two stored types.
-template bool flashAttentionTakes<bf16>(int64_t, const bf16 *, const bf16 *,
-                                        FlashBackwardPlan);
-template bool flashAttentionTakes<float>(int64_t, const float *, const float *,
-                                         FlashBackwardPlan);
+template std::string flashAttentionDeclines<bf16>(int64_t, const bf16 *,
+                                                  const bf16 *,
+                                                  FlashBackwardPlan);
+template std::string flashAttentionDeclines<float>(int64_t, const float *,
+                                                   const float *,
+                                                   FlashBackwardPlan);
 template void flashAttentionBackward<bf16>(cudaStream_t, const bf16 *,
                                            const bf16 *, const bf16 *,
                                            const float *, bf16 *, void *,

@@ -286,7 +286,7 @@ template <> struct PhaseClock<true> {
 /// stride ld), zeros after, as 16-byte cp.asyncs (copyAsync) that land at
 /// the thread's wait for the group they are committed in. Rows and tiles
 /// are 16-byte aligned: D a multiple of 16, ld of 3c or c, shared rows
-/// padded by 16 bytes, and qkv and dy 16-byte aligned (flashAttentionTakes).
+/// padded by 16 bytes, and qkv and dy 16-byte aligned (flashAttentionDeclines).
 template <typename T, int D, int Rows = kBlock>
 __device__ void copyTile(T *dst, const T *src, int64_t ld, int64_t valid) {
   constexpr int kVector = 16 / sizeof(T), kPerRow = D / kVector;
@@ -397,7 +397,7 @@ __device__ inline HeadBlock headBlock(int64_t t, int rows = kBlock) {
 /// stages below are chosen for it: on a GPU with less (sm_80's 164 KiB)
 /// fewer blocks may share a multiprocessor, which is slower, not wrong; a
 /// kernel over the device's limit a block (sm_80's 163 KiB: f32's backward
-/// from d = 96, 172,032 bytes there) is declined by flashAttentionTakes,
+/// from d = 96, 172,032 bytes there) is declined by flashAttentionDeclines,
 /// and attention runs on GEMMs.
 constexpr size_t kSharedPerMultiprocessor = 228 * 1024;
 constexpr size_t kSharedReservedPerBlock = 1024;
@@ -455,7 +455,7 @@ template <typename F> void withHeadSize(int d, F &&f) {
   default:
     std::fprintf(stderr,
                  "shardc: flash attention has no kernel for head size %d "
-                 "(flashAttentionTakes)\n",
+                 "(flashAttentionDeclines)\n",
                  d);
     std::abort();
   }

@@ -115,8 +115,10 @@ struct shardc_rt_cuda_kernels {
   /// enabled; null to the kernels while off.
   shardc::rt::cuda::FlashPhaseCounters *flashPhases = nullptr;
   bool flashPhasesOn = false;
+  /// What sayDeclines (Attention.cu) has said: a shape, and who declined
+  /// it why.
   std::set<std::pair<shardc::rt::cuda::AttentionShape, std::string>>
-      cudnnDeclinesSaid;
+      attentionDeclinesSaid;
   /// Cross entropy rows staged in shared memory where they fit
   /// (stagedRowBytes); SHARDC_RT_CUDA_CROSS_ENTROPY=online turns it off, so
   /// that the kernel bench and test run both kernels side by side.
