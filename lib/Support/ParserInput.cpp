@@ -12,14 +12,24 @@
 bool shardc::checkParserInput(llvm::StringRef path, llvm::StringRef text) {
   if (text.starts_with("ML\xefR")) // bytecode: its reader does not recurse so
     return true;
+  if (text.starts_with("\xef\xbb\xbf")) {
+    llvm::errs() << path
+                 << ":1:1: error: the file begins with a UTF-8 byte-order "
+                    "mark, which MLIR's parser does not read: save it "
+                    "without one\n";
+    return false;
+  }
+  // UTF-32's marks first: UTF-32LE's begins as UTF-16LE's.
   for (auto [mark, encoding] :
-       {std::pair<llvm::StringRef, llvm::StringRef>{"\xef\xbb\xbf", "UTF-8"},
+       {std::pair<llvm::StringRef, llvm::StringRef>{
+            llvm::StringRef("\xff\xfe\0\0", 4), "UTF-32"},
+        {llvm::StringRef("\0\0\xfe\xff", 4), "UTF-32"},
         {"\xff\xfe", "UTF-16"},
         {"\xfe\xff", "UTF-16"}})
     if (text.starts_with(mark)) {
-      llvm::errs() << path << ":1:1: error: the file begins with a " << encoding
-                   << " byte-order mark, which MLIR's parser does not read: "
-                      "save it as UTF-8 without one\n";
+      llvm::errs() << path << ":1:1: error: the file is " << encoding
+                   << " (its byte-order mark says so), and MLIR's parser "
+                      "reads UTF-8: save it as UTF-8\n";
       return false;
     }
   llvm::SmallVector<char> open; // the closers awaited, innermost last

@@ -78,7 +78,7 @@ constexpr int kDeltaLanes = 8;
 /// in f32: kDeltaLanes lanes a row, lane l taking its chunks l, l +
 /// kDeltaLanes, ... (a row is 2 to 16 chunks in bf16, 4 to 32 in f32), the
 /// lanes' sums combined by shuffles. dy is chunk aligned
-/// (flashAttentionTakes), out where `aligned`: either way the same sums.
+/// (flashAttentionDeclines), out where `aligned`: either way the same sums.
 template <typename T>
 __global__ void deltaKernel(const T *dy, const T *out, float *delta,
                             int64_t rows, int64_t t, int64_t c, int heads,
@@ -409,8 +409,9 @@ __global__ void __launch_bounds__(kThreads, backwardBlocks(D, Parts, KeyTiles))
 }
 
 /// dqkv's q columns = scale dq (rounded to T), for dq[n / c, c]: a thread
-/// a 16-byte chunk of T (c a multiple of its elements: flashAttentionTakes),
-/// stored as one where dqkv is chunk aligned (`aligned`).
+/// a 16-byte chunk of T (c a multiple of its elements:
+/// flashAttentionDeclines), stored as one where dqkv is chunk aligned
+/// (`aligned`).
 template <typename T>
 __global__ void storeDqKernel(const float *dq, T *dqkv, int64_t n, int64_t c,
                               float scale, bool aligned) {

@@ -87,8 +87,7 @@ struct shardc_rt_cuda_kernels {
   /// f32 where allowTf32 is set, where the head size allows it (useFlash).
   bool flashAttention = false;
   /// bf16 attention through cuDNN (set_cudnn_attention) where it takes the
-  /// shape (useCudnn), made when first set; the shapes it declined, and
-  /// why, that stderr has said so for.
+  /// shape (useCudnn), made when first set.
   std::unique_ptr<shardc::rt::cuda::CudnnAttention> cudnn;
   bool cudnnAttention = false;
   /// attention_grad's dq in a fixed order (set_deterministic): the flash

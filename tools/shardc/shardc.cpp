@@ -822,7 +822,7 @@ int main(int argc, char **argv) {
                  << "\n";
     return 1;
   }
-  if (!shardc::checkParserInput(o.input, file->getBuffer()))
+  if (!shardc::checkParserInput(file->getBufferIdentifier(), file->getBuffer()))
     return 1;
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);

@@ -10,6 +10,8 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <optional>
+
 using namespace mlir;
 using namespace shardc::dist;
 
@@ -554,37 +556,73 @@ LogicalResult verifyFlatOrder(Operation *op, ArrayRef<Operation *> params,
   return diag;
 }
 
-/// The param whose gradient `value` is, where a train.backward yields it
-/// (through conversions); "" for a gradient summed or accumulated first.
-StringRef gradientOf(Value value) {
-  while (auto convert = value.getDefiningOp<ConvertOp>())
-    value = convert.getInput();
+/// Where `value` is a result of a train.microbatches, what its body yields
+/// for it (the result sums that over the micro-batches); else null.
+Value summedFrom(Value value) {
+  auto result = dyn_cast<OpResult>(value);
+  auto loop = result
+                  ? dyn_cast<shardc::train::MicrobatchesOp>(result.getOwner())
+                  : nullptr;
+  if (!loop || loop.getBody().empty() || loop.getBody().front().empty())
+    return nullptr;
+  auto yield = dyn_cast<shardc::train::YieldOp>(loop.getBody().front().back());
+  if (!yield || result.getResultNumber() >= yield.getNumOperands())
+    return nullptr;
+  return yield.getOperand(result.getResultNumber());
+}
+
+/// What a train.backward yields as `value` (through conversions and
+/// micro-batch sums): its unit, and the param whose gradient it is, or
+/// none for a cotangent of the unit's inputs.
+struct BackwardYield {
+  StringRef unit;
+  std::optional<StringRef> param;
+};
+
+/// Where a train.backward yields `value`, what it is; nullopt for a value
+/// no backward yields as it is (gradients summed, a tied param's).
+std::optional<BackwardYield> backwardYieldOf(Value value) {
+  for (;;) {
+    if (auto convert = value.getDefiningOp<ConvertOp>())
+      value = convert.getInput();
+    else if (Value yielded = summedFrom(value))
+      value = yielded;
+    else
+      break;
+  }
   auto result = dyn_cast<OpResult>(value);
   auto backward =
       result ? dyn_cast<shardc::train::BackwardOp>(result.getOwner()) : nullptr;
   if (!backward)
-    return "";
-  int64_t index = result.getResultNumber() - backward.getNumResults() +
-                  backward.getParams().size();
-  return index < 0 ? ""
-                   : cast<StringAttr>(backward.getParams()[index]).getValue();
+    return std::nullopt;
+  unsigned firstGrad = backward.getNumResults() - backward.getParams().size();
+  if (result.getResultNumber() < firstGrad)
+    return BackwardYield{backward.getUnit(), std::nullopt};
+  return BackwardYield{
+      backward.getUnit(),
+      cast<StringAttr>(
+          backward.getParams()[result.getResultNumber() - firstGrad])
+          .getValue()};
 }
 
 /// The gradients `pack` flattens for `op`'s params (whose shapes
-/// verifyFlatOrder checked), in its order where a train.backward names
+/// verifyFlatOrder checked), in its order where a train.backward yields
 /// them: two members of one shape (a layer norm's weight and bias) swapped
 /// would update each with the other's gradient.
 LogicalResult verifyPackedGradients(Operation *op, ArrayRef<Operation *> params,
                                     PackOp pack) {
   for (auto [i, grad, param] : llvm::enumerate(pack.getInputs(), params)) {
     StringRef expected = cast<shardc::train::ParamOp>(param).getName();
-    StringRef actual = gradientOf(grad);
-    if (actual.empty() || actual == expected)
+    std::optional<BackwardYield> yielded = backwardYieldOf(grad);
+    if (!yielded || yielded->param == expected)
       continue;
-    InFlightDiagnostic diag = pack.emitOpError()
-                              << "expected piece " << i
-                              << " to be the gradient of '" << expected
-                              << "', got the gradient of '" << actual << "'";
+    InFlightDiagnostic diag = pack.emitOpError() << "expected piece " << i
+                                                 << " to be the gradient of '"
+                                                 << expected << "', got ";
+    if (yielded->param)
+      diag << "the gradient of '" << *yielded->param << "'";
+    else
+      diag << "a cotangent of the inputs of unit '" << yielded->unit << "'";
     diag.attachNote(op->getLoc()) << "the params' order";
     return diag;
   }
@@ -673,8 +711,13 @@ LogicalResult AdamWFlatOp::verifyParams(ArrayRef<Operation *> params) {
                              /*update=*/true)))
     return failure();
   // The gradients' dist.pack, through its reductions (or their _start and
-  // wait) and conversions; the updated piece's dist.unpack (ZeRO-1/2).
+  // wait), conversions and micro-batch sums; the updated piece's
+  // dist.unpack (ZeRO-1/2).
   for (Value grad = getGrad(); grad;) {
+    if (Value yielded = summedFrom(grad)) {
+      grad = yielded;
+      continue;
+    }
     Operation *def = grad.getDefiningOp();
     grad = nullptr;
     if (auto pack = dyn_cast_or_null<PackOp>(def)) {

@@ -425,12 +425,14 @@ def Dist_AdamWFlatOp : Dist_Op<"adamw_flat", [
     the updated piece, to be all-gathered, unpacked and written back with
     `dist.set_param`.
 
-    The verifier follows `grad` back through its reductions and
-    conversions to the `dist.pack` of the gradients: its pieces must have
-    the params' shapes, in order, and each that a `train.backward` yields
-    must be that param's gradient (two members of one shape swapped would
-    update each with the other's); the updated piece's unpacks must be in
-    that order too, each view written back to its param.
+    The verifier follows `grad` back through its reductions, conversions
+    and micro-batch sums to the `dist.pack` of the gradients: its pieces
+    must have the params' shapes, in order, and each that a
+    `train.backward` yields (through the same) must be that param's
+    gradient, not another's (two members of one shape swapped would update
+    each with the other's) nor a cotangent of the unit's inputs; the
+    updated piece's unpacks must be in that order too, each view written
+    back to its param.
 
     ```mlir
     dist.adamw_flat "h0" ["h0.w", "h0.b"], %g on @mesh ["shard"] : tensor<10xf32>
