@@ -37,6 +37,28 @@ config.substitutions.append(
                 " --mca odls_base_sigkill_timeout 0"))
 config.environment["OPENBLAS_NUM_THREADS"] = "1"
 
+# OpenMPI 4.1 (Debian 12's) keeps each job's session directory, a one-rank
+# run's too, under TMPDIR/ompi.HOST.UID, and removes that directory when a
+# job ends and leaves it empty: a job starting just then can find it gone
+# between its mkdir and its check and fail in MPI_Init ("A call to mkdir was
+# unable to create the desired directory ... File exists"; open-mpi/ompi
+# #8510), as two lit workers' runs now and then did. The tests' jobs keep
+# their session directories under one base whose top directory always holds
+# a file, so that no job ends it: one its cleanup keeps, a non-empty
+# "output-" file (orte_dir_check_file).
+import socket
+import tempfile
+
+ompi_base = os.path.join(tempfile.gettempdir(), "shardc-lit-ompi.%d" % os.getuid())
+ompi_host = socket.gethostname()
+if not ompi_host.replace(".", "").isdigit():  # OpenMPI's short name
+    ompi_host = ompi_host.split(".")[0]
+ompi_top = os.path.join(ompi_base, "ompi.%s.%d" % (ompi_host, os.getuid()))
+os.makedirs(ompi_top, exist_ok=True)
+with open(os.path.join(ompi_top, "output-shardc-lit"), "w") as keep:
+    keep.write("keeps this directory: test/lit.cfg.py\n")
+config.environment["OMPI_MCA_orte_tmpdir_base"] = ompi_base
+
 # target=cuda is built where nvcc and NCCL are (no GPU needed); running its
 # executables needs a GPU.
 import shutil

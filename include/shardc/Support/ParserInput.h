@@ -14,9 +14,8 @@ constexpr unsigned kMaxNesting = 1000;
 /// Whether MLIR's parser can take the textual IR `text` (from `path`): it
 /// is no UTF-16 or UTF-32 and begins with no UTF-8 byte-order mark (the
 /// parser's error would be a bare "unexpected character"), and it nests its
-/// brackets within kMaxNesting:
-/// (), [], {}, and the <> after a type's or attribute's name, outside
-/// strings and comments. Where it cannot, says why on stderr, at the place
+/// brackets within kMaxNesting: (), [], {}, and the <> after a type's or
+/// attribute's name, outside strings and comments. Where it cannot, says why on stderr, at the place
 /// (path:line:column, as the parser's diagnostics), and returns false.
 /// Bytecode (MLIR's magic number) passes unread.
 bool checkParserInput(llvm::StringRef path, llvm::StringRef text);
