@@ -252,16 +252,16 @@ bool TokenData::isTokenFile(const std::string &path) {
   return magic == tokenMagic;
 }
 
-std::string TokenData::tryOpen(const std::string &path, int64_t seqLen,
-                               int64_t vocab, const std::string &purpose,
-                               TokenData &out) {
+std::string TokenData::tryOpen(const std::string &path, int64_t batch,
+                               int64_t seqLen, int64_t vocab,
+                               const std::string &purpose, TokenData &out) {
   out = TokenData();
   out.why = purpose;
   // A vocabulary above 65536 is fine: every uint16 token is below it.
-  if (seqLen < 1 || vocab < 1)
-    return path + ": sequence length " + std::to_string(seqLen) +
-           " and vocabulary size " + std::to_string(vocab) +
-           " must be at least 1";
+  if (batch < 1 || seqLen < 1 || vocab < 1)
+    return path + ": batch " + std::to_string(batch) + ", sequence length " +
+           std::to_string(seqLen) + " and vocabulary size " +
+           std::to_string(vocab) + " must be at least 1";
   std::string error = MappedFile::tryMap(path, out.file);
   if (!error.empty())
     return error;
@@ -284,10 +284,19 @@ std::string TokenData::tryOpen(const std::string &path, int64_t seqLen,
            std::to_string(count * 2) + " bytes), the file has " +
            std::to_string(size - headerBytes) +
            " bytes after the header: truncated or corrupt";
-  if (count < seqLen + 1)
+  // One batch needs B * T + 1 tokens (the last target follows the last
+  // window), as llm.c's loader requires; B * T may overflow, the quotient
+  // not.
+  if (count < 1 || (count - 1) / seqLen < batch) {
+    std::string need =
+        std::to_string(batch) + " x " + std::to_string(seqLen) + " + 1";
+    if (batch <= (INT64_MAX - 1) / seqLen)
+      need += " = " + std::to_string(batch * seqLen + 1);
     return path + ": " + std::to_string(count) +
-           " tokens, fewer than one window of sequence length + 1 = " +
-           std::to_string(seqLen + 1);
+           " tokens, fewer than one batch of " + std::to_string(batch) +
+           " rows of " + std::to_string(seqLen) + " tokens reads (" + need +
+           ")";
+  }
   const char *base = out.file.data() + headerBytes;
   // One pass over the whole file at open: an out-of-range token would
   // otherwise index past the embedding table many steps into a run.
@@ -304,34 +313,31 @@ std::string TokenData::tryOpen(const std::string &path, int64_t seqLen,
   return "";
 }
 
-TokenData TokenData::open(const std::string &path, int64_t seqLen,
-                          int64_t vocab, const std::string &purpose) {
+TokenData TokenData::open(const std::string &path, int64_t batch,
+                          int64_t seqLen, int64_t vocab,
+                          const std::string &purpose) {
   TokenData result;
-  std::string error = tryOpen(path, seqLen, vocab, purpose, result);
+  std::string error = tryOpen(path, batch, seqLen, vocab, purpose, result);
   if (!error.empty())
     SHARDC_RT_FAIL(callFor(purpose), error);
   return result;
 }
 
+int64_t TokenData::batchesHeld(int64_t globalBatch) const {
+  return globalBatch < 1 || count < 1 ? 0 : (count - 1) / length / globalBatch;
+}
+
 int64_t TokenData::windowStart(int64_t step, int64_t globalBatch,
                                int64_t row) const {
-  SHARDC_RT_CHECK(step >= 0 && globalBatch >= 1 && row >= 0 &&
-                      row < globalBatch,
+  int64_t held = batchesHeld(globalBatch);
+  SHARDC_RT_CHECK(step >= 0 && held >= 1 && row >= 0 && row < globalBatch,
                   callFor(why),
                   file.path() + ": step " + std::to_string(step) + ", row " +
                       std::to_string(row) + " of a batch of " +
-                      std::to_string(globalBatch) + " requested");
-  // Reduce each factor first so that no product overflows, whatever the
-  // step count.
-  using Wide = unsigned __int128;
-  Wide modulus =
-      static_cast<Wide>(count - length - 1 > 0 ? count - length - 1 : 1);
-  Wide position = (static_cast<Wide>(step) % modulus *
-                       (static_cast<Wide>(globalBatch) % modulus) +
-                   static_cast<Wide>(row)) %
-                  modulus;
-  position = position * (static_cast<Wide>(length) % modulus) % modulus;
-  return static_cast<int64_t>(position);
+                      std::to_string(globalBatch) + " requested (the file " +
+                      "holds " + countOf(held, "batch") + ")");
+  // No product overflows: the start is below N.
+  return ((step % held) * globalBatch + row) * length;
 }
 
 void TokenData::read(int64_t step, int64_t globalBatch, int64_t rowBegin,

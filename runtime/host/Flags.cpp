@@ -89,7 +89,7 @@ std::string fileIdentity(const std::string &path) {
 
 /// Why an output file would overwrite what the run reads or writes
 /// elsewhere (--data, --init, another output, a checkpoint file of
-/// --load or --save), or "".
+/// --load or --save, or of a --save-every checkpoint DIR/step-K), or "".
 std::string checkOutputsApart(const Flags &flags) {
   struct Named {
     const char *flag;
@@ -115,12 +115,22 @@ std::string checkOutputsApart(const Flags &flags) {
                other.flag + "'s file '" + *other.path +
                "': one would overwrite the other";
     auto [parent, name] = splitPath(path);
-    for (const Named &dir : dirs)
-      if (!dir.path->empty() && isCheckpointFileName(name) &&
-          fileIdentity(parent) == fileIdentity(*dir.path))
+    auto [grandparent, parentName] = splitPath(parent);
+    for (const Named &dir : dirs) {
+      if (dir.path->empty() || !isCheckpointFileName(name))
+        continue;
+      std::string id = fileIdentity(*dir.path);
+      if (fileIdentity(parent) == id)
         return std::string(output.flag) + ": '" + path + "' is a file of " +
                dir.flag + "'s checkpoint '" + *dir.path +
                "': one would overwrite the other";
+      if (dir.path == &flags.save && flags.saveEvery > 0 &&
+          stepOfCheckpointName(parentName) > 0 &&
+          fileIdentity(grandparent) == id)
+        return std::string(output.flag) + ": '" + path +
+               "' is a file of --save-every's checkpoint '" + parent +
+               "' (or would be): one would overwrite the other";
+    }
   }
   return "";
 }
@@ -151,6 +161,16 @@ bool shardc::rt::parseInt(const char *text, int64_t &value) {
     return false;
   value = v;
   return true;
+}
+
+int64_t shardc::rt::stepOfCheckpointName(const std::string &name) {
+  std::string digits = name.substr(std::min<size_t>(5, name.size()));
+  int64_t step = 0;
+  if (name.rfind("step-", 0) != 0 || digits.empty() || digits[0] == '0' ||
+      digits.find_first_not_of("0123456789") != std::string::npos ||
+      !parseInt(digits.c_str(), step))
+    return 0;
+  return step;
 }
 
 /// Every rank parses the same arguments, so every rank reports a bad one.

@@ -38,6 +38,10 @@ struct Flags {
 /// `value`; false otherwise (not a number, out of range).
 bool parseInt(const char *text, int64_t &value);
 
+/// K where `name` is "step-K" as --save-every names its checkpoints (K
+/// without leading zeros); 0 otherwise.
+int64_t stepOfCheckpointName(const std::string &name);
+
 /// The flags of argv for `model`, compiled for `world` ranks: every rank
 /// parses the same arguments, so every rank reports a bad one, and all
 /// exit 1; --help prints the usage on rank 0 and exits 0.

@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
+#include <fcntl.h>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -35,9 +36,11 @@
 #include <optional>
 #include <sched.h>
 #include <set>
+#include <stdio_ext.h>
 #include <string>
 #include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace shardc::rt;
@@ -51,18 +54,21 @@ public:
   std::optional<TokenData> tokens;
 
   /// The distinct batches of `m`'s inputs this source holds before it
-  /// wraps around: a file's steps, or a token file's windows of
-  /// B x (T + 1) that do not overlap the start again; synthetic data never
-  /// wraps.
+  /// wraps around: a file's steps, or a token file's batches (TokenData);
+  /// synthetic data never wraps.
   int64_t batchesHeld(const shardc_rt_model &m) const {
     if (steps)
       return steps->file().find(m.inputs[0].name)->shape[0];
     if (!tokens)
       return INT64_MAX;
-    int64_t length = tokens->seqLen();
-    int64_t span = std::max<int64_t>(tokens->numTokens() - length - 1, 1);
-    int64_t windows = (span + length - 1) / length;
-    return std::max<int64_t>(windows / m.inputs[0].shape[0], 1);
+    return tokens->batchesHeld(m.inputs[0].shape[0]);
+  }
+
+  /// A hash of the file's bytes; 0 for synthetic data.
+  uint64_t contentHash() const {
+    return steps    ? steps->file().contentHash()
+           : tokens ? tokens->contentHash()
+                    : 0;
   }
 };
 
@@ -159,18 +165,6 @@ void setUpHostUpdates(shardc_rt_context &ctx) {
                           (env ? env : "") + "'");
   if (env)
     ctx.host.stagingHalfBytes = kib << 10;
-}
-
-/// K where `name` is "step-K" as --save-every names its checkpoints (K
-/// without leading zeros); 0 otherwise.
-int64_t stepOfCheckpointName(const std::string &name) {
-  std::string digits = name.substr(std::min<size_t>(5, name.size()));
-  int64_t step = 0;
-  if (name.rfind("step-", 0) != 0 || digits.empty() || digits[0] == '0' ||
-      digits.find_first_not_of("0123456789") != std::string::npos ||
-      !parseInt(digits.c_str(), step))
-    return 0;
-  return step;
 }
 
 /// Why a save into `dir`'s step-K checkpoints of steps (first, last], each
@@ -603,6 +597,31 @@ int64_t tokenBound(const shardc_rt_model &m) {
 /// safetensors file of steps, or synthetic ones from the seed where `path`
 /// is empty. Every rank checks every input now, rather than one rank
 /// failing alone in the step that first reads a bad one.
+/// Opens --log-json's `path` for writing, emptied: a regular file, or a
+/// pipe or FIFO that a process reads (the log streams to it line by line).
+/// A FIFO that no process reads is refused at once rather than waited on:
+/// rank 0 would block in the open, the other ranks in their first
+/// collective. Null, with `error` set, where it cannot be opened.
+std::FILE *openLog(const std::string &path, std::string &error) {
+  // O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking;
+  // cleared once open, so that a slow reader slows the log, not loses it.
+  int fd = ::open(path.c_str(),
+                  O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
+  int status = fd < 0 ? -1 : ::fcntl(fd, F_GETFL);
+  std::FILE *log = nullptr;
+  if (status >= 0 && ::fcntl(fd, F_SETFL, status & ~O_NONBLOCK) == 0)
+    log = ::fdopen(fd, "w");
+  if (log)
+    return log;
+  error = path + ": " +
+          (errno == ENXIO ? std::string("a FIFO that no process reads (start "
+                                        "its reader first)")
+                          : std::string(std::strerror(errno)));
+  if (fd >= 0)
+    ::close(fd);
+  return nullptr;
+}
+
 std::unique_ptr<DataSource> openData(const shardc_rt_model &m,
                                      const std::string &path,
                                      const std::string &flag) {
@@ -618,8 +637,9 @@ std::unique_ptr<DataSource> openData(const shardc_rt_model &m,
               std::string(m.name) + " has other inputs";
     } else {
       TokenData data;
-      error = TokenData::tryOpen(path, m.inputs[0].shape[1], tokenBound(m),
-                                 flag, data);
+      error =
+          TokenData::tryOpen(path, m.inputs[0].shape[0], m.inputs[0].shape[1],
+                             tokenBound(m), flag, data);
       if (error.empty())
         source->tokens = std::move(data);
     }
@@ -645,6 +665,14 @@ std::unique_ptr<DataSource> openData(const shardc_rt_model &m,
       source->steps = std::move(data);
   }
   SHARDC_RT_CHECK_ALL(error.empty(), flag, error);
+  // Every rank reads its rows of the same global batches: node-local
+  // copies of one file will do, another file would train on a mix.
+  uint64_t mine = source->contentHash(), first = mine;
+  MPI_Bcast(&first, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  SHARDC_RT_CHECK_ALL(first == mine, flag,
+                      path + ": its contents differ from the file rank 0 "
+                             "reads: give every rank the same file (or "
+                             "copies of it)");
   return source;
 }
 
@@ -1126,32 +1154,18 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
   // every K-th (counted across --load) and after the last; rank 0 says it.
   DataSource &evalSource = evalData ? *evalData : *data;
   // A mean over batches read twice would weigh some twice: a source
-  // holding fewer than --eval-batches is evaluated once over.
-  // Every rank evaluates as many batches (each is a collective step), so
-  // node-local copies of the file must hold as many.
+  // holding fewer than --eval-batches is evaluated once over. Every rank
+  // evaluates as many batches (each is a collective step): their files
+  // are copies of one (openData).
   const std::string &evalPath =
       flags.evalData.empty() ? flags.data : flags.evalData;
   int64_t evalBatches =
       std::min(flags.evalBatches, evalSource.batchesHeld(*model));
-  // (Found before --log-json starts; the flags agree, so every rank or none
-  // evaluates and reaches the collective.)
-  if (flags.evalEvery > 0) {
-    int64_t range[2] = {evalBatches, -evalBatches}; // the fewest, the most
-    MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
-    SHARDC_RT_CHECK_ALL(
-        range[0] == -range[1],
-        flags.evalData.empty() ? "--data" : "--eval-data",
-        evalPath + ": " + countOf(evalBatches, "batch") +
-            " to evaluate here, while other ranks' files give from " +
-            std::to_string(range[0]) + " to " + std::to_string(-range[1]) +
-            ": give every rank the same file (or copies of it)");
-  }
   std::FILE *log = nullptr;
+  std::string logOpenError;
   if (!flags.logJson.empty() && ctx.worldRank == 0)
-    log = std::fopen(flags.logJson.c_str(), "w");
-  SHARDC_RT_CHECK_ALL(flags.logJson.empty() || ctx.worldRank != 0 || log,
-                      "--log-json",
-                      flags.logJson + ": " + std::strerror(errno));
+    log = openLog(flags.logJson, logOpenError);
+  SHARDC_RT_CHECK_ALL(logOpenError.empty(), "--log-json", logOpenError);
 
   const shardc_rt_prediction &predicted = model->predicted;
   int64_t persistent = ctx.allocator.liveBytes();
@@ -1189,9 +1203,28 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
   // Rank 0's failure to write --log-json (a full disk): said at once, then
   // the run goes on without the log, saves and exports what it trained,
   // and exits 1 at the end, on every rank.
+  // The log keeps whole lines: a line cut short by the failed write is
+  // cut off a regular file (logEnd: where its last whole line ends), so
+  // that every line parses.
   std::string logError;
-  auto logFailed = [&] {
+  struct stat logInfo;
+  off_t logEnd =
+      log && ::fstat(::fileno(log), &logInfo) == 0 && S_ISREG(logInfo.st_mode)
+          ? 0
+          : -1;
+  auto endLogLine = [&] {
+    if (std::fflush(log) == 0 && !std::ferror(log)) {
+      if (logEnd >= 0)
+        logEnd = ::lseek(::fileno(log), 0, SEEK_CUR);
+      return;
+    }
     logError = flags.logJson + ": cannot write: " + std::strerror(errno);
+    // The line's unwritten rest is dropped, not flushed by fclose after
+    // the cut (into the room the cut made).
+    __fpurge(log);
+    if (logEnd >= 0 && ::ftruncate(::fileno(log), logEnd) != 0)
+      logError += std::string(" (its last line is left cut short: ") +
+                  std::strerror(errno) + ")";
     std::fprintf(stderr,
                  "shardc: rank 0: --log-json: %s (the run goes on "
                  "without it, and exits 1 at the end)\n",
@@ -1238,8 +1271,7 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
                  ", \"predicted_eval_peak_bytes\": %" PRId64 "}\n",
                  ctx.step, lossText, evalBatches, e.seconds * 1e3, e.peak,
                  predicted.eval_peak);
-    if (std::fflush(log) != 0 || std::ferror(log))
-      logFailed();
+    endLogLine();
   };
   // An evaluation is traced where a step next to it is: the one before
   // or the one after.
@@ -1399,8 +1431,7 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
               predicted.all_reduce,
           hostText, gemm * 1e3, ctx.timers.commWaitSeconds * 1e3,
           ctx.timers.commSeconds * 1e3);
-      if (std::fflush(log) != 0 || std::ferror(log))
-        logFailed();
+      endLogLine();
     }
     if (evaluated)
       reportEvaluation(*evaluated);

@@ -552,6 +552,20 @@ std::string MappedFile::tryMap(const std::string &path, MappedFile &out) {
   return "";
 }
 
+uint64_t MappedFile::contentHash() const {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  constexpr uint64_t prime = 0x100000001b3ULL;
+  int64_t i = 0;
+  for (; i + 8 <= length; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, bytes + i, 8);
+    hash = (hash ^ word) * prime;
+  }
+  for (; i < length; ++i)
+    hash = (hash ^ static_cast<unsigned char>(bytes[i])) * prime;
+  return (hash ^ static_cast<uint64_t>(length)) * prime;
+}
+
 //===----------------------------------------------------------------------===//
 // Reading
 //===----------------------------------------------------------------------===//

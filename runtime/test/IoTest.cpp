@@ -702,16 +702,17 @@ void testTokenData() {
   std::string path = scratch + "/tokens.bin";
   writeFile(path, tokenFile(20240520, 1, numTokens, tokens));
   TokenData data;
-  std::string error = TokenData::tryOpen(path, T, 50, "--data", data);
+  std::string error = TokenData::tryOpen(path, B, T, 50, "--data", data);
   checkOk("tokens: open", error);
   if (!error.empty())
     return;
-  bool ok = data.numTokens() == numTokens;
+  // (100 - 1) / (4 * 8): 3 batches, then the file starts over.
+  bool ok = data.numTokens() == numTokens && data.batchesHeld(B) == 3;
   for (int64_t step = 0; step < 5; ++step) {
     std::vector<int32_t> x(B * T), y(B * T);
     data.read(step, B, 0, B, x.data(), y.data());
     for (int64_t b = 0; b < B; ++b) {
-      int64_t start = ((step * B + b) * T) % (numTokens - T - 1);
+      int64_t start = ((step % 3) * B + b) * T;
       ok &= data.windowStart(step, B, b) == start;
       for (int64_t t = 0; t < T; ++t)
         ok &= x[b * T + t] == (start + t) % 50 &&
@@ -723,50 +724,64 @@ void testTokenData() {
     ok &= std::equal(px.begin(), px.end(), x.begin() + T) &&
           std::equal(py.begin(), py.end(), y.begin() + T);
   }
-  check("tokens: windows follow ((s * B + b) * T) mod (N - T - 1), targets "
-        "shifted by one, any row range",
+  check("tokens: windows follow ((s mod P) * B + b) * T, targets shifted by "
+        "one, any row range",
         ok);
   check("tokens: a huge step does not overflow",
         data.windowStart(int64_t(1) << 62, B, 3) >= 0 &&
-            data.windowStart(int64_t(1) << 62, B, 3) < numTokens - T - 1);
+            data.windowStart(int64_t(1) << 62, B, 3) + T < numTokens);
 
   checkOk("tokens: a vocabulary larger than uint16 (100277) is accepted",
-          TokenData::tryOpen(path, T, 100277, "--data", data));
+          TokenData::tryOpen(path, B, T, 100277, "--data", data));
 
-  std::vector<uint16_t> nine(T + 1, 3);
-  writeFile(path, tokenFile(20240520, 1, T + 1, nine));
-  error = TokenData::tryOpen(path, T, 50, "--data", data);
-  check("tokens: exactly T + 1 tokens give the single window at 0",
-        error.empty() && data.windowStart(5, B, 3) == 0, error);
+  // Exactly one batch, B * T + 1 tokens: every window read, the last one
+  // ending at the last token, at every step.
+  std::vector<uint16_t> one(B * T + 1);
+  for (size_t i = 0; i < one.size(); ++i)
+    one[i] = static_cast<uint16_t>(i % 50);
+  writeFile(path, tokenFile(20240520, 1, B * T + 1, one));
+  error = TokenData::tryOpen(path, B, T, 50, "--data", data);
+  std::vector<int32_t> x(B * T), y(B * T);
+  if (error.empty())
+    data.read(5, B, 0, B, x.data(), y.data());
+  check("tokens: exactly B * T + 1 tokens give one batch, its last window "
+        "included",
+        error.empty() && data.batchesHeld(B) == 1 &&
+            data.windowStart(5, B, B - 1) == (B - 1) * T &&
+            y.back() == one.back(),
+        error);
 
   struct Case {
     const char *name;
     std::string bytes;
-    int64_t seqLen, vocab;
+    int64_t batch, seqLen, vocab;
     const char *needle;
   };
   const Case cases[] = {
-      {"bad magic", tokenFile(1234, 1, numTokens, tokens), T, 50,
+      {"bad magic", tokenFile(1234, 1, numTokens, tokens), B, T, 50,
        "magic number 1234, an llm.c token file has 20240520"},
-      {"version 2", tokenFile(20240520, 2, numTokens, tokens), T, 50,
+      {"version 2", tokenFile(20240520, 2, numTokens, tokens), B, T, 50,
        "version 2, only version 1"},
       {"size does not match the header",
-       tokenFile(20240520, 1, numTokens + 1, tokens), T, 50,
+       tokenFile(20240520, 1, numTokens + 1, tokens), B, T, 50,
        "the header says 101 tokens (202 bytes), the file has 200 bytes"},
-      {"short header", std::string(100, '\0'), T, 50,
+      {"short header", std::string(100, '\0'), B, T, 50,
        "fewer than the 1024-byte header"},
-      {"fewer than T + 1 tokens", tokenFile(20240520, 1, numTokens, tokens),
-       100, 50,
-       "100 tokens, fewer than one window of sequence length + 1 = "
-       "101"},
+      {"fewer than one batch", tokenFile(20240520, 1, numTokens, tokens), 4, 25,
+       50,
+       "100 tokens, fewer than one batch of 4 rows of 25 tokens reads (4 x 25 "
+       "+ 1 = 101)"},
+      {"a batch past int64", tokenFile(20240520, 1, numTokens, tokens),
+       int64_t(1) << 62, 8, 50, "reads (4611686018427387904 x 8 + 1)"},
       {"token beyond the vocabulary", tokenFile(20240520, 1, numTokens, tokens),
-       T, 49, "token 49 at position 49 is not below the vocabulary size 49"},
+       B, T, 49, "token 49 at position 49 is not below the vocabulary size 49"},
   };
   for (const Case &c : cases) {
     writeFile(path, c.bytes);
-    checkError(std::string("tokens: ") + c.name,
-               TokenData::tryOpen(path, c.seqLen, c.vocab, "--data", data),
-               c.needle);
+    checkError(
+        std::string("tokens: ") + c.name,
+        TokenData::tryOpen(path, c.batch, c.seqLen, c.vocab, "--data", data),
+        c.needle);
   }
 }
 

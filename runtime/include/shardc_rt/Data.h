@@ -91,25 +91,27 @@ private:
 /// uint16 tokens, header[2] = the number of tokens N), then N uint16 tokens;
 /// the file holds exactly that.
 ///
-/// Windows: at step s, global row b reads the T + 1 tokens starting at
+/// Windows: the file holds P = floor((N - 1) / (B * T)) batches (N >= B * T
+/// + 1: one batch at least), and at step s, global row b reads the T + 1
+/// tokens starting at
 ///
-///   start(s, b) = ((s * B + b) * T) mod max(N - T - 1, 1)
+///   start(s, b) = ((s mod P) * B + b) * T
 ///
-/// and tokens = window[0, T), targets = window[1, T + 1). Consecutive rows
-/// and steps walk the file T tokens at a time, as llm.c's loader does, and
-/// wrap before a window would run off the end (N = T + 1 gives the single
-/// window at 0).
+/// with tokens = window[0, T), targets = window[1, T + 1): consecutive rows
+/// and steps walk the file T tokens at a time, and start over at its
+/// beginning where the next batch would run past its end, as llm.c's loader
+/// does.
 class TokenData {
 public:
-  /// Maps and validates `path` for windows of `seqLen` = T tokens: the
-  /// header, the file size against N, N >= T + 1, and every token below
-  /// `vocab`.
-  static TokenData open(const std::string &path, int64_t seqLen, int64_t vocab,
-                        const std::string &purpose = "--data");
+  /// Maps and validates `path` for batches of `batch` = B rows of `seqLen`
+  /// = T tokens: the header, the file size against N, N >= B * T + 1, and
+  /// every token below `vocab`.
+  static TokenData open(const std::string &path, int64_t batch, int64_t seqLen,
+                        int64_t vocab, const std::string &purpose = "--data");
   /// open() without failing: "" or the error.
-  static std::string tryOpen(const std::string &path, int64_t seqLen,
-                             int64_t vocab, const std::string &purpose,
-                             TokenData &out);
+  static std::string tryOpen(const std::string &path, int64_t batch,
+                             int64_t seqLen, int64_t vocab,
+                             const std::string &purpose, TokenData &out);
   /// Whether `path` is meant as a token file: named FILE.bin, or starting
   /// with an llm.c token file's magic number whatever its name.
   static bool isTokenFile(const std::string &path);
@@ -118,6 +120,11 @@ public:
   int64_t numTokens() const { return count; }
   /// T, the window length the file was opened for.
   int64_t seqLen() const { return length; }
+  /// P of the rule above for a global batch of `globalBatch` rows: the
+  /// batches the file holds before it starts over (0 where it holds none).
+  int64_t batchesHeld(int64_t globalBatch) const;
+  /// A hash of the file's bytes: ranks compare theirs.
+  uint64_t contentHash() const { return file.contentHash(); }
   /// start(step, row) of the rule above for a global batch of `globalBatch`
   /// rows.
   int64_t windowStart(int64_t step, int64_t globalBatch, int64_t row) const;

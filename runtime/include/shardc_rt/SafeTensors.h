@@ -81,6 +81,9 @@ public:
   const char *data() const { return bytes; }
   int64_t size() const { return length; }
   const std::string &path() const { return filePath; }
+  /// A hash of the file's bytes (64-bit FNV-1a over 8-byte words), one read
+  /// of the whole file: whether two ranks' files are copies of one file.
+  uint64_t contentHash() const;
 
 private:
   struct Mapping;
@@ -165,6 +168,8 @@ public:
   const std::string &purpose() const { return why; }
   /// Size of the file in bytes.
   int64_t fileBytes() const { return file.size(); }
+  /// MappedFile::contentHash of the file.
+  uint64_t contentHash() const { return file.contentHash(); }
 
 private:
   MappedFile file;

@@ -113,13 +113,16 @@ def main():
                           {"x": ("F32", [2, 32, 64], f32(inf)),
                            "y": ("I32", [2, 32], i32(y))})
 
-    # Token files for the GPT (T = 32, vocabulary 256).
-    window = [t % 256 for t in range(100)]
+    # Token files for the GPT (B = 8, T = 32, vocabulary 256): one batch
+    # reads 257 tokens.
+    window = [t % 256 for t in range(300)]
     lib.write_tokens(at("tokens-good.bin"), window)
+    lib.write_tokens(at("tokens-copy.bin"), window)
+    lib.write_tokens(at("tokens-other.bin"), window[1:] + window[:1])
     lib.write_tokens(at("tokens-magic.bin"), window, magic=12345)
     lib.write_tokens(at("tokens-few.bin"), [1] * 20)
     lib.write_tokens(at("tokens-vocab.bin"), window[:50] + [300] + window[51:])
-    lib.write_tokens(at("tokens-count.bin"), window, count=200)
+    lib.write_tokens(at("tokens-count.bin"), window, count=400)
 
     # Checkpoints: rank 1's file cut short; checkpoint.json cut short.
     shutil.copytree(at("ckpt"), at("ckpt-truncated"))
