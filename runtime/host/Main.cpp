@@ -441,6 +441,21 @@ std::string unexpectedTensors(const std::vector<std::string> &stored,
   return listNames(unexpected, 3);
 }
 
+/// Fails every rank whose copy of a file that every rank reads (`flag`'s
+/// `path`) differs from rank 0's by its `contentHash`: node-local copies
+/// of one file will do; another file, say another shard of a dataset,
+/// would not (a step training on a mix of two, replicas starting from
+/// other weights). Collective.
+void checkSameAsRankZero(uint64_t contentHash, const std::string &flag,
+                         const std::string &path) {
+  uint64_t first = contentHash;
+  MPI_Bcast(&first, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  SHARDC_RT_CHECK_ALL(first == contentHash, flag,
+                      path + ": its contents differ from the file rank 0 "
+                             "reads: give every rank the same file (or "
+                             "copies of it)");
+}
+
 void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
   const shardc_rt_model &m = *ctx.model;
   for (int32_t i = 0; i < m.num_params; ++i) {
@@ -504,6 +519,8 @@ void setUpParams(shardc_rt_context &ctx, const Flags &flags) {
     SafeTensorsFile file;
     std::string error = SafeTensorsFile::tryOpen(flags.init, "--init", file);
     SHARDC_RT_CHECK_ALL(error.empty(), "--init", error);
+    // Replicas, and a param's shards, start from the same weights.
+    checkSameAsRankZero(file.contentHash(), "--init", flags.init);
     init = std::move(file);
   }
   std::string error;
@@ -665,14 +682,8 @@ std::unique_ptr<DataSource> openData(const shardc_rt_model &m,
       source->steps = std::move(data);
   }
   SHARDC_RT_CHECK_ALL(error.empty(), flag, error);
-  // Every rank reads its rows of the same global batches: node-local
-  // copies of one file will do, another file would train on a mix.
-  uint64_t mine = source->contentHash(), first = mine;
-  MPI_Bcast(&first, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  SHARDC_RT_CHECK_ALL(first == mine, flag,
-                      path + ": its contents differ from the file rank 0 "
-                             "reads: give every rank the same file (or "
-                             "copies of it)");
+  // Every rank reads its rows of the same global batches.
+  checkSameAsRankZero(source->contentHash(), flag, path);
   return source;
 }
 
