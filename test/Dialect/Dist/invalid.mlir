@@ -613,3 +613,42 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
+
+// -----
+
+// Every dist op's tensors are static, of positive sizes and at most 2^40
+// elements (the StaticShapes trait, as train's ops): a `?` would reach the
+// emitters as an element count of INT64_MIN, 2^62 elements as a byte count
+// wrapped to 0.
+dist.mesh @world axes ["shard"] shape [2]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.param "x" init(#train.zeros) : tensor<10xf32>
+  // expected-error @+1 {{'dist.unpack' op expected positive static dimensions, got ? in dimension 0 of result #1}}
+  %p:2 = dist.unpack %x : tensor<10xf32> -> tensor<2x4xf32>, tensor<?xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+dist.mesh @world axes ["shard"] shape [2]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.param "x" init(#train.zeros) : tensor<2x4xf32>
+  // expected-error @+1 {{'dist.pack' op expected at most 2^40 elements in 'tensor<4611686018427387904xf32>'}}
+  %b = dist.pack %x : tensor<2x4xf32> -> tensor<4611686018427387904xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+dist.mesh @world axes ["shard"] shape [2]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  // expected-error @+1 {{'dist.free' op frees the storage of param 'l', which the step keeps for the next}}
+  dist.free %l : tensor<1xf32>
+  train.return %s : tensor<f32>
+}

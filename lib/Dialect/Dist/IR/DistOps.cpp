@@ -348,6 +348,10 @@ LogicalResult AllReduceStartOp::verify() {
 
 LogicalResult FreeOp::verify() {
   Operation *self = getOperation();
+  // A param's storage lives across steps: the update writes it, by name.
+  if (auto param = getValue().getDefiningOp<shardc::train::ParamOp>())
+    return emitOpError() << "frees the storage of param '" << param.getName()
+                         << "', which the step keeps for the next";
   // Freed in a loop that it is made before, it would be freed once a
   // micro-batch.
   auto loop = self->getParentOfType<shardc::train::MicrobatchesOp>();

@@ -41,42 +41,6 @@ Type elementOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getElementType();
 }
 
-/// Every tensor an op touches has a static shape of positive dimensions.
-LogicalResult verifyStaticShapes(Operation *op) {
-  auto check = [&](Value v, StringRef what, unsigned idx) -> LogicalResult {
-    auto type = dyn_cast<RankedTensorType>(v.getType());
-    if (!type)
-      return success();
-    for (auto [dim, size] : llvm::enumerate(type.getShape()))
-      if (ShapedType::isDynamic(size) || size <= 0)
-        return op->emitOpError()
-               << "expected positive static dimensions, got "
-               << (ShapedType::isDynamic(size) ? std::string("?")
-                                                : std::to_string(size))
-               << " in dimension " << dim << " of " << what << " #" << idx;
-    return success();
-  };
-  for (auto [i, v] : llvm::enumerate(op->getOperands()))
-    if (failed(check(v, "operand", i)))
-      return failure();
-  for (auto [i, v] : llvm::enumerate(op->getResults()))
-    if (failed(check(v, "result", i)))
-      return failure();
-  // Sizes in bytes must fit in 64 bits for every later cost computation.
-  for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults())) {
-    auto type = dyn_cast<RankedTensorType>(v.getType());
-    if (!type)
-      continue;
-    int64_t elements = 1;
-    for (int64_t size : type.getShape())
-      if (llvm::MulOverflow(elements, size, elements) ||
-          elements > ModelOp::kMaxElements)
-        return op->emitOpError() << "expected at most 2^40 elements in "
-                                 << type;
-  }
-  return success();
-}
-
 /// All non-scalar floating-point operands and results share one element
 /// type: mixed precision casts are explicit. `statistics` (attention's
 /// log-sum-exps) is f32 whatever the rest, and its op checks it.
@@ -204,6 +168,41 @@ LogicalResult verifyClosedRegion(Operation *op, StringRef name,
   return failure(walk.wasInterrupted());
 }
 } // namespace
+
+LogicalResult shardc::train::verifyStaticShapes(Operation *op) {
+  auto check = [&](Value v, StringRef what, unsigned idx) -> LogicalResult {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type)
+      return success();
+    for (auto [dim, size] : llvm::enumerate(type.getShape()))
+      if (ShapedType::isDynamic(size) || size <= 0)
+        return op->emitOpError()
+               << "expected positive static dimensions, got "
+               << (ShapedType::isDynamic(size) ? std::string("?")
+                                               : std::to_string(size))
+               << " in dimension " << dim << " of " << what << " #" << idx;
+    return success();
+  };
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (failed(check(v, "operand", i)))
+      return failure();
+  for (auto [i, v] : llvm::enumerate(op->getResults()))
+    if (failed(check(v, "result", i)))
+      return failure();
+  // Sizes in bytes must fit in 64 bits for every later cost computation.
+  for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults())) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type)
+      continue;
+    int64_t elements = 1;
+    for (int64_t size : type.getShape())
+      if (llvm::MulOverflow(elements, size, elements) ||
+          elements > ModelOp::kMaxElements)
+        return op->emitOpError()
+               << "expected at most 2^40 elements in " << type;
+  }
+  return success();
+}
 
 //===--- train.model ------------------------------------------------------===//
 

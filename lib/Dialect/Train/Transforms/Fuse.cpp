@@ -242,7 +242,9 @@ struct TrainFusePass
   using NamedOptionErrors::NamedOptionErrors;
 
   void runOnOperation() override {
-    Operation *module = getOperation();
+    ModuleOp module = getOperation();
+    if (failed(getModels(module)))
+      return signalPassFailure();
     DominanceInfo dominance(module);
     // Each fusion by the name of its fused op, in the order they run. Each
     // rewrite erases its anchor and the op before it and creates ops only

@@ -130,7 +130,10 @@ void printModel(ModelOp model, llvm::raw_ostream &os) {
 struct TrainSummaryPass
     : shardc::train::impl::TrainSummaryPassBase<TrainSummaryPass> {
   void runOnOperation() override {
-    for (ModelOp model : getOperation().getOps<ModelOp>())
+    FailureOr<SmallVector<ModelOp>> models = getModels(getOperation());
+    if (failed(models))
+      return signalPassFailure();
+    for (ModelOp model : *models)
       printModel(model, llvm::errs());
     markAllAnalysesPreserved();
   }

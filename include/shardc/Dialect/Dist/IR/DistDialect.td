@@ -42,7 +42,15 @@ def Dist_Dialect : Dialect {
   let hasOperationAttrVerify = 1;
 }
 
+// Every tensor a dist op touches has a static shape of positive dimensions
+// and at most 2^40 elements, as train's ops (train::verifyStaticShapes),
+// checked before the op's own verifier: the sizes and byte counts later
+// passes, the ledger and the emitters compute all assume it.
+def StaticShapes : NativeOpTrait<"StaticShapes"> {
+  let cppNamespace = "::shardc::train";
+}
+
 class Dist_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Dist_Dialect, mnemonic, traits>;
+    : Op<Dist_Dialect, mnemonic, !listconcat([StaticShapes], traits)>;
 
 #endif // SHARDC_DIALECT_DIST_IR_DISTDIALECT_TD

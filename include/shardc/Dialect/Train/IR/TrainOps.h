@@ -18,6 +18,23 @@
 
 #include "shardc/Dialect/Train/IR/TrainInterfaces.h.inc"
 
+namespace shardc::train {
+/// Every tensor `op` touches has a static shape of positive dimensions and
+/// at most ModelOp::kMaxElements elements; an error on `op` where not.
+mlir::LogicalResult verifyStaticShapes(mlir::Operation *op);
+
+/// The trait of ops whose tensors verifyStaticShapes checks before the
+/// op's own verifier (the dist ops; train's compute ops call it).
+template <typename ConcreteType>
+class StaticShapes
+    : public mlir::OpTrait::TraitBase<ConcreteType, StaticShapes> {
+public:
+  static mlir::LogicalResult verifyTrait(mlir::Operation *op) {
+    return verifyStaticShapes(op);
+  }
+};
+} // namespace shardc::train
+
 #define GET_OP_CLASSES
 #include "shardc/Dialect/Train/IR/TrainOps.h.inc"
 
