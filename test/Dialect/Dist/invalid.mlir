@@ -652,3 +652,25 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   dist.free %l : tensor<1xf32>
   train.return %s : tensor<f32>
 }
+
+// -----
+
+// A sharded model divides its batch over every rank of @mesh: a split of
+// another count would run each rank on another share of the batch.
+dist.mesh @mesh axes ["shard"] shape [4]
+// expected-error @+1 {{'train.model' op expected 'split 4': a sharded model divides its batch over every rank of @mesh, got split 2}}
+train.model @m batch 4 split 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> attributes {dist.strategy = "ddp"} {
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}
+
+// -----
+
+dist.mesh @mesh axes ["shard"] shape [2]
+// expected-error @+1 {{'train.model' op expected 'split 2': a sharded model divides its batch over every rank of @mesh, got none}}
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> attributes {dist.strategy = "zero3"} {
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}

@@ -84,6 +84,20 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
            << "expected 'dist.strategy' on a train.model to be one of ddp, "
               "zero1, zero2, zero3, hsdp, got "
            << attr.getValue();
+  // Every strategy splits the global batch over every rank of the mesh:
+  // each rank's inputs hold batch / ranks rows.
+  auto model = cast<shardc::train::ModelOp>(op);
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
+      op, FlatSymbolRefAttr::get(op->getContext(), "mesh"));
+  if (!mesh)
+    return success(); // the emitters refuse a model without one
+  int64_t ranks = mesh.getNumRanks();
+  if (model.getSplit() != static_cast<uint64_t>(ranks))
+    return model.emitOpError()
+           << "expected 'split " << ranks << "': a sharded model divides "
+           << "its batch over every rank of @mesh, got "
+           << (model.getSplit() ? "split " + std::to_string(*model.getSplit())
+                                : std::string("none"));
   return success();
 }
 
@@ -560,53 +574,13 @@ LogicalResult verifyFlatOrder(Operation *op, ArrayRef<Operation *> params,
   return diag;
 }
 
-/// Where `value` is a result of a train.microbatches, what its body yields
-/// for it (the result sums that over the micro-batches); else null.
-Value summedFrom(Value value) {
-  auto result = dyn_cast<OpResult>(value);
-  auto loop = result
-                  ? dyn_cast<shardc::train::MicrobatchesOp>(result.getOwner())
-                  : nullptr;
-  if (!loop || loop.getBody().empty() || loop.getBody().front().empty())
-    return nullptr;
-  auto yield = dyn_cast<shardc::train::YieldOp>(loop.getBody().front().back());
-  if (!yield || result.getResultNumber() >= yield.getNumOperands())
-    return nullptr;
-  return yield.getOperand(result.getResultNumber());
-}
-
-/// What a train.backward yields as `value` (through conversions and
-/// micro-batch sums): its unit, and the param whose gradient it is, or
-/// none for a cotangent of the unit's inputs.
-struct BackwardYield {
-  StringRef unit;
-  std::optional<StringRef> param;
-};
-
-/// Where a train.backward yields `value`, what it is; nullopt for a value
-/// no backward yields as it is (gradients summed, a tied param's).
-std::optional<BackwardYield> backwardYieldOf(Value value) {
-  for (;;) {
-    if (auto convert = value.getDefiningOp<ConvertOp>())
-      value = convert.getInput();
-    else if (Value yielded = summedFrom(value))
-      value = yielded;
-    else
-      break;
-  }
-  auto result = dyn_cast<OpResult>(value);
-  auto backward =
-      result ? dyn_cast<shardc::train::BackwardOp>(result.getOwner()) : nullptr;
-  if (!backward)
-    return std::nullopt;
-  unsigned firstGrad = backward.getNumResults() - backward.getParams().size();
-  if (result.getResultNumber() < firstGrad)
-    return BackwardYield{backward.getUnit(), std::nullopt};
-  return BackwardYield{
-      backward.getUnit(),
-      cast<StringAttr>(
-          backward.getParams()[result.getResultNumber() - firstGrad])
-          .getValue()};
+/// What a train.backward yields as `value`, looking through dist.convert
+/// (a mixed-precision cast) as well as micro-batch sums.
+std::optional<shardc::train::BackwardYield> backwardYieldOf(Value value) {
+  return shardc::train::backwardYieldOf(value, [](Value v) -> Value {
+    auto convert = v.getDefiningOp<ConvertOp>();
+    return convert ? convert.getInput() : nullptr;
+  });
 }
 
 /// The gradients `pack` flattens for `op`'s params (whose shapes
@@ -617,16 +591,13 @@ LogicalResult verifyPackedGradients(Operation *op, ArrayRef<Operation *> params,
                                     PackOp pack) {
   for (auto [i, grad, param] : llvm::enumerate(pack.getInputs(), params)) {
     StringRef expected = cast<shardc::train::ParamOp>(param).getName();
-    std::optional<BackwardYield> yielded = backwardYieldOf(grad);
+    std::optional<shardc::train::BackwardYield> yielded = backwardYieldOf(grad);
     if (!yielded || yielded->param == expected)
       continue;
-    InFlightDiagnostic diag = pack.emitOpError() << "expected piece " << i
-                                                 << " to be the gradient of '"
-                                                 << expected << "', got ";
-    if (yielded->param)
-      diag << "the gradient of '" << *yielded->param << "'";
-    else
-      diag << "a cotangent of the inputs of unit '" << yielded->unit << "'";
+    InFlightDiagnostic diag = pack.emitOpError()
+                              << "expected piece " << i
+                              << " to be the gradient of '" << expected
+                              << "', got " << yielded->describe();
     diag.attachNote(op->getLoc()) << "the params' order";
     return diag;
   }
@@ -718,7 +689,7 @@ LogicalResult AdamWFlatOp::verifyParams(ArrayRef<Operation *> params) {
   // wait), conversions and micro-batch sums; the updated piece's
   // dist.unpack (ZeRO-1/2).
   for (Value grad = getGrad(); grad;) {
-    if (Value yielded = summedFrom(grad)) {
+    if (Value yielded = shardc::train::summedFrom(grad)) {
       grad = yielded;
       continue;
     }

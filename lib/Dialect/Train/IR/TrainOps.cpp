@@ -616,6 +616,47 @@ LogicalResult InputOp::verify() {
 
 SmallVector<StringRef, 1> AdamWOp::getParamNames() { return {getName()}; }
 
+Value shardc::train::summedFrom(Value value) {
+  auto result = dyn_cast<OpResult>(value);
+  auto loop = result ? dyn_cast<MicrobatchesOp>(result.getOwner()) : nullptr;
+  if (!loop || loop.getBody().empty() || loop.getBody().front().empty())
+    return nullptr;
+  auto yield = dyn_cast<YieldOp>(loop.getBody().front().back());
+  if (!yield || result.getResultNumber() >= yield.getNumOperands())
+    return nullptr;
+  return yield.getOperand(result.getResultNumber());
+}
+
+std::string BackwardYield::describe() const {
+  return param ? "the gradient of '" + param->str() + "'"
+               : "a cotangent of the inputs of unit '" + unit.str() + "'";
+}
+
+std::optional<BackwardYield>
+shardc::train::backwardYieldOf(Value value,
+                               function_ref<Value(Value)> through) {
+  for (;;) {
+    if (Value summed = summedFrom(value))
+      value = summed;
+    else if (Value cast = through ? through(value) : nullptr)
+      value = cast;
+    else
+      break;
+  }
+  auto result = dyn_cast<OpResult>(value);
+  auto backward = result ? dyn_cast<BackwardOp>(result.getOwner()) : nullptr;
+  if (!backward)
+    return std::nullopt;
+  unsigned firstGrad = backward.getNumResults() - backward.getParams().size();
+  if (result.getResultNumber() < firstGrad)
+    return BackwardYield{backward.getUnit(), std::nullopt};
+  return BackwardYield{
+      backward.getUnit(),
+      cast<StringAttr>(
+          backward.getParams()[result.getResultNumber() - firstGrad])
+          .getValue()};
+}
+
 LogicalResult AdamWOp::verifyParams(ArrayRef<Operation *> params) {
   Operation *paramOp = params.front();
   auto param = cast<ParamOp>(paramOp);
@@ -627,7 +668,15 @@ LogicalResult AdamWOp::verifyParams(ArrayRef<Operation *> params) {
     return emitOpError() << "expected a gradient of the shape of "
                          << param.getType() << " for param '" << getName()
                          << "', got " << getGrad().getType();
-  return success();
+  // Where a backward yields it as it is, it is this param's: two params of
+  // one shape (a layer norm's weight and bias) swapped would each be
+  // updated with the other's gradient. (A sharded step's gradient comes
+  // through collectives and buckets, which the dist ops check.)
+  std::optional<BackwardYield> yielded = backwardYieldOf(getGrad());
+  if (!yielded || yielded->param == getName())
+    return success();
+  return emitOpError() << "expected the gradient of '" << getName() << "', got "
+                       << yielded->describe();
 }
 
 //===--- train.linear -----------------------------------------------------===//

@@ -27,7 +27,9 @@ def Dist_Dialect : Dialect {
     types are those of one rank.
 
     A sharded `train.model` carries `dist.strategy` (the strategy's name,
-    for the ledger), and `dist.offload_optimizer` (a unit attribute) where
+    for the ledger; where the module has a `dist.mesh @mesh`, the model's
+    `split` is its number of ranks: every strategy divides the batch over
+    all of them), and `dist.offload_optimizer` (a unit attribute) where
     its optimizer state lives in host memory and its updates run on the
     host CPU: the ledger counts that state off the device's peak, and the
     bytes each step copies between host and device. With it,

@@ -6,12 +6,13 @@
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
-#include "llvm/ADT/StringMap.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/RegionKindInterface.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringMap.h"
 
 #include "shardc/Dialect/Train/IR/TrainAttrs.h"
 #include "shardc/Dialect/Train/IR/TrainDialect.h"
@@ -51,6 +52,28 @@ mlir::FailureOr<llvm::SmallVector<ModelOp>> getModels(mlir::ModuleOp module);
 /// second one, noting the first.
 mlir::FailureOr<ModelOp> getSingleModel(mlir::ModuleOp module,
                                         llvm::StringRef purpose);
+
+/// Where `value` is a result of a train.microbatches, what its body yields
+/// for it (the result sums that over the micro-batches); else null.
+mlir::Value summedFrom(mlir::Value value);
+
+/// What a train.backward yields: its unit, and the param whose gradient it
+/// is, or none for a cotangent of the unit's inputs.
+struct BackwardYield {
+  llvm::StringRef unit;
+  std::optional<llvm::StringRef> param;
+
+  /// "the gradient of 'P'", or "a cotangent of the inputs of unit 'U'".
+  std::string describe() const;
+};
+
+/// Where a train.backward yields `value`, looking through micro-batch sums
+/// and what `through` looks through (a later dialect's casts: the value
+/// it casts, else null), what it is; nullopt for a value no backward
+/// yields as it is (gradients summed: a tied param's).
+std::optional<BackwardYield>
+backwardYieldOf(mlir::Value value,
+                llvm::function_ref<mlir::Value(mlir::Value)> through = {});
 } // namespace shardc::train
 
 #endif // SHARDC_DIALECT_TRAIN_IR_TRAINOPS_H

@@ -36,7 +36,9 @@ def Train_ModelOp : Train_Op<"model", [
     every trainable parameter.
 
     Once sharded, `split N` says that the global batch is divided over N
-    data-parallel ranks: each rank's inputs hold `batch / N` examples.
+    data-parallel ranks: each rank's inputs hold `batch / N` examples. N is
+    the number of ranks of the mesh the model is sharded over (the dist
+    dialect's `dist.strategy` checks it against `@mesh`).
 
     The model verifies that parameter, unit and input names are unique.
 
@@ -302,7 +304,9 @@ def Train_AdamWOp : Train_Op<"adamw", [
     `grad`, owning the parameter's first and second moments. Inserted by
     `--train-autodiff`, one per trainable parameter, after the backward.
     With `clip`, the update takes `grad * clip`: the coefficient of
-    `max_grad_norm` (`dist.clip_coefficient`).
+    `max_grad_norm` (`dist.clip_coefficient`). Where a `train.backward`
+    yields `grad` (through micro-batch sums), it yields it as the gradient
+    of `name`, not of another param or an input.
 
     ```mlir
     train.adamw "h0.w", %gw : tensor<16x16xf32>
