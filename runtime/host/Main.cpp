@@ -609,11 +609,6 @@ int64_t tokenBound(const shardc_rt_model &m) {
   return std::min(m.inputs[0].bound, m.inputs[1].bound);
 }
 
-/// The batches in `path` (--data, --eval-data): a token file (FILE.bin, or
-/// one by its magic number), a
-/// safetensors file of steps, or synthetic ones from the seed where `path`
-/// is empty. Every rank checks every input now, rather than one rank
-/// failing alone in the step that first reads a bad one.
 /// Opens --log-json's `path` for writing, emptied: a regular file, or a
 /// pipe or FIFO that a process reads (the log streams to it line by line).
 /// A FIFO that no process reads is refused at once rather than waited on:
@@ -639,6 +634,12 @@ std::FILE *openLog(const std::string &path, std::string &error) {
   return nullptr;
 }
 
+/// The batches in `path` (--data, --eval-data): a token file (FILE.bin, or
+/// one by its magic number), a
+/// safetensors file of steps, or synthetic ones from the seed where `path`
+/// is empty. Every rank checks every input now, rather than one rank
+/// failing alone in the step that first reads a bad one, and that its file
+/// is rank 0's (checkSameAsRankZero).
 std::unique_ptr<DataSource> openData(const shardc_rt_model &m,
                                      const std::string &path,
                                      const std::string &flag) {
