@@ -116,21 +116,26 @@ std::string checkOutputsApart(const Flags &flags) {
                "': one would overwrite the other";
     auto [parent, name] = splitPath(path);
     auto [grandparent, parentName] = splitPath(parent);
-    for (const Named &dir : dirs) {
-      if (dir.path->empty() || !isCheckpointFileName(name))
-        continue;
-      std::string id = fileIdentity(*dir.path);
-      if (fileIdentity(parent) == id)
+    bool everySave = !flags.save.empty() && flags.saveEvery > 0;
+    std::string saveId = everySave ? fileIdentity(flags.save) : "";
+    // --save-every's DIR/step-K itself, which a save makes a directory.
+    if (everySave && stepOfCheckpointName(name) > 0 &&
+        fileIdentity(parent) == saveId)
+      return std::string(output.flag) + ": '" + path +
+             "' is --save-every's checkpoint directory (or would be): one "
+             "would overwrite the other";
+    if (!isCheckpointFileName(name))
+      continue;
+    for (const Named &dir : dirs)
+      if (!dir.path->empty() && fileIdentity(parent) == fileIdentity(*dir.path))
         return std::string(output.flag) + ": '" + path + "' is a file of " +
                dir.flag + "'s checkpoint '" + *dir.path +
                "': one would overwrite the other";
-      if (dir.path == &flags.save && flags.saveEvery > 0 &&
-          stepOfCheckpointName(parentName) > 0 &&
-          fileIdentity(grandparent) == id)
-        return std::string(output.flag) + ": '" + path +
-               "' is a file of --save-every's checkpoint '" + parent +
-               "' (or would be): one would overwrite the other";
-    }
+    if (everySave && stepOfCheckpointName(parentName) > 0 &&
+        fileIdentity(grandparent) == saveId)
+      return std::string(output.flag) + ": '" + path +
+             "' is a file of --save-every's checkpoint '" + parent +
+             "' (or would be): one would overwrite the other";
   }
   return "";
 }

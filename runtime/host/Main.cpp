@@ -613,7 +613,8 @@ int64_t tokenBound(const shardc_rt_model &m) {
 /// pipe or FIFO that a process reads (the log streams to it line by line).
 /// A FIFO that no process reads is refused at once rather than waited on:
 /// rank 0 would block in the open, the other ranks in their first
-/// collective. Null, with `error` set, where it cannot be opened.
+/// collective; where the reader goes later, the log fails as on a full
+/// disk. Null, with `error` set, where it cannot be opened.
 std::FILE *openLog(const std::string &path, std::string &error) {
   // O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking;
   // cleared once open, so that a slow reader slows the log, not loses it.
@@ -623,12 +624,22 @@ std::FILE *openLog(const std::string &path, std::string &error) {
   std::FILE *log = nullptr;
   if (status >= 0 && ::fcntl(fd, F_SETFL, status & ~O_NONBLOCK) == 0)
     log = ::fdopen(fd, "w");
-  if (log)
+  if (log) {
+    // A pipe's reader may go: the write then fails (EPIPE) as a full
+    // disk's does, rather than SIGPIPE killing rank 0.
+    struct stat info;
+    if (::fstat(fd, &info) == 0 && !S_ISREG(info.st_mode))
+      std::signal(SIGPIPE, SIG_IGN);
     return log;
+  }
+  int reason = errno;
+  struct stat info;
+  bool fifo = ::stat(path.c_str(), &info) == 0 && S_ISFIFO(info.st_mode);
   error = path + ": " +
-          (errno == ENXIO ? std::string("a FIFO that no process reads (start "
-                                        "its reader first)")
-                          : std::string(std::strerror(errno)));
+          (reason == ENXIO && fifo
+               ? std::string("a FIFO that no process reads (start its reader "
+                             "first)")
+               : std::string(std::strerror(reason)));
   if (fd >= 0)
     ::close(fd);
   return nullptr;

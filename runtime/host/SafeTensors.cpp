@@ -559,7 +559,10 @@ uint64_t MappedFile::contentHash() const {
   for (; i + 8 <= length; i += 8) {
     uint64_t word;
     std::memcpy(&word, bytes + i, 8);
+    // The fold carries the product's high bits down: without it a word's
+    // top bit reaches the hash's top bit alone, and two such flips cancel.
     hash = (hash ^ word) * prime;
+    hash ^= hash >> 32;
   }
   for (; i < length; ++i)
     hash = (hash ^ static_cast<unsigned char>(bytes[i])) * prime;

@@ -83,9 +83,7 @@ int main(int argc, char **argv) {
   // that names a regular file, or standard input where none names the input.
   bool readsStdin = true;
   for (llvm::StringRef arg : llvm::ArrayRef(args).drop_front()) {
-    if (arg != "-" && !arg.starts_with("-"))
-      readsStdin = false;
-    if (isInformational(arg))
+    if (!arg.starts_with("-") || isInformational(arg))
       readsStdin = false;
     if (arg.starts_with("-") || !llvm::sys::fs::is_regular_file(arg))
       continue;
@@ -93,7 +91,9 @@ int main(int argc, char **argv) {
         shardc::isOutputOverInput("shardc-translate", arg, output))
       return 1;
   }
-  if (readsStdin && !checkStdin())
+  // A terminal is left to the parser, which reads what is typed (and to
+  // the options' errors, which come first).
+  if (readsStdin && !::isatty(0) && !checkStdin())
     return 1;
   shardc::registerStepTranslations();
   std::string outputFlag, error;

@@ -81,8 +81,9 @@ public:
   const char *data() const { return bytes; }
   int64_t size() const { return length; }
   const std::string &path() const { return filePath; }
-  /// A hash of the file's bytes (64-bit FNV-1a over 8-byte words), one read
-  /// of the whole file: whether two ranks' files are copies of one file.
+  /// A hash of the file's bytes (FNV-1a's step over 8-byte words, each
+  /// product folded, high half into low), one read of the whole file:
+  /// whether two ranks' files are copies of one file.
   uint64_t contentHash() const;
 
 private:

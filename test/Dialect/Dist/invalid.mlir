@@ -552,36 +552,6 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
 
 // -----
 
-// Nor a cotangent of the unit's inputs, of a param's shape.
-dist.mesh @world axes ["shard"] shape [2]
-train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
-  %g = train.param "g" of unit "u" init(#train.zeros) sharded(#dist.shard<layout = flat, mesh = @world, axes = ["shard"]>) of tensor<3xf32> : tensor<3xf32>
-  %b = train.param "b" of unit "u" init(#train.zeros) sharded(#dist.shard<layout = flat, mesh = @world, axes = ["shard"]>) of tensor<3xf32> : tensor<3xf32>
-  %x0 = train.param "x0" frozen init(#train.zeros) : tensor<3xf32>
-  %dy = train.param "dy" frozen init(#train.zeros) : tensor<3xf32>
-  %y = train.unit "u"(%x0, %g, %b) : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32> {
-  ^bb0(%x: tensor<3xf32>, %pg: tensor<3xf32>, %pb: tensor<3xf32>):
-    %z = train.add %x, %pg : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
-    %z2 = train.add %z, %pb : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
-    train.yield %z2 : tensor<3xf32>
-  }
-  %d:3 = train.backward "u"(%dy) params ["g", "b"] : (tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) {
-  ^bb0(%x: tensor<3xf32>):
-    train.yield %x, %x, %x : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
-  }
-  // expected-error @+1 {{'dist.pack' op expected piece 0 to be the gradient of 'g', got a cotangent of the inputs of unit 'u'}}
-  %p = dist.pack %d#0, %d#2 : tensor<3xf32>, tensor<3xf32> -> tensor<6xf32>
-  %t = dist.reduce_scatter_start %p on @world ["shard"] avg flat : tensor<6xf32> -> !dist.token<tensor<3xf32>>
-  %r = dist.wait %t : !dist.token<tensor<3xf32>>
-  // expected-note @+1 {{the params' order}}
-  dist.adamw_flat "u" ["g", "b"], %r on @world ["shard"] : tensor<3xf32>
-  %l = train.param "l" frozen init(#train.zeros) : tensor<1xf32>
-  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
-  train.return %s : tensor<f32>
-}
-
-// -----
-
 // ZeRO-1/2: an updated shard is gathered and written back to its param.
 dist.mesh @world axes ["shard"] shape [2]
 train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {

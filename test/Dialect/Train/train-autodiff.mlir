@@ -224,3 +224,24 @@ train.model @unused_param batch 2 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0
   %loss = train.cross_entropy %u, %t : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
   train.return %loss : tensor<f32>
 }
+
+// -----
+
+// A param of the model's body passed into a unit as an operand gets the
+// unit's input cotangent as its gradient, which its update takes (the
+// second RUN line verifies the output).
+// CHECK-LABEL: train.model @operand_param
+// CHECK:       %[[BW:.*]] = train.backward "u"
+// CHECK:       train.adamw "w", %[[BW]] : tensor<2x2xf32>
+train.model @operand_param batch 2 optimizer <lr = 0.001, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %x = train.input "x" : tensor<2x2xf32>
+  %y = train.input "y" : tensor<2xi32>
+  %w = train.param "w" init(#train.zeros) : tensor<2x2xf32>
+  %u = train.unit "u"(%x, %w) : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32> {
+  ^bb0(%a: tensor<2x2xf32>, %b: tensor<2x2xf32>):
+    %h = train.matmul %a, %b : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+    train.yield %h : tensor<2x2xf32>
+  }
+  %loss = train.cross_entropy %u, %y : (tensor<2x2xf32>, tensor<2xi32>) -> tensor<f32>
+  train.return %loss : tensor<f32>
+}

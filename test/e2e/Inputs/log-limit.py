@@ -1,8 +1,11 @@
-"""Runs a one-rank training executable until it has logged a step, then
-caps its file size (RLIMIT_FSIZE, SIGXFSZ ignored) a little past the log's
-length, so that a later line is cut short as a full disk would cut it.
-Prints the run's first stderr line after that (the --log-json failure), and
-whether the log then holds whole lines only, each one JSON.
+"""Runs a one-rank training executable until it has logged a step, stops
+it (each line is one write, so the log then ends in a whole line), caps its
+file size (RLIMIT_FSIZE; the runtime ignores SIGXFSZ) 100 bytes past the
+log's length, less than a line, and lets it go on: its next line is cut
+short, as a full disk would cut it. Prints the run's first stderr line
+after that (the --log-json failure), whether the log then holds whole lines
+only, each one JSON, and whether it ends where it ended at the stop (the
+cut line cut off).
 
 usage: log-limit.py EXE LOG
 """
@@ -21,20 +24,20 @@ def main():
     exe, log = sys.argv[1], sys.argv[2]
     if os.path.exists(log):
         os.remove(log)
-    # Ignored here and kept ignored across exec: a write past the cap
-    # fails with EFBIG instead of killing the run.
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     run = subprocess.Popen([exe, "--quiet", "--steps", "100000000",
                             "--log-json", log],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           text=True, restore_signals=False)
+                           text=True)
     deadline = time.time() + 60
     while time.time() < deadline and run.poll() is None and not (
             os.path.exists(log) and os.path.getsize(log) > 0):
         time.sleep(0.05)
-    # Not a multiple of a line's length: the line that crosses it is cut.
-    cap = os.path.getsize(log) + 1001
+    run.send_signal(signal.SIGSTOP)
+    time.sleep(0.2)
+    stopped = os.path.getsize(log)
+    cap = stopped + 100
     resource.prlimit(run.pid, resource.RLIMIT_FSIZE, (cap, cap))
+    run.send_signal(signal.SIGCONT)
     selector = selectors.DefaultSelector()
     selector.register(run.stderr, selectors.EVENT_READ)
     said = "(nothing said in 60 s)"
@@ -46,7 +49,9 @@ def main():
     text = open(log).read()
     lines = text.split("\n")
     whole = lines[-1] == "" and all(json.loads(line) for line in lines[:-1])
-    print("whole lines:", whole, "(%d bytes, cap %d)" % (len(text), cap))
+    print("whole lines:", whole)
+    print("ends at the stop:", len(text.encode()) == stopped,
+          "(%d bytes, %d at the stop)" % (len(text.encode()), stopped))
 
 
 if __name__ == "__main__":

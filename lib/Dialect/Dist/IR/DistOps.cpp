@@ -91,7 +91,12 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
       op, FlatSymbolRefAttr::get(op->getContext(), "mesh"));
   if (!mesh)
     return success(); // the emitters refuse a model without one
-  int64_t ranks = mesh.getNumRanks();
+  // The mesh's own verifier bounds its sizes; unverified yet (a mesh after
+  // the model), a bad one is left to it.
+  int64_t ranks = 1;
+  for (int64_t size : mesh.getShape())
+    if (size <= 0 || llvm::MulOverflow(ranks, size, ranks))
+      return success();
   if (model.getSplit() != static_cast<uint64_t>(ranks))
     return model.emitOpError()
            << "expected 'split " << ranks << "': a sharded model divides "
@@ -362,9 +367,15 @@ LogicalResult AllReduceStartOp::verify() {
 
 LogicalResult FreeOp::verify() {
   Operation *self = getOperation();
-  // A param's storage lives across steps: the update writes it, by name.
-  if (auto param = getValue().getDefiningOp<shardc::train::ParamOp>())
+  // A param's storage (a flat param's too) lives across steps: the update
+  // writes it, by name.
+  Operation *def = getValue().getDefiningOp();
+  if (auto param = dyn_cast_or_null<shardc::train::ParamOp>(def))
     return emitOpError() << "frees the storage of param '" << param.getName()
+                         << "', which the step keeps for the next";
+  if (auto flat = dyn_cast_or_null<FlatParamOp>(def))
+    return emitOpError() << "frees the storage of the flat param of '"
+                         << flat.getUnit()
                          << "', which the step keeps for the next";
   // Freed in a loop that it is made before, it would be freed once a
   // micro-batch.
@@ -592,12 +603,13 @@ LogicalResult verifyPackedGradients(Operation *op, ArrayRef<Operation *> params,
   for (auto [i, grad, param] : llvm::enumerate(pack.getInputs(), params)) {
     StringRef expected = cast<shardc::train::ParamOp>(param).getName();
     std::optional<shardc::train::BackwardYield> yielded = backwardYieldOf(grad);
-    if (!yielded || yielded->param == expected)
+    if (!yielded || !yielded->param || yielded->param == expected)
       continue;
     InFlightDiagnostic diag = pack.emitOpError()
                               << "expected piece " << i
                               << " to be the gradient of '" << expected
-                              << "', got " << yielded->describe();
+                              << "', got the gradient of '" << *yielded->param
+                              << "'";
     diag.attachNote(op->getLoc()) << "the params' order";
     return diag;
   }

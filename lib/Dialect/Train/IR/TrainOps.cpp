@@ -627,11 +627,6 @@ Value shardc::train::summedFrom(Value value) {
   return yield.getOperand(result.getResultNumber());
 }
 
-std::string BackwardYield::describe() const {
-  return param ? "the gradient of '" + param->str() + "'"
-               : "a cotangent of the inputs of unit '" + unit.str() + "'";
-}
-
 std::optional<BackwardYield>
 shardc::train::backwardYieldOf(Value value,
                                function_ref<Value(Value)> through) {
@@ -668,15 +663,17 @@ LogicalResult AdamWOp::verifyParams(ArrayRef<Operation *> params) {
     return emitOpError() << "expected a gradient of the shape of "
                          << param.getType() << " for param '" << getName()
                          << "', got " << getGrad().getType();
-  // Where a backward yields it as it is, it is this param's: two params of
-  // one shape (a layer norm's weight and bias) swapped would each be
-  // updated with the other's gradient. (A sharded step's gradient comes
-  // through collectives and buckets, which the dist ops check.)
+  // Where a backward yields it as a param's gradient, it is this param's:
+  // two params of one shape (a layer norm's weight and bias) swapped would
+  // each be updated with the other's gradient. (A param passed into a unit
+  // as an operand gets the unit's input cotangent; a sharded step's
+  // gradient comes through collectives and buckets, which the dist ops
+  // check.)
   std::optional<BackwardYield> yielded = backwardYieldOf(getGrad());
-  if (!yielded || yielded->param == getName())
+  if (!yielded || !yielded->param || yielded->param == getName())
     return success();
-  return emitOpError() << "expected the gradient of '" << getName() << "', got "
-                       << yielded->describe();
+  return emitOpError() << "expected the gradient of '" << getName()
+                       << "', got the gradient of '" << *yielded->param << "'";
 }
 
 //===--- train.linear -----------------------------------------------------===//

@@ -257,8 +257,9 @@ def Dist_FreeOp : Dist_Op<"free"> {
     The memory holding `value` returns to the allocator here: after
     `dist.free` of a gathered parameter only the shard remains. Nothing may
     read `value` after its free, and a value is freed at most once. A
-    `train.param`'s storage (the shard, or the whole param) is never freed:
-    it lives across steps, and the update writes it by name.
+    `train.param`'s or `dist.flat_param`'s storage (the shard, or the whole
+    param) is never freed: it lives across steps, and the update writes it
+    by name.
 
     ```mlir
     dist.free %full : tensor<4x16xf32>

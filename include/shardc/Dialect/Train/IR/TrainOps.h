@@ -58,13 +58,11 @@ mlir::FailureOr<ModelOp> getSingleModel(mlir::ModuleOp module,
 mlir::Value summedFrom(mlir::Value value);
 
 /// What a train.backward yields: its unit, and the param whose gradient it
-/// is, or none for a cotangent of the unit's inputs.
+/// is, or none for a cotangent of the unit's inputs (which is a param's
+/// gradient where the param is passed into the unit as an operand).
 struct BackwardYield {
   llvm::StringRef unit;
   std::optional<llvm::StringRef> param;
-
-  /// "the gradient of 'P'", or "a cotangent of the inputs of unit 'U'".
-  std::string describe() const;
 };
 
 /// Where a train.backward yields `value`, looking through micro-batch sums

@@ -305,8 +305,8 @@ def Train_AdamWOp : Train_Op<"adamw", [
     `--train-autodiff`, one per trainable parameter, after the backward.
     With `clip`, the update takes `grad * clip`: the coefficient of
     `max_grad_norm` (`dist.clip_coefficient`). Where a `train.backward`
-    yields `grad` (through micro-batch sums), it yields it as the gradient
-    of `name`, not of another param or an input.
+    yields `grad` (through micro-batch sums) as a param's gradient, that
+    param is `name`.
 
     ```mlir
     train.adamw "h0.w", %gw : tensor<16x16xf32>
