@@ -644,3 +644,16 @@ train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 =
   %s = train.reshape %l : tensor<1xf32> to tensor<f32>
   train.return %s : tensor<f32>
 }
+
+// -----
+
+dist.mesh @world axes ["shard"] shape [4]
+train.model @m batch 4 optimizer #train.adamw<lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.0> {
+  %w = train.param "w" init(#train.zeros) sharded(#dist.shard<layout = flat, mesh = @world, axes = ["shard"]>) of tensor<4x2xf32> : tensor<4x2xf32>
+  %f = dist.flat_param "" ["w"] on @world ["shard"] : tensor<2xf32>
+  // expected-error @+1 {{'dist.free' op frees the storage of the flat param of '', which the step keeps for the next}}
+  dist.free %f : tensor<2xf32>
+  %l = train.param "l" init(#train.zeros) : tensor<1xf32>
+  %s = train.reshape %l : tensor<1xf32> to tensor<f32>
+  train.return %s : tensor<f32>
+}

@@ -14,6 +14,8 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <optional>
+
 #include "shardc/Dialect/Train/IR/TrainAttrs.h"
 #include "shardc/Dialect/Train/IR/TrainDialect.h"
 

@@ -186,6 +186,7 @@ def TrainFusePass : Pass<"train-fuse", "::mlir::ModuleOp"> {
 
     Run after `--train-autodiff` (which does not differentiate fused ops),
     before `--shardc-shard`; `--shardc-pipeline` does, unless `fuse=false`.
+    A module without a model is an error, as for every pass.
 
     ```mlir
     %h = train.linear %x, %w, %b : ...
@@ -260,7 +261,8 @@ def TrainSummaryPass : Pass<"train-summary", "::mlir::ModuleOp"> {
   let description = [{
     An analysis: prints, for each `train.model`, what a user checks first
     about a model, to stderr (stdout keeps the IR, so the pass can sit in a
-    pipeline). The IR is unchanged.
+    pipeline). The IR is unchanged. A module without a model is an error,
+    as for every pass.
 
     ```
     model @gpt: 124439808 params (124439808 trainable), 497.76 MB as stored, 13 units, batch 8
