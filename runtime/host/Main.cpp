@@ -624,14 +624,8 @@ std::FILE *openLog(const std::string &path, std::string &error) {
   std::FILE *log = nullptr;
   if (status >= 0 && ::fcntl(fd, F_SETFL, status & ~O_NONBLOCK) == 0)
     log = ::fdopen(fd, "w");
-  if (log) {
-    // A pipe's reader may go: the write then fails (EPIPE) as a full
-    // disk's does, rather than SIGPIPE killing rank 0.
-    struct stat info;
-    if (::fstat(fd, &info) == 0 && !S_ISREG(info.st_mode))
-      std::signal(SIGPIPE, SIG_IGN);
+  if (log)
     return log;
-  }
   int reason = errno;
   struct stat info;
   bool fifo = ::stat(path.c_str(), &info) == 0 && S_ISFIFO(info.st_mode);
@@ -1235,6 +1229,10 @@ static int runMain(int argc, char **argv, const shardc_rt_model *model) {
       log && ::fstat(::fileno(log), &logInfo) == 0 && S_ISREG(logInfo.st_mode)
           ? 0
           : -1;
+  // A pipe's reader may go: the write then fails (EPIPE) as a full disk's
+  // does, rather than SIGPIPE killing rank 0.
+  if (log && logEnd < 0)
+    std::signal(SIGPIPE, SIG_IGN);
   auto endLogLine = [&] {
     if (std::fflush(log) == 0 && !std::ferror(log)) {
       if (logEnd >= 0)

@@ -6,6 +6,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 
 
 class Checks:
@@ -62,6 +63,24 @@ def write_tokens(path, values, magic=TOKEN_MAGIC, count=None):
     with open(path, "wb") as f:
         f.write(struct.pack("<256i", *header))
         f.write(struct.pack("<%dH" % len(values), *values))
+
+
+def start_logging(command, log):
+    """Starts `command` (a training run) with --log-json `log`, the file
+    removed first, and returns it once it has logged a line (or ended, or
+    after 60 s): a run to change something under while it trains. Its
+    stderr is a text pipe."""
+    if os.path.exists(log):
+        os.remove(log)
+    run = subprocess.Popen(command + ["--quiet", "--steps", "100000000",
+                                      "--log-json", log],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and run.poll() is None and not (
+            os.path.exists(log) and os.path.getsize(log) > 0):
+        time.sleep(0.05)
+    return run
 
 
 def read_log(path):

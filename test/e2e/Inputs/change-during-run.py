@@ -11,7 +11,6 @@ usage: change-during-run.py OUT_DIR shrink|rewrite MPIRUN... EXE
 import os
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import lib  # noqa: E402
@@ -23,16 +22,7 @@ def main():
     log = os.path.join(out, change + ".jsonl")
     count = 100000
     lib.write_tokens(tokens, [t % 256 for t in range(count)])
-    if os.path.exists(log):
-        os.remove(log)
-    run = subprocess.Popen(command + ["--quiet", "--steps", "100000000",
-                                      "--data", tokens, "--log-json", log],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           text=True)
-    deadline = time.time() + 60
-    while time.time() < deadline and run.poll() is None and not (
-            os.path.exists(log) and os.path.getsize(log) > 0):
-        time.sleep(0.05)
+    run = lib.start_logging(command + ["--data", tokens], log)
     if change == "shrink":
         os.truncate(tokens, 1024)
     else:

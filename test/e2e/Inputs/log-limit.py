@@ -15,23 +15,16 @@ import os
 import resource
 import selectors
 import signal
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import lib  # noqa: E402
 
 
 def main():
     exe, log = sys.argv[1], sys.argv[2]
-    if os.path.exists(log):
-        os.remove(log)
-    run = subprocess.Popen([exe, "--quiet", "--steps", "100000000",
-                            "--log-json", log],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           text=True)
-    deadline = time.time() + 60
-    while time.time() < deadline and run.poll() is None and not (
-            os.path.exists(log) and os.path.getsize(log) > 0):
-        time.sleep(0.05)
+    run = lib.start_logging([exe], log)
     run.send_signal(signal.SIGSTOP)
     time.sleep(0.2)
     stopped = os.path.getsize(log)
